@@ -601,21 +601,24 @@ class Dataset:
             ShardRow.schema_version,
             ShardRow.added_version,
             ShardRow.removed_version,
+            ShardRow.collected_at,
         )
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
             rows = conn.execute(_live_at(self.id, v).with_only_columns(*cols)).all()
+        _check_readable(self.name, v, (r[-1] for r in rows))
         root = str(self.catalog.data_root)
         join = os.path.join  # 100k shards: pathlib would cost a third of `show --json`
-        return [ShardInfo(join(root, r[0]), *r) for r in rows]
+        return [ShardInfo(join(root, r[0]), *r[:-1]) for r in rows]
 
     def files(self, version: int | None = None) -> list[str]:
         """Absolute shard paths at ``version``, ready for ``tf.data.TFRecordDataset``."""
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
-            paths = conn.execute(_live_at(self.id, v).with_only_columns(ShardRow.path)).scalars().all()
+            rows = conn.execute(_live_at(self.id, v).with_only_columns(ShardRow.path, ShardRow.collected_at)).all()
+        _check_readable(self.name, v, (r[1] for r in rows))
         root = str(self.catalog.data_root)
-        return [os.path.join(root, p) for p in paths]
+        return [os.path.join(root, r[0]) for r in rows]
 
     def schema_at(self, version: int | None = None) -> Schema:
         with mf.read_txn(self.catalog.engine) as conn:
@@ -679,8 +682,16 @@ def _live_at(dataset_id: int, version: int) -> Any:
             ShardRow.added_version <= version,
             or_(ShardRow.removed_version.is_(None), ShardRow.removed_version > version),
         )
-        .order_by(ShardRow.id)
+        .order_by(ShardRow.seq)
     )
+
+
+def _check_readable(name: str, version: int, collected: Iterable[Any]) -> None:
+    if any(c is not None for c in collected):
+        raise VersionNotFoundError(
+            f"dataset {name!r} version {version} is no longer readable: gc collected its retired shards "
+            "(keep versions with `catalog gc --keep-versions K`)"
+        )
 
 
 def _shard_batches(path: str) -> Iterator[list[bytes]]:
@@ -916,8 +927,9 @@ class Writer:
                             "schema_version": row.schema_version,
                             "added_version": new,
                             "removed_version": None,
+                            "seq": (new << mf.SEQ_BITS) + i,
                         }
-                        for s in shards
+                        for i, s in enumerate(shards)
                     ],
                 )
         root = self.catalog.data_root

@@ -18,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Engine,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -36,7 +37,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from catalog.errors import CatalogError, ManifestError
 
-FORMAT_VERSION = 1  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 2  # the manifest's own schema version (see upgrade())
+# A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
+# commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
+# replaces, so order survives rewrites that commit after newer appends.
+SEQ_BITS = 24
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 50
 T = TypeVar("T")
@@ -108,7 +113,7 @@ class CommitRow(Base):
 class ShardRow(Base):
     __tablename__ = "shards"
     __table_args__ = (
-        Index("ix_shards_live", "dataset_id", "removed_version", "id"),
+        Index("ix_shards_live_seq", "dataset_id", "removed_version", "seq"),
         Index("ix_shards_added", "dataset_id", "added_version"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -120,7 +125,30 @@ class ShardRow(Base):
     compression: Mapped[str] = mapped_column(String(8))
     schema_version: Mapped[int] = mapped_column(Integer)
     added_version: Mapped[int] = mapped_column(Integer)
-    removed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    removed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)  # tombstone: retired here
+    seq: Mapped[int] = mapped_column(BigInteger, default=0)  # read order (see SEQ_BITS)
+    # Set by gc (before it deletes the file) on retired shards: versions needing it are gone.
+    collected_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class AppliedMigrationRow(Base):
+    """One applied migration (Flyway's schema history): a file's sha256, or a quick one's operations."""
+
+    __tablename__ = "applied_migrations"
+    __table_args__ = (UniqueConstraint("dataset_id", "migration_id", "applied_version"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
+    migration_id: Mapped[str] = mapped_column(String(256))  # file stem "0001_add_height", or "quick-<schema v>"
+    checksum: Mapped[str] = mapped_column(String(80))  # "sha256:" + hex of the script (quick: of its operations)
+    operations: Mapped[str | None] = mapped_column(Text, nullable=True)  # quick migrations: the operations as JSON
+    from_schema_version: Mapped[int] = mapped_column(Integer)
+    to_schema_version: Mapped[int] = mapped_column(Integer)
+    applied_version: Mapped[int] = mapped_column(Integer)  # the dataset version its commit made
+    reverted_version: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a restore to before it
+    rows: Mapped[int] = mapped_column(BigInteger)
+    seconds: Mapped[float] = mapped_column(Float)
+    applied_at: Mapped[datetime] = mapped_column(DateTime)
+    author: Mapped[str] = mapped_column(String(256), default="")
 
 
 class IntentRow(Base):
@@ -239,8 +267,22 @@ def check_format(meta: dict[str, str]) -> int:
     return found
 
 
+def _upgrade_1_to_2(conn: Connection) -> None:
+    """Format 2: shards get a read order (seq) and a collected mark; migrations get a table."""
+    conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN seq BIGINT NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN collected_at DATETIME")
+    # The order format 1 read in (by id), expressed as format 2's seq.
+    conn.exec_driver_sql(
+        f"UPDATE shards SET seq = added_version * {1 << SEQ_BITS} + id - "
+        "(SELECT MIN(s2.id) FROM shards s2 WHERE s2.dataset_id = shards.dataset_id "
+        "AND s2.added_version = shards.added_version)"
+    )
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_shards_live")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_shards_live_seq ON shards (dataset_id, removed_version, seq)")
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2}
 
 
 def upgrade(engine: Engine) -> tuple[int, int]:

@@ -336,30 +336,40 @@ def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.Mo
 
     root = tmp_path / "old"
     shutil.copytree(FIXTURE, root)
+    result = run("-C", str(root), "list", ok=False)
+    assert result.stderr == f"error: the manifest has format 1, older than {manifest.FORMAT_VERSION}: run `catalog upgrade`\n"
+    assert run("-C", str(root), "upgrade").stdout == f"manifest format 1 -> {manifest.FORMAT_VERSION}\n"
     listing = json.loads(run("-C", str(root), "list", "--json").stdout)
     assert [(d["name"], d["version"], d["records"]) for d in listing] == [("legacy", 3, 15)]
     rows = [json.loads(line) for line in run("-C", str(root), "cat", "legacy").stdout.splitlines()]
-    assert [r["id"] for r in rows] == list(range(15)) and rows[12]["w"] == 1.0
+    assert [r["id"] for r in rows] == list(range(15)) and rows[12]["w"] == 1.0  # format 1's order kept
     assert json.loads(run("-C", str(root), "verify", "--json").stdout)["ok"] is True
     assert run("-C", str(root), "upgrade").stdout == f"manifest already at format {manifest.FORMAT_VERSION}\n"
+    # an upgraded manifest takes appends and reads them after the old shards
+    run("-C", str(root), "append", "legacy", str(_jsonl(tmp_path, [{"id": 15, "name": "new", "w": 2.0}])))
+    rows = [json.loads(line) for line in run("-C", str(root), "cat", "legacy").stdout.splitlines()]
+    assert [r["id"] for r in rows] == list(range(16))
 
     with sqlite3.connect(root / "catalog.db") as db:
-        db.execute("update catalog_meta set value = '0' where key = 'format_version'")
-    result = run("-C", str(root), "list", ok=False)
-    assert (
-        result.stderr
-        == f"error: the manifest has format 0, older than {manifest.FORMAT_VERSION}: run `catalog upgrade`\n"
-    )
+        db.execute("update catalog_meta set value = ? where key = 'format_version'", (str(manifest.FORMAT_VERSION - 1),))
     calls: list[int] = []
-    monkeypatch.setitem(manifest.UPGRADES, 0, lambda conn: calls.append(0))
-    assert run("-C", str(root), "upgrade").stdout == f"manifest format 0 -> {manifest.FORMAT_VERSION}\n"
+    monkeypatch.setitem(manifest.UPGRADES, manifest.FORMAT_VERSION - 1, lambda conn: calls.append(0))
+    assert run("-C", str(root), "upgrade").stdout == (
+        f"manifest format {manifest.FORMAT_VERSION - 1} -> {manifest.FORMAT_VERSION}\n"
+    )
     assert calls == [0]
-    assert json.loads(run("-C", str(root), "list", "--json").stdout)[0]["records"] == 15
+    assert json.loads(run("-C", str(root), "list", "--json").stdout)[0]["records"] == 16
 
     with sqlite3.connect(root / "catalog.db") as db:
         db.execute("update catalog_meta set value = '99' where key = 'format_version'")
     result = run("-C", str(root), "list", ok=False)
     assert result.stderr.startswith("error: the manifest has format 99, newer than this catalog understands")
+
+
+def _jsonl(tmp_path: Path, rows: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 def test_python_api_round_trip(tmp_path: Path) -> None:

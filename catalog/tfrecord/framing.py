@@ -162,6 +162,10 @@ class RecordWriter:
 
     @staticmethod
     def _as_bytes(data: Any) -> bytes:
+        # numpy scalars expose a buffer too (a longdouble's with uninitialised padding), but a
+        # number is not a record: only bytes-like buffers and arrays of plain data are.
+        if isinstance(data, (np.generic, str, int, float)):
+            raise CatalogError(f"a record must be bytes, not {type(data).__name__}")
         try:
             view = memoryview(data)
         except (TypeError, ValueError) as e:  # ValueError: e.g. a datetime64 array
