@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
@@ -41,6 +41,12 @@ from catalog.manifest import CommitRow, DatasetRow, IntentRow, SchemaVersionRow,
 from catalog.schema import Schema
 from catalog.storage import ShardFile, ShardSink, new_intent_id
 from catalog.tfrecord.framing import read_record_batches
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from catalog.migrations import MigrateReport, MigrationStatus
+    from catalog.rewrite import CompactReport, ExportReport
 
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"
@@ -214,6 +220,8 @@ class GcReport:
     kept_young: int = 0
     kept_live: int = 0
     dry_run: bool = False
+    retired: list[str] = field(default_factory=list)  # retired shards collected (a subset of removed)
+    kept_retired: int = 0  # retired shards kept for time travel
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -223,6 +231,8 @@ class GcReport:
             "bytes": self.bytes,
             "kept_young": self.kept_young,
             "kept_live": self.kept_live,
+            "retired_removed": self.retired,
+            "kept_retired": self.kept_retired,
         }
 
 
@@ -442,10 +452,19 @@ class Catalog:
 
         return verify_catalog(self, names, progress)
 
-    def gc(self, grace: timedelta = timedelta(hours=1), dry_run: bool = False) -> GcReport:
+    def gc(
+        self,
+        grace: timedelta = timedelta(hours=1),
+        dry_run: bool = False,
+        *,
+        keep_versions: int | None = None,
+        older_than: timedelta | None = None,
+    ) -> GcReport:
+        """Remove unregistered files; with ``keep_versions`` and/or ``older_than`` also retired
+        shards that no kept version needs (time travel to older versions ends there)."""
         from catalog.maintenance import collect_garbage
 
-        return collect_garbage(self, grace, dry_run)
+        return collect_garbage(self, grace, dry_run, keep_versions, older_than)
 
     def shard_path(self, relpath: str) -> Path:
         return self.data_root / relpath
@@ -672,6 +691,75 @@ class Dataset:
 
     def verify(self, progress: Progress | None = None) -> VerifyReport:
         return self.catalog.verify([self.name], progress)
+
+    # ---- rewrites (see rewrite.py and migrations.py)
+    def migrate(
+        self,
+        migrations: str | os.PathLike[str] = "migrations",
+        *,
+        to: int | None = None,
+        dry_run: bool = False,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        message: str = "",
+        author: str | None = None,
+        add: Sequence[str] = (),
+        drop: Sequence[str] = (),
+        rename: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> MigrateReport:
+        """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
+        with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration."""
+        from catalog.migrations import migrate, quick_operations
+
+        quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
+        return migrate(
+            self, Path(migrations), to=to, dry_run=dry_run, workers=workers, executor=executor, message=message,
+            author=author, quick=quick, progress=progress,
+        )  # fmt: skip
+
+    def migrations(self, migrations: str | os.PathLike[str] = "migrations") -> list[MigrationStatus]:
+        """Applied and pending migrations with their checksums."""
+        from catalog.migrations import status
+
+        return status(self, Path(migrations))
+
+    def restore(self, version: int, message: str = "", author: str | None = None) -> Commit:
+        """A new commit whose live shards and schema are exactly ``version``'s."""
+        from catalog.rewrite import restore
+
+        return restore(self, version, message, author)
+
+    def compact(
+        self,
+        target_size: int | None = None,
+        *,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        message: str = "",
+        author: str | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> CompactReport:
+        """Merge adjacent small shards (same records, same order) in one no-data-change commit."""
+        from catalog.rewrite import DEFAULT_TARGET_SIZE, compact
+
+        return compact(
+            self, target_size or DEFAULT_TARGET_SIZE, workers=workers, executor=executor, message=message,
+            author=author, dry_run=dry_run, progress=progress,
+        )  # fmt: skip
+
+    def export(
+        self,
+        out: str | os.PathLike[str],
+        version: int | None = None,
+        compression: str = "none",
+        progress: Progress | None = None,
+    ) -> ExportReport:
+        """One TFRecord file (none, gzip or zlib) holding the dataset at ``version``."""
+        from catalog.rewrite import export
+
+        return export(self, out, version, compression, progress)
 
 
 def _live_at(dataset_id: int, version: int) -> Any:

@@ -9,11 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from catalog import manifest as mf
 from catalog.errors import CatalogError, DatasetNotFoundError
-from catalog.manifest import DatasetRow, IntentRow, ShardRow, utcnow
+from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
 from catalog.storage import file_checksum, intent_of
 from catalog.tfrecord.framing import read_record_batches
 
@@ -46,6 +46,7 @@ def verify_catalog(cat: Catalog, names: Sequence[str] | None, progress: Progress
         q = select(DatasetRow.name, ShardRow.path, ShardRow.records, ShardRow.bytes, ShardRow.checksum).join(
             DatasetRow, DatasetRow.id == ShardRow.dataset_id
         )
+        q = q.where(ShardRow.collected_at.is_(None))  # gc removed those on purpose
         if wanted is not None:
             q = q.where(DatasetRow.name.in_(wanted))
         shards = conn.execute(q.order_by(ShardRow.id)).all()
@@ -94,15 +95,26 @@ def _check_shard(path: Path, records: int, size: int, checksum: str) -> tuple[st
     return "checksum", f"{found}, {checksum} registered"
 
 
-def collect_garbage(cat: Catalog, grace: timedelta, dry_run: bool) -> GcReport:
+def collect_garbage(
+    cat: Catalog,
+    grace: timedelta,
+    dry_run: bool,
+    keep_versions: int | None = None,
+    older_than: timedelta | None = None,
+) -> GcReport:
     from catalog.core import GcReport, dead_intents, live_intents
 
+    if keep_versions is not None and keep_versions < 1:
+        raise CatalogError("--keep-versions must be at least 1 (the current version is always kept)")
+    report = GcReport(dry_run=dry_run)
+    if keep_versions is not None or older_than is not None:
+        _collect_retired(cat, keep_versions, older_than, report)
     # List the files first, then read the manifest: a writer records its intent before
     # it creates a file, so any file listed here is either under an intent this snapshot
     # sees or already registered in it. Never the other way round.
     files = _data_files(cat.data_root, None)
     with mf.read_txn(cat.engine) as conn:
-        registered = set(conn.execute(select(ShardRow.path)).scalars())
+        registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
         live = live_intents(conn)
         dead = dead_intents(conn)
@@ -111,10 +123,9 @@ def collect_garbage(cat: Catalog, grace: timedelta, dry_run: bool) -> GcReport:
         # cannot commit (a commit needs its intent), and the files of one that committed or
         # beat its heartbeat since the snapshot (so was not revoked) are kept.
         live |= set(dead) - _revoke(cat, dead)
-    report = GcReport(dry_run=dry_run)
     now = time.time()
     for rel, path in files:
-        if rel in registered:
+        if rel in registered or str(path) in report.retired:
             continue
         if intent_of(path.name) in live:
             report.kept_live += 1
@@ -133,6 +144,61 @@ def collect_garbage(cat: Catalog, grace: timedelta, dry_run: bool) -> GcReport:
     if not dry_run:
         _tidy(cat, datasets)
     return report
+
+
+def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timedelta | None, report: GcReport) -> None:
+    """Retired shards no kept version needs: marked collected in the manifest, then deleted.
+
+    A shard retired at version r was live up to r - 1, so the newest K versions (v-K+1 .. v)
+    need it exactly when r > v - K + 1. ``older_than`` counts from the retiring commit.
+    """
+    q = (
+        select(
+            ShardRow.id,
+            ShardRow.path,
+            ShardRow.bytes,
+            ShardRow.removed_version,
+            DatasetRow.version,
+            CommitRow.created_at,
+        )
+        .join(DatasetRow, DatasetRow.id == ShardRow.dataset_id)
+        .join(
+            CommitRow, (CommitRow.dataset_id == ShardRow.dataset_id) & (CommitRow.version == ShardRow.removed_version)
+        )
+        .where(ShardRow.removed_version.is_not(None), ShardRow.collected_at.is_(None))
+    )
+    cutoff = utcnow() - older_than if older_than is not None else None
+    with mf.read_txn(cat.engine) as conn:
+        rows = conn.execute(q).all()
+    chosen = []
+    for r in rows:
+        needed = keep_versions is not None and r.removed_version > r.version - keep_versions + 1
+        recent = cutoff is not None and r.created_at > cutoff
+        if needed or recent:
+            report.kept_retired += 1
+        else:
+            chosen.append(r)
+    if not report.dry_run and chosen:
+        now = utcnow()
+
+        def txn() -> None:
+            with mf.write_txn(cat.engine) as conn:
+                ids = [r.id for r in chosen]
+                for i in range(0, len(ids), 5000):
+                    conn.execute(
+                        update(ShardRow)
+                        .where(ShardRow.id.in_(ids[i : i + 5000]), ShardRow.removed_version.is_not(None))
+                        .values(collected_at=now)
+                    )
+
+        mf.with_lock_retry(txn)  # recorded before any file goes: readers get a clear error, not a missing file
+    for r in chosen:
+        path = cat.shard_path(r.path)
+        report.retired.append(str(path))
+        report.removed.append(str(path))
+        report.bytes += r.bytes
+        if not report.dry_run:
+            path.unlink(missing_ok=True)
 
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:

@@ -1,0 +1,520 @@
+"""Schema migrations: discover scripts, plan, rewrite every shard through an executor, commit.
+
+A migration is ``<dir>/<dataset>/NNNN_slug.py`` declaring ``operations = [...]`` (see
+:mod:`catalog.migrate`). Each applied migration is one commit: a new schema version, the
+rewritten shards live, the old ones retired (still readable by version), and a row in the
+applied-migrations table with the script's sha256 (Flyway's schema history). A script
+edited after it was applied is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+import types
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from catalog import manifest as mf
+from catalog.errors import CatalogError, CommitConflictError, ValidationError
+from catalog.manifest import AppliedMigrationRow
+from catalog.migrate import MigrationError, Operation, check_operations, compile_steps, evolve, from_json
+from catalog.rewrite import (
+    Change,
+    Intent,
+    LiveChanged,
+    LiveShard,
+    NewShard,
+    Snapshot,
+    commit_change,
+    executor_for,
+    run_jobs,
+    snapshot,
+)
+from catalog.schema import Schema, SchemaDiff
+from catalog.storage import ShardFile, ShardSink
+from catalog.tfrecord.framing import read_record_batches
+
+if TYPE_CHECKING:
+    from catalog.core import Dataset, Progress
+
+FILE_RE = re.compile(r"^(\d{4,})_([A-Za-z0-9_]+)\.py$")
+DEFAULT_DIR = "migrations"
+CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
+UNLIMITED = 1 << 62
+
+TEMPLATE = '''"""{dataset} migration {number:04d}: {slug}.
+
+Applied in order by `catalog migrate {dataset}`; once applied, this file must not change
+(a new migration corrects an old one). Operations run in order on every record:
+
+    AddField(name, spec, default=...)      # or fn=lambda row: ... (computed from the row)
+    DropField(name)
+    RenameField(old, new)
+    CastField(name, spec, lossy=False)     # int64 <-> float32, string <-> bytes, shapes
+    Transform(fn, schema={{...}})            # any row -> row function, with the target schema
+
+`spec` is a feature's JSON form, as in a schema file: {{"dtype": "int64"}}.
+"""
+
+from catalog.migrate import AddField, CastField, DropField, RenameField, Transform  # noqa: F401
+
+operations = [
+    # AddField("height", {{"dtype": "int64"}}, default=256),
+]
+'''
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+@dataclass(frozen=True)
+class MigrationFile:
+    id: str  # the file's stem, e.g. "0001_add_height"
+    number: int
+    path: Path
+    checksum: str  # "sha256:" + hex of the file's bytes
+
+    @classmethod
+    def read(cls, path: Path) -> MigrationFile:
+        m = FILE_RE.match(path.name)
+        if m is None:
+            raise MigrationError(f"{path}: not a migration file name (NNNN_slug.py, e.g. 0001_add_height.py)")
+        return cls(path.stem, int(m.group(1)), path, sha256_of(path.read_bytes()))
+
+
+def sha256_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def discover(directory: Path, dataset: str) -> list[MigrationFile]:
+    """The dataset's migration files, in order (none when its folder does not exist)."""
+    folder = directory / dataset
+    if not folder.is_dir():
+        return []
+    files = [MigrationFile.read(p) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
+    files.sort(key=lambda f: (f.number, f.id))
+    seen: dict[int, MigrationFile] = {}
+    for f in files:
+        if f.number in seen:
+            raise MigrationError(f"{f.path}: number {f.number:04d} is taken by {seen[f.number].path.name} too")
+        seen[f.number] = f
+    return files
+
+
+_LOADED: dict[tuple[str, str], list[Operation]] = {}
+
+
+def load_operations(path: str | Path, checksum: str) -> list[Operation]:
+    """Run a migration script (the very bytes whose sha256 is ``checksum``) and return its operations.
+
+    Workers call this too: they import the script themselves, so functions in it (lambdas
+    included) never cross a process boundary.
+    """
+    key = (str(path), checksum)
+    if key in _LOADED:
+        return _LOADED[key]
+    try:
+        source = Path(path).read_bytes()
+    except OSError as e:
+        raise MigrationError(f"{path}: cannot read migration: {e.strerror or e}") from e
+    if sha256_of(source) != checksum:
+        raise MigrationError(f"{path}: the migration changed while it was being applied; run `catalog migrate` again")
+    name = f"_catalog_migration_{checksum[7:23]}"
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module  # dataclasses and pickling look functions' modules up here
+    try:
+        exec(compile(source, str(path), "exec"), module.__dict__)
+    except CatalogError as e:
+        raise MigrationError(f"{path}: {e}") from e
+    except Exception as e:  # the script's own bug: one line naming the file
+        raise MigrationError(f"{path}: the migration script failed: {type(e).__name__}: {e}") from e
+    ops = check_operations(getattr(module, "operations", None), str(path))
+    _LOADED[key] = ops
+    return ops
+
+
+# --------------------------------------------------------------------------- work units
+
+
+@dataclass(frozen=True)
+class MigrationSpec:
+    """A migration as data: a script (path and sha256) or quick operations, and the schema it reads."""
+
+    id: str
+    source_schema: dict[str, Any]
+    script: str | None = None
+    checksum: str = ""
+    operations: tuple[dict[str, Any], ...] = ()
+
+    def key(self) -> str:
+        return json.dumps([self.id, self.script, self.checksum, self.operations, self.source_schema], sort_keys=True)
+
+    def ops(self) -> list[Operation]:
+        if self.script is not None:
+            return load_operations(self.script, self.checksum)
+        return [from_json(o) for o in self.operations]
+
+    def chain(self) -> list[Schema]:
+        return evolve(Schema.from_json(self.source_schema), self.ops())
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Migrate one shard into one new shard."""
+
+    spec: MigrationSpec
+    source: str  # absolute path
+    records: int
+    data_root: str
+    dataset: str
+    prefix: str  # file-name prefix, led by the intent id
+
+
+_COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
+
+
+def migrate_shard(job: ShardJob) -> ShardFile | None:
+    """Module-level (picklable) worker: the shard's records, migrated, in a new shard (None if empty)."""
+    key = job.spec.key()
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_steps(job.spec.ops(), job.spec.chain())
+    fn = _COMPILED[key]
+    sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    index = 0
+    try:
+        write = sink.write
+        for batch in read_record_batches(job.source):
+            for record in batch:
+                write(fn(record, index))
+                index += 1
+    except ValidationError as e:
+        sink.abort()
+        where = f"feature {e.feature!r}: " if e.feature else ""
+        raise MigrationError(f"{job.spec.id}: {job.source}: record {index}: {where}{e.reason}") from None
+    except CatalogError as e:
+        sink.abort()
+        raise MigrationError(f"{job.spec.id}: {e}") from None
+    except Exception as e:  # a function of the script failed on this record
+        sink.abort()
+        raise MigrationError(
+            f"{job.spec.id}: {job.source}: record {index}: the migration raised {type(e).__name__}: {e}"
+        ) from None
+    shards = sink.close()
+    if index != job.records:
+        raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
+    return shards[0] if shards else None
+
+
+# --------------------------------------------------------------------------- plan and report
+
+
+@dataclass
+class MigrationResult:
+    id: str
+    checksum: str
+    operations: list[str]
+    from_schema_version: int
+    to_schema_version: int
+    diff: SchemaDiff
+    shards: int
+    records: int
+    version: int | None = None  # the commit's dataset version (None on a dry run)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "checksum": self.checksum,
+            "operations": self.operations,
+            "from_schema_version": self.from_schema_version,
+            "to_schema_version": self.to_schema_version,
+            "diff": self.diff.to_json(),
+            "shards": self.shards,
+            "records": self.records,
+            "version": self.version,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class MigrateReport:
+    dataset: str
+    dry_run: bool
+    version: int
+    schema_version: int
+    migrations: list[MigrationResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "dry_run": self.dry_run,
+            "version": self.version,
+            "schema_version": self.schema_version,
+            "migrations": [m.to_json() for m in self.migrations],
+        }
+
+
+@dataclass(frozen=True)
+class Pending:
+    spec_id: str
+    checksum: str
+    script: Path | None
+    operations: list[Operation]
+    quick_json: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    id: str
+    status: str  # applied | pending | edited | missing
+    checksum: str
+    file_checksum: str | None
+    from_schema_version: int | None
+    to_schema_version: int | None
+    version: int | None
+    rows: int | None
+    seconds: float | None
+    applied_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def applied_rows(ds: Dataset) -> list[Any]:
+    with mf.read_txn(ds.catalog.engine) as conn:
+        return list(
+            conn.execute(
+                select(AppliedMigrationRow)
+                .where(AppliedMigrationRow.dataset_id == ds.id, AppliedMigrationRow.reverted_version.is_(None))
+                .order_by(AppliedMigrationRow.applied_version)
+            ).all()
+        )
+
+
+def status(ds: Dataset, directory: Path) -> list[MigrationStatus]:
+    """Applied and pending migrations, oldest first, with their checksums."""
+    files = {f.id: f for f in discover(directory, ds.name)}
+    out = []
+    for r in applied_rows(ds):
+        f = files.pop(r.migration_id, None)
+        if f is None:  # quick migrations have no file
+            state = "applied" if r.operations is not None else "missing"
+        else:
+            state = "applied" if f.checksum == r.checksum else "edited"
+        out.append(
+            MigrationStatus(
+                r.migration_id,
+                state,
+                r.checksum,
+                f.checksum if f else None,
+                r.from_schema_version,
+                r.to_schema_version,
+                r.applied_version,
+                r.rows,
+                r.seconds,
+                r.applied_at.isoformat() + "Z",
+            )
+        )
+    out += [MigrationStatus(f.id, "pending", f.checksum, f.checksum, *([None] * 6)) for f in files.values()]
+    return out
+
+
+def pending_files(ds: Dataset, directory: Path, to: int | None) -> list[MigrationFile]:
+    files = discover(directory, ds.name)
+    applied = {r.migration_id: r for r in applied_rows(ds)}
+    for f in files:
+        r = applied.get(f.id)
+        if r is not None and r.checksum != f.checksum:
+            raise MigrationError(
+                f"{f.path}: migration {f.id} was edited after it was applied (sha256 now {f.checksum[7:19]}..., "
+                f"applied {r.checksum[7:19]}...): restore the file, or write a new migration"
+            )
+    if to is not None and not any(f.number == to for f in files):
+        raise MigrationError(f"--to {to:04d}: no migration numbered {to:04d} in {directory / ds.name}")
+    pending = [f for f in files if f.id not in applied and (to is None or f.number <= to)]
+    done = [f for f in files if f.id in applied]
+    if pending and done and pending[0].number < done[-1].number:
+        raise MigrationError(
+            f"{pending[0].path}: pending, but {done[-1].id} is already applied: number it after {done[-1].number:04d}"
+        )
+    return pending
+
+
+def quick_operations(add: Sequence[str], drop: Sequence[str], rename: Sequence[str]) -> list[dict[str, Any]]:
+    """``--add FEATURE:DTYPE[=DEFAULT]``, ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
+    ops: list[dict[str, Any]] = []
+    for text in add:
+        m = re.match(r"^([^:=]+):([A-Za-z0-9]+)(?:=(.*))?$", text)
+        if m is None:
+            raise MigrationError(f"--add {text!r}: use FEATURE:DTYPE[=DEFAULT], e.g. height:int64=256")
+        name, dtype, raw = m.groups()
+        if raw is None:
+            raise MigrationError(
+                f"--add {text!r}: a feature added without a default is refused (FEATURE:DTYPE=DEFAULT)"
+            )
+        ops.append({"op": "add", "name": name, "spec": {"dtype": dtype}, "default": _parse_default(text, dtype, raw)})
+    ops += [{"op": "drop", "name": name} for name in drop]
+    for text in rename:
+        old, sep, new = text.partition(":")
+        if not sep or not old or not new:
+            raise MigrationError(f"--rename {text!r}: use OLD:NEW")
+        ops.append({"op": "rename", "old": old, "new": new})
+    return ops
+
+
+def _parse_default(text: str, dtype: str, raw: str) -> Any:
+    try:
+        if dtype == "int64":
+            return int(raw)
+        if dtype == "float32":
+            return float(raw)
+    except ValueError:
+        raise MigrationError(f"--add {text!r}: {raw!r} is not a {dtype} value") from None
+    if dtype in ("string", "bytes"):
+        return raw
+    raise MigrationError(f"--add {text!r}: dtype {dtype!r} is not int64, float32, string or bytes (use a file)")
+
+
+def _pending(ds: Dataset, directory: Path, to: int | None, quick: list[dict[str, Any]] | None) -> list[Pending]:
+    if quick:
+        ops = [from_json(o) for o in quick]
+        text = json.dumps(quick, sort_keys=True)
+        return [Pending("quick", sha256_of(text.encode()), None, ops, quick)]
+    return [
+        Pending(f.id, f.checksum, f.path, load_operations(f.path, f.checksum)) for f in pending_files(ds, directory, to)
+    ]
+
+
+# --------------------------------------------------------------------------- migrate
+
+
+def migrate(
+    ds: Dataset,
+    directory: str | Path = DEFAULT_DIR,
+    *,
+    to: int | None = None,
+    dry_run: bool = False,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    message: str = "",
+    author: str | None = None,
+    quick: list[dict[str, Any]] | None = None,
+    progress: Progress | None = None,
+) -> MigrateReport:
+    """Apply pending migrations in order (or one quick migration), one commit each."""
+    from catalog.core import default_author
+
+    pending = _pending(ds, Path(directory), to, quick)
+    snap = snapshot(ds)
+    report = MigrateReport(ds.name, dry_run, snap.version, snap.schema_version)
+    if dry_run:
+        schema, sv = snap.schema, snap.schema_version
+        for p in pending:
+            chain = evolve(schema, p.operations)
+            report.migrations.append(_result(p, sv, chain, snap))
+            schema, sv = chain[-1], sv + 1
+        return report
+    with executor_for(executor, workers, max(len(snap.shards), 1)) as ex:
+        for p in pending:
+            result = _apply(ds, p, ex, message, author or default_author(), progress)
+            report.migrations.append(result)
+            report.version, report.schema_version = result.version or report.version, result.to_schema_version
+    return report
+
+
+def _result(p: Pending, sv: int, chain: list[Schema], snap: Snapshot) -> MigrationResult:
+    spec_id = f"quick-{sv + 1:04d}" if p.quick_json is not None else p.spec_id
+    return MigrationResult(
+        spec_id, p.checksum, [op.describe() for op in p.operations], sv, sv + 1, chain[0].diff(chain[-1]),
+        len(snap.shards), snap.records,
+    )  # fmt: skip
+
+
+def _apply(
+    ds: Dataset, p: Pending, ex: Executor | None, message: str, author: str, progress: Progress | None
+) -> MigrationResult:
+    start = time.monotonic()
+    snap = snapshot(ds)
+    chain = evolve(snap.schema, p.operations)
+    result = _result(p, snap.schema_version, chain, snap)
+    spec = MigrationSpec(
+        result.id,
+        snap.schema.to_json(),
+        str(p.script) if p.script else None,
+        p.checksum,
+        tuple(p.quick_json or ()),
+    )
+    with Intent(ds) as intent:
+        done: dict[int, ShardFile | None] = {}
+        todo = list(snap.shards)
+        for _round in range(CATCHUP_ROUNDS):
+            done.update(_run(ds, spec, todo, intent, len(done), ex, progress))
+            change = Change(
+                "migrate", snap.version, snap.schema_version, set(done),
+                [NewShard(f, s.seq, snap.schema_version + 1) for s in _in_order(snap, done) if (f := done[s.id])],
+                message or f"migration {result.id}: " + "; ".join(result.operations), author, intent.id,
+                new_schema=chain[-1], expect_live=set(done),
+                migration={
+                    "migration_id": result.id, "checksum": p.checksum, "rows": sum(s.records for s in snap.shards),
+                    "seconds": time.monotonic() - start,
+                    "operations": json.dumps(p.quick_json) if p.quick_json is not None else None,
+                },
+            )  # fmt: skip
+            try:
+                commit = commit_change(ds, change)
+            except LiveChanged as e:
+                if e.retired:
+                    raise CommitConflictError(
+                        f"shards of {ds.name!r} were rewritten during the migration (by a compact or restore): "
+                        "nothing was registered; run `catalog migrate` again"
+                    ) from None
+                snap = _with_appended(ds, snap, e.appended)  # appends landed: migrate them too
+                todo = [s for s in snap.shards if s.id in e.appended]
+                continue
+            result.version, result.seconds = commit.version, time.monotonic() - start
+            result.records, result.shards = snap.records, len(snap.shards)
+            return result
+    raise CommitConflictError(
+        f"appends to {ds.name!r} kept landing during the migration: nothing was registered; run it again"
+    )
+
+
+def _in_order(snap: Snapshot, done: dict[int, ShardFile | None]) -> list[LiveShard]:
+    return [s for s in snap.shards if s.id in done]
+
+
+def _with_appended(ds: Dataset, snap: Snapshot, appended: set[int]) -> Snapshot:
+    now = snapshot(ds)
+    known = {s.id for s in snap.shards}
+    extra = [s for s in now.shards if s.id in appended and s.id not in known]
+    if now.schema_version != snap.schema_version:
+        raise CommitConflictError(f"dataset {ds.name!r} changed schema during the migration: run it again")
+    return Snapshot(snap.version, snap.schema_version, snap.schema, snap.shards + extra)
+
+
+def _run(
+    ds: Dataset,
+    spec: MigrationSpec,
+    shards: list[LiveShard],
+    intent: Intent,
+    first_unit: int,
+    ex: Executor | None,
+    progress: Progress | None,
+) -> dict[int, ShardFile | None]:
+    root = str(ds.catalog.data_root)
+    jobs = [
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i)) for i, s in enumerate(shards)
+    ]
+    done = (lambda job, _r: progress(job.records)) if progress else None
+    files = run_jobs(migrate_shard, jobs, ex, intent, done)
+    return {s.id: f for s, f in zip(shards, files, strict=True)}

@@ -1,0 +1,793 @@
+"""Commits that rewrite a dataset's shards: migrate, compact, restore; and export.
+
+The protocol is the append's (see storage.py), generalised: an intent is recorded before
+any file is written; per-shard work runs through a ``concurrent.futures.Executor`` on
+picklable job descriptions handed to module-level functions; then ONE transaction retires
+the old shards (tombstones, still readable by version), registers the new ones and, if the
+schema changed, the new schema version. Until that commit nothing is visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from crc32c import crc32c
+from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from catalog import manifest as mf
+from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
+from catalog.manifest import (
+    AppliedMigrationRow,
+    CommitRow,
+    DatasetRow,
+    IntentRow,
+    SchemaVersionRow,
+    ShardRow,
+    utcnow,
+)
+from catalog.schema import Schema
+from catalog.storage import (
+    CHECKSUM_CHUNK,
+    SHARD_SUFFIX,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    ShardFile,
+    format_checksum,
+    fsync_dir,
+    new_intent_id,
+)
+from catalog.tfrecord.framing import RecordWriter, read_record_batches
+
+if TYPE_CHECKING:
+    from catalog.core import Commit, Dataset, Progress
+
+J = TypeVar("J")
+R = TypeVar("R")
+WAIT_SLICE = 5.0  # seconds between heartbeats while workers run
+DEFAULT_TARGET_SIZE = 256 << 20
+RETIRE_CHUNK = 5000  # ids per UPDATE: stays under every database's bound-parameter limit
+
+
+class LiveChanged(Exception):
+    """The live shards differ from what the rewrite planned for (appends landed meanwhile)."""
+
+    def __init__(self, appended: set[int], retired: set[int]) -> None:
+        super().__init__("live shards changed")
+        self.appended = appended
+        self.retired = retired
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+@dataclass(frozen=True)
+class LiveShard:
+    id: int
+    relpath: str
+    path: str  # absolute
+    records: int
+    bytes: int
+    checksum: str
+    compression: str
+    schema_version: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    schema_version: int
+    schema: Schema
+    shards: list[LiveShard]
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+
+def snapshot(ds: Dataset, version: int | None = None) -> Snapshot:
+    """The dataset at ``version`` (default current): schema and live shards, in read order."""
+    from catalog.core import _check_readable, _live_at, _schema_at
+
+    with mf.read_txn(ds.catalog.engine) as conn:
+        v, sv = ds._resolve_version(conn, version)
+        rows = conn.execute(_live_at(ds.id, v)).all()
+        schema = _schema_at(conn, ds.id, sv)
+    _check_readable(ds.name, v, (r.collected_at for r in rows))
+    root = ds.catalog.data_root
+    shards = [
+        LiveShard(
+            r.id, r.path, str(root / r.path), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq
+        )
+        for r in rows
+    ]
+    return Snapshot(v, sv, schema, shards)
+
+
+# --------------------------------------------------------------------------- intents
+
+
+class Intent:
+    """A rewrite at work: gc leaves files named after a live intent alone, whatever their age."""
+
+    def __init__(self, ds: Dataset) -> None:
+        self.ds = ds
+        self.id = new_intent_id()
+        self.dir = ds.catalog.data_root / ds.name
+        self._next_beat = 0.0
+
+    def __enter__(self) -> Intent:
+        now = utcnow()
+        host, pid = mf.host_and_pid()
+
+        def txn() -> None:
+            with mf.write_txn(self.ds.catalog.engine) as conn:
+                conn.execute(
+                    insert(IntentRow).values(
+                        id=self.id, dataset=self.ds.name, created_at=now, heartbeat_at=now, pid=pid, host=host
+                    )
+                )
+
+        mf.with_lock_retry(txn)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._next_beat = time.monotonic() + 30
+        return self
+
+    def beat(self) -> None:
+        if time.monotonic() < self._next_beat:
+            return
+        self._next_beat = time.monotonic() + 30
+        now = utcnow()
+
+        def txn() -> None:
+            with mf.write_txn(self.ds.catalog.engine) as conn:
+                conn.execute(update(IntentRow).where(IntentRow.id == self.id).values(heartbeat_at=now))
+
+        mf.with_lock_retry(txn)
+
+    def prefix(self, unit: int) -> str:
+        """File-name prefix of one unit of work (the intent id leads: gc reads it back)."""
+        return f"{self.id}-{unit:05d}"
+
+    def discard_files(self, keep: Iterable[str] = ()) -> None:
+        kept = set(keep)
+        if not self.dir.is_dir():
+            return
+        for f in self.dir.iterdir():
+            name = f.name[len(TEMP_PREFIX) :] if f.name.startswith(TEMP_PREFIX) else f.name
+            if name.startswith(self.id) and f"{self.ds.name}/{f.name}" not in kept:
+                f.unlink(missing_ok=True)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            return  # the commit deleted the intent row in its own transaction
+        self.discard_files()
+
+        def txn() -> None:
+            with mf.write_txn(self.ds.catalog.engine) as conn:
+                conn.execute(delete(IntentRow).where(IntentRow.id == self.id))
+
+        with contextlib.suppress(CatalogError):
+            mf.with_lock_retry(txn)
+
+
+# --------------------------------------------------------------------------- running jobs
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def make_executor(workers: int | None, jobs: int) -> Executor | None:
+    """A process pool for ``jobs`` units of work; None (run inline) when one worker would do."""
+    n = min(workers or default_workers(), jobs)
+    if n <= 1:
+        return None
+    # fork, where there is one: spawn and forkserver re-run the caller's __main__ in every
+    # worker, which breaks any script without an `if __name__ == "__main__"` guard. Workers
+    # still get their jobs pickled, touch no database and import migration scripts themselves.
+    methods = multiprocessing.get_all_start_methods()
+    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork" if "fork" in methods else "spawn"))
+
+
+def run_jobs(
+    fn: Callable[[J], R],
+    jobs: Sequence[J],
+    executor: Executor | None,
+    intent: Intent | None,
+    on_done: Callable[[J, R], None] | None = None,
+) -> list[R]:
+    """Results of ``fn`` over ``jobs``, in job order. The first failure cancels the rest."""
+    if executor is None:
+        out = []
+        for job in jobs:
+            result = fn(job)
+            out.append(result)
+            if on_done:
+                on_done(job, result)
+            if intent:
+                intent.beat()
+        return out
+    futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
+    results: dict[int, R] = {}
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                result = fut.result()  # raises the worker's error
+                results[futures[fut]] = result
+                if on_done:
+                    on_done(jobs[futures[fut]], result)
+            if intent:
+                intent.beat()
+    except BaseException:
+        for fut in pending:
+            fut.cancel()
+        raise
+    return [results[i] for i in range(len(jobs))]
+
+
+@contextlib.contextmanager
+def executor_for(executor: Executor | None, workers: int | None, jobs: int) -> Iterator[Executor | None]:
+    """The caller's executor as given, or a pool of our own shut down on exit."""
+    if executor is not None:
+        yield executor
+        return
+    own = make_executor(workers, jobs)
+    try:
+        yield own
+    finally:
+        if own is not None:
+            own.shutdown(wait=True, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------- committing
+
+
+@dataclass(frozen=True)
+class NewShard:
+    file: ShardFile
+    seq: int
+    schema_version: int
+
+
+@dataclass
+class Change:
+    """What one rewrite commit does."""
+
+    kind: str  # migrate | compact | restore
+    read_version: int
+    schema_version: int  # the schema version the work was planned against
+    retire: set[int]
+    add: list[NewShard]
+    message: str
+    author: str
+    intent: str | None
+    new_schema: Schema | None = None  # registered as schema version + 1
+    expect_live: set[int] | None = None  # the live set must be exactly this (else LiveChanged)
+    migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
+    revert_after: int | None = None  # restore: migrations applied after this version are pending again
+    records_added: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_LIVE = select(ShardRow.id, ShardRow.records, ShardRow.bytes).where(
+    ShardRow.dataset_id == bindparam("ds"), ShardRow.removed_version.is_(None)
+)
+
+
+def commit_change(ds: Dataset, change: Change) -> Commit:
+    from catalog.core import COMMIT_RETRIES
+
+    for _ in range(COMMIT_RETRIES):
+        try:
+            return mf.with_lock_retry(lambda: _commit_txn(ds, change))
+        except IntegrityError:
+            continue  # a concurrent commit took our version number: re-read
+    raise CommitConflictError(f"could not commit to {ds.name!r} after {COMMIT_RETRIES} attempts")
+
+
+def _commit_txn(ds: Dataset, ch: Change) -> Commit:
+    from catalog.core import _DATASET_STATE, Commit, ShardInfo
+
+    now = utcnow()
+    with mf.write_txn(ds.catalog.engine) as conn:
+        row = conn.execute(_DATASET_STATE, {"ds": ds.id}).first()
+        if row is None:
+            raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
+        if row.schema_version != ch.schema_version:
+            raise CommitConflictError(
+                f"dataset {ds.name!r} moved to schema version {row.schema_version} while this {ch.kind} worked from "
+                f"schema version {ch.schema_version}: nothing was registered; run it again"
+            )
+        live = {r.id: r for r in conn.execute(_LIVE, {"ds": ds.id})}
+        gone = ch.retire - live.keys()
+        if gone or (ch.expect_live is not None and live.keys() != ch.expect_live):
+            expected = ch.expect_live if ch.expect_live is not None else ch.retire
+            raise LiveChanged(set(live) - expected, expected - set(live))
+        _claim_intent(conn, ch, ds.name)
+        for s in ch.add:
+            if not ds.catalog.shard_path(s.file.path).exists():
+                raise CatalogError(
+                    f"{ds.catalog.shard_path(s.file.path)}: shard vanished before commit; nothing registered"
+                )
+        new = row.version + 1
+        schema_version = row.schema_version
+        if ch.new_schema is not None:
+            schema_version += 1
+            _insert_schema(conn, ds.id, schema_version, ch.new_schema, new, now)
+        totals = {
+            "records": row.records - sum(live[i].records for i in ch.retire) + sum(s.file.records for s in ch.add),
+            "bytes": row.bytes - sum(live[i].bytes for i in ch.retire) + sum(s.file.bytes for s in ch.add),
+            "shard_count": row.shard_count - len(ch.retire) + len(ch.add),
+        }
+        swapped = conn.execute(
+            update(DatasetRow)
+            .where(DatasetRow.id == ds.id, DatasetRow.version == row.version)
+            .values(version=new, schema_version=schema_version, **totals)
+        ).rowcount
+        if swapped != 1:
+            raise IntegrityError("version swap lost", None, Exception("retry"))
+        ids = sorted(ch.retire)
+        for i in range(0, len(ids), RETIRE_CHUNK):
+            conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + RETIRE_CHUNK])).values(removed_version=new))
+        if ch.add:
+            conn.execute(insert(ShardRow), [_shard_values(ds.id, s, new) for s in ch.add])
+        conn.execute(
+            insert(CommitRow).values(
+                dataset_id=ds.id,
+                version=new,
+                kind=ch.kind,
+                schema_version=schema_version,
+                created_at=now,
+                message=ch.message,
+                author=ch.author,
+                read_version=ch.read_version,
+                token=None,
+                records_added=ch.records_added,
+                shards_added=len(ch.add),
+                **totals,
+            )
+        )
+        _record_migration(conn, ds.id, ch, schema_version, new, now)
+    root = ds.catalog.data_root
+    infos = [
+        ShardInfo(
+            str(root / s.file.path),
+            s.file.path,
+            s.file.records,
+            s.file.bytes,
+            s.file.checksum,
+            s.file.compression,
+            s.schema_version,
+            new,
+        )
+        for s in ch.add
+    ]
+    return Commit(
+        ds.name, new, ch.kind, schema_version, now, ch.message, ch.author, ch.read_version, None,
+        ch.records_added, len(ch.add), totals["records"], totals["bytes"], totals["shard_count"], infos,
+    )  # fmt: skip
+
+
+def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
+    # As in Writer._check_intent: gc revokes a dead intent before it deletes the intent's
+    # files, so an intent that is gone means files may be gone: never commit then.
+    if ch.intent is None:
+        return
+    if conn.execute(delete(IntentRow).where(IntentRow.id == ch.intent)).rowcount != 1:
+        raise CommitConflictError(
+            f"the write intent of this {ch.kind} of {name!r} expired and gc may have collected its files: "
+            "nothing was registered; run it again"
+        )
+
+
+def _insert_schema(conn: Connection, ds_id: int, version: int, schema: Schema, commit: int, now: Any) -> None:
+    import json
+
+    conn.execute(
+        insert(SchemaVersionRow).values(
+            dataset_id=ds_id,
+            version=version,
+            schema_json=json.dumps(schema.to_json()),
+            fingerprint=schema.fingerprint,
+            created_at=now,
+            commit_version=commit,
+        )
+    )
+
+
+def _shard_values(ds_id: int, s: NewShard, version: int) -> dict[str, Any]:
+    return {
+        "dataset_id": ds_id,
+        "path": s.file.path,
+        "records": s.file.records,
+        "bytes": s.file.bytes,
+        "checksum": s.file.checksum,
+        "compression": s.file.compression,
+        "schema_version": s.schema_version,
+        "added_version": version,
+        "removed_version": None,
+        "seq": s.seq,
+    }
+
+
+def _record_migration(conn: Connection, ds_id: int, ch: Change, schema_version: int, version: int, now: Any) -> None:
+    if ch.migration is not None:
+        conn.execute(
+            insert(AppliedMigrationRow).values(
+                dataset_id=ds_id,
+                from_schema_version=ch.schema_version,
+                to_schema_version=schema_version,
+                applied_version=version,
+                applied_at=now,
+                author=ch.author,
+                **ch.migration,
+            )
+        )
+    if ch.revert_after is not None:
+        conn.execute(
+            update(AppliedMigrationRow)
+            .where(
+                AppliedMigrationRow.dataset_id == ds_id,
+                AppliedMigrationRow.applied_version > ch.revert_after,
+                AppliedMigrationRow.reverted_version.is_(None),
+            )
+            .values(reverted_version=version)
+        )
+
+
+# --------------------------------------------------------------------------- byte copies
+
+
+@dataclass(frozen=True)
+class CopySource:
+    path: str
+    bytes: int
+    checksum: str
+    compression: str
+
+
+@dataclass(frozen=True)
+class ConcatJob:
+    """Concatenate shards into one new shard (compaction): framing concatenates."""
+
+    sources: tuple[CopySource, ...]
+    records: int
+    out_dir: str
+    prefix: str
+    dataset: str
+
+
+def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
+    """Append ``src`` to ``out``, checking its registered checksum on the way; returns the new crc."""
+    view = memoryview(buf)
+    mine = 0
+    size = 0
+    try:
+        f = open(src.path, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError as e:
+        raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
+    with f:
+        while n := f.readinto(buf):
+            chunk = view[:n]
+            mine = crc32c(chunk, mine)
+            crc = crc32c(chunk, crc)
+            out.write(chunk)
+            size += n
+    if format_checksum(mine) != src.checksum or size != src.bytes:
+        raise CatalogError(
+            f"{src.path}: checksum {format_checksum(mine)} ({size} bytes), {src.checksum} ({src.bytes} bytes) "
+            "registered: the shard is damaged (run `catalog verify`); nothing was written"
+        )
+    return crc
+
+
+def _publish(temp: Path, final: Path, f: Any) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()
+    os.rename(temp, final)
+
+
+def concat_job(job: ConcatJob) -> ShardFile:
+    """Module-level (picklable) worker: one compacted shard."""
+    name = f"{job.prefix}-00000{SHARD_SUFFIX}"
+    final = Path(job.out_dir) / name
+    temp = final.with_name(f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
+    if any(s.compression != "none" for s in job.sources):
+        return _reframe(job, temp, final)
+    buf = bytearray(CHECKSUM_CHUNK)
+    crc = 0
+    with open(temp, "xb") as f:
+        for src in job.sources:
+            crc = _copy_verified(src, f, crc, buf)
+        size = f.tell()
+        _publish(temp, final, f)
+    fsync_dir(final.parent)
+    return ShardFile(f"{job.dataset}/{name}", job.records, size, format_checksum(crc))
+
+
+def _reframe(job: ConcatJob, temp: Path, final: Path) -> ShardFile:
+    """Compressed sources: records re-framed into one uncompressed shard."""
+    with open(temp, "xb") as f:
+        w = RecordWriter(f)
+        for src in job.sources:
+            for batch in read_record_batches(src.path):
+                w.write_many(batch)
+        w.close()
+        _publish(temp, final, f)
+    fsync_dir(final.parent)
+    if w.records != job.records:
+        raise CatalogError(f"{final}: {w.records} records read, {job.records} registered; run `catalog verify`")
+    return ShardFile(f"{job.dataset}/{final.name}", w.records, w.file_bytes, format_checksum(w.checksum))
+
+
+# --------------------------------------------------------------------------- compact
+
+
+@dataclass
+class CompactReport:
+    dataset: str
+    commit: Commit | None
+    groups: int
+    shards_before: int
+    shards_after: int
+    bytes: int
+    seconds: float
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "dry_run": self.dry_run,
+            "version": self.commit.version if self.commit else None,
+            "data_change": False,
+            "groups": self.groups,
+            "shards_before": self.shards_before,
+            "shards_after": self.shards_after,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def plan_compaction(shards: Sequence[LiveShard], target_size: int) -> list[list[LiveShard]]:
+    """Runs of adjacent small shards (same schema version and compression), each run at most
+    ``target_size`` bytes; runs of one shard are left alone."""
+    groups: list[list[LiveShard]] = []
+    run: list[LiveShard] = []
+    size = 0
+
+    def close() -> None:
+        if len(run) > 1:
+            groups.append(list(run))
+        run.clear()
+
+    for s in shards:
+        fits = run and s.schema_version == run[0].schema_version and s.compression == run[0].compression
+        if s.bytes >= target_size:
+            close()
+            continue
+        if not fits or size + s.bytes > target_size:
+            close()
+            size = 0
+        run.append(s)
+        size += s.bytes
+    close()
+    return groups
+
+
+def compact(
+    ds: Dataset,
+    target_size: int = DEFAULT_TARGET_SIZE,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    message: str = "",
+    author: str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> CompactReport:
+    from catalog.core import default_author
+
+    start = time.monotonic()
+    snap = snapshot(ds)
+    groups = plan_compaction(snap.shards, target_size)
+    merged = sum(len(g) for g in groups)
+    report = CompactReport(
+        ds.name, None, len(groups), len(snap.shards), len(snap.shards) - merged + len(groups),
+        sum(s.bytes for g in groups for s in g), 0.0, dry_run,
+    )  # fmt: skip
+    if dry_run or not groups:
+        return report
+    with Intent(ds) as intent:
+        jobs = [
+            ConcatJob(
+                tuple(CopySource(s.path, s.bytes, s.checksum, s.compression) for s in g),
+                sum(s.records for s in g),
+                str(intent.dir),
+                intent.prefix(i),
+                ds.name,
+            )
+            for i, g in enumerate(groups)
+        ]
+        done = (lambda job, _r: progress(sum(s.bytes for s in job.sources))) if progress else None
+        with executor_for(executor, workers, len(jobs)) as ex:
+            files = run_jobs(concat_job, jobs, ex, intent, done)
+        change = Change(
+            "compact",
+            snap.version,
+            snap.schema_version,
+            {s.id for g in groups for s in g},
+            [NewShard(f, g[0].seq, g[0].schema_version) for f, g in zip(files, groups, strict=True)],
+            message or f"compact {merged} shards into {len(groups)}",
+            author or default_author(),
+            intent.id,
+        )
+        try:
+            report.commit = commit_change(ds, change)
+        except LiveChanged as e:
+            raise CommitConflictError(
+                f"{len(e.retired)} of the shards this compaction merged were rewritten meanwhile (by a migrate, "
+                "compact or restore): nothing was registered; run it again"
+            ) from None
+    report.seconds = time.monotonic() - start
+    return report
+
+
+# --------------------------------------------------------------------------- restore
+
+
+def restore(ds: Dataset, version: int, message: str = "", author: str | None = None) -> Commit:
+    """A new commit whose live shards and schema are exactly ``version``'s (history keeps all)."""
+    from catalog.core import default_author
+
+    for _ in range(10):
+        target = snapshot(ds, version)
+        now = snapshot(ds)
+        for s in target.shards:
+            if not os.path.exists(s.path):
+                raise VersionNotFoundError(
+                    f"dataset {ds.name!r} version {version} cannot be restored: {s.path} is missing"
+                )
+        live_now = {s.id for s in now.shards}
+        keep = {s.id for s in target.shards} & live_now
+        try:
+            return _restore_once(ds, version, target, now, live_now, keep, message, author or default_author())
+        except LiveChanged:
+            continue  # a commit landed meanwhile: plan again (the intent's files were discarded)
+    raise CommitConflictError(
+        f"dataset {ds.name!r} kept changing during the restore: nothing was registered; run it again"
+    )
+
+
+def _restore_once(
+    ds: Dataset, version: int, target: Snapshot, now: Snapshot, live_now: set[int], keep: set[int], message: str,
+    author: str,
+) -> Commit:  # fmt: skip
+    with Intent(ds) as intent:
+        revived = [
+            NewShard(_relink(ds, intent, i, s), s.seq, s.schema_version)
+            for i, s in enumerate(x for x in target.shards if x.id not in keep)
+        ]
+        change = Change(
+            "restore",
+            now.version,
+            now.schema_version,
+            live_now - keep,
+            revived,
+            message or f"restore version {version}",
+            author,
+            intent.id,
+            new_schema=None if target.schema == now.schema else target.schema,
+            expect_live=live_now,
+            revert_after=version,
+        )
+        return commit_change(ds, change)
+
+
+def _relink(ds: Dataset, intent: Intent, unit: int, s: LiveShard) -> ShardFile:
+    """A retired shard back under a new name: a hard link (same bytes, same inode), else a copy."""
+    name = f"{intent.prefix(unit)}-00000{SHARD_SUFFIX}"
+    final = intent.dir / name
+    try:
+        os.link(s.path, final)
+    except OSError:
+        job = ConcatJob((CopySource(s.path, s.bytes, s.checksum, s.compression),), s.records, str(intent.dir),
+                        intent.prefix(unit), ds.name)  # fmt: skip
+        copied = concat_job(job)
+        return ShardFile(copied.path, s.records, copied.bytes, copied.checksum, "none")
+    fsync_dir(intent.dir)
+    return ShardFile(f"{ds.name}/{name}", s.records, s.bytes, s.checksum, s.compression)
+
+
+# --------------------------------------------------------------------------- export
+
+
+@dataclass
+class ExportReport:
+    dataset: str
+    version: int
+    path: str
+    records: int
+    bytes: int
+    compression: str
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "path": self.path,
+            "records": self.records,
+            "bytes": self.bytes,
+            "compression": self.compression,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+EXPORT_COMPRESSIONS = ("none", "gzip", "zlib")
+
+
+def export(
+    ds: Dataset,
+    out: str | os.PathLike[str],
+    version: int | None = None,
+    compression: str = "none",
+    progress: Progress | None = None,
+) -> ExportReport:
+    """One TFRecord file holding the dataset at ``version``, written atomically (temp, fsync, rename)."""
+    if compression not in EXPORT_COMPRESSIONS:
+        raise CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
+    start = time.monotonic()
+    target = Path(out)
+    if target.exists():
+        raise CatalogError(f"{target}: already exists; export never overwrites")
+    if not target.parent.is_dir():
+        raise CatalogError(f"{target.parent}: no such directory")
+    snap = snapshot(ds, version)
+    temp = target.with_name(f".{target.name}.{new_intent_id()}.tmp")
+    try:
+        size = _export_to(snap, temp, compression, progress)
+        fsync_dir(target.parent)
+        os.rename(temp, target)
+        fsync_dir(target.parent)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return ExportReport(ds.name, snap.version, str(target), snap.records, size, compression, time.monotonic() - start)
+
+
+def _export_to(snap: Snapshot, temp: Path, compression: str, progress: Progress | None) -> int:
+    with open(temp, "xb") as f:
+        if compression == "none" and all(s.compression == "none" for s in snap.shards):
+            buf = bytearray(CHECKSUM_CHUNK)
+            for s in snap.shards:
+                _copy_verified(CopySource(s.path, s.bytes, s.checksum, s.compression), f, 0, buf)
+                if progress:
+                    progress(s.bytes)
+        else:
+            w = RecordWriter(f, None if compression == "none" else compression)
+            for s in snap.shards:
+                for batch in read_record_batches(s.path):
+                    w.write_many(batch)
+                if progress:
+                    progress(s.bytes)
+            w.close()
+        f.flush()
+        os.fsync(f.fileno())
+        return f.tell()
