@@ -217,15 +217,28 @@ def _human(n: float) -> str:
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar on a terminal; nothing (None) otherwise."""
+def progress_bar(description: str, total: int | None, unit: str = "bytes") -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on a terminal (``unit``: bytes or records); nothing (None) otherwise."""
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
-    columns = [BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, transient=True) as bar:
+    columns: list[ProgressColumn] = [TextColumn("{task.description}"), BarColumn()]
+    if unit == "bytes":
+        columns += [DownloadColumn(), TransferSpeedColumn()]
+    else:
+        columns += [MofNCompleteColumn(), TextColumn(unit)]
+    with Progress(*columns, TimeRemainingColumn(), transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
 
@@ -463,19 +476,202 @@ def gc(
             help="Leave unregistered files younger than this (default 1h).",
         ),
     ] = timedelta(hours=1),
+    keep_versions: Annotated[
+        int | None,
+        typer.Option("--keep-versions", min=1, help="Also remove retired shards the newest K versions do not need."),
+    ] = None,
+    older_than: Annotated[
+        timedelta | None,
+        typer.Option(
+            "--older-than",
+            parser=parse_duration,
+            metavar="DURATION",
+            help="Also remove retired shards retired longer ago than this.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Remove files in the data area that no committed shard names."""
-    report = open_catalog().gc(grace, dry_run)
+    """Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too."""
+    report = open_catalog().gc(grace, dry_run, keep_versions=keep_versions, older_than=older_than)
     if as_json:
         echo_json(report.to_json())
         return
     verb = "would remove" if dry_run else "removed"
     for p in report.removed:
         typer.echo(f"{verb} {p}")
+    retired = f" ({len(report.retired)} retired shards)" if report.retired else ""
     typer.echo(
-        f"{verb} {len(report.removed)} files ({_human(report.bytes)}); kept {report.kept_young} younger than "
-        f"the grace period and {report.kept_live} of live writers"
+        f"{verb} {len(report.removed)} files{retired} ({_human(report.bytes)}); kept {report.kept_young} younger "
+        f"than the grace period, {report.kept_live} of live writers and {report.kept_retired} retired shards "
+        "for time travel"
+    )
+
+
+# --------------------------------------------------------------------------- migrations and rewrites
+
+MigrationsDir = Annotated[
+    Path,
+    typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),
+]
+Workers = Annotated[
+    int | None, typer.Option("--workers", min=1, help="Parallel worker processes (default: the core count).")
+]
+
+
+@app.command()
+@handle_errors
+def migrate(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    migrations: MigrationsDir = Path("migrations"),
+    to: Annotated[int | None, typer.Option("--to", metavar="NNNN", help="Apply up to this migration number.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")] = False,
+    workers: Workers = None,
+    message: Annotated[str, typer.Option("--message", "-m", help="Commit message.")] = "",
+    add: Annotated[
+        list[str] | None,
+        typer.Option("--add", metavar="FEATURE:DTYPE=DEFAULT", help="Quick migration: add a scalar feature."),
+    ] = None,
+    drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
+    rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
+    ds = open_catalog().dataset(name)
+    total = ds.info().records
+    with progress_bar(f"migrate {name}", total, "records") as progress:
+        report = ds.migrate(
+            migrations, to=to, dry_run=dry_run, workers=workers, message=message,
+            add=add or (), drop=drop or (), rename=rename or (), progress=progress,
+        )  # fmt: skip
+    if as_json:
+        echo_json(report.to_json())
+        return
+    if not report.migrations:
+        typer.echo(f"{name}: no pending migrations (schema version {report.schema_version})")
+        return
+    for m in report.migrations:
+        head = "would apply" if dry_run else "applied"
+        where = "" if m.version is None else f" -> version {m.version}"
+        typer.echo(
+            f"{head} {m.id}: schema v{m.from_schema_version} -> v{m.to_schema_version}{where}, "
+            f"{m.records} records in {m.shards} shards" + ("" if dry_run else f" ({m.seconds:.2f} s)")
+        )
+        for op in m.operations:
+            typer.echo(f"  {op}")
+        diff = m.diff
+        for label, names in (("added", diff.added), ("removed", diff.removed), ("changed", list(diff.changed))):
+            if names:
+                typer.echo(f"  {label}: {', '.join(names)}")
+
+
+migrations_app = typer.Typer(no_args_is_help=True, help="Write and list migration scripts.")
+app.add_typer(migrations_app, name="migrations")
+
+
+@migrations_app.command("new")
+@handle_errors
+def migrations_new(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    slug: Annotated[str, typer.Argument(help="What it does, e.g. add_height.")],
+    migrations: MigrationsDir = Path("migrations"),
+) -> None:
+    """Write the next numbered migration template for a dataset."""
+    from catalog.migrations import new_migration
+
+    path = new_migration(open_catalog().dataset(name), migrations, slug)
+    typer.echo(f"wrote {path}; fill in `operations`, then run `catalog migrate {name} --dry-run`")
+
+
+@migrations_app.command("list")
+@handle_errors
+def migrations_list(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    migrations: MigrationsDir = Path("migrations"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Applied and pending migrations, with their checksums."""
+    rows = open_catalog().dataset(name).migrations(migrations)
+    if as_json:
+        echo_json([r.to_json() for r in rows])
+        return
+    if not rows:
+        typer.echo(f"{name}: no migrations in {migrations / name}")
+        return
+    typer.echo(f"{'MIGRATION':32} {'STATUS':8} {'SCHEMA':>9} {'VERSION':>7}  CHECKSUM")
+    for r in rows:
+        schema = f"v{r.from_schema_version}->v{r.to_schema_version}" if r.to_schema_version else ""
+        typer.echo(f"{r.id:32} {r.status:8} {schema:>9} {r.version or '':>7}  {r.checksum[:19]}")
+
+
+@app.command()
+@handle_errors
+def restore(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    version: Annotated[int, typer.Option("--version", min=1, help="The version to bring back.")],
+    message: Annotated[str, typer.Option("--message", "-m", help="Commit message.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
+    commit = open_catalog().dataset(name).restore(version, message)
+    if as_json:
+        echo_json(commit.to_json())
+        return
+    typer.echo(
+        f"restored {name} to version {version} as version {commit.version} (schema version "
+        f"{commit.schema_version}): {commit.total_records} records in {commit.total_shards} shards"
+    )
+
+
+@app.command()
+@handle_errors
+def compact(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    target_size: Annotated[
+        int | None,
+        typer.Option("--target-size", parser=parse_bytes, metavar="BYTES", help="Merged shard size (default 256 MiB)."),
+    ] = None,
+    workers: Workers = None,
+    message: Annotated[str, typer.Option("--message", "-m", help="Commit message.")] = "",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Merge small shards into fewer: same records, same order, one no-data-change commit."""
+    ds = open_catalog().dataset(name)
+    with progress_bar(f"compact {name}", ds.info().bytes) as progress:
+        report = ds.compact(target_size, workers=workers, message=message, dry_run=dry_run, progress=progress)
+    if as_json:
+        echo_json(report.to_json())
+        return
+    if not report.groups:
+        typer.echo(f"{name}: nothing to compact ({report.shards_before} shards)")
+        return
+    head = "would merge" if dry_run else "merged"
+    tail = "" if report.commit is None else f" as version {report.commit.version}"
+    typer.echo(
+        f"{head} {report.shards_before - report.shards_after + report.groups} shards into {report.groups} "
+        f"({_human(report.bytes)}): {report.shards_before} -> {report.shards_after} shards{tail}"
+    )
+
+
+@app.command()
+@handle_errors
+def export(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (never overwritten).")],
+    version: Annotated[int | None, typer.Option("--version", min=1, help="Dataset version (default: current).")] = None,
+    compression: Annotated[str, typer.Option("--compression", help="none, gzip or zlib.")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Write the dataset (at version N) as one TFRecord file that TensorFlow reads."""
+    ds = open_catalog().dataset(name)
+    with progress_bar(f"export {name}", ds.info(version).bytes) as progress:
+        report = ds.export(out, version, compression, progress)
+    if as_json:
+        echo_json(report.to_json())
+        return
+    typer.echo(
+        f"exported {name} version {report.version}: {report.records} records to {report.path} "
+        f"({_human(report.bytes)}, compression {report.compression})"
     )
 
 

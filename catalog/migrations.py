@@ -350,6 +350,25 @@ def pending_files(ds: Dataset, directory: Path, to: int | None) -> list[Migratio
     return pending
 
 
+SLUG_RE = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def new_migration(ds: Dataset, directory: Path, slug: str) -> Path:
+    """Write the next numbered template, ``<directory>/<dataset>/NNNN_<slug>.py``."""
+    slug = slug.replace("-", "_")
+    if not SLUG_RE.match(slug):
+        raise MigrationError(f"slug {slug!r}: use letters, digits and '_' (it becomes part of a file name)")
+    numbers = [f.number for f in discover(directory, ds.name)]
+    numbers += [int(m.group(1)) for r in applied_rows(ds) if (m := re.match(r"^(\d{4,})_", r.migration_id))]
+    number = max(numbers, default=0) + 1
+    folder = directory / ds.name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{number:04d}_{slug}.py"
+    with open(path, "x", encoding="utf-8") as f:
+        f.write(TEMPLATE.format(dataset=ds.name, number=number, slug=slug.replace("_", " ")))
+    return path
+
+
 def quick_operations(add: Sequence[str], drop: Sequence[str], rename: Sequence[str]) -> list[dict[str, Any]]:
     """``--add FEATURE:DTYPE[=DEFAULT]``, ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
     ops: list[dict[str, Any]] = []
