@@ -337,7 +337,10 @@ def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.Mo
     root = tmp_path / "old"
     shutil.copytree(FIXTURE, root)
     result = run("-C", str(root), "list", ok=False)
-    assert result.stderr == f"error: the manifest has format 1, older than {manifest.FORMAT_VERSION}: run `catalog upgrade`\n"
+    assert (
+        result.stderr
+        == f"error: the manifest has format 1, older than {manifest.FORMAT_VERSION}: run `catalog upgrade`\n"
+    )
     assert run("-C", str(root), "upgrade").stdout == f"manifest format 1 -> {manifest.FORMAT_VERSION}\n"
     listing = json.loads(run("-C", str(root), "list", "--json").stdout)
     assert [(d["name"], d["version"], d["records"]) for d in listing] == [("legacy", 3, 15)]
@@ -351,7 +354,9 @@ def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.Mo
     assert [r["id"] for r in rows] == list(range(16))
 
     with sqlite3.connect(root / "catalog.db") as db:
-        db.execute("update catalog_meta set value = ? where key = 'format_version'", (str(manifest.FORMAT_VERSION - 1),))
+        db.execute(
+            "update catalog_meta set value = ? where key = 'format_version'", (str(manifest.FORMAT_VERSION - 1),)
+        )
     calls: list[int] = []
     monkeypatch.setitem(manifest.UPGRADES, manifest.FORMAT_VERSION - 1, lambda conn: calls.append(0))
     assert run("-C", str(root), "upgrade").stdout == (
