@@ -127,13 +127,19 @@ def inspect(
 def demo(
     out: Annotated[Path, typer.Argument(help="Directory for the demo (inputs and catalog).")] = Path("demo-out"),
     records: Annotated[int, typer.Option("--records", min=1, help="Records per demo input.")] = 1000,
+    migrations: Annotated[
+        Path | None, typer.Option("--migrations", help="Folder holding demo/ migrations (default: the repo's).")
+    ] = None,
 ) -> None:
-    """Run the end-to-end demo, echoing each command: init, register, append, list, show, cat, verify, history."""
-    from catalog.demo import prepare_demo_dir, write_demo
+    """Run the end-to-end demo, echoing each command: init, register, append, list, show, cat, verify,
+    history, then the demo's migrations, time travel, compact and export."""
+    from catalog.demo import copy_migrations, demo_migrations, prepare_demo_dir, write_demo
 
+    source = migrations or demo_migrations()
     root = prepare_demo_dir(out)
     inputs = out / "inputs"
     write_demo(inputs, records)
+    mig = copy_migrations(source, out)
     c = ["-C", str(root)]
     _demo_step(["init", str(root)])
     _demo_step([*c, "register", "demo", "--schema", str(inputs / "schema.json"), "--description", "demo dataset"])
@@ -143,8 +149,20 @@ def demo(
     _demo_step([*c, "show", "demo", "--no-shards"])
     _demo_step([*c, "cat", "demo", "--limit", "2"])
     _demo_step([*c, "verify"])
+    _demo_step([*c, "migrations", "list", "demo", "--migrations", str(mig)])
+    _demo_step([*c, "migrate", "demo", "--migrations", str(mig), "--dry-run"])
+    _demo_step([*c, "migrate", "demo", "--migrations", str(mig)])
+    _demo_step([*c, "migrate", "demo", "--add", "height:int64=4", "--add", "width:int64=4", "-m", "image size"])
+    _demo_step([*c, "cat", "demo", "--limit", "1"])
+    _demo_step([*c, "cat", "demo", "--version", "3", "--limit", "1"])
+    _demo_step([*c, "compact", "demo"])
+    _demo_step([*c, "export", "demo", str(out / "demo-export.tfrecord.gz"), "--compression", "gzip"])
     _demo_step([*c, "history", "demo"])
-    typer.echo(f"\ndone: the catalog is in {root}; try `catalog -C {root} show demo --json`")
+    _demo_step([*c, "verify"])
+    typer.echo(
+        f"\ndone: the catalog is in {root}, its migrations in {mig}; try `catalog -C {root} show demo --version 3` "
+        f"or `catalog -C {root} migrations list demo --migrations {mig}`"
+    )
 
 
 def _demo_step(args: list[str]) -> None:

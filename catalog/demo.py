@@ -61,6 +61,25 @@ def prepare_demo_dir(out: Path) -> Path:
     return out / "catalog"
 
 
+def demo_migrations() -> Path:
+    """The demo dataset's worked-example migrations: ``migrations/`` of the working directory
+    when it has ``demo/``, else the repository's (editable installs and the test suite)."""
+    for base in (Path.cwd() / "migrations", Path(__file__).resolve().parent.parent / "migrations"):
+        if (base / "demo").is_dir():
+            return base
+    raise CatalogError(
+        "the demo's migrations (migrations/demo/ in the repository) were not found: run the demo from the "
+        "repository root, or pass --migrations DIR"
+    )
+
+
+def copy_migrations(source: Path, out: Path) -> Path:
+    """Copy ``source/demo`` into ``out/migrations/demo`` so the demo catalog is self-contained."""
+    target = out / "migrations"
+    shutil.copytree(source / "demo", target / "demo", ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
 def write_demo(out_dir: str | os.PathLike[str], n: int = 1000) -> list[Path]:
     """Write the demo schema and the same records raw and gzip-compressed into ``out_dir``."""
     out = Path(out_dir)

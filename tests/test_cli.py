@@ -142,11 +142,35 @@ def test_demo_command(tmp_path: Path) -> None:
     for _ in range(2):  # a second run replaces the first demo
         result = runner.invoke(app, ["demo", str(out), "--records", "10"])
         assert result.exit_code == 0, result.output
-    for step in ("init", "register demo", "append demo", "list", "show demo", "cat demo", "verify", "history demo"):
+    steps = ("init", "register demo", "append demo", "list", "show demo", "cat demo", "verify", "history demo")
+    steps += ("migrations list demo", "migrate demo", "compact demo", "export demo")
+    for step in steps:
         assert f" {step}" in result.stdout, step
     assert "version 3: 10 records" in result.stdout
-    doc = json.loads(runner.invoke(app, ["-C", str(out / "catalog"), "show", "demo", "--json"]).stdout)
-    assert (doc["version"], doc["records"], doc["shard_count"]) == (3, 20, 2)
+    root = str(out / "catalog")
+    doc = json.loads(runner.invoke(app, ["-C", root, "show", "demo", "--json"]).stdout)
+    # three file migrations and one quick one, then a compaction
+    assert (doc["version"], doc["schema_version"], doc["records"], doc["shard_count"]) == (8, 5, 20, 1)
+    assert {"caption", "source", "brightness", "height", "width"} <= set(doc["schema"]["features"])
+    assert not {"text", "tags"} & set(doc["schema"]["features"])
+    old = [
+        json.loads(line)
+        for line in runner.invoke(app, ["-C", root, "cat", "demo", "--version", "3"]).stdout.splitlines()
+    ]
+    new = [json.loads(line) for line in runner.invoke(app, ["-C", root, "cat", "demo"]).stdout.splitlines()]
+    assert [r["id"] for r in old] == [r["id"] for r in new] and len(new) == 20
+    assert [r["text"] for r in old] == [r["caption"] for r in new] and all(r["source"] == "demo" for r in new)
+    applied = json.loads(
+        runner.invoke(
+            app, ["-C", root, "migrations", "list", "demo", "--migrations", str(out / "migrations"), "--json"]
+        ).stdout
+    )
+    assert [(m["id"], m["status"]) for m in applied] == [
+        ("0001_add_source", "applied"), ("0002_caption", "applied"), ("0003_brightness", "applied"),
+        ("quick-0005", "applied"),
+    ]  # fmt: skip
+    exported = json.loads(runner.invoke(app, ["inspect", str(out / "demo-export.tfrecord.gz"), "--json"]).stdout)
+    assert (exported["records"], exported["compression"]) == (20, "gzip")
     doc = json.loads(runner.invoke(app, ["inspect", str(out / "inputs" / "demo.tfrecord.gz"), "--json"]).stdout)
     assert doc["records"] == 10
     mine = tmp_path / "mine"
