@@ -555,12 +555,15 @@ def migrate(
 ) -> None:
     """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
-    total = ds.info().records
+    quick: dict[str, Any] = {"add": add or (), "drop": drop or (), "rename": rename or ()}
+    total = None
+    if sys.stderr.isatty() and not dry_run:  # the bar's total: records times pending migrations
+        plan = ds.migrate(migrations, to=to, dry_run=True, **quick)
+        total = sum(m.records for m in plan.migrations)
     with progress_bar(f"migrate {name}", total, "records") as progress:
         report = ds.migrate(
-            migrations, to=to, dry_run=dry_run, workers=workers, message=message,
-            add=add or (), drop=drop or (), rename=rename or (), progress=progress,
-        )  # fmt: skip
+            migrations, to=to, dry_run=dry_run, workers=workers, message=message, progress=progress, **quick
+        )
     if as_json:
         echo_json(report.to_json())
         return

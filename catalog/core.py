@@ -37,7 +37,7 @@ from catalog.errors import (
     ManifestError,
     VersionNotFoundError,
 )
-from catalog.manifest import CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
+from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.schema import Schema
 from catalog.storage import ShardFile, ShardSink, new_intent_id
 from catalog.tfrecord.framing import read_record_batches
@@ -58,6 +58,7 @@ INTENT_STALE = timedelta(minutes=10)  # an intent without a heartbeat for this l
 HEARTBEAT_EVERY = timedelta(seconds=30)
 VALIDATE_BATCH = 1024
 COMMIT_RETRIES = 100
+NO_DATA_CHANGE = ("create", "compact")  # commit kinds that leave the records as they were
 
 Progress = Callable[[int], None]
 
@@ -139,6 +140,7 @@ class Commit:
             "dataset": self.dataset,
             "version": self.version,
             "kind": self.kind,
+            "data_change": self.kind not in NO_DATA_CHANGE,
             "schema_version": self.schema_version,
             "time": _iso(self.time),
             "message": self.message,
@@ -420,7 +422,7 @@ class Catalog:
 
         def txn() -> None:
             with mf.write_txn(self.engine) as conn:
-                for table in (ShardRow, CommitRow, SchemaVersionRow):
+                for table in (ShardRow, CommitRow, SchemaVersionRow, AppliedMigrationRow):
                     conn.execute(delete(table).where(table.dataset_id == ds.id))
                 conn.execute(delete(DatasetRow).where(DatasetRow.id == ds.id))
 
