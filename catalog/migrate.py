@@ -322,7 +322,8 @@ def _cast_tensor(src: Feature, dst: Feature, value: Any, lossy: bool) -> np.ndar
             raise ValidationError(
                 f"values do not survive a cast from {src.dtype} to {dst.dtype} (CastField(..., lossy=True))", dst.name
             )
-    if tuple(out.shape) != dst.shape:
+    fits = out.ndim == len(dst.shape) and all(d is None or d == a for d, a in zip(dst.shape, out.shape, strict=False))
+    if not fits:
         shape = tuple(-1 if d is None else d for d in dst.shape)
         try:
             out = out.reshape(shape)

@@ -409,9 +409,10 @@ def _pending(ds: Dataset, directory: Path, to: int | None, quick: list[dict[str,
         ops = [from_json(o) for o in quick]
         text = json.dumps(quick, sort_keys=True)
         return [Pending("quick", sha256_of(text.encode()), None, ops, quick)]
-    return [
-        Pending(f.id, f.checksum, f.path, load_operations(f.path, f.checksum)) for f in pending_files(ds, directory, to)
-    ]
+    if not directory.is_dir():
+        raise MigrationError(f"{directory}: no such folder (--migrations DIR holds one folder of scripts per dataset)")
+    files = pending_files(ds, directory, to)
+    return [Pending(f.id, f.checksum, f.path, load_operations(f.path, f.checksum)) for f in files]
 
 
 # --------------------------------------------------------------------------- migrate

@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -234,6 +234,10 @@ def run_jobs(
                     on_done(jobs[futures[fut]], result)
             if intent:
                 intent.beat()
+    except BrokenExecutor as e:
+        raise CatalogError(
+            f"a worker process died ({e}; killed, or out of memory?): nothing was registered; run it again"
+        ) from e
     except BaseException:
         for fut in pending:
             fut.cancel()
