@@ -239,8 +239,13 @@ def run_jobs(
             f"a worker process died ({e}; killed, or out of memory?): nothing was registered; run it again"
         ) from e
     except BaseException:
+        # Jobs already handed to a worker cannot be cancelled (and a pool worker survives a
+        # Ctrl-C to run its next job): wait for them, so that no worker is still writing
+        # files when the caller discards the intent's files.
         for fut in pending:
             fut.cancel()
+        with contextlib.suppress(BaseException):
+            wait([f for f in pending if not f.cancelled()])
         raise
     return [results[i] for i in range(len(jobs))]
 
