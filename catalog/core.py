@@ -35,6 +35,7 @@ from catalog.errors import (
     DatasetNotFoundError,
     InvalidNameError,
     ManifestError,
+    ValidationError,
     VersionNotFoundError,
 )
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
@@ -641,6 +642,27 @@ class Dataset:
         root = str(self.catalog.data_root)
         return [os.path.join(root, r[0]) for r in rows]
 
+    def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
+        """``error``, or, when the data fits an older schema version (``fits`` does not raise),
+        a CommitConflictError naming that version and the current one: data written for the
+        dataset as it was before a migration."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            rows = conn.execute(
+                select(SchemaVersionRow.version, SchemaVersionRow.schema_json)
+                .where(SchemaVersionRow.dataset_id == self.id, SchemaVersionRow.version < self.schema_version)
+                .order_by(SchemaVersionRow.version.desc())
+            ).all()
+        for version, text in rows:
+            try:
+                fits(Schema.from_json(json.loads(text)))
+            except CatalogError:
+                continue
+            return CommitConflictError(
+                f"{error}; this data is in schema version {version} of {self.name!r}, which is at schema version "
+                f"{self.schema_version} now (migrated): migrate the data, or write it in the new schema"
+            )
+        return error
+
     def schema_at(self, version: int | None = None) -> Schema:
         with mf.read_txn(self.catalog.engine) as conn:
             _v, sv = self._resolve_version(conn, version)
@@ -917,7 +939,11 @@ class Writer:
     # ---- writing
     def write(self, row: Mapping[str, Any]) -> None:
         """Validate and encode one row into the current shard."""
-        self.write_record(self.ds.schema.encode(row))
+        try:
+            record = self.ds.schema.encode(row)
+        except ValidationError as e:
+            raise self.ds.explain(e, lambda schema: schema.encode(row)) from e
+        self.write_record(record)
 
     def write_record(self, record: bytes) -> None:
         """Write one serialized Example already validated against the dataset's schema."""

@@ -38,6 +38,14 @@ def ingest_file(w: Writer, path: Path, fmt: str, link: bool, progress: Progress 
         ingest_tfrecord(w, path, link, progress)
 
 
+def check_batch(w: Writer, batch: list[bytes], path: Path, first_index: int) -> None:
+    """validate_batch against the writer's schema; data in an older schema version says so."""
+    try:
+        validate_batch(w.ds.schema, batch, path, first_index)
+    except AppendError as e:
+        raise w.ds.explain(e, lambda schema: schema.decode_batch(batch)) from e
+
+
 def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> None:
     """Check every record of a batch; the error names file, record index and feature."""
     try:
@@ -56,11 +64,10 @@ def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: 
 
 
 def ingest_tfrecord(w: Writer, path: Path, link: bool, progress: Progress | None) -> None:
-    schema = w.ds.schema
     if link and detect_file_compression(path) is None:
         count = 0
         for batch in read_record_batches(path):
-            validate_batch(schema, batch, path, count)
+            check_batch(w, batch, path, count)
             count += len(batch)
             w.heartbeat()  # validation writes nothing, so beat by hand
         assert w.sink is not None
@@ -70,7 +77,7 @@ def ingest_tfrecord(w: Writer, path: Path, link: bool, progress: Progress | None
             return
     index = 0
     for batch in read_record_batches(path):
-        validate_batch(schema, batch, path, index)
+        check_batch(w, batch, path, index)
         for rec in batch:
             w.write_record(rec)  # beats the intent's heartbeat as it goes
         index += len(batch)
@@ -91,7 +98,11 @@ def ingest_jsonl(w: Writer, path: Path, progress: Progress | None) -> None:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                w.write_record(_encode_line(schema, line, path, lineno, index))
+                try:
+                    record = _encode_line(schema, line, path, lineno, index)
+                except AppendError as e:
+                    raise w.ds.explain(e, lambda old: _encode_line(old, line, path, lineno, index)) from e  # noqa: B023
+                w.write_record(record)
                 index += 1
                 if progress:
                     progress(len(line))
