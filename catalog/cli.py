@@ -428,6 +428,7 @@ def cat(
     from catalog.jsonrows import row_to_json
 
     ds = open_catalog().dataset(name)
+    version = ds.info(version).version  # one version for the schema and the records
     schema = ds.schema_at(version)
     out = sys.stdout
     for i, row in enumerate(ds.read(version)):

@@ -683,8 +683,15 @@ class Dataset:
         for path in self.files(version):
             yield from _shard_records(path)
 
+    def _pin(self, version: int | None) -> int:
+        """``version``, or the current one, looked up once: a reader that asked for the schema
+        and then the shards separately could pair one version's schema with the next's shards."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            return self._resolve_version(conn, version)[0]
+
     def read(self, version: int | None = None) -> Iterator[dict[str, Any]]:
         """Rows (dicts per the schema of that version)."""
+        version = self._pin(version)
         schema = self.schema_at(version)
         for path in self.files(version):
             for batch in _shard_batches(path):
@@ -695,6 +702,7 @@ class Dataset:
         """Columnar numpy batches of ``batch_size`` rows (the last may be smaller)."""
         if batch_size < 1:
             raise CatalogError("batch_size must be at least 1")
+        version = self._pin(version)
         schema = self.schema_at(version)
         pending: list[bytes] = []
         for path in self.files(version):
