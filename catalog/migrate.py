@@ -97,11 +97,26 @@ class AddField(Operation):
                 "from each row)"
             )
         if self.default is not _NO_DEFAULT and "default" not in spec:
+            if not _text_safe(self.default):
+                raise MigrationError(
+                    f"AddField {self.name!r}: a bytes default must be UTF-8 text to be kept in the schema (JSON has "
+                    "no bytes); fill existing records with fn=lambda row: b'...' instead"
+                )
             spec["default"] = _jsonable(self.default)
         return spec
 
     def fill(self) -> Any:
         return self.spec.get("default") if self.default is _NO_DEFAULT else self.default
+
+    def value_for(self, feat: Feature) -> Any:
+        """The fill value in the feature's own types: a bytes feature's text default is its UTF-8."""
+        value = self.fill()
+        if feat.dtype == "bytes":
+            if isinstance(value, str):
+                return value.encode("utf-8")
+            if isinstance(value, list):
+                return [v.encode("utf-8") if isinstance(v, str) else v for v in value]
+        return value
 
     def evolve(self, features: Features) -> Features:
         _fresh(features, self.name, "AddField")
@@ -110,7 +125,7 @@ class AddField(Operation):
         return {**features, self.name: self.target_spec()}
 
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
-        row[self.name] = self.fn(row) if self.fn is not None else self.fill()
+        row[self.name] = self.fn(row) if self.fn is not None else self.value_for(after.features[self.name])
         return row
 
     def to_json(self) -> dict[str, Any] | None:
@@ -241,13 +256,28 @@ def _feature(name: str, spec: Mapping[str, Any]) -> Feature:
         raise MigrationError(str(e)) from e
 
 
+def _text_safe(value: Any) -> bool:
+    """Whether bytes in ``value`` survive the schema's JSON form (text, read back as UTF-8)."""
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_text_safe(v) for v in value)
+    return True
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, bytes):
-        return value.decode("utf-8", errors="backslashreplace")
+        return value.decode("utf-8")
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
     return value
 
 
@@ -396,16 +426,21 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
     if all(isinstance(op, AddField) for op in ops):
         extra = b"".join(_constant_entry(op, after) for op, after in zip(ops, chain[1:], strict=True))  # type: ignore[arg-type]
         return lambda record, _i: _append_entries(record, extra)
-    edits: dict[bytes, bytes | None] = {}  # key -> new key (None: drop)
-    added: list[bytes] = []
+    edits: dict[bytes, bytes | None] = {}  # a record's own key -> its new key (None: drop)
+    added: dict[str, bytes] = {}  # features added by this plan -> their entry, under their current name
     for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
         if isinstance(op, AddField):
-            added.append(_constant_entry(op, after))
+            added[op.name] = _constant_entry(op, after)
         elif isinstance(op, DropField):
-            _edit(edits, op.name, None, before.features[op.name])
+            if added.pop(op.name, None) is None:
+                _edit(edits, op.name, None, before.features[op.name])
         elif isinstance(op, RenameField):
-            _edit(edits, op.old, op.new, before.features[op.old])
-    extra = b"".join(added)
+            if op.old in added:
+                entry = added.pop(op.old)
+                added[op.new] = _entry_with_key(entry, len(op.old.encode()), op.new.encode())
+            else:
+                _edit(edits, op.old, op.new, before.features[op.old])
+    extra = b"".join(added.values())
 
     def by_entries(record: bytes, _index: int) -> bytes:
         entries = _split(record)
@@ -437,8 +472,8 @@ def _edit(edits: dict[bytes, bytes | None], old: str, new: str | None, feat: Fea
 
 
 def _constant_entry(op: AddField, after: Schema) -> bytes:
-    one = Schema([after.features[op.name]])
-    record = one.encode({op.name: op.fill()})
+    feat = after.features[op.name]
+    record = Schema([feat]).encode({op.name: op.value_for(feat)})
     _n, start = _read_varint(record, 1)
     return record[start:]
 
@@ -517,12 +552,17 @@ def _edit_message(record: bytes, edits: Mapping[bytes, bytes | None], extra: byt
     except Exception as e:
         raise ValidationError(f"not a valid serialized tf.train.Example: {e}") from e
     features = ex.features.feature
-    for old, new in edits.items():
+    moved = {}  # every edit reads the record as it was: renames may swap names
+    for old in edits:
         key = old.decode("utf-8", errors="surrogateescape")
         if key in features:
-            if new is not None:
-                features[new.decode()].CopyFrom(features[key])
+            moved[old] = proto.Feature()
+            moved[old].CopyFrom(features[key])
             del features[key]
+    for old, value in moved.items():
+        new = edits[old]
+        if new is not None:
+            features[new.decode()].CopyFrom(value)
     if extra:
         ex.MergeFromString(b"\x0a" + varint(len(extra)) + extra)
     return bytes(ex.SerializeToString())

@@ -187,7 +187,10 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     """Module-level (picklable) worker: the shard's records, migrated, in a new shard (None if empty)."""
     key = job.spec.key()
     if key not in _COMPILED:
-        _COMPILED[key] = compile_steps(job.spec.ops(), job.spec.chain())
+        try:
+            _COMPILED[key] = compile_steps(job.spec.ops(), job.spec.chain())
+        except CatalogError as e:
+            raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
     sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     index = 0
@@ -398,7 +401,7 @@ def _parse_default(text: str, dtype: str, raw: str) -> Any:
         if dtype == "float32":
             return float(raw)
     except ValueError:
-        raise MigrationError(f"--add {text!r}: {raw!r} is not a {dtype} value") from None
+        raise MigrationError(f"--add {text!r}: {raw!r} is not a valid {dtype} value") from None
     if dtype in ("string", "bytes"):
         return raw
     raise MigrationError(f"--add {text!r}: dtype {dtype!r} is not int64, float32, string or bytes (use a file)")
