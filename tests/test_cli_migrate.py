@@ -307,7 +307,10 @@ def test_default_migrations_folder(root: Path, tmp_path: Path, monkeypatch: pyte
             ["migrate", "small", "--add", "height"],
             "error: --add 'height': use FEATURE:DTYPE[=DEFAULT], e.g. height:int64=256\n",
         ),
-        (["migrate", "small", "--add", "h:int64=tall"], "error: --add 'h:int64=tall': 'tall' is not a valid int64 value\n"),
+        (
+            ["migrate", "small", "--add", "h:int64=tall"],
+            "error: --add 'h:int64=tall': 'tall' is not a valid int64 value\n",
+        ),
         (["restore", "small", "--version", "99"], "error: dataset 'small' has no version 99\n"),
         (
             ["export", "small", "OUT", "--compression", "lz4"],
