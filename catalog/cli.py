@@ -131,8 +131,7 @@ def demo(
         Path | None, typer.Option("--migrations", help="Folder holding demo/ migrations (default: the repo's).")
     ] = None,
 ) -> None:
-    """Run the end-to-end demo, echoing each command: init, register, append, list, show, cat, verify,
-    history, then the demo's migrations, time travel, compact and export."""
+    """Run the end-to-end demo, echoing each command: append, read, verify, migrate, time travel, compact, export."""
     from catalog.demo import copy_migrations, demo_migrations, prepare_demo_dir, write_demo
 
     source = migrations or demo_migrations()
