@@ -28,7 +28,6 @@ import argparse
 import cProfile
 import datetime
 import gc
-import importlib.metadata
 import io
 import json
 import multiprocessing as mp
@@ -46,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import cpu_model, import_tensorflow, page_cache, usable_cpus
+from common import cpu_model, dist_version, filesystem_of, import_tensorflow, page_cache, usable_cpus
 
 # --------------------------------------------------------------------------- workload
 
@@ -235,30 +234,6 @@ def markdown_table(results: list[Result]) -> str:
 
 
 # --------------------------------------------------------------------------- machine
-
-
-def dist_version(*names: str) -> str:
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "not installed"
-
-
-def filesystem_of(path: str) -> str:
-    """The mount (device, type) holding ``path``, from /proc/mounts."""
-    best = ("?", "?", "")
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/mounts", encoding="utf-8") as f:
-            for line in f:
-                dev, mnt, fstype = line.split()[:3]
-                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[2]):
-                    best = (dev, fstype, mnt)
-    except OSError:
-        pass
-    return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
 
 
 def machine_info() -> dict[str, Any]:

@@ -26,16 +26,15 @@ import datetime
 import gc
 import json
 import platform
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from common import cpu_model, import_tensorflow, page_cache, usable_cpus
+from common import Timing, cpu_model, import_tensorflow, page_cache, usable_cpus
 
 # --------------------------------------------------------------------------- workload
 
@@ -77,20 +76,6 @@ def make_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- timing
-
-
-@dataclass
-class Timing:
-    name: str
-    times: list[float] = field(default_factory=list)
-
-    @property
-    def best(self) -> float:
-        return min(self.times)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
 
 
 def race(contenders: dict[str, Callable[[], object]], cfg: Config) -> dict[str, Timing]:

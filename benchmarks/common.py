@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
+import statistics
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +60,43 @@ def page_cache(path: str | Path) -> int:
         while chunk := f.read(16 << 20):
             n += len(chunk)
     return n
+
+
+@dataclass
+class Timing:
+    """One contender's round times (seconds)."""
+
+    name: str
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def dist_version(*names: str) -> str:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def filesystem_of(path: str) -> str:
+    """The mount (device, type) holding ``path``, from /proc/mounts."""
+    best = ("?", "?", "")
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            for line in f:
+                dev, mnt, fstype = line.split()[:3]
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[2]):
+                    best = (dev, fstype, mnt)
+    except OSError:
+        pass
+    return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
