@@ -24,6 +24,7 @@ import numpy as np
 from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 
 from catalog import manifest as mf
 from catalog.errors import (
@@ -623,24 +624,25 @@ class Dataset:
             ShardRow.schema_version,
             ShardRow.added_version,
             ShardRow.removed_version,
-            ShardRow.collected_at,
         )
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
-            rows = conn.execute(_live_at(self.id, v).with_only_columns(*cols)).all()
-        _check_readable(self.name, v, (r[-1] for r in rows))
+            query = _live_at(conn, self.id, v)
+            _check_readable(conn, self.name, v, query)
+            rows = conn.execute(query.with_only_columns(*cols)).all()
         root = str(self.catalog.data_root)
         join = os.path.join  # 100k shards: pathlib would cost a third of `show --json`
-        return [ShardInfo(join(root, r[0]), *r[:-1]) for r in rows]
+        return [ShardInfo(join(root, r[0]), *r) for r in rows]
 
     def files(self, version: int | None = None) -> list[str]:
         """Absolute shard paths at ``version``, ready for ``tf.data.TFRecordDataset``."""
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
-            rows = conn.execute(_live_at(self.id, v).with_only_columns(ShardRow.path, ShardRow.collected_at)).all()
-        _check_readable(self.name, v, (r[1] for r in rows))
+            query = _live_at(conn, self.id, v)
+            _check_readable(conn, self.name, v, query)
+            paths = conn.execute(query.with_only_columns(ShardRow.path)).scalars().all()
         root = str(self.catalog.data_root)
-        return [os.path.join(root, r[0]) for r in rows]
+        return [os.path.join(root, p) for p in paths]
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
@@ -794,20 +796,31 @@ class Dataset:
         return export(self, out, version, compression, progress)
 
 
-def _live_at(dataset_id: int, version: int) -> Any:
-    return (
-        select(ShardRow)
-        .where(
-            ShardRow.dataset_id == dataset_id,
+def _live_at(conn: Connection, dataset_id: int, version: int) -> Any:
+    """The shards live at ``version``, in read order. At the current version that is
+    "not retired": the index (dataset, removed_version, seq) then yields them in order,
+    with no sort (100k shards: a third of the time)."""
+    current = conn.execute(select(DatasetRow.version).where(DatasetRow.id == dataset_id)).scalar_one_or_none()
+    live: ColumnElement[bool]
+    if version == current:  # gc collects only retired shards: nothing to check here
+        live = ShardRow.removed_version.is_(None)
+    else:
+        live = and_(
             ShardRow.added_version <= version,
             or_(ShardRow.removed_version.is_(None), ShardRow.removed_version > version),
         )
-        .order_by(ShardRow.seq)
+    return select(ShardRow).where(ShardRow.dataset_id == dataset_id, live).order_by(ShardRow.seq)
+
+
+def _check_readable(conn: Connection, name: str, version: int, live: Any) -> None:
+    """Fail when gc collected a shard that ``version`` needs (``live``: its _live_at query)."""
+    gone = (
+        live.with_only_columns(ShardRow.id)
+        .where(ShardRow.collected_at.is_not(None), ShardRow.removed_version.is_not(None))
+        .order_by(None)
+        .limit(1)
     )
-
-
-def _check_readable(name: str, version: int, collected: Iterable[Any]) -> None:
-    if any(c is not None for c in collected):
+    if conn.execute(gone).first() is not None:
         raise VersionNotFoundError(
             f"dataset {name!r} version {version} is no longer readable: gc collected its retired shards "
             "(keep versions with `catalog gc --keep-versions K`)"

@@ -101,9 +101,10 @@ def snapshot(ds: Dataset, version: int | None = None) -> Snapshot:
 
     with mf.read_txn(ds.catalog.engine) as conn:
         v, sv = ds._resolve_version(conn, version)
-        rows = conn.execute(_live_at(ds.id, v)).all()
+        query = _live_at(conn, ds.id, v)
+        _check_readable(conn, ds.name, v, query)
+        rows = conn.execute(query).all()
         schema = _schema_at(conn, ds.id, sv)
-    _check_readable(ds.name, v, (r.collected_at for r in rows))
     root = ds.catalog.data_root
     shards = [
         LiveShard(
