@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -291,8 +291,7 @@ class Change:
     expect_live: set[int] | None = None  # the live set must be exactly this (else LiveChanged)
     migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
     revert_after: int | None = None  # restore: migrations applied after this version are pending again
-    records_added: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    records_added: int = 0  # rewrites keep every record: 0 (history shows "+0 records")
 
 
 _LIVE = select(ShardRow.id, ShardRow.records, ShardRow.bytes).where(
@@ -312,29 +311,12 @@ def commit_change(ds: Dataset, change: Change) -> Commit:
 
 
 def _commit_txn(ds: Dataset, ch: Change) -> Commit:
-    from catalog.core import _DATASET_STATE, Commit, ShardInfo
+    from catalog.core import _DATASET_STATE
 
     now = utcnow()
     with mf.write_txn(ds.catalog.engine) as conn:
-        row = conn.execute(_DATASET_STATE, {"ds": ds.id}).first()
-        if row is None:
-            raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
-        if row.schema_version != ch.schema_version:
-            raise CommitConflictError(
-                f"dataset {ds.name!r} moved to schema version {row.schema_version} while this {ch.kind} worked from "
-                f"schema version {ch.schema_version}: nothing was registered; run it again"
-            )
-        live = {r.id: r for r in conn.execute(_LIVE, {"ds": ds.id})}
-        gone = ch.retire - live.keys()
-        if gone or (ch.expect_live is not None and live.keys() != ch.expect_live):
-            expected = ch.expect_live if ch.expect_live is not None else ch.retire
-            raise LiveChanged(set(live) - expected, expected - set(live))
-        _claim_intent(conn, ch, ds.name)
-        for s in ch.add:
-            if not ds.catalog.shard_path(s.file.path).exists():
-                raise CatalogError(
-                    f"{ds.catalog.shard_path(s.file.path)}: shard vanished before commit; nothing registered"
-                )
+        row: Any = conn.execute(_DATASET_STATE, {"ds": ds.id}).first()
+        live = _check(conn, ds, ch, row)
         new = row.version + 1
         schema_version = row.schema_version
         if ch.new_schema is not None:
@@ -352,45 +334,61 @@ def _commit_txn(ds: Dataset, ch: Change) -> Commit:
         ).rowcount
         if swapped != 1:
             raise IntegrityError("version swap lost", None, Exception("retry"))
-        ids = sorted(ch.retire)
-        for i in range(0, len(ids), RETIRE_CHUNK):
-            conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + RETIRE_CHUNK])).values(removed_version=new))
-        if ch.add:
-            conn.execute(insert(ShardRow), [_shard_values(ds.id, s, new) for s in ch.add])
-        conn.execute(
-            insert(CommitRow).values(
-                dataset_id=ds.id,
-                version=new,
-                kind=ch.kind,
-                schema_version=schema_version,
-                created_at=now,
-                message=ch.message,
-                author=ch.author,
-                read_version=ch.read_version,
-                token=None,
-                records_added=ch.records_added,
-                shards_added=len(ch.add),
-                **totals,
-            )
-        )
+        _write_shards(conn, ds.id, ch, new)
+        values = {
+            "dataset_id": ds.id, "version": new, "kind": ch.kind, "schema_version": schema_version,
+            "created_at": now, "message": ch.message, "author": ch.author, "read_version": ch.read_version,
+            "token": None, "records_added": ch.records_added, "shards_added": len(ch.add), **totals,
+        }  # fmt: skip
+        conn.execute(insert(CommitRow).values(**values))
         _record_migration(conn, ds.id, ch, schema_version, new, now)
+    return _commit_value(ds, ch, values)
+
+
+def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any]:
+    """Inside the commit's transaction: may this change still commit? Returns the live shards."""
+    if row is None:
+        raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
+    if row.schema_version != ch.schema_version:
+        raise CommitConflictError(
+            f"dataset {ds.name!r} moved to schema version {row.schema_version} while this {ch.kind} worked from "
+            f"schema version {ch.schema_version}: nothing was registered; run it again"
+        )
+    live = {r.id: r for r in conn.execute(_LIVE, {"ds": ds.id})}
+    if ch.retire - live.keys() or (ch.expect_live is not None and live.keys() != ch.expect_live):
+        expected = ch.expect_live if ch.expect_live is not None else ch.retire
+        raise LiveChanged(set(live) - expected, expected - set(live))
+    _claim_intent(conn, ch, ds.name)
+    for s in ch.add:  # re-checked under the lock: a gc that took our files must not leave dangling rows
+        if not ds.catalog.shard_path(s.file.path).exists():
+            raise CatalogError(
+                f"{ds.catalog.shard_path(s.file.path)}: shard vanished before commit; nothing registered"
+            )
+    return live
+
+
+def _write_shards(conn: Connection, ds_id: int, ch: Change, version: int) -> None:
+    ids = sorted(ch.retire)
+    for i in range(0, len(ids), RETIRE_CHUNK):
+        conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + RETIRE_CHUNK])).values(removed_version=version))
+    if ch.add:
+        conn.execute(insert(ShardRow), [_shard_values(ds_id, s, version) for s in ch.add])
+
+
+def _commit_value(ds: Dataset, ch: Change, v: dict[str, Any]) -> Commit:
+    from catalog.core import Commit, ShardInfo
+
     root = ds.catalog.data_root
     infos = [
         ShardInfo(
-            str(root / s.file.path),
-            s.file.path,
-            s.file.records,
-            s.file.bytes,
-            s.file.checksum,
-            s.file.compression,
-            s.schema_version,
-            new,
+            str(root / f.path), f.path, f.records, f.bytes, f.checksum, f.compression, s.schema_version, v["version"]
         )
         for s in ch.add
+        if (f := s.file)
     ]
     return Commit(
-        ds.name, new, ch.kind, schema_version, now, ch.message, ch.author, ch.read_version, None,
-        ch.records_added, len(ch.add), totals["records"], totals["bytes"], totals["shard_count"], infos,
+        ds.name, v["version"], ch.kind, v["schema_version"], v["created_at"], ch.message, ch.author,
+        ch.read_version, None, ch.records_added, len(ch.add), v["records"], v["bytes"], v["shard_count"], infos,
     )  # fmt: skip
 
 
