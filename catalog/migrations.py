@@ -470,29 +470,15 @@ def _apply(
     snap = snapshot(ds)
     chain = evolve(snap.schema, p.operations)
     result = _result(p, snap.schema_version, chain, snap)
-    spec = MigrationSpec(
-        result.id,
-        snap.schema.to_json(),
-        str(p.script) if p.script else None,
-        p.checksum,
-        tuple(p.quick_json or ()),
-    )
+    script = str(p.script) if p.script else None
+    spec = MigrationSpec(result.id, snap.schema.to_json(), script, p.checksum, tuple(p.quick_json or ()))
+    message = message or f"migration {result.id}: " + "; ".join(result.operations)
     with Intent(ds) as intent:
         done: dict[int, ShardFile | None] = {}
         todo = list(snap.shards)
         for _round in range(CATCHUP_ROUNDS):
             done.update(_run(ds, spec, todo, intent, len(done), ex, progress))
-            change = Change(
-                "migrate", snap.version, snap.schema_version, set(done),
-                [NewShard(f, s.seq, snap.schema_version + 1) for s in _in_order(snap, done) if (f := done[s.id])],
-                message or f"migration {result.id}: " + "; ".join(result.operations), author, intent.id,
-                new_schema=chain[-1], expect_live=set(done),
-                migration={
-                    "migration_id": result.id, "checksum": p.checksum, "rows": sum(s.records for s in snap.shards),
-                    "seconds": time.monotonic() - start,
-                    "operations": json.dumps(p.quick_json) if p.quick_json is not None else None,
-                },
-            )  # fmt: skip
+            change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
             try:
                 commit = commit_change(ds, change)
             except LiveChanged as e:
@@ -507,9 +493,37 @@ def _apply(
             result.version, result.seconds = commit.version, time.monotonic() - start
             result.records, result.shards = snap.records, len(snap.shards)
             return result
-    raise CommitConflictError(
-        f"appends to {ds.name!r} kept landing during the migration: nothing was registered; run it again"
-    )
+        # raised inside the intent's block, so that its files go with it
+        raise CommitConflictError(
+            f"appends to {ds.name!r} kept landing during the migration: nothing was registered; run it again"
+        )
+
+
+def _change(
+    snap: Snapshot,
+    done: dict[int, ShardFile | None],
+    target: Schema,
+    p: Pending,
+    migration_id: str,
+    message: str,
+    author: str,
+    intent: str,
+    start: float,
+) -> Change:
+    """The migration's commit: every shard in ``done`` retired, its rewrite (if any records) in its place."""
+    new_sv = snap.schema_version + 1
+    added = [NewShard(f, s.seq, new_sv) for s in _in_order(snap, done) if (f := done[s.id]) is not None]
+    row = {
+        "migration_id": migration_id,
+        "checksum": p.checksum,
+        "rows": sum(s.records for s in snap.shards),
+        "seconds": time.monotonic() - start,
+        "operations": json.dumps(p.quick_json) if p.quick_json is not None else None,
+    }
+    return Change(
+        "migrate", snap.version, snap.schema_version, set(done), added, message, author, intent,
+        new_schema=target, expect_live=set(done), migration=row,
+    )  # fmt: skip
 
 
 def _in_order(snap: Snapshot, done: dict[int, ShardFile | None]) -> list[LiveShard]:

@@ -1,0 +1,99 @@
+"""Edges of migrations: appends that never stop landing, and data written in an older schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+import catalog.migrations as migrations
+from catalog import Catalog
+from catalog import manifest as mf
+from catalog.cli import app
+from catalog.errors import CommitConflictError
+from catalog.manifest import IntentRow
+
+SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
+runner = CliRunner()
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    c = Catalog.init(tmp_path / "c")
+    c.register("events", SCHEMA).append_rows([{"id": i, "text": f"t{i}"} for i in range(20)], shard_records=7)
+    return c
+
+
+def _data_files(cat: Catalog) -> set[str]:
+    return {p.name for p in (cat.data_root / "events").iterdir()}
+
+
+def test_appends_that_keep_landing_fail_the_migration_cleanly(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_run = migrations._run
+    appended: list[int] = []
+
+    def run_then_append(*args: Any, **kwargs: Any) -> Any:
+        out = real_run(*args, **kwargs)
+        # another writer commits after every pass over the shards
+        n = 100 + len(appended)
+        Catalog.open(cat.root).dataset("events").append_rows([{"id": n, "text": "late"}])
+        appended.append(n)
+        return out
+
+    monkeypatch.setattr(migrations, "_run", run_then_append)
+    monkeypatch.setattr(migrations, "CATCHUP_ROUNDS", 3)
+    before = cat.dataset("events").info()
+    with pytest.raises(CommitConflictError, match="appends to 'events' kept landing during the migration"):
+        cat.dataset("events").migrate(tmp_path / "m", add=["n:int64=1"], workers=1)
+    assert len(appended) == 3  # one pass per round, each raced by an append
+    after = cat.dataset("events").info()
+    assert (after.schema_version, after.records) == (before.schema_version, before.records + 3)
+    with mf.read_txn(cat.engine) as conn:
+        assert conn.execute(select(IntentRow.id)).all() == []  # the intent went with its files
+    registered = {Path(p).name for p in cat.dataset("events").files()}
+    assert _data_files(cat) == registered
+    # once the appends stop, the same migration goes through with every record
+    monkeypatch.setattr(migrations, "_run", real_run)
+    cat.dataset("events").migrate(tmp_path / "m", add=["n:int64=1"], workers=1)
+    rows = list(cat.dataset("events").read())
+    assert [r["id"] for r in rows] == list(range(20)) + appended and {r["n"] for r in rows} == {1}
+
+
+@pytest.mark.parametrize("form", ["rows", "tfrecord", "jsonl"])
+def test_data_in_a_schema_from_before_a_migration_names_both_versions(cat: Catalog, tmp_path: Path, form: str) -> None:
+    old = cat.dataset("events")
+    old.export(tmp_path / "old.tfrecord")
+    (tmp_path / "old.jsonl").write_text(json.dumps({"id": 7, "text": "x"}) + "\n")
+    Catalog.open(cat.root).dataset("events").migrate(tmp_path / "m", rename=["text:caption"], workers=1)
+    fresh = Catalog.open(cat.root).dataset("events")  # validates against schema version 2
+    version = fresh.version
+    with pytest.raises(CommitConflictError) as err:
+        if form == "rows":
+            fresh.append_rows([{"id": 7, "text": "x"}])
+        else:
+            fresh.append_files([tmp_path / f"old.{form}"])
+    assert "feature 'caption': missing" in str(err.value)
+    assert "this data is in schema version 1 of 'events', which is at schema version 2 now" in str(err.value)
+    assert Catalog.open(cat.root).dataset("events").version == version  # nothing registered
+    # data in the current schema is still told apart from both: a plain schema error
+    with pytest.raises(Exception, match="feature 'nope': not in the schema") as plain:
+        fresh.append_rows([{"id": 1, "caption": "c", "nope": 1}])
+    assert not isinstance(plain.value, CommitConflictError)
+
+
+def test_cli_append_of_old_schema_file_is_one_line(cat: Catalog, tmp_path: Path) -> None:
+    cat.dataset("events").export(tmp_path / "old.tfrecord")
+    cat.dataset("events").migrate(tmp_path / "m", drop=["text"], workers=1)
+    result = runner.invoke(app, ["-C", str(cat.root), "append", "events", str(tmp_path / "old.tfrecord")])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {tmp_path / 'old.tfrecord'}: record 0: feature 'text': not in the schema; this data is in schema "
+        "version 1 of 'events', which is at schema version 2 now (migrated): migrate the data, or write it in the "
+        "new schema\n"
+    )
