@@ -211,7 +211,8 @@ def run_jobs(
     intent: Intent | None,
     on_done: Callable[[J, R], None] | None = None,
 ) -> list[R]:
-    """Results of ``fn`` over ``jobs``, in job order. The first failure cancels the rest."""
+    """Results of ``fn`` over ``jobs``, in job order. A failure cancels the jobs after it and
+    raises the failure of the earliest job, as a run in order would (the first bad record)."""
     if executor is None:
         out = []
         for job in jobs:
@@ -224,21 +225,18 @@ def run_jobs(
         return out
     futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
     results: dict[int, R] = {}
+    errors: dict[int, Exception] = {}
     pending = set(futures)
     try:
         while pending:
             done, pending = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_EXCEPTION)
             for fut in done:
-                result = fut.result()  # raises the worker's error
-                results[futures[fut]] = result
-                if on_done:
-                    on_done(jobs[futures[fut]], result)
+                _collect(fut, futures[fut], jobs, results, errors, on_done)
+            if errors:  # jobs after the earliest failure need not run
+                first = min(errors)
+                pending = {f for f in pending if not (futures[f] > first and f.cancel())}
             if intent:
                 intent.beat()
-    except BrokenExecutor as e:
-        raise CatalogError(
-            f"a worker process died ({e}; killed, or out of memory?): nothing was registered; run it again"
-        ) from e
     except BaseException:
         # Jobs already handed to a worker cannot be cancelled (and a pool worker survives a
         # Ctrl-C to run its next job): wait for them, so that no worker is still writing
@@ -248,7 +246,30 @@ def run_jobs(
         with contextlib.suppress(BaseException):
             wait([f for f in pending if not f.cancelled()])
         raise
+    if errors:
+        raise errors[min(errors)]
     return [results[i] for i in range(len(jobs))]
+
+
+def _collect(
+    fut: Future[R],
+    index: int,
+    jobs: Sequence[J],
+    results: dict[int, R],
+    errors: dict[int, Exception],
+    on_done: Callable[[J, R], None] | None,
+) -> None:
+    try:
+        results[index] = fut.result()
+    except BrokenExecutor as e:
+        raise CatalogError(
+            f"a worker process died ({e}; killed, or out of memory?): nothing was registered; run it again"
+        ) from e
+    except Exception as e:  # the job's own failure: kept until earlier jobs have finished
+        errors[index] = e
+        return
+    if on_done:
+        on_done(jobs[index], results[index])
 
 
 @contextlib.contextmanager

@@ -97,3 +97,22 @@ def test_cli_append_of_old_schema_file_is_one_line(cat: Catalog, tmp_path: Path)
         "version 1 of 'events', which is at schema version 2 now (migrated): migrate the data, or write it in the "
         "new schema\n"
     )
+
+
+def test_parallel_cast_failure_names_the_first_bad_record_in_dataset_order(tmp_path: Path) -> None:
+    # shard 0 is large and fails on its last record; shard 1 is tiny and fails at once, so
+    # its worker reports first: the error must still be shard 0's, as a run in order says
+    cat = Catalog.init(tmp_path / "c")
+    ds = cat.register("m", {"features": {"x": {"dtype": "float32"}}})
+    big, small = 60_000, 5
+    ds.append_rows([{"x": 1.0}] * (big - 1) + [{"x": 0.5}], shard_records=big)
+    ds.append_rows([{"x": 2.5}] * small)
+    first = cat.dataset("m").files()[0]
+    mdir = tmp_path / "m"
+    (mdir / "m").mkdir(parents=True)
+    (mdir / "m" / "0001_cast.py").write_text(
+        'from catalog.migrate import CastField\noperations = [CastField("x", {"dtype": "int64"})]\n'
+    )
+    with pytest.raises(migrations.MigrationError) as err:
+        cat.dataset("m").migrate(mdir, workers=2)
+    assert f"{first}: record {big - 1}: feature 'x': value 0.5 cannot be cast to int64" in str(err.value)
