@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 
 J = TypeVar("J")
 R = TypeVar("R")
-WAIT_SLICE = 5.0  # seconds between heartbeats while workers run
+WAIT_SLICE = 5.0  # seconds between checks on running jobs (and chances to beat)
+HEARTBEAT_SECONDS = 30.0  # an intent's heartbeat is refreshed at most this often
 DEFAULT_TARGET_SIZE = 256 << 20
 RETIRE_CHUNK = 5000  # ids per UPDATE: stays under every database's bound-parameter limit
 
@@ -141,13 +143,13 @@ class Intent:
 
         mf.with_lock_retry(txn)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._next_beat = time.monotonic() + 30
+        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
         return self
 
     def beat(self) -> None:
         if time.monotonic() < self._next_beat:
             return
-        self._next_beat = time.monotonic() + 30
+        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
         now = utcnow()
 
         def txn() -> None:
@@ -215,13 +217,12 @@ def run_jobs(
     raises the failure of the earliest job, as a run in order would (the first bad record)."""
     if executor is None:
         out = []
-        for job in jobs:
-            result = fn(job)
-            out.append(result)
-            if on_done:
-                on_done(job, result)
-            if intent:
-                intent.beat()
+        with _beating(intent):
+            for job in jobs:
+                result = fn(job)
+                out.append(result)
+                if on_done:
+                    on_done(job, result)
         return out
     futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
     results: dict[int, R] = {}
@@ -249,6 +250,29 @@ def run_jobs(
     if errors:
         raise errors[min(errors)]
     return [results[i] for i in range(len(jobs))]
+
+
+@contextlib.contextmanager
+def _beating(intent: Intent | None) -> Iterator[None]:
+    """Keep ``intent`` alive from a thread while jobs run inline: one job can outlast the
+    time after which gc takes a silent intent for dead."""
+    if intent is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(WAIT_SLICE):
+            with contextlib.suppress(CatalogError):
+                intent.beat()
+
+    thread = threading.Thread(target=beat, name="catalog-intent-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _collect(

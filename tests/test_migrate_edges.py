@@ -116,3 +116,31 @@ def test_parallel_cast_failure_names_the_first_bad_record_in_dataset_order(tmp_p
     with pytest.raises(migrations.MigrationError) as err:
         cat.dataset("m").migrate(mdir, workers=2)
     assert f"{first}: record {big - 1}: feature 'x': value 0.5 cannot be cast to int64" in str(err.value)
+
+
+def test_a_long_inline_job_keeps_its_intent_alive(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import catalog.rewrite as rewrite
+
+    monkeypatch.setattr(rewrite, "HEARTBEAT_SECONDS", 0.0)
+    monkeypatch.setattr(rewrite, "WAIT_SLICE", 0.01)
+    beats: list[str] = []
+    real_beat = rewrite.Intent.beat
+
+    def counting_beat(self: rewrite.Intent) -> None:
+        real_beat(self)
+        beats.append(self.id)
+
+    monkeypatch.setattr(rewrite.Intent, "beat", counting_beat)
+    mdir = tmp_path / "m"
+    (mdir / "events").mkdir(parents=True)
+    (mdir / "events" / "0001_slow.py").write_text(
+        "import time\nfrom catalog.migrate import AddField\n"
+        'operations = [AddField("t", {"dtype": "int64"}, fn=lambda r: time.sleep(0.02) or 1)]\n'
+    )
+    cat.dataset("events").compact(workers=1)  # one shard: one job, run inline
+    cat.dataset("events").migrate(mdir, workers=1)
+    assert len(beats) >= 5  # 20 records x 20 ms: beaten from the side while the one job ran
+    with mf.read_txn(cat.engine) as conn:
+        assert conn.execute(select(IntentRow.id)).all() == []
