@@ -25,14 +25,11 @@ import os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 import argparse
-import cProfile
 import datetime
 import gc
-import io
 import json
 import multiprocessing as mp
 import platform
-import pstats
 import sqlite3
 import statistics
 import subprocess
@@ -45,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import cpu_model, dist_version, filesystem_of, import_tensorflow, page_cache, usable_cpus
+from common import cpu_model, dist_version, filesystem_of, import_tensorflow, page_cache, profile_text, usable_cpus
 
 # --------------------------------------------------------------------------- workload
 
@@ -929,26 +926,6 @@ def bench_verify(cfg: Config, tmp: Path, report: Report) -> None:
 
 
 # --------------------------------------------------------------------------- profiles
-
-
-def profile_text(fn: Callable[[], object], top: int = 25) -> str:
-    prof = cProfile.Profile()
-    gc.collect()
-    prof.enable()
-    fn()
-    prof.disable()
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.strip_dirs()
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(15)
-    # Keep the tables, drop pstats' preamble lines about ordering and restriction.
-    lines = [
-        line.rstrip()
-        for line in out.getvalue().splitlines()
-        if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
-    ]
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- main

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import cProfile
+import gc
 import importlib.metadata
+import io
 import os
 import platform
+import pstats
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,3 +105,24 @@ def filesystem_of(path: str) -> str:
     except OSError:
         pass
     return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
+
+
+def profile_text(fn: Callable[[], object], top: int = 25) -> str:
+    """cProfile of one call of ``fn``: the top ``top`` by cumulative time, then the top 15 by own time."""
+    prof = cProfile.Profile()
+    gc.collect()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.strip_dirs()
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(15)
+    # Keep the tables, drop pstats' preamble lines about ordering and restriction.
+    lines = [
+        line.rstrip()
+        for line in out.getvalue().splitlines()
+        if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
+    ]
+    return "\n".join(lines)
