@@ -157,6 +157,20 @@ def job(j):
 
 setattr(job_module, job_name, job)
 
+import catalog.storage as storage
+
+original_write = storage.ShardSink.write
+
+
+def sink_write(self, record):
+    original_write(self, record)
+    if kill == "mid_shard" and state["jobs"] == 2 and self._records == 3:  # the 2nd job's shard, half written
+        self._writer.flush()
+        hold(kill, {"temp": str(self._temp)})
+
+
+storage.ShardSink.write = sink_write
+
 original_commit_txn = rewrite._commit_txn
 
 
@@ -373,6 +387,7 @@ def cli(*args: str) -> Any:
 STAGES = {
     "after_intent": (False, 0),
     "mid_write": (False, 2),
+    "mid_shard": (False, 2),  # the 1st job's shard published, the 2nd's temp file part-written
     "before_commit": (False, BASE_SHARDS),
     "in_commit": (False, BASE_SHARDS),
     "after_commit": (True, 0),
@@ -430,6 +445,10 @@ def test_sigkilled_migration_is_all_or_nothing_and_reruns(stage: str, root: Path
                 assert info["intent"] == live[0].id
             if stage == "mid_write":
                 assert info["file"] in leftovers
+            if stage == "mid_shard":
+                temp = Path(info["temp"])
+                assert temp.name.startswith(".") and temp.stat().st_size > 0
+                assert f"{NAME}/{temp.name}" in leftovers
             if stage in ("before_commit", "in_commit"):
                 assert not any(Path(f).name.startswith(".") for f in leftovers)  # all published
             if stage == "before_commit":
