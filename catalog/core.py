@@ -7,7 +7,6 @@ appends racing appends simply retry, while an append racing a schema change fail
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import getpass
 import json
@@ -358,16 +357,7 @@ class Catalog:
                         shard_count=0,
                     )
                 ).inserted_primary_key[0]  # type: ignore[index]
-                conn.execute(
-                    insert(SchemaVersionRow).values(
-                        dataset_id=ds_id,
-                        version=1,
-                        schema_json=json.dumps(sch.to_json()),
-                        fingerprint=sch.fingerprint,
-                        created_at=now,
-                        commit_version=1,
-                    )
-                )
+                insert_schema(conn, ds_id, 1, sch, 1, now)
                 conn.execute(
                     insert(CommitRow).values(
                         dataset_id=ds_id,
@@ -507,6 +497,20 @@ def _info(row: Any, schema: dict[str, Any]) -> DatasetInfo:
         row.records,
         row.bytes,
         row.shard_count,
+    )
+
+
+def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schema, commit: int, now: datetime) -> None:
+    """Register ``schema`` as the dataset's schema ``version``, made by the commit of version ``commit``."""
+    conn.execute(
+        insert(SchemaVersionRow).values(
+            dataset_id=dataset_id,
+            version=version,
+            schema_json=json.dumps(schema.to_json()),
+            fingerprint=schema.fingerprint,
+            created_at=now,
+            commit_version=commit,
+        )
     )
 
 
@@ -907,8 +911,6 @@ class Writer:
 
     def _start(self) -> Commit | None:
         """Check the dataset and token, then record the intent before any file is written."""
-        now = utcnow()
-        host, pid = mf.host_and_pid()
 
         def txn() -> Commit | None:
             with mf.write_txn(self.catalog.engine) as conn:
@@ -918,17 +920,7 @@ class Writer:
                 if prior is not None:
                     return prior
                 self.read_version = row.version
-                conn.execute(
-                    _INSERT_INTENT,
-                    {
-                        "id": self.intent_id,
-                        "dataset": self.ds.name,
-                        "created_at": now,
-                        "heartbeat_at": now,
-                        "pid": pid,
-                        "host": host,
-                    },
-                )
+                conn.execute(_INSERT_INTENT, mf.intent_values(self.intent_id, self.ds.name))
                 return None
 
         return mf.with_lock_retry(txn)
@@ -981,13 +973,7 @@ class Writer:
         if time.monotonic() < self._next_beat:
             return
         self._next_beat = time.monotonic() + HEARTBEAT_EVERY.total_seconds()
-        now = utcnow()
-
-        def txn() -> None:
-            with mf.write_txn(self.catalog.engine) as conn:
-                conn.execute(update(IntentRow).where(IntentRow.id == self.intent_id).values(heartbeat_at=now))
-
-        mf.with_lock_retry(txn)
+        mf.beat_intent(self.catalog.engine, self.intent_id)
 
     # ---- commit
     def _commit(self) -> Commit:
@@ -1121,13 +1107,7 @@ class Writer:
         self._drop_intent()
 
     def _drop_intent(self) -> None:
-        def txn() -> None:
-            with mf.write_txn(self.catalog.engine) as conn:
-                conn.execute(delete(IntentRow).where(IntentRow.id == self.intent_id))
-
-        # A leftover intent only delays gc of files we already removed: not worth failing for.
-        with contextlib.suppress(CatalogError):
-            mf.with_lock_retry(txn)
+        mf.drop_intent(self.catalog.engine, self.intent_id)
 
 
 def live_intents(conn: Connection) -> set[str]:

@@ -102,3 +102,7 @@ class AppendError(CatalogError):
 
 class VersionNotFoundError(CatalogError):
     """A dataset version that does not exist, or whose shards were collected."""
+
+
+class MigrationError(CatalogError):
+    """A migration cannot be planned or applied (bad operation, edited script, value that cannot be cast...)."""

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select
 
 from catalog import manifest as mf
 from catalog.errors import CatalogError, DatasetNotFoundError
@@ -182,14 +182,8 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
         now = utcnow()
 
         def txn() -> None:
-            with mf.write_txn(cat.engine) as conn:
-                ids = [r.id for r in chosen]
-                for i in range(0, len(ids), 5000):
-                    conn.execute(
-                        update(ShardRow)
-                        .where(ShardRow.id.in_(ids[i : i + 5000]), ShardRow.removed_version.is_not(None))
-                        .values(collected_at=now)
-                    )
+            with mf.write_txn(cat.engine) as conn:  # only retired shards were chosen; none comes back to life
+                mf.update_shards(conn, [r.id for r in chosen], collected_at=now)
 
         mf.with_lock_retry(txn)  # recorded before any file goes: readers get a clear error, not a missing file
     for r in chosen:

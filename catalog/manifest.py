@@ -7,6 +7,7 @@ manifest later.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     create_engine,
+    delete,
     event,
     insert,
     select,
@@ -42,6 +44,7 @@ FORMAT_VERSION = 2  # the manifest's own schema version (see upgrade())
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
 SEQ_BITS = 24
+ID_CHUNK = 5000  # ids per IN (...): stays under every database's bound-parameter limit
 BUSY_TIMEOUT_MS = 60_000
 LOCK_RETRIES = 50
 T = TypeVar("T")
@@ -306,3 +309,38 @@ def upgrade(engine: Engine) -> tuple[int, int]:
 
 def host_and_pid() -> tuple[str, int]:
     return os.uname().nodename, os.getpid()
+
+
+def intent_values(intent_id: str, dataset: str) -> dict[str, Any]:
+    """A new write intent's row: created and beaten now, by this process on this host."""
+    now = utcnow()
+    host, pid = host_and_pid()
+    return {"id": intent_id, "dataset": dataset, "created_at": now, "heartbeat_at": now, "pid": pid, "host": host}
+
+
+def beat_intent(engine: Engine, intent_id: str) -> None:
+    """Tell gc the writer behind ``intent_id`` is alive."""
+    now = utcnow()
+
+    def txn() -> None:
+        with write_txn(engine) as conn:
+            conn.execute(update(IntentRow).where(IntentRow.id == intent_id).values(heartbeat_at=now))
+
+    with_lock_retry(txn)
+
+
+def drop_intent(engine: Engine, intent_id: str) -> None:
+    """Forget an intent whose files are gone; a failure here only delays gc, so it is not raised."""
+
+    def txn() -> None:
+        with write_txn(engine) as conn:
+            conn.execute(delete(IntentRow).where(IntentRow.id == intent_id))
+
+    with contextlib.suppress(CatalogError):
+        with_lock_retry(txn)
+
+
+def update_shards(conn: Connection, ids: list[int], **values: Any) -> None:
+    """``UPDATE shards SET values WHERE id IN ids``, in chunks of ID_CHUNK ids."""
+    for i in range(0, len(ids), ID_CHUNK):
+        conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + ID_CHUNK])).values(**values))

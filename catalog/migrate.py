@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from catalog.errors import CatalogError, SchemaError, ValidationError
+from catalog.errors import MigrationError, SchemaError, ValidationError
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema
 from catalog.tfrecord import proto
 from catalog.tfrecord.example import varint
@@ -34,21 +35,19 @@ Features = dict[str, dict[str, Any]]  # a schema's "features" object, in order
 _NO_DEFAULT = object()
 
 
-class MigrationError(CatalogError):
-    """A migration cannot be planned or applied (bad operation, value that cannot be cast...)."""
-
-
-class Operation:
+class Operation(ABC):
     """One step of a migration."""
 
     #: True when the step can run on serialized records without decoding them.
     byte_level = False
 
+    @abstractmethod
     def evolve(self, features: Features) -> Features:
-        raise NotImplementedError
+        """The schema's features after this step."""
 
+    @abstractmethod
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
-        raise NotImplementedError
+        """One decoded row after this step (``before``/``after``: the schemas around it)."""
 
     def to_json(self) -> dict[str, Any] | None:
         """The operation as data (quick migrations); None when it carries a function."""

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from catalog import manifest as mf
-from catalog.errors import CatalogError, CommitConflictError, ValidationError
+from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
 from catalog.manifest import AppliedMigrationRow
-from catalog.migrate import MigrationError, Operation, check_operations, compile_steps, evolve, from_json
+from catalog.migrate import Operation, check_operations, compile_steps, evolve, from_json
 from catalog.rewrite import (
+    UNLIMITED,
     Change,
     Intent,
     LiveChanged,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 FILE_RE = re.compile(r"^(\d{4,})_([A-Za-z0-9_]+)\.py$")
 DEFAULT_DIR = "migrations"
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
-UNLIMITED = 1 << 62
 
 TEMPLATE = '''"""{dataset} migration {number:04d}: {slug}.
 
@@ -200,22 +200,24 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
             for record in batch:
                 write(fn(record, index))
                 index += 1
-    except ValidationError as e:
+    except Exception as e:
         sink.abort()
-        where = f"feature {e.feature!r}: " if e.feature else ""
-        raise MigrationError(f"{job.spec.id}: {job.source}: record {index}: {where}{e.reason}") from None
-    except CatalogError as e:
-        sink.abort()
-        raise MigrationError(f"{job.spec.id}: {e}") from None
-    except Exception as e:  # a function of the script failed on this record
-        sink.abort()
-        raise MigrationError(
-            f"{job.spec.id}: {job.source}: record {index}: the migration raised {type(e).__name__}: {e}"
-        ) from None
+        raise _record_error(job, index, e) from None
     shards = sink.close()
     if index != job.records:
         raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
     return shards[0] if shards else None
+
+
+def _record_error(job: ShardJob, index: int, e: Exception) -> MigrationError:
+    """One line naming the migration, and the shard and record where it could (a plain message
+    pickles back to the caller from a worker process)."""
+    at = f"{job.spec.id}: {job.source}: record {index}"
+    if isinstance(e, ValidationError):
+        return MigrationError(f"{at}: " + (f"feature {e.feature!r}: " if e.feature else "") + e.reason)
+    if isinstance(e, CatalogError):  # already says where (a damaged shard...)
+        return MigrationError(f"{job.spec.id}: {e}")
+    return MigrationError(f"{at}: the migration raised {type(e).__name__}: {e}")  # a function of the script
 
 
 # --------------------------------------------------------------------------- plan and report

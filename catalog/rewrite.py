@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from crc32c import crc32c
 from sqlalchemy import bindparam, delete, insert, select, update
@@ -32,7 +32,6 @@ from catalog.manifest import (
     CommitRow,
     DatasetRow,
     IntentRow,
-    SchemaVersionRow,
     ShardRow,
     utcnow,
 )
@@ -43,9 +42,11 @@ from catalog.storage import (
     TEMP_PREFIX,
     TEMP_SUFFIX,
     ShardFile,
+    ShardSink,
     format_checksum,
     fsync_dir,
     new_intent_id,
+    publish,
 )
 from catalog.tfrecord.framing import RecordWriter, read_record_batches
 
@@ -55,9 +56,8 @@ if TYPE_CHECKING:
 J = TypeVar("J")
 R = TypeVar("R")
 WAIT_SLICE = 5.0  # seconds between checks on running jobs (and chances to beat)
-HEARTBEAT_SECONDS = 30.0  # an intent's heartbeat is refreshed at most this often
 DEFAULT_TARGET_SIZE = 256 << 20
-RETIRE_CHUNK = 5000  # ids per UPDATE: stays under every database's bound-parameter limit
+UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 
 
 class LiveChanged(Exception):
@@ -75,7 +75,6 @@ class LiveChanged(Exception):
 @dataclass(frozen=True)
 class LiveShard:
     id: int
-    relpath: str
     path: str  # absolute
     records: int
     bytes: int
@@ -109,9 +108,7 @@ def snapshot(ds: Dataset, version: int | None = None) -> Snapshot:
         schema = _schema_at(conn, ds.id, sv)
     root = ds.catalog.data_root
     shards = [
-        LiveShard(
-            r.id, r.path, str(root / r.path), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq
-        )
+        LiveShard(r.id, str(root / r.path), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq)
         for r in rows
     ]
     return Snapshot(v, sv, schema, shards)
@@ -130,33 +127,20 @@ class Intent:
         self._next_beat = 0.0
 
     def __enter__(self) -> Intent:
-        now = utcnow()
-        host, pid = mf.host_and_pid()
-
         def txn() -> None:
             with mf.write_txn(self.ds.catalog.engine) as conn:
-                conn.execute(
-                    insert(IntentRow).values(
-                        id=self.id, dataset=self.ds.name, created_at=now, heartbeat_at=now, pid=pid, host=host
-                    )
-                )
+                conn.execute(insert(IntentRow).values(**mf.intent_values(self.id, self.ds.name)))
 
         mf.with_lock_retry(txn)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
+        self._next_beat = time.monotonic() + _heartbeat_seconds()
         return self
 
     def beat(self) -> None:
         if time.monotonic() < self._next_beat:
             return
-        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
-        now = utcnow()
-
-        def txn() -> None:
-            with mf.write_txn(self.ds.catalog.engine) as conn:
-                conn.execute(update(IntentRow).where(IntentRow.id == self.id).values(heartbeat_at=now))
-
-        mf.with_lock_retry(txn)
+        self._next_beat = time.monotonic() + _heartbeat_seconds()
+        mf.beat_intent(self.ds.catalog.engine, self.id)
 
     def prefix(self, unit: int) -> str:
         """File-name prefix of one unit of work (the intent id leads: gc reads it back)."""
@@ -175,13 +159,13 @@ class Intent:
         if exc_type is None:
             return  # the commit deleted the intent row in its own transaction
         self.discard_files()
+        mf.drop_intent(self.ds.catalog.engine, self.id)
 
-        def txn() -> None:
-            with mf.write_txn(self.ds.catalog.engine) as conn:
-                conn.execute(delete(IntentRow).where(IntentRow.id == self.id))
 
-        with contextlib.suppress(CatalogError):
-            mf.with_lock_retry(txn)
+def _heartbeat_seconds() -> float:
+    from catalog.core import HEARTBEAT_EVERY  # one interval for appends and rewrites
+
+    return HEARTBEAT_EVERY.total_seconds()
 
 
 # --------------------------------------------------------------------------- running jobs
@@ -356,7 +340,7 @@ def commit_change(ds: Dataset, change: Change) -> Commit:
 
 
 def _commit_txn(ds: Dataset, ch: Change) -> Commit:
-    from catalog.core import _DATASET_STATE
+    from catalog.core import _DATASET_STATE, insert_schema
 
     now = utcnow()
     with mf.write_txn(ds.catalog.engine) as conn:
@@ -366,7 +350,7 @@ def _commit_txn(ds: Dataset, ch: Change) -> Commit:
         schema_version = row.schema_version
         if ch.new_schema is not None:
             schema_version += 1
-            _insert_schema(conn, ds.id, schema_version, ch.new_schema, new, now)
+            insert_schema(conn, ds.id, schema_version, ch.new_schema, new, now)
         totals = {
             "records": row.records - sum(live[i].records for i in ch.retire) + sum(s.file.records for s in ch.add),
             "bytes": row.bytes - sum(live[i].bytes for i in ch.retire) + sum(s.file.bytes for s in ch.add),
@@ -413,9 +397,7 @@ def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any
 
 
 def _write_shards(conn: Connection, ds_id: int, ch: Change, version: int) -> None:
-    ids = sorted(ch.retire)
-    for i in range(0, len(ids), RETIRE_CHUNK):
-        conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + RETIRE_CHUNK])).values(removed_version=version))
+    mf.update_shards(conn, sorted(ch.retire), removed_version=version)
     if ch.add:
         conn.execute(insert(ShardRow), [_shard_values(ds_id, s, version) for s in ch.add])
 
@@ -447,21 +429,6 @@ def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
             f"the write intent of this {ch.kind} of {name!r} expired and gc may have collected its files: "
             "nothing was registered; run it again"
         )
-
-
-def _insert_schema(conn: Connection, ds_id: int, version: int, schema: Schema, commit: int, now: Any) -> None:
-    import json
-
-    conn.execute(
-        insert(SchemaVersionRow).values(
-            dataset_id=ds_id,
-            version=version,
-            schema_json=json.dumps(schema.to_json()),
-            fingerprint=schema.fingerprint,
-            created_at=now,
-            commit_version=commit,
-        )
-    )
 
 
 def _shard_values(ds_id: int, s: NewShard, version: int) -> dict[str, Any]:
@@ -521,9 +488,9 @@ class ConcatJob:
 
     sources: tuple[CopySource, ...]
     records: int
-    out_dir: str
-    prefix: str
+    data_root: str
     dataset: str
+    prefix: str  # file-name prefix, led by the intent id
 
 
 def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
@@ -550,44 +517,36 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     return crc
 
 
-def _publish(temp: Path, final: Path, f: Any) -> None:
-    f.flush()
-    os.fsync(f.fileno())
-    f.close()
-    os.rename(temp, final)
-
-
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard."""
-    name = f"{job.prefix}-00000{SHARD_SUFFIX}"
-    final = Path(job.out_dir) / name
-    temp = final.with_name(f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
     if any(s.compression != "none" for s in job.sources):
-        return _reframe(job, temp, final)
+        return _reframe(job)
+    name = f"{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file
+    final = Path(job.data_root) / job.dataset / name
+    temp = final.with_name(f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
     buf = bytearray(CHECKSUM_CHUNK)
     crc = 0
     with open(temp, "xb") as f:
         for src in job.sources:
             crc = _copy_verified(src, f, crc, buf)
         size = f.tell()
-        _publish(temp, final, f)
+        publish(f, temp, final)
     fsync_dir(final.parent)
     return ShardFile(f"{job.dataset}/{name}", job.records, size, format_checksum(crc))
 
 
-def _reframe(job: ConcatJob, temp: Path, final: Path) -> ShardFile:
-    """Compressed sources: records re-framed into one uncompressed shard."""
-    with open(temp, "xb") as f:
-        w = RecordWriter(f)
-        for src in job.sources:
-            for batch in read_record_batches(src.path):
-                w.write_many(batch)
-        w.close()
-        _publish(temp, final, f)
-    fsync_dir(final.parent)
-    if w.records != job.records:
-        raise CatalogError(f"{final}: {w.records} records read, {job.records} registered; run `catalog verify`")
-    return ShardFile(f"{job.dataset}/{final.name}", w.records, w.file_bytes, format_checksum(w.checksum))
+def _reframe(job: ConcatJob) -> ShardFile:
+    """Compressed sources: their records re-framed into one uncompressed shard."""
+    sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    for src in job.sources:
+        for batch in read_record_batches(src.path):
+            sink.write_many(batch)
+    shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
+    records = shards[0].records if shards else 0
+    if records != job.records or not shards:
+        where = ", ".join(s.path for s in job.sources)
+        raise CatalogError(f"{where}: {records} records read, {job.records} registered; run `catalog verify`")
+    return shards[0]
 
 
 # --------------------------------------------------------------------------- compact
@@ -672,9 +631,9 @@ def compact(
             ConcatJob(
                 tuple(CopySource(s.path, s.bytes, s.checksum, s.compression) for s in g),
                 sum(s.records for s in g),
-                str(intent.dir),
-                intent.prefix(i),
+                str(ds.catalog.data_root),
                 ds.name,
+                intent.prefix(i),
             )
             for i, g in enumerate(groups)
         ]
@@ -759,11 +718,9 @@ def _relink(ds: Dataset, intent: Intent, unit: int, s: LiveShard) -> ShardFile:
     final = intent.dir / name
     try:
         os.link(s.path, final)
-    except OSError:
-        job = ConcatJob((CopySource(s.path, s.bytes, s.checksum, s.compression),), s.records, str(intent.dir),
-                        intent.prefix(unit), ds.name)  # fmt: skip
-        copied = concat_job(job)
-        return ShardFile(copied.path, s.records, copied.bytes, copied.checksum, "none")
+    except OSError:  # no hard links here: a verified copy
+        source = CopySource(s.path, s.bytes, s.checksum, s.compression)
+        return concat_job(ConcatJob((source,), s.records, str(ds.catalog.data_root), ds.name, intent.prefix(unit)))
     fsync_dir(intent.dir)
     return ShardFile(f"{ds.name}/{name}", s.records, s.bytes, s.checksum, s.compression)
 
@@ -815,9 +772,10 @@ def export(
     snap = snapshot(ds, version)
     temp = target.with_name(f".{target.name}.{new_intent_id()}.tmp")
     try:
-        size = _export_to(snap, temp, compression, progress)
-        fsync_dir(target.parent)
-        os.rename(temp, target)
+        with open(temp, "xb") as f:
+            _export_to(snap, f, compression, progress)
+            size = f.tell()
+            publish(f, temp, target)
         fsync_dir(target.parent)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -825,22 +783,18 @@ def export(
     return ExportReport(ds.name, snap.version, str(target), snap.records, size, compression, time.monotonic() - start)
 
 
-def _export_to(snap: Snapshot, temp: Path, compression: str, progress: Progress | None) -> int:
-    with open(temp, "xb") as f:
-        if compression == "none" and all(s.compression == "none" for s in snap.shards):
-            buf = bytearray(CHECKSUM_CHUNK)
-            for s in snap.shards:
-                _copy_verified(CopySource(s.path, s.bytes, s.checksum, s.compression), f, 0, buf)
-                if progress:
-                    progress(s.bytes)
-        else:
-            w = RecordWriter(f, None if compression == "none" else compression)
-            for s in snap.shards:
-                for batch in read_record_batches(s.path):
-                    w.write_many(batch)
-                if progress:
-                    progress(s.bytes)
-            w.close()
-        f.flush()
-        os.fsync(f.fileno())
-        return f.tell()
+def _export_to(snap: Snapshot, f: IO[bytes], compression: str, progress: Progress | None) -> None:
+    if compression == "none" and all(s.compression == "none" for s in snap.shards):
+        buf = bytearray(CHECKSUM_CHUNK)  # framing concatenates: copy bytes, checking each shard's checksum
+        for s in snap.shards:
+            _copy_verified(CopySource(s.path, s.bytes, s.checksum, s.compression), f, 0, buf)
+            if progress:
+                progress(s.bytes)
+        return
+    w = RecordWriter(f, None if compression == "none" else compression)
+    for s in snap.shards:
+        for batch in read_record_batches(s.path):
+            w.write_many(batch)
+        if progress:
+            progress(s.bytes)
+    w.close()

@@ -73,6 +73,16 @@ def file_checksum(path: str | os.PathLike[str]) -> tuple[int, str]:
     return size, format_checksum(crc)
 
 
+def publish(f: IO[bytes], temp: Path, final: Path, sync: bool = True) -> None:
+    """Close a written temporary file under its final name: flush, fsync (``sync``), rename.
+    The caller fsyncs the directory (once for all the files it publishes there)."""
+    f.flush()
+    if sync:
+        os.fsync(f.fileno())
+    f.close()
+    os.rename(temp, final)
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -159,12 +169,8 @@ class ShardSink:
             return
         self._writer = self._file = self._temp = None
         writer.close()
-        f.flush()
-        if self.sync:
-            os.fsync(f.fileno())
-        f.close()
         final = temp.with_name(temp.name[len(TEMP_PREFIX) : -len(TEMP_SUFFIX)])
-        os.rename(temp, final)
+        publish(f, temp, final, self.sync)
         self.made[-1] = final  # the temp file is always the newest entry
         self.shards.append(
             ShardFile(self._relative(final), writer.records, writer.file_bytes, format_checksum(writer.checksum))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +122,10 @@ def test_parallel_cast_failure_names_the_first_bad_record_in_dataset_order(tmp_p
 def test_a_long_inline_job_keeps_its_intent_alive(
     cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import catalog.core as core
     import catalog.rewrite as rewrite
 
-    monkeypatch.setattr(rewrite, "HEARTBEAT_SECONDS", 0.0)
+    monkeypatch.setattr(core, "HEARTBEAT_EVERY", timedelta(0))
     monkeypatch.setattr(rewrite, "WAIT_SLICE", 0.01)
     beats: list[str] = []
     real_beat = rewrite.Intent.beat
