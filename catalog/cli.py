@@ -13,7 +13,7 @@ import re
 import shlex
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +24,8 @@ import typer
 from catalog.errors import CatalogError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from catalog.core import Catalog
 
 app = typer.Typer(
@@ -61,7 +63,9 @@ def handle_errors(fn: F) -> F:
         except CatalogError as e:
             if _globals().traceback:
                 raise
-            typer.echo(f"error: {e}", err=True)
+            from catalog.manifest import redact
+
+            typer.echo(f"error: {redact(str(e))}", err=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -264,13 +268,27 @@ def progress_bar(description: str, total: int | None, unit: str = "bytes") -> It
 @handle_errors
 def init(
     directory: Annotated[Path, typer.Argument(help="Directory for the new catalog.")],
-    db_url: Annotated[str | None, typer.Option("--db-url", help="SQLAlchemy URL (default: SQLite in DIR).")] = None,
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            "--db-url",
+            help="SQLAlchemy URL of the manifest, e.g. postgresql+psycopg://user@host/db (default: $CATALOG_DB_URL, "
+            "else SQLite in DIR). An existing manifest there is attached to.",
+        ),
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="Where shards live (default: DIR/data).", metavar="PATH")
+    ] = None,
 ) -> None:
-    """Create a catalog: a manifest and a data area."""
+    """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
     from catalog.core import Catalog
+    from catalog.manifest import has_password, safe_url
 
-    cat = Catalog.init(directory, db_url)
-    typer.echo(f"initialized catalog in {cat.root} (data area {cat.data_root})")
+    cat = Catalog.init(directory, db_url, storage)
+    where = f"manifest {safe_url(str(cat.engine.url))}, " if cat.engine.dialect.name != "sqlite" else ""
+    typer.echo(f"initialized catalog in {cat.root} ({where}data area {cat.data_root})")
+    if db_url and has_password(db_url):
+        typer.echo("note: the password was not recorded; give it with CATALOG_DB_URL, PGPASSWORD or ~/.pgpass")
 
 
 @app.command()
@@ -441,11 +459,13 @@ def cat(
 def verify(
     names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
 ) -> None:
     """Check every shard against the manifest: presence, size, checksum, records."""
     c = open_catalog()
-    with progress_bar("verify", None) as progress:
-        report = c.verify(names or None, progress)
+    with executor_of(executor, scheduler) as ex, progress_bar("verify", None) as progress:
+        report = c.verify(names or None, progress, executor=ex)
     if as_json:
         echo_json(report.to_json())
     else:
@@ -534,6 +554,27 @@ MigrationsDir = Annotated[
 Workers = Annotated[
     int | None, typer.Option("--workers", min=1, help="Parallel worker processes (default: the core count).")
 ]
+# Where per-shard jobs run (migrate, compact, verify, append): see catalog/executors.py.
+ExecutorKind = Annotated[
+    str, typer.Option("--executor", metavar="local|dask", help="Run per-shard jobs in local processes or on Dask.")
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (else $CATALOG_DASK_SCHEDULER; else a local cluster is started).",
+    ),
+]
+
+
+def executor_of(
+    kind: str, scheduler: str | None, workers: int | None = None, needed: bool = True
+) -> AbstractContextManager[Executor | None]:
+    """open_executor(...); or no executor at all when no job will run (a dry run starts no cluster)."""
+    from catalog.executors import open_executor
+
+    return open_executor(kind, scheduler, workers) if needed else nullcontext(None)
 
 
 @app.command()
@@ -544,6 +585,8 @@ def migrate(
     to: Annotated[int | None, typer.Option("--to", metavar="NNNN", help="Apply up to this migration number.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")] = False,
     workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
     message: Annotated[str, typer.Option("--message", "-m", help="Commit message.")] = "",
     add: Annotated[
         list[str] | None,
@@ -560,10 +603,14 @@ def migrate(
     if sys.stderr.isatty() and not dry_run:  # the bar's total: records times pending migrations
         plan = ds.migrate(migrations, to=to, dry_run=True, **quick)
         total = sum(m.records for m in plan.migrations)
-    with progress_bar(f"migrate {name}", total, "records") as progress:
+    with (
+        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
+        progress_bar(f"migrate {name}", total, "records") as progress,
+    ):
         report = ds.migrate(
-            migrations, to=to, dry_run=dry_run, workers=workers, message=message, progress=progress, **quick
-        )
+            migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, message=message, progress=progress,
+            **quick,
+        )  # fmt: skip
     if as_json:
         echo_json(report.to_json())
         return
@@ -652,14 +699,21 @@ def compact(
         typer.Option("--target-size", parser=parse_bytes, metavar="BYTES", help="Merged shard size (default 256 MiB)."),
     ] = None,
     workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
     message: Annotated[str, typer.Option("--message", "-m", help="Commit message.")] = "",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Merge small shards into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)
-    with progress_bar(f"compact {name}", ds.info().bytes) as progress:
-        report = ds.compact(target_size, workers=workers, message=message, dry_run=dry_run, progress=progress)
+    with (
+        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
+        progress_bar(f"compact {name}", ds.info().bytes) as progress,
+    ):
+        report = ds.compact(
+            target_size, workers=workers, executor=ex, message=message, dry_run=dry_run, progress=progress
+        )
     if as_json:
         echo_json(report.to_json())
         return

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
 from catalog import manifest as mf
@@ -68,6 +68,9 @@ Progress = Callable[[int], None]
 _DATASET_STATE = select(
     DatasetRow.version, DatasetRow.schema_version, DatasetRow.records, DatasetRow.bytes, DatasetRow.shard_count
 ).where(DatasetRow.id == bindparam("ds"))
+# A commit reads the dataset's state under the row's lock: on PostgreSQL, commits to one
+# dataset then queue on that row (gapless versions, no retry storms); SQLite ignores it.
+DATASET_STATE_FOR_COMMIT = _DATASET_STATE.with_for_update()
 _COMMIT_BY_TOKEN = select(CommitRow).where(
     CommitRow.dataset_id == bindparam("ds"), CommitRow.token == bindparam("token")
 )
@@ -290,16 +293,26 @@ class Catalog:
 
     # ---- opening
     @classmethod
-    def init(cls, path: str | os.PathLike[str], db_url: str | None = None) -> Catalog:
+    def init(
+        cls, path: str | os.PathLike[str], db_url: str | None = None, storage: str | os.PathLike[str] | None = None
+    ) -> Catalog:
+        """A new catalog directory. With ``db_url`` (or $CATALOG_DB_URL) naming a database that
+        already holds a manifest, the directory attaches to it: another machine joining."""
         root = Path(path)
         if (root / CATALOG_FILE).exists():
             raise CatalogError(f"{root}: already a catalog")
         db_url = db_url or os.environ.get("CATALOG_DB_URL")
+        engine = mf.make_engine(db_url or _default_url(root.resolve()))
+        try:
+            if db_url is None:
+                root.mkdir(parents=True, exist_ok=True)  # the SQLite file lives there
+            data_root = _create_or_attach(engine, root, storage, shared=db_url is not None)
+        finally:
+            engine.dispose()
         root.mkdir(parents=True, exist_ok=True)
-        engine = mf.make_engine(db_url or _default_url(root))
-        mf.create_manifest(engine, DATA_DIR)
-        (root / DATA_DIR).mkdir(exist_ok=True)
-        doc = {"format": mf.FORMAT_VERSION, "db_url": _strip_password(db_url) if db_url else None}
+        local = root / data_root if not Path(data_root).is_absolute() else Path(data_root)
+        local.mkdir(parents=True, exist_ok=True)
+        doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         return cls.open(root)
 
@@ -310,10 +323,10 @@ class Catalog:
             doc = json.loads((root / CATALOG_FILE).read_text())
         except (OSError, ValueError) as e:
             raise ManifestError(f"{root / CATALOG_FILE}: unreadable: {e}") from e
-        url = os.environ.get("CATALOG_DB_URL") or doc.get("db_url") or _default_url(root)
-        if url.startswith("sqlite") and doc.get("db_url") is None and not (root / DEFAULT_DB_FILE).exists():
+        recorded = doc.get("db_url")
+        if recorded is None and not (root / DEFAULT_DB_FILE).exists():
             raise ManifestError(f"{root}: the manifest {DEFAULT_DB_FILE} is missing")
-        engine = mf.make_engine(url)
+        engine = mf.make_engine(_runtime_url(recorded) if recorded else _default_url(root))
         meta = mf.read_meta(engine)
         if check:
             mf.check_format(meta)
@@ -441,10 +454,13 @@ class Catalog:
             raw.close()
         return target
 
-    def verify(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> VerifyReport:
+    def verify(
+        self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None
+    ) -> VerifyReport:
+        """Check shards against the manifest; with ``executor``, in jobs on it (same report, same order)."""
         from catalog.maintenance import verify_catalog
 
-        return verify_catalog(self, names, progress)
+        return verify_catalog(self, names, progress, executor)
 
     def gc(
         self,
@@ -468,8 +484,43 @@ def _default_url(root: Path) -> str:
     return f"sqlite:///{(root / DEFAULT_DB_FILE).resolve()}"
 
 
-def _strip_password(url: str) -> str:
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1@", url)
+def _runtime_url(recorded: str) -> str:
+    """The URL to connect with: the recorded one (no password), or $CATALOG_DB_URL when it
+    names the same database, since that is where a password may come from. libpq also
+    reads PGPASSWORD and ~/.pgpass by itself."""
+    env = os.environ.get("CATALOG_DB_URL")
+    if env and mf.safe_url(mf.normalize_url(env)) == mf.safe_url(mf.normalize_url(recorded)):
+        return env
+    return recorded
+
+
+def _create_or_attach(engine: Engine, root: Path, storage: str | os.PathLike[str] | None, shared: bool) -> str:
+    """The data area of the manifest behind ``engine``: a new manifest's, or an existing one's."""
+    if not mf.has_manifest(engine):
+        data_root = _new_data_root(root, storage, shared)
+        try:
+            mf.create_manifest(engine, data_root)
+            return data_root
+        except IntegrityError:  # another machine created it at the same moment: attach to that
+            pass
+        except DBAPIError as e:
+            if not mf.has_manifest(engine):
+                raise ManifestError(f"could not create the manifest: {e.orig}") from e
+    meta = mf.read_meta(engine)
+    mf.check_format(meta)
+    found = meta.get("data_root", DATA_DIR)
+    if storage is not None and _new_data_root(root, storage, shared) != found:
+        raise CatalogError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
+    return found
+
+
+def _new_data_root(root: Path, storage: str | os.PathLike[str] | None, shared: bool) -> str:
+    """Where a new manifest keeps its shards: relative to the catalog directory for the
+    embedded default (the directory can move), absolute for a shared database (other
+    machines attaching resolve it the same way)."""
+    if storage is not None:
+        return str(Path(storage).resolve())
+    return str((root / DATA_DIR).resolve()) if shared else DATA_DIR
 
 
 def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> Schema:
@@ -727,8 +778,8 @@ class Dataset:
             ).all()
         return [_commit_of(self.name, r) for r in rows]
 
-    def verify(self, progress: Progress | None = None) -> VerifyReport:
-        return self.catalog.verify([self.name], progress)
+    def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
+        return self.catalog.verify([self.name], progress, executor=executor)
 
     # ---- rewrites (see rewrite.py and migrations.py)
     def migrate(
@@ -925,8 +976,8 @@ class Writer:
 
         return mf.with_lock_retry(txn)
 
-    def _dataset_row(self, conn: Connection) -> Any:
-        row = conn.execute(_DATASET_STATE, {"ds": self.ds.id}).first()
+    def _dataset_row(self, conn: Connection, lock: bool = False) -> Any:
+        row = conn.execute(DATASET_STATE_FOR_COMMIT if lock else _DATASET_STATE, {"ds": self.ds.id}).first()
         if row is None:
             raise DatasetNotFoundError(f"dataset {self.ds.name!r} was dropped", self.ds.name)
         return row
@@ -998,7 +1049,7 @@ class Writer:
     def _commit_txn(self, shards: list[ShardFile]) -> tuple[Commit, bool]:
         now = utcnow()
         with mf.write_txn(self.catalog.engine) as conn:
-            row = self._dataset_row(conn)
+            row = self._dataset_row(conn, lock=True)
             prior = self._prior(conn)
             if prior is not None:
                 return prior, True

@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
 from catalog import manifest as mf
 from catalog.errors import CatalogError, DatasetNotFoundError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
+from catalog.rewrite import run_jobs
 from catalog.storage import file_checksum, intent_of
 from catalog.tfrecord.framing import read_record_batches
 
@@ -33,7 +36,9 @@ def _data_files(data_root: Path, datasets: set[str] | None) -> list[tuple[str, P
     return out
 
 
-def verify_catalog(cat: Catalog, names: Sequence[str] | None, progress: Progress | None) -> VerifyReport:
+def verify_catalog(
+    cat: Catalog, names: Sequence[str] | None, progress: Progress | None, executor: Executor | None = None
+) -> VerifyReport:
     from catalog.core import Problem, VerifyReport, live_intents
 
     wanted = set(names) if names else None
@@ -51,17 +56,15 @@ def verify_catalog(cat: Catalog, names: Sequence[str] | None, progress: Progress
             q = q.where(DatasetRow.name.in_(wanted))
         shards = conn.execute(q.order_by(ShardRow.id)).all()
         live = live_intents(conn)
+    problems = _check_all(cat, shards, executor, progress)
     report = VerifyReport()
     registered = set()
-    for ds, rel, records, size, checksum in shards:
+    for (ds, rel, _records, size, _checksum), problem in zip(shards, problems, strict=True):
         registered.add(rel)
-        problem = _check_shard(cat.shard_path(rel), records, size, checksum)
         report.checked += 1
         report.bytes += size
         if problem is not None:
             report.problems.append(Problem(ds, str(cat.shard_path(rel)), problem[0], problem[1]))
-        if progress:
-            progress(size)
     for rel, path in files:
         # exists(): a temp file listed just before a commit renamed it is no leftover
         if rel not in registered and intent_of(path.name) not in live and path.exists():
@@ -69,6 +72,57 @@ def verify_catalog(cat: Catalog, names: Sequence[str] | None, progress: Progress
                 Problem(None, str(path), "unregistered", "file in the data area that no shard names")
             )
     return report
+
+
+VERIFY_JOB_BYTES = 64 << 20  # a verify job checks shards up to this many bytes (or one larger shard)
+VERIFY_JOB_SHARDS = 1000  # ... and at most this many: a Dask task costs about a millisecond
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    """Shards to check in one job: (absolute path, records, bytes, checksum) each."""
+
+    shards: tuple[tuple[str, int, int, str], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s[2] for s in self.shards)
+
+
+def check_shards(job: CheckJob) -> list[tuple[str, str] | None]:
+    """Module-level (picklable) worker: each shard's problem (or None), in order."""
+    return [_check_shard(Path(path), records, size, checksum) for path, records, size, checksum in job.shards]
+
+
+def _check_all(
+    cat: Catalog, shards: Sequence[Any], executor: Executor | None, progress: Progress | None
+) -> list[tuple[str, str] | None]:
+    """Each shard's problem (or None), in the order of ``shards``: inline, or in jobs on ``executor``."""
+    if executor is None:
+        out = []
+        for _ds, rel, records, size, checksum in shards:
+            out.append(_check_shard(cat.shard_path(rel), records, size, checksum))
+            if progress:
+                progress(size)
+        return out
+    done = (lambda job, _r: progress(job.bytes)) if progress else None
+    return [p for found in run_jobs(check_shards, _check_jobs(cat, shards), executor, None, done) for p in found]
+
+
+def _check_jobs(cat: Catalog, shards: Sequence[Any]) -> list[CheckJob]:
+    """Runs of adjacent shards, in order: enough bytes per job that a job's cost dwarfs the executor's."""
+    jobs: list[CheckJob] = []
+    batch: list[tuple[str, int, int, str]] = []
+    size_of_batch = 0
+    for _ds, rel, records, size, checksum in shards:
+        if batch and (len(batch) >= VERIFY_JOB_SHARDS or size_of_batch + size > VERIFY_JOB_BYTES):
+            jobs.append(CheckJob(tuple(batch)))
+            batch, size_of_batch = [], 0
+        batch.append((str(cat.shard_path(rel)), records, size, checksum))
+        size_of_batch += size
+    if batch:
+        jobs.append(CheckJob(tuple(batch)))
+    return jobs
 
 
 def _check_shard(path: Path, records: int, size: int, checksum: str) -> tuple[str, str] | None:
@@ -203,7 +257,9 @@ def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
         cutoff = utcnow() - INTENT_STALE
         with mf.write_txn(cat.engine) as conn:
             still = IntentRow.id.in_(dead) & (IntentRow.heartbeat_at < cutoff)
-            gone = set(conn.execute(select(IntentRow.id).where(still)).scalars())
+            # FOR UPDATE: a heartbeat or commit racing this waits, or we wait for it and
+            # then see its intent alive or gone (PostgreSQL; SQLite holds the write lock).
+            gone = set(conn.execute(select(IntentRow.id).where(still).with_for_update()).scalars())
             if gone:
                 conn.execute(delete(IntentRow).where(IntentRow.id.in_(gone)))
             return gone

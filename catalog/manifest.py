@@ -1,8 +1,9 @@
 """The manifest: SQLAlchemy models, engine setup and the manifest's own format version.
 
-Everything SQLite-specific lives in :func:`make_engine` (pragmas, ``BEGIN IMMEDIATE``);
-the models and queries elsewhere are portable SQL so another database can hold the
-manifest later.
+Everything database-specific lives here: SQLite's pragmas and ``BEGIN IMMEDIATE``,
+PostgreSQL's snapshot reads and transient-error retries. The models and queries elsewhere
+are portable SQL; commits serialize on their dataset's row (``SELECT ... FOR UPDATE``, which
+SQLite, holding the whole database's write lock, does not need).
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from sqlalchemy import (
     delete,
     event,
     insert,
+    inspect,
+    make_url,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from catalog.errors import CatalogError, ManifestError
@@ -46,6 +49,7 @@ FORMAT_VERSION = 2  # the manifest's own schema version (see upgrade())
 SEQ_BITS = 24
 ID_CHUNK = 5000  # ids per IN (...): stays under every database's bound-parameter limit
 BUSY_TIMEOUT_MS = 60_000
+CONNECT_TIMEOUT_S = 10
 LOCK_RETRIES = 50
 T = TypeVar("T")
 
@@ -189,15 +193,81 @@ def _sqlite_setup(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+def normalize_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 here (SQLAlchemy alone would pick psycopg2)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its password: the form that may be recorded or printed."""
+    try:
+        return make_url(url).set(password=None).render_as_string(hide_password=False)
+    except ArgumentError:
+        return "<unparsable database URL>"
+
+
+def has_password(url: str) -> bool:
+    try:
+        return bool(make_url(normalize_url(url)).password)
+    except ArgumentError:
+        return False
+
+
+def redact(text: str) -> str:
+    """``text`` with any password this process was given (in $CATALOG_DB_URL or $PGPASSWORD)
+    masked: a last line of defence for messages that quote a driver's words."""
+    secrets = [os.environ.get("PGPASSWORD")]
+    with contextlib.suppress(ArgumentError):
+        secrets.append(make_url(os.environ.get("CATALOG_DB_URL") or "sqlite://").password)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 def make_engine(url: str) -> Engine:
-    if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
-        _sqlite_setup(engine)
-        return engine
-    return create_engine(url, pool_pre_ping=True)
+    url = normalize_url(url)
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+            _sqlite_setup(engine)
+            return engine
+        # A bounded connect: an unreachable server is an error, never a hang.
+        args = {"connect_timeout": CONNECT_TIMEOUT_S} if url.startswith("postgresql") else {}
+        return create_engine(url, pool_pre_ping=True, connect_args=args)
+    except ArgumentError as e:
+        raise ManifestError(f"bad database URL {safe_url(url)!r}: {e}") from e
+    except ModuleNotFoundError as e:  # the driver of a database the embedded default does not need
+        extra = " (pip install 'tfrecord-catalog[postgres]')" if url.startswith("postgresql") else ""
+        raise ManifestError(f"no database driver for {safe_url(url)!r}: {e}{extra}") from e
+
+
+def check_connection(engine: Engine) -> None:
+    """Fail with one line naming the database (never its password) when it cannot be reached."""
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as e:
+        where = engine.url.set(password=None).render_as_string(hide_password=False)
+        raise ManifestError(f"cannot connect to the manifest database {where}: {_first_line(e)}") from e
+
+
+def _first_line(e: DBAPIError) -> str:
+    text = str(e.orig) if e.orig is not None else str(e)
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+# PostgreSQL's transient failures, worth a retry like SQLite's "locked": serialization
+# failure, deadlock detected, lock not available.
+_RETRY_SQLSTATES = {"40001", "40P01", "55P03"}
 
 
 def _is_lock_error(e: DBAPIError) -> bool:
+    if getattr(e.orig, "sqlstate", None) in _RETRY_SQLSTATES:
+        return True
     text = str(e.orig).lower() if e.orig is not None else str(e).lower()
     return "locked" in text or "busy" in text
 
@@ -210,7 +280,7 @@ def with_lock_retry(fn: Callable[[], T]) -> T:
             return fn()
         except OperationalError as e:
             if not _is_lock_error(e) or attempt == LOCK_RETRIES - 1:
-                raise ManifestError(f"manifest database error: {e.orig}") from e
+                raise ManifestError(f"manifest database error: {_first_line(e)}") from e
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -218,23 +288,32 @@ def with_lock_retry(fn: Callable[[], T]) -> T:
 
 @contextmanager
 def write_txn(engine: Engine) -> Iterator[Connection]:
-    """A write transaction that holds the database's write lock from its first statement."""
+    """A write transaction. On SQLite it holds the database's write lock from its first
+    statement; on PostgreSQL (READ COMMITTED) commits take their dataset's row lock instead."""
     with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn, conn.begin():
         yield conn
 
 
 @contextmanager
 def read_txn(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn, conn.begin():
-        yield conn
+    """A read transaction on one snapshot, as SQLite's are: on PostgreSQL, REPEATABLE READ
+    (its default, READ COMMITTED, would give each statement a newer snapshot, and gc, which
+    reads the shards and then the intents, could miss a commit landing in between)."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            yield conn
 
 
 # --------------------------------------------------------------------------- format
 
 
 def create_manifest(engine: Engine, data_root: str) -> None:
-    Base.metadata.create_all(engine)
+    """The tables and the meta rows, in one transaction where DDL is transactional
+    (PostgreSQL): two machines running `init` at once leave one manifest, not half of two."""
     with write_txn(engine) as conn:
+        Base.metadata.create_all(conn)
         conn.execute(
             insert(MetaRow),
             [
@@ -245,12 +324,18 @@ def create_manifest(engine: Engine, data_root: str) -> None:
         )
 
 
+def has_manifest(engine: Engine) -> bool:
+    check_connection(engine)
+    return inspect(engine).has_table(MetaRow.__tablename__)
+
+
 def read_meta(engine: Engine) -> dict[str, str]:
+    check_connection(engine)
     try:
         with read_txn(engine) as conn:
             rows = conn.execute(select(MetaRow.key, MetaRow.value)).all()
-    except OperationalError as e:
-        raise ManifestError(f"not a catalog manifest ({e.orig})") from e
+    except DBAPIError as e:
+        raise ManifestError(f"not a catalog manifest ({_first_line(e)})") from e
     return {k: v for k, v in rows}
 
 

@@ -35,6 +35,7 @@ from catalog.rewrite import (
     LiveShard,
     NewShard,
     Snapshot,
+    clear_attempt,
     commit_change,
     executor_for,
     run_jobs,
@@ -192,6 +193,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
+    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)  # a rerun of a task whose worker died
     sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     index = 0
     try:

@@ -10,12 +10,21 @@ schema changed, the new schema version. Until that commit nothing is visible.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_EXCEPTION,
+    BrokenExecutor,
+    CancelledError,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -269,15 +278,35 @@ def _collect(
 ) -> None:
     try:
         results[index] = fut.result()
-    except BrokenExecutor as e:
-        raise CatalogError(
-            f"a worker process died ({e}; killed, or out of memory?): nothing was registered; run it again"
-        ) from e
-    except Exception as e:  # the job's own failure: kept until earlier jobs have finished
-        errors[index] = e
+    except Exception as e:
+        lost = executor_failure(e)
+        if lost is not None:
+            raise lost from e
+        errors[index] = e  # the job's own failure: kept until earlier jobs have finished
         return
     if on_done:
         on_done(jobs[index], results[index])
+
+
+def executor_failure(e: BaseException) -> CatalogError | None:
+    """A failure of the executor rather than of the job, as one line; None for the job's own.
+
+    run_jobs never collects a future it cancelled itself, so a cancelled one was dropped by
+    the executor: Dask cancels every task when the client loses its scheduler. Exceptions of
+    Dask's own classes (KilledWorker: the task's workers kept dying) are its failures too.
+    """
+    again = "nothing was registered; run it again"
+    if isinstance(e, BrokenExecutor):
+        return CatalogError(f"a worker process died ({e}; killed, or out of memory?): {again}")
+    if isinstance(e, CancelledError):
+        return CatalogError(f"the executor dropped a job (lost the Dask scheduler?): {again}")
+    if type(e).__module__.partition(".")[0] == "distributed":
+        lines = str(e).strip().splitlines()
+        detail = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+        if type(e).__name__ == "KilledWorker":
+            detail = "workers kept dying while running one job (killed, or out of memory?)"
+        return CatalogError(f"the Dask cluster failed: {detail}: {again}")
+    return None
 
 
 @contextlib.contextmanager
@@ -340,11 +369,11 @@ def commit_change(ds: Dataset, change: Change) -> Commit:
 
 
 def _commit_txn(ds: Dataset, ch: Change) -> Commit:
-    from catalog.core import _DATASET_STATE, insert_schema
+    from catalog.core import DATASET_STATE_FOR_COMMIT, insert_schema
 
     now = utcnow()
     with mf.write_txn(ds.catalog.engine) as conn:
-        row: Any = conn.execute(_DATASET_STATE, {"ds": ds.id}).first()
+        row: Any = conn.execute(DATASET_STATE_FOR_COMMIT, {"ds": ds.id}).first()
         live = _check(conn, ds, ch, row)
         new = row.version + 1
         schema_version = row.schema_version
@@ -517,8 +546,26 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     return crc
 
 
+def clear_attempt(directory: Path, prefix: str) -> None:
+    """Remove the temporary file an earlier attempt of this job left behind.
+
+    Dask re-runs the task of a worker that died, and a shard's temporary name is created
+    exclusively, so the rerun would fail on it. The prefix (intent id, unit) is this job's
+    alone; its shards are numbered from 0 (see ShardSink), and published ones are renamed
+    over by the rerun, so the temporary file sits at the first number without a shard.
+    """
+    for index in itertools.count():
+        name = f"{prefix}-{index:05d}{SHARD_SUFFIX}"
+        temp = directory / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+        if temp.exists():
+            temp.unlink(missing_ok=True)
+        if not (directory / name).exists():
+            return
+
+
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard."""
+    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)
     if any(s.compression != "none" for s in job.sources):
         return _reframe(job)
     name = f"{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file

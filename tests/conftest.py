@@ -26,3 +26,66 @@ def tf() -> Any:
     """The TensorFlow module; skips (fails under CI=true) when it is not installed."""
     tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install '.[test]')")
     return tf
+
+
+# --------------------------------------------------------------------------- backends
+# The same behaviour suite runs on both manifest backends: a module opts in with
+# `pytestmark = pytest.mark.usefixtures("backend")`; a test that is about SQLite itself
+# (its file, its backup API) says `@pytest.mark.sqlite_only`. The PostgreSQL runs reach
+# their catalogs through $CATALOG_DB_URL, as a user's would, so CLI subprocesses follow too.
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: runs on the SQLite backend only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS), indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster on loopback for the whole session."""
+    from servers import Unavailable, start_postgres
+
+    try:
+        pytest.importorskip("psycopg", reason="psycopg is not installed (pip install '.[test]')")
+        server = start_postgres()
+    except Unavailable as e:
+        pytest.skip(f"no PostgreSQL server: {e}")
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """A new, empty database on the test cluster; dropped afterwards."""
+    import sqlalchemy as sa
+
+    name = f"t{next(_databases)}_{os.getpid()}"
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        yield pg_server.url(name)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """"sqlite" (the embedded default) or "postgresql" (a fresh database, via CATALOG_DB_URL)."""
+    if request.param == "postgresql":
+        monkeypatch.setenv("CATALOG_DB_URL", request.getfixturevalue("pg_url"))
+    else:
+        monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+    return str(request.param)

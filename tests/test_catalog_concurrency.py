@@ -25,6 +25,8 @@ from catalog.core import Commit, Dataset
 from catalog.errors import CommitConflictError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
 SCHEMA_V2 = {
     "features": {

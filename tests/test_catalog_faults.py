@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import commit_lock_held
 from sqlalchemy import delete, select, update
 
 import catalog.core as core
@@ -28,6 +29,8 @@ from catalog import manifest as mf
 from catalog.core import Commit, Dataset
 from catalog.errors import AppendError, CatalogError, CommitConflictError, CorruptRecordError, ValidationError
 from catalog.manifest import DatasetRow, IntentRow, ShardRow, utcnow
+
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
 
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
 NAME = "events"
@@ -379,18 +382,7 @@ def test_sigkill_inside_commit_holds_the_write_lock_and_releases_it(root: Path, 
 
     def during() -> None:
         with Catalog.open(root) as cat:
-            raw = cat.engine.raw_connection()
-            try:
-                cur = raw.cursor()
-                cur.execute("PRAGMA busy_timeout = 0")
-                try:
-                    cur.execute("BEGIN IMMEDIATE")
-                    cur.execute("ROLLBACK")
-                    locked["held"] = False
-                except Exception as e:  # sqlite3.OperationalError: database is locked
-                    locked["held"] = "locked" in str(e)
-            finally:
-                raw.close()
+            locked["held"] = commit_lock_held(cat, NAME)
 
     kill_at(root, "in_commit", "tok-lock", tmp_path, during)
     assert locked["held"] is True  # the child really was inside its write transaction

@@ -18,6 +18,8 @@ from catalog import Catalog, RecordWriter, Schema, encode_example, read_records
 from catalog.cli import app
 from catalog.demo import DEMO_SCHEMA, demo_rows
 
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
 runner = CliRunner()
 FIXTURE = Path(__file__).parent / "fixtures" / "manifest-format1"
 SMALL_SCHEMA = {
@@ -322,6 +324,7 @@ def test_drop_then_gc(root: Path, tmp_path: Path) -> None:
     assert not (root / "data" / "small").exists()
 
 
+@pytest.mark.sqlite_only
 def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     out = tmp_path / "backup.db"
     run("-C", str(root), "backup", str(out))
@@ -331,6 +334,7 @@ def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     assert result.stderr == f"error: {out}: already exists; backup never overwrites\n"
 
 
+@pytest.mark.sqlite_only  # the fixture is a SQLite file
 def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from catalog import manifest
 

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from catalog import Catalog, read_records
 from catalog.cli import app
 
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
 runner = CliRunner()
 SCHEMA: dict[str, Any] = {
     "features": {

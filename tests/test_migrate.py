@@ -30,6 +30,8 @@ from catalog.migrate import MigrationError
 from catalog.migrations import load_operations, sha256_of
 from catalog.schema import SHAPE_SUFFIX, to_tf_feature_spec
 
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
 Row = dict[str, Any]
 
 BASE: dict[str, Any] = {

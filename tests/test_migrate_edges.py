@@ -18,6 +18,8 @@ from catalog.cli import app
 from catalog.errors import CommitConflictError
 from catalog.manifest import IntentRow
 
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
 runner = CliRunner()
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import commit_lock_held
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
@@ -38,6 +39,8 @@ from catalog.core import Commit, Dataset
 from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.storage import intent_of
+
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
 
 NAME = "events"
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}, "score": {"dtype": "float32"}}}
@@ -514,18 +517,7 @@ def test_sigkill_inside_the_migration_commit_releases_the_write_lock(root: Path,
     try:
         child.wait_at("in_commit")
         with Catalog.open(root) as cat:
-            raw = cat.engine.raw_connection()
-            try:
-                cur = raw.cursor()
-                cur.execute("PRAGMA busy_timeout = 0")
-                try:
-                    cur.execute("BEGIN IMMEDIATE")
-                    cur.execute("ROLLBACK")
-                    locked["held"] = False
-                except Exception as e:  # sqlite3.OperationalError: database is locked
-                    locked["held"] = "locked" in str(e)
-            finally:
-                raw.close()
+            locked["held"] = commit_lock_held(cat, NAME)
     finally:
         child.kill()
     assert locked["held"] is True  # the child really was inside its write transaction

@@ -1,0 +1,114 @@
+"""Where per-shard jobs run: the local process pool, or a Dask cluster.
+
+``--executor dask`` hands the jobs of migrate, compact, verify and large appends (picklable
+descriptions run by module-level functions) to a ``dask.distributed`` cluster through
+``Client.get_executor()``. The plan and the final commit stay in the calling process, so a
+worker that dies changes nothing visible, and a rerun completes. Dask is an optional extra,
+imported only here and only when asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Iterator
+from concurrent.futures import Executor
+from typing import Any
+
+from catalog.errors import CatalogError
+from catalog.rewrite import default_workers, executor_for
+
+EXECUTORS = ("local", "dask")
+SCHEDULER_ENV = "CATALOG_DASK_SCHEDULER"
+DASK_EXTRA = "the dask executor needs `pip install 'tfrecord-catalog[dask]'`"
+CLOSE_TIMEOUT = 10.0  # seconds; closing a client whose scheduler is gone must not hang either
+
+
+@contextlib.contextmanager
+def open_executor(
+    kind: str = "local", scheduler: str | None = None, workers: int | None = None, jobs: int | None = None
+) -> Iterator[Executor | None]:
+    """An executor for per-shard jobs, shut down on exit.
+
+    ``local``: with ``jobs``, a process pool sized for them (None when one worker would do);
+    without, None: the library then starts its own pool, sized to the work it finds (today's
+    behaviour). ``dask``: an executor on the cluster at ``scheduler`` (else
+    ``$CATALOG_DASK_SCHEDULER``), or on a LocalCluster of ``workers`` processes (default: the
+    core count) started here and closed on exit.
+    """
+    if kind not in EXECUTORS:
+        raise CatalogError(f"unknown executor {kind!r}: use local or dask")
+    if kind == "local":
+        if scheduler:
+            raise CatalogError("--scheduler needs --executor dask")
+        if jobs is None:
+            yield None
+            return
+        with executor_for(None, workers, jobs) as ex:
+            yield ex
+        return
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address and workers:
+        raise CatalogError(f"--workers sizes a cluster started here; the one at {address} has its own workers")
+    with _dask_client(address, workers) as client:
+        # pure=False: two jobs with equal descriptions must both run (Dask would merge them).
+        ex = client.get_executor(pure=False)
+        try:
+            yield ex
+        finally:
+            ex.shutdown(wait=False)  # cancels what a failed run left queued
+
+
+@contextlib.contextmanager
+def _dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
+    distributed = _import_distributed()
+    cluster = None
+    if address is None:
+        cluster = _local_cluster(distributed, workers or default_workers())
+        address = cluster.scheduler_address
+    try:
+        client = _connect(distributed, address)
+        try:
+            yield client
+        finally:
+            with contextlib.suppress(Exception):
+                client.close(timeout=CLOSE_TIMEOUT)
+    finally:
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=CLOSE_TIMEOUT)
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise CatalogError(DASK_EXTRA) from None
+    return distributed
+
+
+def _local_cluster(distributed: Any, workers: int) -> Any:
+    try:
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    except Exception as e:
+        raise CatalogError(f"cannot start a local Dask cluster: {_first_line(e)}") from None
+
+
+def _connect(distributed: Any, address: str) -> Any:
+    """A client of the scheduler at ``address``, within Dask's connect timeout
+    (``distributed.comm.timeouts.connect``: 30 s unless configured, e.g. by
+    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s``)."""
+    try:
+        return distributed.Client(address, set_as_default=False)
+    except Exception as e:  # refused, timed out, not an address, not a Dask scheduler...
+        reason = _first_line(e)
+    # The half-made client still holds its event loop: finalize it now, while that loop
+    # runs, or its __del__ at interpreter exit waits for a dead loop and prints a traceback.
+    gc.collect()
+    raise CatalogError(f"cannot reach the Dask scheduler at {address}: {reason}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__

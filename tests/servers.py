@@ -1,0 +1,109 @@
+"""Throwaway servers for the tests: a PostgreSQL cluster from the machine's own binaries.
+
+Nothing here is mocked: the tests talk to a real server on loopback. A server the machine
+lacks is installed only under CI=true as root (Debian's package); elsewhere the tests that
+need it skip with the reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_SETTINGS = {
+    # A test cluster: durability of the server itself is not under test, speed is welcome.
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
+
+
+class Unavailable(Exception):
+    """The server cannot run on this machine; the message says why."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bindir() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def _install_postgres() -> None:
+    """Debian's server package, for CI machines that only have the client."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise Unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql`")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "postgresql"]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise Unavailable(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+
+
+@dataclass
+class Postgres:
+    bindir: Path
+    home: Path  # owned by the server's user: data directory, socket, log
+    port: int
+    as_user: list[str]  # the command prefix that runs server binaries as a non-root user
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def run(self, *args: str) -> None:
+        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            log = self.home / "log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise Unavailable(f"{Path(args[0]).name} failed: {done.stderr.strip()[-800:]} {tail}")
+
+    def stop(self) -> None:
+        try:
+            self.run(str(self.bindir / "pg_ctl"), "-D", str(self.home / "data"), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def start_postgres() -> Postgres:
+    """initdb + pg_ctl start on a free loopback port; as `postgres` when we are root (initdb
+    refuses to run as root)."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        if not IN_CI:
+            raise Unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql`")
+        _install_postgres()
+        bindir = _pg_bindir()
+        if bindir is None:
+            raise Unavailable("installed `postgresql` but found no initdb")
+    home = Path(tempfile.mkdtemp(prefix="catalog-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            raise Unavailable("running as root without runuser: cannot start PostgreSQL as another user")
+        try:
+            shutil.chown(home, "postgres")
+        except LookupError as e:
+            raise Unavailable("running as root and there is no `postgres` user to run the server as") from e
+        as_user = ["runuser", "-u", "postgres", "--"]
+    pg = Postgres(bindir, home, free_port(), as_user)
+    data = str(home / "data")
+    pg.run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in PG_SETTINGS.items())])
+    pg.run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", str(home / "log"), "-w", "-t", "60", "start")
+    return pg
