@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -75,14 +75,18 @@ def echo_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def echo_json_rows(obj: dict[str, Any], key: str) -> None:
-    """Like echo_json, but the (long) list ``obj[key]`` prints one compact object per line:
-    readable, and fast for 100k shards (indent= turns off json's C encoder)."""
-    rows = obj.pop(key)
+def echo_json_rows(obj: dict[str, Any], key: str, rows: Iterable[dict[str, Any]]) -> None:
+    """``obj`` with ``obj[key] = rows`` as JSON, the (long, streamed) rows one compact object
+    per line: readable, memory-flat for a million shards, and fast (indent= turns off json's
+    C encoder, so only the head is indented)."""
     head = json.dumps(obj, indent=2, ensure_ascii=False)
-    lines = ",\n".join("    " + json.dumps(r, ensure_ascii=False) for r in rows)
-    body = f'  "{key}": [\n{lines}\n  ]' if rows else f'  "{key}": []'
-    typer.echo(head[:-2] + ",\n" + body + "\n}" if obj else "{\n" + body + "\n}")
+    out = sys.stdout
+    out.write((head[:-2] + ",\n" if obj else "{\n") + f'  "{key}": [')
+    sep = "\n"
+    for r in rows:
+        out.write(sep + "    " + json.dumps(r, ensure_ascii=False))
+        sep = ",\n"
+    out.write("\n  ]\n}\n" if sep == ",\n" else "]\n}\n")
 
 
 @app.callback()
@@ -333,14 +337,12 @@ def show(
     """Show a dataset: version, schema, totals and shards."""
     ds = open_catalog().dataset(name)
     info = ds.info(version)
-    shards = [] if no_shards else ds.shards(info.version)
+    shards = iter(()) if no_shards else ds.iter_shards(info.version)
     if as_json:
-        doc = info.to_json()
         if no_shards:
-            echo_json(doc)
+            echo_json(info.to_json())
         else:
-            doc["shards"] = [s.to_json() for s in shards]
-            echo_json_rows(doc, "shards")
+            echo_json_rows(info.to_json(), "shards", (s.to_json() for s in shards))
         return
     typer.echo(f"dataset:        {info.name}")
     if info.description:
@@ -384,11 +386,17 @@ def append(
     author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Adopt valid uncompressed TFRecord files by hard link.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
 ) -> None:
     """Append inputs as new shards, all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
     total = sum(p.stat().st_size for p in inputs if p.is_file())
-    with progress_bar(f"append {name}", total) as progress:
+    # Jobs run one input each: a single input runs here, and needs no cluster.
+    with (
+        executor_of(executor, scheduler, needed=len(inputs) > 1) as ex,
+        progress_bar(f"append {name}", total) as progress,
+    ):
         commit = ds.append_files(
             inputs,
             token=token,
@@ -399,6 +407,7 @@ def append(
             format=fmt,
             author=author,
             progress=progress,
+            executor=ex,
         )
     if as_json:
         echo_json(commit.to_json())
@@ -421,6 +430,29 @@ def backup(out: Annotated[Path, typer.Argument(help="Where to write the copy of 
     """Write a consistent copy of the manifest (SQLite online backup)."""
     path = open_catalog().backup(out)
     typer.echo(f"manifest backed up to {path}")
+
+
+@app.command(name="copy-manifest")
+@handle_errors
+def copy_manifest(
+    db_url: Annotated[str, typer.Argument(help="URL of an empty database: PostgreSQL, or a new SQLite file.")],
+    switch: Annotated[
+        bool, typer.Option("--switch/--no-switch", help="Point this catalog directory at the copy afterwards.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing."""
+    from catalog.manifest import safe_url
+
+    cat = open_catalog()
+    counts = cat.copy_manifest(db_url, switch)
+    if as_json:
+        echo_json({"ok": True, "target": safe_url(db_url), "switched": switch, "rows": counts})
+        return
+    total = sum(counts.values())
+    typer.echo(f"copied {total} rows ({counts.get('shards', 0)} shards) to {safe_url(db_url)}")
+    if switch:
+        typer.echo(f"{cat.root} now uses the copy; other catalog directories on the old manifest must attach anew")
 
 
 @app.command()
@@ -572,8 +604,9 @@ def executor_of(
     kind: str, scheduler: str | None, workers: int | None = None, needed: bool = True
 ) -> AbstractContextManager[Executor | None]:
     """open_executor(...); or no executor at all when no job will run (a dry run starts no cluster)."""
-    from catalog.executors import open_executor
+    from catalog.executors import check_executor, open_executor
 
+    check_executor(kind, scheduler)
     return open_executor(kind, scheduler, workers) if needed else nullcontext(None)
 
 

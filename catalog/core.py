@@ -59,6 +59,7 @@ INTENT_STALE = timedelta(minutes=10)  # an intent without a heartbeat for this l
 HEARTBEAT_EVERY = timedelta(seconds=30)
 VALIDATE_BATCH = 1024
 COMMIT_RETRIES = 100
+SHARD_CHUNK = 10_000  # shard rows fetched at a time when streaming a shard list
 NO_DATA_CHANGE = ("create", "compact")  # commit kinds that leave the records as they were
 
 Progress = Callable[[int], None]
@@ -314,7 +315,7 @@ class Catalog:
         local.mkdir(parents=True, exist_ok=True)
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-        return cls.open(root)
+        return cls._connect(root.resolve(), db_url or _default_url(root.resolve()), check=True)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, check: bool = True) -> Catalog:
@@ -326,12 +327,33 @@ class Catalog:
         recorded = doc.get("db_url")
         if recorded is None and not (root / DEFAULT_DB_FILE).exists():
             raise ManifestError(f"{root}: the manifest {DEFAULT_DB_FILE} is missing")
-        engine = mf.make_engine(_runtime_url(recorded) if recorded else _default_url(root))
+        return cls._connect(root, _runtime_url(recorded) if recorded else _default_url(root), check)
+
+    @classmethod
+    def _connect(cls, root: Path, url: str, check: bool) -> Catalog:
+        engine = mf.make_engine(url)
         meta = mf.read_meta(engine)
         if check:
             mf.check_format(meta)
         data_root = Path(meta.get("data_root", DATA_DIR))
         return cls(root, engine, data_root if data_root.is_absolute() else root / data_root)
+
+    def copy_manifest(self, db_url: str, switch: bool = True) -> dict[str, int]:
+        """Copy the manifest, every row of it, into the empty database at ``db_url`` (SQLite or
+        PostgreSQL); with ``switch``, this catalog directory uses the copy from then on. Other
+        directories attached to the old manifest keep using it: attach them anew."""
+        url = mf.normalize_url(db_url)
+        target = mf.make_engine(url)
+        try:
+            shared = target.dialect.name != "sqlite"
+            data_root = str(self.data_root.resolve()) if shared else None
+            counts = mf.copy_manifest(self.engine, target, data_root)
+        finally:
+            target.dispose()
+        if switch:
+            doc = {"format": mf.FORMAT_VERSION, "db_url": None if url == _default_url(self.root) else mf.safe_url(url)}
+            _write_atomically(self.root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
+        return counts
 
     def close(self) -> None:
         self.engine.dispose()
@@ -480,8 +502,34 @@ class Catalog:
         return self.data_root / relpath
 
 
+def explain_with(
+    name: str,
+    schema_version: int,
+    older: Sequence[tuple[int, dict[str, Any]]],
+    error: CatalogError,
+    fits: Callable[[Schema], object],
+) -> CatalogError:
+    """Dataset.explain without a manifest (``older``: Dataset.older_schemas()), for append jobs in workers."""
+    for version, doc in older:
+        try:
+            fits(Schema.from_json(doc))
+        except CatalogError:
+            continue
+        return CommitConflictError(
+            f"{error}; this data is in schema version {version} of {name!r}, which is at schema version "
+            f"{schema_version} now (migrated): migrate the data, or write it in the new schema"
+        )
+    return error
+
+
 def _default_url(root: Path) -> str:
     return f"sqlite:///{(root / DEFAULT_DB_FILE).resolve()}"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _runtime_url(recorded: str) -> str:
@@ -621,15 +669,20 @@ class Dataset:
         format: str = "auto",
         author: str | None = None,
         progress: Progress | None = None,
+        executor: Executor | None = None,
     ) -> Commit:
-        from catalog.ingest import ingest_file
+        """Validate and write the inputs as new shards, registered in one commit. With ``executor``
+        and several inputs, each input is a job on it (see ingest.ingest_files)."""
+        from catalog.ingest import ingest_file, ingest_files
 
         inputs = [Path(p) for p in paths]
         for p in inputs:
             if not p.is_file():
                 raise AppendError(f"{p}: no such file", str(p))
         with self.writer(token, message, shard_size, shard_records, author) as w:
-            if not w.skipped:
+            if not w.skipped and executor is not None and len(inputs) > 1:
+                ingest_files(w, inputs, format, link, progress, executor)
+            elif not w.skipped:
                 for p in inputs:
                     ingest_file(w, p, format, link, progress)
         assert w.commit is not None
@@ -670,6 +723,11 @@ class Dataset:
 
     def shards(self, version: int | None = None) -> list[ShardInfo]:
         """The shards live at ``version`` (default: current), in commit order."""
+        return list(self.iter_shards(version))
+
+    def iter_shards(self, version: int | None = None) -> Iterator[ShardInfo]:
+        """:meth:`shards`, streamed from one read snapshot in chunks: a million-shard list
+        never sits in memory at once."""
         cols = (
             ShardRow.path,
             ShardRow.records,
@@ -680,14 +738,15 @@ class Dataset:
             ShardRow.added_version,
             ShardRow.removed_version,
         )
+        root = str(self.catalog.data_root)
+        join = os.path.join  # 100k shards: pathlib would cost a third of `show --json`
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
             query = _live_at(conn, self.id, v)
             _check_readable(conn, self.name, v, query)
-            rows = conn.execute(query.with_only_columns(*cols)).all()
-        root = str(self.catalog.data_root)
-        join = os.path.join  # 100k shards: pathlib would cost a third of `show --json`
-        return [ShardInfo(join(root, r[0]), *r) for r in rows]
+            result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*cols))
+            for rows in result.partitions():
+                yield from (ShardInfo(join(root, r[0]), *r) for r in rows)
 
     def files(self, version: int | None = None) -> list[str]:
         """Absolute shard paths at ``version``, ready for ``tf.data.TFRecordDataset``."""
@@ -703,22 +762,17 @@ class Dataset:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
         a CommitConflictError naming that version and the current one: data written for the
         dataset as it was before a migration."""
+        return explain_with(self.name, self.schema_version, self.older_schemas(), error, fits)
+
+    def older_schemas(self) -> list[tuple[int, dict[str, Any]]]:
+        """(version, JSON form) of the schema versions before the pinned one, newest first."""
         with mf.read_txn(self.catalog.engine) as conn:
             rows = conn.execute(
                 select(SchemaVersionRow.version, SchemaVersionRow.schema_json)
                 .where(SchemaVersionRow.dataset_id == self.id, SchemaVersionRow.version < self.schema_version)
                 .order_by(SchemaVersionRow.version.desc())
             ).all()
-        for version, text in rows:
-            try:
-                fits(Schema.from_json(json.loads(text)))
-            except CatalogError:
-                continue
-            return CommitConflictError(
-                f"{error}; this data is in schema version {version} of {self.name!r}, which is at schema version "
-                f"{self.schema_version} now (migrated): migrate the data, or write it in the new schema"
-            )
-        return error
+        return [(version, json.loads(text)) for version, text in rows]
 
     def schema_at(self, version: int | None = None) -> Schema:
         with mf.read_txn(self.catalog.engine) as conn:

@@ -23,6 +23,15 @@ class CorruptRecordError(CatalogError):
         unit = " (offset in the decompressed stream)" if compressed else ""
         super().__init__(f"{where}: byte {offset}{unit}: {reason}")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled from a worker process (job errors travel back to the caller): the default
+        # would call __init__ with the message alone.
+        return (_corrupt_record_error, (self.reason, self.path, self.offset, self.compressed))
+
+
+def _corrupt_record_error(reason: str, path: str | None, offset: int, compressed: bool) -> CorruptRecordError:
+    return CorruptRecordError(reason, path, offset, compressed=compressed)
+
 
 class CodecError(CatalogError):
     """A value cannot be encoded to, or decoded from, a tf.train.Example."""
@@ -98,6 +107,9 @@ class AppendError(CatalogError):
         self.record = record
         self.feature = feature
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.path, self.record, self.feature))  # keeps the fields across processes
 
 
 class VersionNotFoundError(CatalogError):

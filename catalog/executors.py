@@ -37,11 +37,8 @@ def open_executor(
     ``$CATALOG_DASK_SCHEDULER``), or on a LocalCluster of ``workers`` processes (default: the
     core count) started here and closed on exit.
     """
-    if kind not in EXECUTORS:
-        raise CatalogError(f"unknown executor {kind!r}: use local or dask")
+    check_executor(kind, scheduler)
     if kind == "local":
-        if scheduler:
-            raise CatalogError("--scheduler needs --executor dask")
         if jobs is None:
             yield None
             return
@@ -58,6 +55,14 @@ def open_executor(
             yield ex
         finally:
             ex.shutdown(wait=False)  # cancels what a failed run left queued
+
+
+def check_executor(kind: str, scheduler: str | None) -> None:
+    """Refuse an unknown executor, or a scheduler address for the local one."""
+    if kind not in EXECUTORS:
+        raise CatalogError(f"unknown executor {kind!r}: use local or dask")
+    if kind == "local" and scheduler:
+        raise CatalogError("--scheduler needs --executor dask")
 
 
 @contextlib.contextmanager

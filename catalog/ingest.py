@@ -3,16 +3,46 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from catalog.errors import AppendError, CodecError, ValidationError
+from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.jsonrows import row_from_json
+from catalog.rewrite import clear_attempt, run_jobs
 from catalog.schema import Schema
+from catalog.storage import ShardFile, ShardSink
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
 if TYPE_CHECKING:
     from catalog.core import Progress, Writer
+
+
+class Schemas(Protocol):
+    """What ingesting reads of a dataset: a Dataset, or a job's copy of its schemas."""
+
+    @property
+    def schema(self) -> Schema: ...
+
+    def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError: ...
+
+
+class Target(Protocol):
+    """What ingesting writes through: a Writer, or a job's own sink (see ingest_job)."""
+
+    @property
+    def ds(self) -> Schemas: ...
+
+    @property
+    def sink(self) -> ShardSink | None: ...
+
+    def write_record(self, record: bytes) -> None: ...
+
+    def heartbeat(self) -> None: ...
+
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -31,14 +61,14 @@ def input_format(path: Path, fmt: str) -> str:
     return "jsonl" if head.startswith(b"{") else "tfrecord"
 
 
-def ingest_file(w: Writer, path: Path, fmt: str, link: bool, progress: Progress | None) -> None:
+def ingest_file(w: Target, path: Path, fmt: str, link: bool, progress: Progress | None) -> None:
     if input_format(path, fmt) == "jsonl":
         ingest_jsonl(w, path, progress)
     else:
         ingest_tfrecord(w, path, link, progress)
 
 
-def check_batch(w: Writer, batch: list[bytes], path: Path, first_index: int) -> None:
+def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> None:
     """validate_batch against the writer's schema; data in an older schema version says so."""
     try:
         validate_batch(w.ds.schema, batch, path, first_index)
@@ -63,7 +93,7 @@ def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: 
         raise
 
 
-def ingest_tfrecord(w: Writer, path: Path, link: bool, progress: Progress | None) -> None:
+def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None) -> None:
     if link and detect_file_compression(path) is None:
         count = 0
         for batch in read_record_batches(path):
@@ -85,7 +115,7 @@ def ingest_tfrecord(w: Writer, path: Path, link: bool, progress: Progress | None
             progress(sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch))
 
 
-def ingest_jsonl(w: Writer, path: Path, progress: Progress | None) -> None:
+def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
     schema = w.ds.schema
     index = 0
     try:
@@ -132,3 +162,101 @@ def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int)
         raise AppendError(
             f"{path}: record {index} (line {lineno}): {where}{e.reason}", str(path), index, e.feature
         ) from e
+
+
+# --------------------------------------------------------------------------- inputs as jobs
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    """Validate one input file and write it into new shards named after ``prefix``."""
+
+    path: str  # absolute: a worker's working directory need not be the caller's
+    format: str
+    link: bool
+    dataset: str
+    schema_version: int
+    schema: dict[str, Any]
+    older: tuple[tuple[int, dict[str, Any]], ...]  # Dataset.older_schemas(): to name data in an older version
+    data_root: str
+    prefix: str  # the writer's intent id, then the input's number: gc keeps the files while the append runs
+    shard_size: int
+    shard_records: int
+
+
+class _JobSchemas:
+    def __init__(self, job: IngestJob) -> None:
+        self.job = job
+        self.schema = Schema.from_json(job.schema)
+
+    def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
+        from catalog.core import explain_with
+
+        return explain_with(self.job.dataset, self.job.schema_version, self.job.older, error, fits)
+
+
+class _JobTarget:
+    def __init__(self, job: IngestJob) -> None:
+        self.ds = _JobSchemas(job)
+        self.own = ShardSink(Path(job.data_root), job.dataset, job.prefix, job.shard_size, job.shard_records)
+        self.sink: ShardSink | None = self.own
+
+    def write_record(self, record: bytes) -> None:
+        self.own.write(record)
+
+    def heartbeat(self) -> None:
+        pass  # the caller beats the writer's intent while it waits for the jobs
+
+
+def ingest_job(job: IngestJob) -> list[ShardFile]:
+    """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
+    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)  # a rerun of a task whose worker died
+    target = _JobTarget(job)
+    try:
+        ingest_file(target, Path(job.path), job.format, job.link, None)
+    except BaseException:
+        target.own.abort()
+        raise
+    return target.own.close()
+
+
+@dataclass
+class _WriterBeat:
+    writer: Writer
+
+    def beat(self) -> None:
+        self.writer.heartbeat()
+
+
+def ingest_files(
+    w: Writer, inputs: Sequence[Path], fmt: str, link: bool, progress: Progress | None, executor: Executor
+) -> None:
+    """Each input validated and written by a job on ``executor``, into shards under the writer's
+    intent; the writer's one commit then registers them all, in input order. Errors name the
+    inputs by absolute path."""
+    sink, ds = w.sink, w.ds
+    assert sink is not None
+    common: dict[str, Any] = {
+        "format": fmt,
+        "link": link,
+        "dataset": ds.name,
+        "schema_version": ds.schema_version,
+        "schema": ds.schema.to_json(),
+        "older": tuple(ds.older_schemas()),
+        "data_root": str(w.catalog.data_root),
+        "shard_size": w.shard_size,
+        "shard_records": w.shard_records,
+    }
+    jobs = [IngestJob(path=str(p.absolute()), prefix=f"{w.intent_id}-{i:05d}", **common) for i, p in enumerate(inputs)]
+    done = (lambda job, _r: progress(os.path.getsize(job.path))) if progress else None
+    try:
+        results = run_jobs(ingest_job, jobs, executor, _WriterBeat(w), done)
+    except BaseException:
+        for job in jobs:  # nothing is registered: the jobs' files go, as the writer's own do
+            clear_attempt(sink.dir, job.prefix)
+        raise
+    for files in results:
+        # Handed to the writer's sink: its commit registers them after its own (it has none
+        # here), in this order; its abort() removes them.
+        sink.made.extend(sink.dir / Path(f.path).name for f in files)
+        sink.shards.extend(files)

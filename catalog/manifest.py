@@ -204,7 +204,7 @@ def normalize_url(url: str) -> str:
 def safe_url(url: str) -> str:
     """``url`` without its password: the form that may be recorded or printed."""
     try:
-        return make_url(url).set(password=None).render_as_string(hide_password=False)
+        return make_url(url)._replace(password=None).render_as_string(hide_password=False)
     except ArgumentError:
         return "<unparsable database URL>"
 
@@ -251,7 +251,7 @@ def check_connection(engine: Engine) -> None:
         with engine.connect():
             pass
     except DBAPIError as e:
-        where = engine.url.set(password=None).render_as_string(hide_password=False)
+        where = engine.url._replace(password=None).render_as_string(hide_password=False)
         raise ManifestError(f"cannot connect to the manifest database {where}: {_first_line(e)}") from e
 
 
@@ -429,3 +429,60 @@ def update_shards(conn: Connection, ids: list[int], **values: Any) -> None:
     """``UPDATE shards SET values WHERE id IN ids``, in chunks of ID_CHUNK ids."""
     for i in range(0, len(ids), ID_CHUNK):
         conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + ID_CHUNK])).values(**values))
+
+
+# --------------------------------------------------------------------------- copying
+
+COPY_CHUNK = 10_000
+
+
+def copy_manifest(source: Engine, target: Engine, data_root: str | None = None) -> dict[str, int]:
+    """Copy every row of the manifest behind ``source`` into the empty database behind
+    ``target`` (ids included, so shard ids and versions stay what they were). Writers to the
+    source wait until the copy is done; the target sees all of it or nothing. ``data_root``
+    replaces the recorded data area (a relative one means nothing to another machine).
+    Returns the rows copied per table."""
+    if has_manifest(target):
+        raise ManifestError(f"{safe_url(str(target.url))} already holds a manifest; copy into an empty database")
+    counts: dict[str, int] = {}
+    with write_txn(source) as src:
+        _hold_writers(src)
+        check_format({k: v for k, v in src.execute(select(MetaRow.key, MetaRow.value)).all()})
+        with write_txn(target) as dst:
+            Base.metadata.create_all(dst)
+            for table in Base.metadata.sorted_tables:  # parents before children (foreign keys)
+                counts[table.name] = _copy_table(src, dst, table)
+            if data_root is not None:
+                dst.execute(update(MetaRow).where(MetaRow.key == "data_root").values(value=data_root))
+            _reset_sequences(dst)
+    return counts
+
+
+def _hold_writers(conn: Connection) -> None:
+    """Keep writers out of the source while it is copied (readers carry on). SQLite's
+    ``BEGIN IMMEDIATE`` already did; PostgreSQL needs the tables locked."""
+    if conn.dialect.name == "postgresql":
+        names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        conn.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
+
+
+def _copy_table(src: Connection, dst: Connection, table: Any) -> int:
+    n = 0
+    result = src.execution_options(yield_per=COPY_CHUNK).execute(select(table).order_by(*table.primary_key.columns))
+    for rows in result.partitions():
+        dst.execute(insert(table), [r._asdict() for r in rows])
+        n += len(rows)
+    return n
+
+
+def _reset_sequences(conn: Connection) -> None:
+    """Rows copied with their ids leave PostgreSQL's id sequences behind: move them past the ids."""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in Base.metadata.sorted_tables:
+        pk = list(table.primary_key.columns)
+        if len(pk) == 1 and isinstance(pk[0].type, Integer):
+            conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', '{pk[0].name}'), "
+                f"COALESCE((SELECT MAX({pk[0].name}) FROM {table.name}), 0) + 1, false)"
+            )

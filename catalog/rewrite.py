@@ -27,7 +27,7 @@ from concurrent.futures import (
 )
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crc32c import crc32c
 from sqlalchemy import bindparam, delete, insert, select, update
@@ -180,6 +180,12 @@ def _heartbeat_seconds() -> float:
 # --------------------------------------------------------------------------- running jobs
 
 
+class Heartbeat(Protocol):
+    """What run_jobs keeps alive while jobs run: an Intent, or an append's writer."""
+
+    def beat(self) -> None: ...
+
+
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -203,7 +209,7 @@ def run_jobs(
     fn: Callable[[J], R],
     jobs: Sequence[J],
     executor: Executor | None,
-    intent: Intent | None,
+    intent: Heartbeat | None,
     on_done: Callable[[J, R], None] | None = None,
 ) -> list[R]:
     """Results of ``fn`` over ``jobs``, in job order. A failure cancels the jobs after it and
@@ -246,7 +252,7 @@ def run_jobs(
 
 
 @contextlib.contextmanager
-def _beating(intent: Intent | None) -> Iterator[None]:
+def _beating(intent: Heartbeat | None) -> Iterator[None]:
     """Keep ``intent`` alive from a thread while jobs run inline: one job can outlast the
     time after which gc takes a silent intent for dead."""
     if intent is None:
@@ -547,19 +553,21 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
 
 
 def clear_attempt(directory: Path, prefix: str) -> None:
-    """Remove the temporary file an earlier attempt of this job left behind.
+    """Remove the files of one job: what an earlier attempt left, or a failed run's.
 
-    Dask re-runs the task of a worker that died, and a shard's temporary name is created
-    exclusively, so the rerun would fail on it. The prefix (intent id, unit) is this job's
-    alone; its shards are numbered from 0 (see ShardSink), and published ones are renamed
-    over by the rerun, so the temporary file sits at the first number without a shard.
+    Dask re-runs the task of a worker that died, and a rerun would fail on the files of the
+    attempt that died (temporary names are created exclusively, links refuse a taken name).
+    The prefix (intent id, unit) is this job's alone, and its files are numbered from 0
+    without gaps (see ShardSink), the newest perhaps still under its temporary name.
     """
     for index in itertools.count():
         name = f"{prefix}-{index:05d}{SHARD_SUFFIX}"
-        temp = directory / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
-        if temp.exists():
-            temp.unlink(missing_ok=True)
-        if not (directory / name).exists():
+        found = False
+        for path in (directory / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}", directory / name):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                found = True
+        if not found:
             return
 
 

@@ -57,6 +57,13 @@ def pg_server() -> Iterator[Any]:
         server = start_postgres()
     except Unavailable as e:
         pytest.skip(f"no PostgreSQL server: {e}")
+    import sqlalchemy as sa
+    from servers import SECRET_PASSWORD, SECRET_USER
+
+    admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {SECRET_USER} LOGIN CREATEDB PASSWORD '{SECRET_PASSWORD}'")
+    admin.dispose()
     yield server
     server.stop()
 
@@ -89,3 +96,39 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     else:
         monkeypatch.delenv("CATALOG_DB_URL", raising=False)
     return str(request.param)
+
+
+# --------------------------------------------------------------------------- object storage
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """moto's S3 server on loopback for the whole session."""
+    from servers import Unavailable, start_s3
+
+    try:
+        pytest.importorskip("s3fs", reason="s3fs is not installed (pip install '.[test]')")
+        server = start_s3()
+    except Unavailable as e:
+        pytest.skip(f"no S3 server: {e}")
+    yield server
+    server.stop()
+
+
+_buckets = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def s3_url(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``s3://<new bucket>/data``, with the credentials and endpoint in the standard AWS
+    environment variables (subprocesses inherit them), as a user would have them."""
+    import fsspec
+    from servers import S3_ENV
+
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    fsspec.filesystem("s3").invalidate_cache()
+    bucket = f"catalog-test-{next(_buckets)}-{os.getpid()}"
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(bucket)
+    return f"s3://{bucket}/data"

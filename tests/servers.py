@@ -56,6 +56,18 @@ def _install_postgres() -> None:
             raise Unavailable(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
 
 
+# A role that must give a password (every other connection is trusted): the tests of how
+# secrets reach the server use it.
+SECRET_USER = "catalog_secret"
+SECRET_PASSWORD = "pw-Zq7-never-printed"
+
+
+def _require_password(hba: Path) -> None:
+    """The first matching pg_hba line wins: SECRET_USER over TCP needs scram, others trust."""
+    rule = f"host all {SECRET_USER} 127.0.0.1/32 scram-sha-256\n"
+    hba.write_text(rule + hba.read_text())
+
+
 @dataclass
 class Postgres:
     bindir: Path
@@ -104,6 +116,37 @@ def start_postgres() -> Postgres:
     pg = Postgres(bindir, home, free_port(), as_user)
     data = str(home / "data")
     pg.run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    _require_password(home / "data" / "pg_hba.conf")
     opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in PG_SETTINGS.items())])
     pg.run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", str(home / "log"), "-w", "-t", "60", "start")
     return pg
+
+
+@dataclass
+class S3:
+    """moto's standalone S3 server on loopback: a real HTTP S3 API, not a patched client."""
+
+    server: object
+    endpoint: str
+
+    def stop(self) -> None:
+        self.server.stop()  # type: ignore[attr-defined]
+
+
+S3_ENV = {
+    # What any AWS client reads; the catalog never stores credentials.
+    "AWS_ACCESS_KEY_ID": "catalog-test-key",
+    "AWS_SECRET_ACCESS_KEY": "catalog-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def start_s3() -> S3:
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as e:
+        raise Unavailable(f"moto's server is not installed (pip install '.[test]'): {e}") from e
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return S3(server, f"http://127.0.0.1:{port}")
