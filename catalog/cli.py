@@ -290,7 +290,7 @@ def init(
 
     cat = Catalog.init(directory, db_url, storage)
     where = f"manifest {safe_url(str(cat.engine.url))}, " if cat.engine.dialect.name != "sqlite" else ""
-    typer.echo(f"initialized catalog in {cat.root} ({where}data area {cat.data_root})")
+    typer.echo(f"initialized catalog in {cat.root} ({where}data area {cat.store.root})")
     if db_url and has_password(db_url):
         typer.echo("note: the password was not recorded; give it with CATALOG_DB_URL, PGPASSWORD or ~/.pgpass")
 

@@ -40,8 +40,8 @@ from catalog.errors import (
 )
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.schema import Schema
-from catalog.storage import ShardFile, ShardSink, new_intent_id
-from catalog.tfrecord.framing import read_record_batches
+from catalog.storage import ShardFile, ShardSink, Store, new_intent_id
+from catalog.tfrecord.framing import is_url, read_record_batches
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -287,10 +287,12 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
 class Catalog:
     """A catalog directory and its manifest. Create with :meth:`init`, reopen with :meth:`open`."""
 
-    def __init__(self, root: Path, engine: Engine, data_root: Path) -> None:
+    def __init__(self, root: Path, engine: Engine, data_root: str | Path) -> None:
         self.root = root
         self.engine = engine
-        self.data_root = data_root
+        self.store = Store(data_root)  # where shards live: a local directory or a URL
+        # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
+        self.data_root = Path(data_root)
 
     # ---- opening
     @classmethod
@@ -311,8 +313,8 @@ class Catalog:
         finally:
             engine.dispose()
         root.mkdir(parents=True, exist_ok=True)
-        local = root / data_root if not Path(data_root).is_absolute() else Path(data_root)
-        local.mkdir(parents=True, exist_ok=True)
+        if not is_url(data_root):
+            (root / data_root).mkdir(parents=True, exist_ok=True)  # root / an absolute path = that path
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         return cls._connect(root.resolve(), db_url or _default_url(root.resolve()), check=True)
@@ -335,8 +337,8 @@ class Catalog:
         meta = mf.read_meta(engine)
         if check:
             mf.check_format(meta)
-        data_root = Path(meta.get("data_root", DATA_DIR))
-        return cls(root, engine, data_root if data_root.is_absolute() else root / data_root)
+        data_root = meta.get("data_root", DATA_DIR)
+        return cls(root, engine, data_root if is_url(data_root) else root / data_root)
 
     def copy_manifest(self, db_url: str, switch: bool = True) -> dict[str, int]:
         """Copy the manifest, every row of it, into the empty database at ``db_url`` (SQLite or
@@ -346,7 +348,7 @@ class Catalog:
         target = mf.make_engine(url)
         try:
             shared = target.dialect.name != "sqlite"
-            data_root = str(self.data_root.resolve()) if shared else None
+            data_root = (self.store.root if self.store.remote else str(self.data_root.resolve())) if shared else None
             counts = mf.copy_manifest(self.engine, target, data_root)
         finally:
             target.dispose()
@@ -499,7 +501,12 @@ class Catalog:
         return collect_garbage(self, grace, dry_run, keep_versions, older_than)
 
     def shard_path(self, relpath: str) -> Path:
+        """A shard's local path (a local data area only; see :meth:`shard_url`)."""
         return self.data_root / relpath
+
+    def shard_url(self, relpath: str) -> str:
+        """Where a shard is: a local path, or a URL in an object store."""
+        return self.store.url(relpath)
 
 
 def explain_with(
@@ -546,6 +553,7 @@ def _create_or_attach(engine: Engine, root: Path, storage: str | os.PathLike[str
     """The data area of the manifest behind ``engine``: a new manifest's, or an existing one's."""
     if not mf.has_manifest(engine):
         data_root = _new_data_root(root, storage, shared)
+        Store(data_root).check()
         try:
             mf.create_manifest(engine, data_root)
             return data_root
@@ -567,7 +575,7 @@ def _new_data_root(root: Path, storage: str | os.PathLike[str] | None, shared: b
     embedded default (the directory can move), absolute for a shared database (other
     machines attaching resolve it the same way)."""
     if storage is not None:
-        return str(Path(storage).resolve())
+        return str(storage).rstrip("/") if is_url(str(storage)) else str(Path(storage).resolve())
     return str((root / DATA_DIR).resolve()) if shared else DATA_DIR
 
 
@@ -738,25 +746,25 @@ class Dataset:
             ShardRow.added_version,
             ShardRow.removed_version,
         )
-        root = str(self.catalog.data_root)
-        join = os.path.join  # 100k shards: pathlib would cost a third of `show --json`
+        url = self.catalog.store.url  # 100k shards: pathlib would cost a third of `show --json`
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
             query = _live_at(conn, self.id, v)
             _check_readable(conn, self.name, v, query)
             result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*cols))
             for rows in result.partitions():
-                yield from (ShardInfo(join(root, r[0]), *r) for r in rows)
+                yield from (ShardInfo(url(r[0]), *r) for r in rows)
 
     def files(self, version: int | None = None) -> list[str]:
-        """Absolute shard paths at ``version``, ready for ``tf.data.TFRecordDataset``."""
+        """Shard locations at ``version``: absolute paths, or URLs for an object store (such as
+        ``s3://...``, which ``tf.data.TFRecordDataset`` opens where TensorFlow has that filesystem)."""
         with mf.read_txn(self.catalog.engine) as conn:
             v, _sv = self._resolve_version(conn, version)
             query = _live_at(conn, self.id, v)
             _check_readable(conn, self.name, v, query)
             paths = conn.execute(query.with_only_columns(ShardRow.path)).scalars().all()
-        root = str(self.catalog.data_root)
-        return [os.path.join(root, p) for p in paths]
+        url = self.catalog.store.url
+        return [url(p) for p in paths]
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
@@ -937,7 +945,7 @@ def _check_readable(conn: Connection, name: str, version: int, live: Any) -> Non
 
 
 def _shard_batches(path: str) -> Iterator[list[bytes]]:
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path):  # a URL's open says so itself
         raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)")
     return read_record_batches(path)
 
@@ -999,7 +1007,7 @@ class Writer:
         if prior is not None:
             self.commit, self.skipped = prior, True
             return self
-        self.sink = ShardSink(self.catalog.data_root, self.ds.name, self.intent_id, self.shard_size, self.shard_records)
+        self.sink = ShardSink(self.catalog.store, self.ds.name, self.intent_id, self.shard_size, self.shard_records)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -1160,10 +1168,10 @@ class Writer:
                         for i, s in enumerate(shards)
                     ],
                 )
-        root = self.catalog.data_root
+        url = self.catalog.store.url
         infos = [
             ShardInfo(
-                str(root / s.path), s.path, s.records, s.bytes, s.checksum, s.compression, row.schema_version, new
+                url(s.path), s.path, s.records, s.bytes, s.checksum, s.compression, row.schema_version, new
             )
             for s in shards
         ]
@@ -1201,10 +1209,9 @@ class Writer:
         # Re-checked inside the transaction: a gc that wrongly took our files must not
         # leave the manifest pointing at nothing.
         for s in shards:
-            if not self.catalog.shard_path(s.path).exists():
-                raise CatalogError(
-                    f"{self.catalog.shard_path(s.path)}: shard vanished before commit; nothing registered"
-                )
+            if not self.catalog.store.exists(s.path):
+                where = self.catalog.shard_url(s.path)
+                raise CatalogError(f"{where}: shard vanished before commit; nothing registered")
 
     def _abort(self) -> None:
         if self.sink is not None:

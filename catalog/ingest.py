@@ -14,7 +14,7 @@ from catalog.errors import AppendError, CatalogError, CodecError, ValidationErro
 from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt, run_jobs
 from catalog.schema import Schema
-from catalog.storage import ShardFile, ShardSink
+from catalog.storage import ShardFile, ShardSink, Store
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ class _JobSchemas:
 class _JobTarget:
     def __init__(self, job: IngestJob) -> None:
         self.ds = _JobSchemas(job)
-        self.own = ShardSink(Path(job.data_root), job.dataset, job.prefix, job.shard_size, job.shard_records)
+        self.own = ShardSink(job.data_root, job.dataset, job.prefix, job.shard_size, job.shard_records)
         self.sink: ShardSink | None = self.own
 
     def write_record(self, record: bytes) -> None:
@@ -210,7 +210,7 @@ class _JobTarget:
 
 def ingest_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
-    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)  # a rerun of a task whose worker died
+    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = _JobTarget(job)
     try:
         ingest_file(target, Path(job.path), job.format, job.link, None)
@@ -243,7 +243,7 @@ def ingest_files(
         "schema_version": ds.schema_version,
         "schema": ds.schema.to_json(),
         "older": tuple(ds.older_schemas()),
-        "data_root": str(w.catalog.data_root),
+        "data_root": w.catalog.store.root,
         "shard_size": w.shard_size,
         "shard_records": w.shard_records,
     }
@@ -253,10 +253,13 @@ def ingest_files(
         results = run_jobs(ingest_job, jobs, executor, _WriterBeat(w), done)
     except BaseException:
         for job in jobs:  # nothing is registered: the jobs' files go, as the writer's own do
-            clear_attempt(sink.dir, job.prefix)
+            clear_attempt(sink.store, job.dataset, job.prefix)
         raise
     for files in results:
         # Handed to the writer's sink: its commit registers them after its own (it has none
         # here), in this order; its abort() removes them.
-        sink.made.extend(sink.dir / Path(f.path).name for f in files)
+        if sink.store.remote:
+            sink.uploaded.extend(f.path for f in files)
+        else:
+            sink.made.extend(Path(sink.store.url(f.path)) for f in files)
         sink.shards.extend(files)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
@@ -17,23 +15,16 @@ from catalog import manifest as mf
 from catalog.errors import CatalogError, DatasetNotFoundError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
 from catalog.rewrite import run_jobs
-from catalog.storage import file_checksum, intent_of
+from catalog.storage import Store, StoredFile, intent_of
 from catalog.tfrecord.framing import read_record_batches
 
 if TYPE_CHECKING:
     from catalog.core import Catalog, GcReport, Progress, VerifyReport
 
 
-def _data_files(data_root: Path, datasets: set[str] | None) -> list[tuple[str, Path]]:
-    """(path relative to the data area, absolute path) of every file in dataset folders."""
-    out: list[tuple[str, Path]] = []
-    if not data_root.is_dir():
-        return out
-    for ds_dir in sorted(data_root.iterdir()):
-        if not ds_dir.is_dir() or (datasets is not None and ds_dir.name not in datasets):
-            continue
-        out.extend((f"{ds_dir.name}/{f.name}", f) for f in sorted(ds_dir.iterdir()) if f.is_file())
-    return out
+def _data_files(store: Store, datasets: set[str] | None) -> list[StoredFile]:
+    """Every file in the data area's dataset folders (all, or those of ``datasets``)."""
+    return store.listing(datasets)
 
 
 def verify_catalog(
@@ -42,7 +33,7 @@ def verify_catalog(
     from catalog.core import Problem, VerifyReport, live_intents
 
     wanted = set(names) if names else None
-    files = _data_files(cat.data_root, wanted)  # listed before the snapshot: see collect_garbage
+    files = _data_files(cat.store, wanted)  # listed before the snapshot: see collect_garbage
     with mf.read_txn(cat.engine) as conn:
         known = dict(conn.execute(select(DatasetRow.name, DatasetRow.id)).all())
         for n in wanted or ():
@@ -64,12 +55,12 @@ def verify_catalog(
         report.checked += 1
         report.bytes += size
         if problem is not None:
-            report.problems.append(Problem(ds, str(cat.shard_path(rel)), problem[0], problem[1]))
-    for rel, path in files:
+            report.problems.append(Problem(ds, cat.shard_url(rel), problem[0], problem[1]))
+    for f in files:
         # exists(): a temp file listed just before a commit renamed it is no leftover
-        if rel not in registered and intent_of(path.name) not in live and path.exists():
+        if f.rel not in registered and intent_of(f.name) not in live and cat.store.exists(f.rel):
             report.problems.append(
-                Problem(None, str(path), "unregistered", "file in the data area that no shard names")
+                Problem(None, cat.shard_url(f.rel), "unregistered", "file in the data area that no shard names")
             )
     return report
 
@@ -80,8 +71,9 @@ VERIFY_JOB_SHARDS = 1000  # ... and at most this many: a Dask task costs about a
 
 @dataclass(frozen=True)
 class CheckJob:
-    """Shards to check in one job: (absolute path, records, bytes, checksum) each."""
+    """Shards to check in one job: (path in the data area, records, bytes, checksum) each."""
 
+    data_root: str
     shards: tuple[tuple[str, int, int, str], ...]
 
     @property
@@ -91,7 +83,8 @@ class CheckJob:
 
 def check_shards(job: CheckJob) -> list[tuple[str, str] | None]:
     """Module-level (picklable) worker: each shard's problem (or None), in order."""
-    return [_check_shard(Path(path), records, size, checksum) for path, records, size, checksum in job.shards]
+    store = Store(job.data_root)
+    return [_check_shard(store, rel, records, size, checksum) for rel, records, size, checksum in job.shards]
 
 
 def _check_all(
@@ -101,7 +94,7 @@ def _check_all(
     if executor is None:
         out = []
         for _ds, rel, records, size, checksum in shards:
-            out.append(_check_shard(cat.shard_path(rel), records, size, checksum))
+            out.append(_check_shard(cat.store, rel, records, size, checksum))
             if progress:
                 progress(size)
         return out
@@ -116,18 +109,18 @@ def _check_jobs(cat: Catalog, shards: Sequence[Any]) -> list[CheckJob]:
     size_of_batch = 0
     for _ds, rel, records, size, checksum in shards:
         if batch and (len(batch) >= VERIFY_JOB_SHARDS or size_of_batch + size > VERIFY_JOB_BYTES):
-            jobs.append(CheckJob(tuple(batch)))
+            jobs.append(CheckJob(cat.store.root, tuple(batch)))
             batch, size_of_batch = [], 0
-        batch.append((str(cat.shard_path(rel)), records, size, checksum))
+        batch.append((rel, records, size, checksum))
         size_of_batch += size
     if batch:
-        jobs.append(CheckJob(tuple(batch)))
+        jobs.append(CheckJob(cat.store.root, tuple(batch)))
     return jobs
 
 
-def _check_shard(path: Path, records: int, size: int, checksum: str) -> tuple[str, str] | None:
+def _check_shard(store: Store, rel: str, records: int, size: int, checksum: str) -> tuple[str, str] | None:
     try:
-        actual = path.stat().st_size
+        actual = store.size(rel)
     except FileNotFoundError:
         return "missing", "registered shard file does not exist"
     except OSError as e:
@@ -135,13 +128,13 @@ def _check_shard(path: Path, records: int, size: int, checksum: str) -> tuple[st
     if actual != size:
         return "size", f"{actual} bytes on disk, {size} registered"
     try:
-        _n, found = file_checksum(path)
-    except OSError as e:
+        _n, found = store.checksum(rel)
+    except (OSError, CatalogError) as e:
         return "unreadable", str(e)
     if found == checksum:
         return None  # bit-identical to the file whose records were counted when it was registered
     try:
-        count = sum(len(b) for b in read_record_batches(path))
+        count = sum(len(b) for b in read_record_batches(store.url(rel)))
     except CatalogError as e:
         return "unreadable", f"checksum {found}, {checksum} registered; {e}"
     if count != records:
@@ -166,7 +159,7 @@ def collect_garbage(
     # List the files first, then read the manifest: a writer records its intent before
     # it creates a file, so any file listed here is either under an intent this snapshot
     # sees or already registered in it. Never the other way round.
-    files = _data_files(cat.data_root, None)
+    files = _data_files(cat.store, None)
     with mf.read_txn(cat.engine) as conn:
         registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
@@ -178,25 +171,21 @@ def collect_garbage(
         # beat its heartbeat since the snapshot (so was not revoked) are kept.
         live |= set(dead) - _revoke(cat, dead)
     now = time.time()
-    for rel, path in files:
-        if rel in registered or str(path) in report.retired:
+    for f in files:
+        if f.rel in registered or cat.shard_url(f.rel) in report.retired:
             continue
-        if intent_of(path.name) in live:
+        if intent_of(f.name) in live:
             report.kept_live += 1
             continue
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        if now - st.st_mtime < grace.total_seconds():
+        if now - f.mtime < grace.total_seconds():  # uploaded or written lately: maybe a commit to come
             report.kept_young += 1
             continue
-        report.removed.append(str(path))
-        report.bytes += st.st_size
+        report.removed.append(cat.shard_url(f.rel))
+        report.bytes += f.size
         if not dry_run:
-            path.unlink(missing_ok=True)
+            cat.store.remove(f.rel)
     if not dry_run:
-        _tidy(cat, datasets)
+        cat.store.tidy(datasets)
     return report
 
 
@@ -241,12 +230,12 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
 
         mf.with_lock_retry(txn)  # recorded before any file goes: readers get a clear error, not a missing file
     for r in chosen:
-        path = cat.shard_path(r.path)
-        report.retired.append(str(path))
-        report.removed.append(str(path))
+        where = cat.shard_url(r.path)
+        report.retired.append(where)
+        report.removed.append(where)
         report.bytes += r.bytes
         if not report.dry_run:
-            path.unlink(missing_ok=True)
+            cat.store.remove(r.path)
 
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
@@ -265,11 +254,3 @@ def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
             return gone
 
     return mf.with_lock_retry(txn)
-
-
-def _tidy(cat: Catalog, datasets: set[str]) -> None:
-    """Remove emptied folders of dropped datasets."""
-    if cat.data_root.is_dir():
-        for ds_dir in cat.data_root.iterdir():
-            if ds_dir.is_dir() and ds_dir.name not in datasets and not any(ds_dir.iterdir()):
-                os.rmdir(ds_dir)

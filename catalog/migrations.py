@@ -42,7 +42,7 @@ from catalog.rewrite import (
     snapshot,
 )
 from catalog.schema import Schema, SchemaDiff
-from catalog.storage import ShardFile, ShardSink
+from catalog.storage import ShardFile, ShardSink, Store
 from catalog.tfrecord.framing import read_record_batches
 
 if TYPE_CHECKING:
@@ -193,8 +193,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
-    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)  # a rerun of a task whose worker died
-    sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     index = 0
     try:
         write = sink.write
@@ -552,7 +552,7 @@ def _run(
     ex: Executor | None,
     progress: Progress | None,
 ) -> dict[int, ShardFile | None]:
-    root = str(ds.catalog.data_root)
+    root = ds.catalog.store.root
     jobs = [
         ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i)) for i, s in enumerate(shards)
     ]

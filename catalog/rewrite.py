@@ -48,16 +48,16 @@ from catalog.schema import Schema
 from catalog.storage import (
     CHECKSUM_CHUNK,
     SHARD_SUFFIX,
-    TEMP_PREFIX,
-    TEMP_SUFFIX,
     ShardFile,
     ShardSink,
+    Store,
     format_checksum,
     fsync_dir,
+    intent_of,
     new_intent_id,
     publish,
 )
-from catalog.tfrecord.framing import RecordWriter, read_record_batches
+from catalog.tfrecord.framing import RecordWriter, is_url, open_url, read_record_batches
 
 if TYPE_CHECKING:
     from catalog.core import Commit, Dataset, Progress
@@ -84,13 +84,14 @@ class LiveChanged(Exception):
 @dataclass(frozen=True)
 class LiveShard:
     id: int
-    path: str  # absolute
+    path: str  # absolute: a local path, or a URL
     records: int
     bytes: int
     checksum: str
     compression: str
     schema_version: int
     seq: int
+    rel: str  # "<dataset>/<file>", as the manifest has it
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,9 @@ def snapshot(ds: Dataset, version: int | None = None) -> Snapshot:
         _check_readable(conn, ds.name, v, query)
         rows = conn.execute(query).all()
         schema = _schema_at(conn, ds.id, sv)
-    root = ds.catalog.data_root
+    url = ds.catalog.store.url
     shards = [
-        LiveShard(r.id, str(root / r.path), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq)
+        LiveShard(r.id, url(r.path), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq, r.path)
         for r in rows
     ]
     return Snapshot(v, sv, schema, shards)
@@ -132,7 +133,7 @@ class Intent:
     def __init__(self, ds: Dataset) -> None:
         self.ds = ds
         self.id = new_intent_id()
-        self.dir = ds.catalog.data_root / ds.name
+        self.store = ds.catalog.store
         self._next_beat = 0.0
 
     def __enter__(self) -> Intent:
@@ -141,7 +142,7 @@ class Intent:
                 conn.execute(insert(IntentRow).values(**mf.intent_values(self.id, self.ds.name)))
 
         mf.with_lock_retry(txn)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.store.prepare(self.ds.name)
         self._next_beat = time.monotonic() + _heartbeat_seconds()
         return self
 
@@ -157,12 +158,9 @@ class Intent:
 
     def discard_files(self, keep: Iterable[str] = ()) -> None:
         kept = set(keep)
-        if not self.dir.is_dir():
-            return
-        for f in self.dir.iterdir():
-            name = f.name[len(TEMP_PREFIX) :] if f.name.startswith(TEMP_PREFIX) else f.name
-            if name.startswith(self.id) and f"{self.ds.name}/{f.name}" not in kept:
-                f.unlink(missing_ok=True)
+        for f in self.store.listing({self.ds.name}):
+            if intent_of(f.name) == self.id and f.rel not in kept:
+                self.store.remove(f.rel)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
@@ -424,10 +422,8 @@ def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any
         raise LiveChanged(set(live) - expected, expected - set(live))
     _claim_intent(conn, ch, ds.name)
     for s in ch.add:  # re-checked under the lock: a gc that took our files must not leave dangling rows
-        if not ds.catalog.shard_path(s.file.path).exists():
-            raise CatalogError(
-                f"{ds.catalog.shard_path(s.file.path)}: shard vanished before commit; nothing registered"
-            )
+        if not ds.catalog.store.exists(s.file.path):
+            raise CatalogError(f"{ds.catalog.shard_url(s.file.path)}: shard vanished before commit; nothing registered")
     return live
 
 
@@ -440,10 +436,10 @@ def _write_shards(conn: Connection, ds_id: int, ch: Change, version: int) -> Non
 def _commit_value(ds: Dataset, ch: Change, v: dict[str, Any]) -> Commit:
     from catalog.core import Commit, ShardInfo
 
-    root = ds.catalog.data_root
+    url = ds.catalog.store.url
     infos = [
         ShardInfo(
-            str(root / f.path), f.path, f.records, f.bytes, f.checksum, f.compression, s.schema_version, v["version"]
+            url(f.path), f.path, f.records, f.bytes, f.checksum, f.compression, s.schema_version, v["version"]
         )
         for s in ch.add
         if (f := s.file)
@@ -533,9 +529,10 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     view = memoryview(buf)
     mine = 0
     size = 0
+    f: Any  # a FileIO, or an fsspec file: both have readinto
     try:
-        f = open(src.path, "rb", buffering=0)  # noqa: SIM115 - closed below
-    except FileNotFoundError as e:
+        f = open_url(src.path) if is_url(src.path) else open(src.path, "rb", buffering=0)  # noqa: SIM115
+    except (FileNotFoundError, CatalogError) as e:
         raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
     with f:
         while n := f.readinto(buf):
@@ -552,7 +549,7 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     return crc
 
 
-def clear_attempt(directory: Path, prefix: str) -> None:
+def clear_attempt(store: Store, dataset: str, prefix: str) -> None:
     """Remove the files of one job: what an earlier attempt left, or a failed run's.
 
     Dask re-runs the task of a worker that died, and a rerun would fail on the files of the
@@ -561,38 +558,44 @@ def clear_attempt(directory: Path, prefix: str) -> None:
     without gaps (see ShardSink), the newest perhaps still under its temporary name.
     """
     for index in itertools.count():
-        name = f"{prefix}-{index:05d}{SHARD_SUFFIX}"
-        found = False
-        for path in (directory / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}", directory / name):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                found = True
+        rel = f"{dataset}/{prefix}-{index:05d}{SHARD_SUFFIX}"
+        temp = None if store.remote else store.temp_for(rel)  # a remote store's spool is elsewhere
+        found = store.exists(rel)
+        if found:
+            store.remove(rel)
+        if temp is not None and temp.exists():
+            temp.unlink(missing_ok=True)
+            found = True
         if not found:
             return
 
 
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard."""
-    clear_attempt(Path(job.data_root) / job.dataset, job.prefix)
+    store = Store(job.data_root)
+    clear_attempt(store, job.dataset, job.prefix)
     if any(s.compression != "none" for s in job.sources):
         return _reframe(job)
-    name = f"{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file
-    final = Path(job.data_root) / job.dataset / name
-    temp = final.with_name(f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
+    rel = f"{job.dataset}/{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file
+    temp = store.temp_for(rel)
     buf = bytearray(CHECKSUM_CHUNK)
     crc = 0
-    with open(temp, "xb") as f:
-        for src in job.sources:
-            crc = _copy_verified(src, f, crc, buf)
-        size = f.tell()
-        publish(f, temp, final)
-    fsync_dir(final.parent)
-    return ShardFile(f"{job.dataset}/{name}", job.records, size, format_checksum(crc))
+    try:
+        with open(temp, "wb" if store.remote else "xb") as f:  # a spool file exists already, empty
+            for src in job.sources:
+                crc = _copy_verified(src, f, crc, buf)
+            size = f.tell()
+            store.publish(f, temp, rel)
+    finally:
+        if store.remote:
+            temp.unlink(missing_ok=True)  # a failed copy's spool (publish removes it otherwise)
+    store.sync_dir(job.dataset)
+    return ShardFile(rel, job.records, size, format_checksum(crc))
 
 
 def _reframe(job: ConcatJob) -> ShardFile:
     """Compressed sources: their records re-framed into one uncompressed shard."""
-    sink = ShardSink(Path(job.data_root), job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     for src in job.sources:
         for batch in read_record_batches(src.path):
             sink.write_many(batch)
@@ -686,7 +689,7 @@ def compact(
             ConcatJob(
                 tuple(CopySource(s.path, s.bytes, s.checksum, s.compression) for s in g),
                 sum(s.records for s in g),
-                str(ds.catalog.data_root),
+                ds.catalog.store.root,
                 ds.name,
                 intent.prefix(i),
             )
@@ -727,7 +730,7 @@ def restore(ds: Dataset, version: int, message: str = "", author: str | None = N
         target = snapshot(ds, version)
         now = snapshot(ds)
         for s in target.shards:
-            if not os.path.exists(s.path):
+            if not ds.catalog.store.exists(s.rel):
                 raise VersionNotFoundError(
                     f"dataset {ds.name!r} version {version} cannot be restored: {s.path} is missing"
                 )
@@ -769,15 +772,13 @@ def _restore_once(
 
 def _relink(ds: Dataset, intent: Intent, unit: int, s: LiveShard) -> ShardFile:
     """A retired shard back under a new name: a hard link (same bytes, same inode), else a copy."""
-    name = f"{intent.prefix(unit)}-00000{SHARD_SUFFIX}"
-    final = intent.dir / name
-    try:
-        os.link(s.path, final)
-    except OSError:  # no hard links here: a verified copy
+    rel = f"{ds.name}/{intent.prefix(unit)}-00000{SHARD_SUFFIX}"
+    store = ds.catalog.store
+    if not store.link(s.rel, rel):  # no hard links here: a verified copy
         source = CopySource(s.path, s.bytes, s.checksum, s.compression)
-        return concat_job(ConcatJob((source,), s.records, str(ds.catalog.data_root), ds.name, intent.prefix(unit)))
-    fsync_dir(intent.dir)
-    return ShardFile(f"{ds.name}/{name}", s.records, s.bytes, s.checksum, s.compression)
+        return concat_job(ConcatJob((source,), s.records, store.root, ds.name, intent.prefix(unit)))
+    store.sync_dir(ds.name)
+    return ShardFile(rel, s.records, s.bytes, s.checksum, s.compression)
 
 
 # --------------------------------------------------------------------------- export

@@ -12,16 +12,17 @@ import contextlib
 import errno
 import os
 import secrets
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from crc32c import crc32c
 
 from catalog.errors import CatalogError
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, is_url, open_url
 
 CHECKSUM_ALGO = "crc32c"
 SHARD_SUFFIX = ".tfrecord"
@@ -58,18 +59,21 @@ def intent_of(filename: str) -> str | None:
 
 
 def file_checksum(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """(size, "crc32c:xxxxxxxx") of a whole file, read in large chunks."""
+    """(size, "crc32c:xxxxxxxx") of a whole file (or URL), read in large chunks."""
+    text = os.fspath(path)
+    with open_url(text) if is_url(text) else open(text, "rb", buffering=0) as f:
+        return stream_checksum(f)
+
+
+def stream_checksum(f: IO[bytes]) -> tuple[int, str]:
     crc = 0
     size = 0
-    buf = bytearray(CHECKSUM_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            crc = crc32c(view[:n], crc)
-            size += n
+    while True:
+        chunk = f.read(CHECKSUM_CHUNK)
+        if not chunk:
+            break
+        crc = crc32c(chunk, crc)
+        size += len(chunk)
     return size, format_checksum(crc)
 
 
@@ -95,22 +99,30 @@ class ShardSink:
     """Writes records into new shard files of one dataset, rolling at size or count limits."""
 
     def __init__(
-        self, data_root: Path, dataset: str, intent_id: str, shard_size: int, shard_records: int, sync: bool = True
+        self,
+        data_root: Store | str | os.PathLike[str],
+        dataset: str,
+        intent_id: str,
+        shard_size: int,
+        shard_records: int,
+        sync: bool = True,
     ) -> None:
-        self.dir = data_root / dataset
+        self.store = data_root if isinstance(data_root, Store) else Store(data_root)
+        self.dir = Path(self.store.url(dataset))  # a local data area's dataset folder
         self.dataset = dataset
         self.intent_id = intent_id
         self.shard_size = shard_size
         self.shard_records = shard_records
         self.sync = sync
         self.shards: list[ShardFile] = []
-        self.made: list[Path] = []  # every path created, for abort()
+        self.made: list[Path] = []  # every local path created, for abort()
+        self.uploaded: list[str] = []  # shards uploaded to an object store, for abort()
         self._file: IO[bytes] | None = None
         self._writer: RecordWriter | None = None
         self._temp: Path | None = None
         self._bytes = 0
         self._records = 0
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.store.prepare(dataset)
 
     @property
     def records(self) -> int:
@@ -120,11 +132,13 @@ class ShardSink:
         return f"{self.intent_id}-{index:05d}{SHARD_SUFFIX}"
 
     def _open(self) -> RecordWriter:
-        name = self._final_name(len(self.made))  # one index per file made: names never repeat
-        self._temp = self.dir / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+        # one index per file made: names never repeat
+        rel = self._relative(self._final_name(len(self.made) + len(self.uploaded)))
+        self._temp = self.store.temp_for(rel)
         self.made.append(self._temp)
-        self.dir.mkdir(parents=True, exist_ok=True)  # gc may have removed an empty folder meanwhile
-        self._file = open(self._temp, "xb")  # noqa: SIM115 - closed in _finish
+        self.store.prepare(self.dataset)  # gc may have removed an empty folder meanwhile
+        mode = "wb" if self.store.remote else "xb"  # a spool file exists already, empty
+        self._file = open(self._temp, mode)  # noqa: SIM115 - closed in _finish
         self._writer = RecordWriter(self._file)
         return self._writer
 
@@ -145,7 +159,10 @@ class ShardSink:
             self.write(r)
 
     def adopt(self, source: Path, records: int) -> ShardFile | None:
-        """Take an existing file as a shard by hard link; None when it cannot be linked."""
+        """Take an existing local file as a shard by hard link; None when it cannot be linked
+        (another filesystem, or an object store): the caller then copies the records."""
+        if self.store.remote:
+            return None
         self._finish()
         final = self.dir / self._final_name(len(self.made))
         try:
@@ -156,12 +173,12 @@ class ShardSink:
             raise CatalogError(f"{source}: cannot link into the catalog: {e.strerror}") from e
         self.made.append(final)
         size, checksum = file_checksum(final)
-        shard = ShardFile(self._relative(final), records, size, checksum)
+        shard = ShardFile(self._relative(final.name), records, size, checksum)
         self.shards.append(shard)
         return shard
 
-    def _relative(self, path: Path) -> str:
-        return f"{self.dataset}/{path.name}"
+    def _relative(self, name: str) -> str:
+        return f"{self.dataset}/{name}"
 
     def _finish(self) -> None:
         writer, f, temp = self._writer, self._file, self._temp
@@ -169,19 +186,21 @@ class ShardSink:
             return
         self._writer = self._file = self._temp = None
         writer.close()
-        final = temp.with_name(temp.name[len(TEMP_PREFIX) : -len(TEMP_SUFFIX)])
-        publish(f, temp, final, self.sync)
-        self.made[-1] = final  # the temp file is always the newest entry
-        self.shards.append(
-            ShardFile(self._relative(final), writer.records, writer.file_bytes, format_checksum(writer.checksum))
-        )
+        rel = self._relative(self._final_name(len(self.made) + len(self.uploaded) - 1))
+        self.store.publish(f, temp, rel, self.sync)
+        if self.store.remote:
+            self.made.pop()  # the spool file is gone; the object is what abort() must remove
+            self.uploaded.append(rel)
+        else:
+            self.made[-1] = Path(self.store.url(rel))  # the temp file is always the newest entry
+        self.shards.append(ShardFile(rel, writer.records, writer.file_bytes, format_checksum(writer.checksum)))
         self._bytes = self._records = 0
 
     def close(self) -> list[ShardFile]:
         """Publish the last shard and make every rename durable."""
         self._finish()
         if self.sync and self.made:
-            fsync_dir(self.dir)
+            self.store.sync_dir(self.dataset)
         return self.shards
 
     def abort(self) -> None:
@@ -192,5 +211,194 @@ class ShardSink:
         for path in self.made:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        for rel in self.uploaded:
+            self.store.remove(rel)
         self.made.clear()
+        self.uploaded.clear()
         self.shards.clear()
+
+
+# --------------------------------------------------------------------------- the data area
+
+
+class Store:
+    """The data area: a local directory, or any fsspec URL such as ``s3://bucket/prefix``.
+
+    Locally a shard is written under a temporary name and renamed (atomic, see publish).
+    Object stores have no rename, so there a shard is spooled to a local temporary file
+    and uploaded once to its final, never-reused key: one PUT, or a multipart upload that
+    appears only when completed. Either way nothing is visible through the catalog until
+    the manifest commit registers it. Picklable (jobs carry it as its root string).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        text = os.fspath(root)
+        self.remote = is_url(text)
+        self.root = text.rstrip("/") if self.remote else text
+        self._fs: Any = None
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    def __reduce__(self) -> tuple[type[Store], tuple[str]]:
+        return (Store, (self.root,))
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem of a remote data area (credentials from its usual places)."""
+        if self._fs is None:
+            try:
+                import fsspec
+            except ImportError as e:
+                raise CatalogError(f"{self.root}: object storage needs `pip install 'tfrecord-catalog[s3]'`") from e
+            protocol = self.root.split("://", 1)[0]
+            try:
+                # No listings cache: a writer's exists() must see what another process just uploaded.
+                self._fs = fsspec.filesystem(protocol, use_listings_cache=False)
+            except (ImportError, ValueError) as e:
+                raise CatalogError(f"{self.root}: no filesystem for {protocol}:// ({e})") from e
+        return self._fs
+
+    def check(self) -> None:
+        """Fail with one line now, not at the first append, when an object store is unreachable
+        (no bucket, no credentials, no network)."""
+        if not self.remote:
+            return
+        fs = self.fs
+        bucket = fs._strip_protocol(self.root).split("/", 1)[0]
+        try:
+            found = fs.exists(bucket)
+        except Exception as e:  # botocore's and aiohttp's errors have no common base but Exception
+            raise CatalogError(f"{self.root}: cannot reach the object store: {e}") from e
+        if not found:
+            raise CatalogError(f"{self.root}: no such bucket (create it first)")
+
+    def url(self, rel: str) -> str:
+        """Where the shard ``rel`` (``<dataset>/<file>``) is: a local path or a URL."""
+        return f"{self.root}/{rel}" if self.remote else os.path.join(self.root, rel)
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.exists(self.url(rel))) if self.remote else os.path.exists(self.url(rel))
+
+    def size(self, rel: str) -> int:
+        """The stored size; FileNotFoundError when it is not there."""
+        return int(self.fs.size(self.url(rel))) if self.remote else os.stat(self.url(rel)).st_size
+
+    def open(self, rel: str) -> IO[bytes]:
+        return open_url(self.url(rel)) if self.remote else open(self.url(rel), "rb", buffering=0)
+
+    def checksum(self, rel: str) -> tuple[int, str]:
+        """(size, "crc32c:xxxxxxxx") of a stored shard, streamed."""
+        with self.open(rel) as f:
+            return stream_checksum(f)
+
+    def remove(self, rel: str) -> None:
+        """Delete a shard; one already gone is fine."""
+        if self.remote:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(self.url(rel))
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.url(rel))
+
+    def listing(self, datasets: set[str] | None = None) -> list[StoredFile]:
+        """Every file in the dataset folders (all datasets, or those named), sorted."""
+        if self.remote:
+            return self._remote_listing(datasets)
+        out: list[StoredFile] = []
+        if not os.path.isdir(self.root):
+            return out
+        for ds in sorted(os.listdir(self.root)):
+            folder = os.path.join(self.root, ds)
+            if (datasets is not None and ds not in datasets) or not os.path.isdir(folder):
+                continue
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.is_file():
+                        st = entry.stat()
+                        out.append(StoredFile(f"{ds}/{entry.name}", st.st_size, st.st_mtime))
+        return out
+
+    def _remote_listing(self, datasets: set[str] | None) -> list[StoredFile]:
+        base = self.fs._strip_protocol(self.root).rstrip("/")
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        for key, info in found.items():
+            rel = key[len(base) + 1 :]
+            ds, sep, name = rel.partition("/")
+            if not sep or "/" in name or (datasets is not None and ds not in datasets):
+                continue
+            modified = info.get("LastModified") or info.get("mtime")
+            mtime = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+            out.append(StoredFile(rel, int(info.get("size", 0)), mtime))
+        return sorted(out, key=lambda f: f.rel)
+
+    # ---- writing
+    def prepare(self, dataset: str) -> None:
+        if not self.remote:
+            os.makedirs(os.path.join(self.root, dataset), exist_ok=True)
+
+    def temp_for(self, rel: str) -> Path:
+        """Where to write ``rel`` before publishing it: beside it, or in a local spool."""
+        if self.remote:
+            fd, name = tempfile.mkstemp(prefix="catalog-spool-", suffix=TEMP_SUFFIX)
+            os.close(fd)
+            return Path(name)
+        folder, name = os.path.split(self.url(rel))
+        return Path(folder) / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+
+    def publish(self, f: IO[bytes], temp: Path, rel: str, sync: bool = True) -> None:
+        """Close ``f`` (written at ``temp``) and make it the shard ``rel``: rename, or upload."""
+        if not self.remote:
+            publish(f, temp, Path(self.url(rel)), sync)
+            return
+        f.close()
+        try:
+            self.fs.put_file(str(temp), self.url(rel))
+        except OSError as e:
+            raise CatalogError(f"{self.url(rel)}: upload failed: {e}") from e
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def sync_dir(self, dataset: str) -> None:
+        """Make renames in a dataset folder durable (an object store's PUT already is)."""
+        if not self.remote:
+            fsync_dir(Path(self.root) / dataset)
+
+    def link(self, source: str, rel: str) -> bool:
+        """Make ``rel`` hold the bytes of the stored shard ``source`` without reading them
+        here: a hard link, or a server-side copy. False when the filesystem cannot."""
+        if self.remote:
+            self.fs.copy(self.url(source), self.url(rel))
+            return True
+        try:
+            os.link(self.url(source), self.url(rel))
+        except OSError as e:
+            if e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                return False
+            raise
+        return True
+
+    def tidy(self, keep: set[str]) -> None:
+        """Remove emptied local folders of datasets not in ``keep`` (object stores have none)."""
+        if self.remote or not os.path.isdir(self.root):
+            return
+        for ds in os.listdir(self.root):
+            folder = os.path.join(self.root, ds)
+            if ds not in keep and os.path.isdir(folder) and not os.listdir(folder):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    rel: str  # "<dataset>/<file>"
+    size: int
+    mtime: float  # seconds since the epoch
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]

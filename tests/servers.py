@@ -146,6 +146,9 @@ def start_s3() -> S3:
         from moto.server import ThreadedMotoServer
     except ImportError as e:
         raise Unavailable(f"moto's server is not installed (pip install '.[test]'): {e}") from e
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -24,6 +24,7 @@ from sqlalchemy import delete, select, update
 
 import catalog.core as core
 import catalog.maintenance as maintenance
+import catalog.storage as storage
 from catalog import Catalog, RecordWriter
 from catalog import manifest as mf
 from catalog.core import Commit, Dataset
@@ -631,8 +632,8 @@ def test_verify_does_not_report_a_temp_file_renamed_by_a_commit(root: Path, monk
             w.write(r)
         real_files = maintenance._data_files
 
-        def files_then_commit(data_root: Path, datasets: set[str] | None) -> list[tuple[str, Path]]:
-            out = real_files(data_root, datasets)
+        def files_then_commit(store: storage.Store, datasets: set[str] | None) -> list[storage.StoredFile]:
+            out = real_files(store, datasets)
             if w.commit is None:
                 w.__exit__(None, None, None)
             return out

@@ -309,8 +309,30 @@ def detect_compression(head: bytes) -> Compression:
     return None
 
 
+def is_url(path: str) -> bool:
+    """``s3://bucket/key`` and the like: a location fsspec opens, not a local path."""
+    scheme, sep, _rest = path.partition("://")
+    return bool(sep) and scheme.isidentifier() and scheme != "file"
+
+
+def open_url(url: str) -> IO[bytes]:
+    """A streaming read of an fsspec URL (s3fs for S3), errors as one CatalogError line."""
+    try:
+        import fsspec
+    except ImportError as e:
+        raise CatalogError(f"{url}: reading URLs needs fsspec (pip install 'tfrecord-catalog[s3]')") from e
+    try:
+        return fsspec.open(url, "rb").open()
+    except FileNotFoundError as e:
+        raise CatalogError(f"{url}: no such object") from e
+    except (OSError, ValueError, ImportError) as e:
+        raise CatalogError(f"{url}: cannot open: {e}") from e
+
+
 def _open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     """Return (stream, path for messages, whether we own the stream)."""
+    if isinstance(source, str) and is_url(source):
+        return open_url(source), source, True
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         try:
