@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 from collections.abc import Iterator
-from concurrent.futures import Executor
+from concurrent.futures import CancelledError, Executor
 from typing import Any
 
 from catalog.errors import CatalogError
@@ -48,7 +49,7 @@ def open_executor(
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address and workers:
         raise CatalogError(f"--workers sizes a cluster started here; the one at {address} has its own workers")
-    with _dask_client(address, workers) as client:
+    with _quiet_cancellations(), _dask_client(address, workers) as client:
         # pure=False: two jobs with equal descriptions must both run (Dask would merge them).
         ex = client.get_executor(pure=False)
         try:
@@ -85,6 +86,25 @@ def _dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
                 cluster.close(timeout=CLOSE_TIMEOUT)
 
 
+class _DropCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], CancelledError))
+
+
+@contextlib.contextmanager
+def _quiet_cancellations() -> Iterator[None]:
+    """Drop the traceback Dask's event loop logs when a job cancelled after a failure had
+    just finished: get_executor()'s futures then fetch a cancelled result, and nothing
+    awaits that error. run_jobs has already raised the failure that made it cancel."""
+    logger = logging.getLogger("tornado.application")
+    quiet = _DropCancelled()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _import_distributed() -> Any:
     try:
         import distributed
@@ -95,7 +115,15 @@ def _import_distributed() -> Any:
 
 def _local_cluster(distributed: Any, workers: int) -> Any:
     try:
-        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        # Quiet below CRITICAL: a worker logs every failed job with its traceback on our stderr,
+        # and the caller reports that failure itself, as one line.
+        return distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        )
     except Exception as e:
         raise CatalogError(f"cannot start a local Dask cluster: {_first_line(e)}") from None
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.jsonrows import row_from_json
@@ -73,7 +73,17 @@ def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> 
     try:
         validate_batch(w.ds.schema, batch, path, first_index)
     except AppendError as e:
-        raise w.ds.explain(e, lambda schema: schema.decode_batch(batch)) from e
+        _raise_explained(w, e, lambda schema: schema.decode_batch(batch))
+
+
+def _raise_explained(w: Target, e: AppendError, fits: Callable[[Schema], object]) -> NoReturn:
+    """Raise what explains ``e`` better (data in an older schema version), else ``e`` itself,
+    never chained to itself: Dask follows ``__cause__`` to send a job's error back, forever
+    on a loop."""
+    better = w.ds.explain(e, fits)
+    if better is e:
+        raise e
+    raise better from e
 
 
 def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> None:
@@ -131,7 +141,7 @@ def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
                 try:
                     record = _encode_line(schema, line, path, lineno, index)
                 except AppendError as e:
-                    raise w.ds.explain(e, lambda old: _encode_line(old, line, path, lineno, index)) from e  # noqa: B023
+                    _raise_explained(w, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
                 w.write_record(record)
                 index += 1
                 if progress:

@@ -180,10 +180,11 @@ def collect_garbage(
         if now - f.mtime < grace.total_seconds():  # uploaded or written lately: maybe a commit to come
             report.kept_young += 1
             continue
+        # Gone since the listing (a temporary file renamed by its commit): not ours to count.
+        if not (cat.store.exists(f.rel) if dry_run else cat.store.remove(f.rel)):
+            continue
         report.removed.append(cat.shard_url(f.rel))
         report.bytes += f.size
-        if not dry_run:
-            cat.store.remove(f.rel)
     if not dry_run:
         cat.store.tidy(datasets)
     return report

@@ -292,14 +292,18 @@ class Store:
         with self.open(rel) as f:
             return stream_checksum(f)
 
-    def remove(self, rel: str) -> None:
-        """Delete a shard; one already gone is fine."""
-        if self.remote:
-            with contextlib.suppress(FileNotFoundError):
+    def remove(self, rel: str) -> bool:
+        """Delete a shard; one already gone is fine. Whether there was one to delete."""
+        try:
+            if self.remote:
+                if not self.fs.exists(self.url(rel)):  # S3's DELETE succeeds on a missing key
+                    return False
                 self.fs.rm_file(self.url(rel))
-        else:
-            with contextlib.suppress(FileNotFoundError):
+            else:
                 os.unlink(self.url(rel))
+        except FileNotFoundError:
+            return False
+        return True
 
     def listing(self, datasets: set[str] | None = None) -> list[StoredFile]:
         """Every file in the dataset folders (all datasets, or those named), sorted."""
