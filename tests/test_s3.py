@@ -40,7 +40,8 @@ def rows(ids: range) -> list[dict[str, Any]]:
     return [{"id": i, "text": f"t{i}"} for i in ids]
 
 
-def test_every_verb_works_with_shards_on_s3(s3_url: str, tmp_path: Path, backend_pg_or_sqlite: str) -> None:
+@pytest.mark.usefixtures("backend")  # the manifest beside the S3 data area: SQLite, or PostgreSQL (both swaps)
+def test_every_verb_works_with_shards_on_s3(s3_url: str, tmp_path: Path) -> None:
     root = tmp_path / "c"
     out = cli("init", str(root), "--storage", s3_url).stdout
     assert f"data area {s3_url}" in out
@@ -77,16 +78,6 @@ def test_every_verb_works_with_shards_on_s3(s3_url: str, tmp_path: Path, backend
         assert len(gc["retired_removed"]) == 8 + 8  # the appended shards and the migrated ones
         assert list(read_records(exported)) == list(ds.records())
         assert cat.verify().ok
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_pg_or_sqlite(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The manifest beside the S3 data area: SQLite, or PostgreSQL (both swaps at once)."""
-    if request.param == "postgresql":
-        monkeypatch.setenv("CATALOG_DB_URL", request.getfixturevalue("pg_url"))
-    else:
-        monkeypatch.delenv("CATALOG_DB_URL", raising=False)
-    return str(request.param)
 
 
 def test_a_failed_append_leaves_no_object_and_gc_takes_strays_after_grace(s3_url: str, tmp_path: Path) -> None:
