@@ -49,12 +49,14 @@ def open_executor(
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address and workers:
         raise CatalogError(f"--workers sizes a cluster started here; the one at {address} has its own workers")
-    with _quiet_cancellations(), _dask_client(address, workers) as client:
+    quiet = _Abandoned()
+    with _filtered("tornado.application", quiet), _dask_client(address, workers) as client:
         # pure=False: two jobs with equal descriptions must both run (Dask would merge them).
         ex = client.get_executor(pure=False)
         try:
             yield ex
         finally:
+            quiet.closing = True
             ex.shutdown(wait=False)  # cancels what a failed run left queued
 
 
@@ -86,18 +88,38 @@ def _dask_client(address: str | None, workers: int | None) -> Iterator[Any]:
                 cluster.close(timeout=CLOSE_TIMEOUT)
 
 
-class _DropCancelled(logging.Filter):
+class _Abandoned(logging.Filter):
+    """Drops what Dask's event loop logs about results nobody waits for any more.
+
+    get_executor()'s futures get their results in a coroutine that can only log its errors:
+    a job cancelled after a failure whose result was on its way (CancelledError), or a fetch
+    cut off when the client closes. run_jobs has raised (or returned) by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], CancelledError))
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        if isinstance(exc, CancelledError):
+            return False
+        return not (self.closing and _in_executor(exc))
+
+
+def _in_executor(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_cascade_future":  # distributed.cfexecutor's forwarding
+            return True
+        tb = tb.tb_next
+    return False
 
 
 @contextlib.contextmanager
-def _quiet_cancellations() -> Iterator[None]:
-    """Drop the traceback Dask's event loop logs when a job cancelled after a failure had
-    just finished: get_executor()'s futures then fetch a cancelled result, and nothing
-    awaits that error. run_jobs has already raised the failure that made it cancel."""
-    logger = logging.getLogger("tornado.application")
-    quiet = _DropCancelled()
+def _filtered(logger_name: str, quiet: logging.Filter) -> Iterator[None]:
+    logger = logging.getLogger(logger_name)
     logger.addFilter(quiet)
     try:
         yield
@@ -122,6 +144,9 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            # No dashboard; the scheduler's small HTTP server (health checks) still starts, on a
+            # free port: its default, 8787, prints a warning when another cluster holds it.
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             silence_logs=logging.CRITICAL,
         )
     except Exception as e:

@@ -238,7 +238,9 @@ def run_jobs(
     except BaseException:
         # Jobs already handed to a worker cannot be cancelled (and a pool worker survives a
         # Ctrl-C to run its next job): wait for them, so that no worker is still writing
-        # files when the caller discards the intent's files.
+        # files when the caller discards the intent's files. (Dask's futures always cancel,
+        # running or not: a task that was running may still write files, named after an
+        # intent that is gone by then, which gc removes.)
         for fut in pending:
             fut.cancel()
         with contextlib.suppress(BaseException):
