@@ -25,11 +25,9 @@ import os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 import argparse
-import datetime
 import gc
 import json
 import multiprocessing as mp
-import platform
 import sqlite3
 import statistics
 import subprocess
@@ -42,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import cpu_model, dist_version, filesystem_of, import_tensorflow, page_cache, profile_text, usable_cpus
+from common import dist_version, import_tensorflow, machine_header, page_cache, profile_text, usable_cpus, write_report
 
 # --------------------------------------------------------------------------- workload
 
@@ -236,25 +234,14 @@ def markdown_table(results: list[Result]) -> str:
 def machine_info() -> dict[str, Any]:
     import sqlalchemy
 
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = (0.0, 0.0, 0.0)
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": usable_cpus(),
-        "cpu": cpu_model(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "tensorflow": dist_version("tensorflow-cpu", "tensorflow"),
-        "numpy": np.__version__,
-        "sqlalchemy": sqlalchemy.__version__,
-        "sqlite": sqlite3.sqlite_version,
-        "typer": dist_version("typer"),
-        "crc32c": dist_version("crc32c"),
-        "tmp_fs": filesystem_of("/tmp"),
-        "loadavg_at_start": [round(x, 2) for x in load],
-    }
+    return machine_header(
+        tensorflow=dist_version("tensorflow-cpu", "tensorflow"),
+        numpy=np.__version__,
+        sqlalchemy=sqlalchemy.__version__,
+        sqlite=sqlite3.sqlite_version,
+        typer=dist_version("typer"),
+        crc32c=dist_version("crc32c"),
+    )
 
 
 # --------------------------------------------------------------------------- 1. durable appends
@@ -1024,8 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": [asdict(r) for r in report.results],
             "profiles": profiles,
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+        write_report(args.json, doc)
         log(f"results written to {args.json}")
     return 0
 

@@ -26,12 +26,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import hashlib
-import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -44,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_migrate import NAME, SCHEMA_JSON, SCRIPTS, make_rows
-from common import cpu_model, dist_version, filesystem_of, page_cache, usable_cpus
+from common import dist_version, machine_header, page_cache, write_report
 
 KINDS = ("add", "transform")  # a byte-level migration (I/O and framing) and a row-level one (CPU)
 WORKERS = 2
@@ -188,21 +185,7 @@ def race(kind: str, cfg: Config, pristine: Path, work: Path, migrations: Path, d
 
 
 def machine() -> dict[str, Any]:
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = (0.0, 0.0, 0.0)
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": usable_cpus(),
-        "cpu": cpu_model(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "dask": dist_version("dask"),
-        "distributed": dist_version("distributed"),
-        "tmp_fs": filesystem_of("/tmp"),
-        "loadavg_at_start": [round(x, 2) for x in load],
-    }
+    return machine_header(dask=dist_version("dask"), distributed=dist_version("distributed"))
 
 
 def table(results: list[Result]) -> str:
@@ -272,9 +255,7 @@ def main() -> int:
             "elapsed_seconds": elapsed,
             "results": [r.to_json() for r in results],
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_report(args.json, doc)
         log(f"results written to {args.json}")
     return 0
 

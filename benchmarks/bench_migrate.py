@@ -26,11 +26,8 @@ import os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 import argparse
-import datetime
 import gc
-import json
 import math
-import platform
 import shutil
 import sqlite3
 import statistics
@@ -45,13 +42,13 @@ from typing import Any
 import numpy as np
 from common import (
     Timing,
-    cpu_model,
     dist_version,
-    filesystem_of,
     import_tensorflow,
+    machine_header,
     page_cache,
     profile_text,
     usable_cpus,
+    write_report,
 )
 
 # --------------------------------------------------------------------------- workload
@@ -351,25 +348,14 @@ def machine_info(tf: Any) -> dict[str, Any]:
     import sqlalchemy
     from google.protobuf.internal import api_implementation
 
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = (0.0, 0.0, 0.0)
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": usable_cpus(),
-        "cpu": cpu_model(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "numpy": np.__version__,
-        "protobuf": f"{google.protobuf.__version__} ({api_implementation.Type()})",
-        "sqlalchemy": sqlalchemy.__version__,
-        "sqlite": sqlite3.sqlite_version,
-        "crc32c": dist_version("crc32c"),
-        "tmp_fs": filesystem_of("/tmp"),
-        "loadavg_at_start": [round(x, 2) for x in load],
-    }
+    return machine_header(
+        tensorflow=tf.__version__,
+        numpy=np.__version__,
+        protobuf=f"{google.protobuf.__version__} ({api_implementation.Type()})",
+        sqlalchemy=sqlalchemy.__version__,
+        sqlite=sqlite3.sqlite_version,
+        crc32c=dist_version("crc32c"),
+    )
 
 
 # --------------------------------------------------------------------------- catalog side
@@ -1087,9 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": [r.to_json() for r in results],
             "profiles": profile_out,
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_report(args.json, doc)
         log(f"results written to {args.json}")
     return 0
 

@@ -52,7 +52,7 @@ from bench_catalog import (
     ms,
     timed,
 )
-from common import dist_version, filesystem_of, profile_text, usable_cpus
+from common import dist_version, filesystem_of, profile_text, usable_cpus, write_report
 
 TESTS_DIR = Path(__file__).resolve().parent.parent / "tests"
 MIB = 1 << 20
@@ -776,8 +776,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": [asdict(r) for r in report.results],
             "profiles": profiles,
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+        write_report(args.json, doc)
         log(f"results written to {args.json}")
     return 0
 

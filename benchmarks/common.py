@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import cProfile
+import datetime
 import gc
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import pstats
@@ -126,3 +128,29 @@ def profile_text(fn: Callable[[], object], top: int = 25) -> str:
         if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
     ]
     return "\n".join(lines)
+
+
+def machine_header(**versions: Any) -> dict[str, Any]:
+    """What every report starts with: date, CPUs, platform, Python, then ``versions`` (the
+    packages that benchmark depends on), /tmp's filesystem and the load at the start."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "nproc": usable_cpus(),
+        "cpu": cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        **versions,
+        "tmp_fs": filesystem_of("/tmp"),
+        "loadavg_at_start": [round(x, 2) for x in load],
+    }
+
+
+def write_report(path: str, doc: dict[str, Any]) -> None:
+    """The run's JSON report (``--json PATH``)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")

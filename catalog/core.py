@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
@@ -508,6 +508,13 @@ class Catalog:
         """Where a shard is: a local path, or a URL in an object store."""
         return self.store.url(relpath)
 
+    def require_shards(self, relpaths: Iterable[str]) -> None:
+        """Inside a commit's transaction: every new shard is still there. A gc that wrongly
+        took a writer's files must not leave the manifest pointing at nothing."""
+        for rel in relpaths:
+            if not self.store.exists(rel):
+                raise CatalogError(f"{self.shard_url(rel)}: shard vanished before commit; nothing registered")
+
 
 def explain_with(
     name: str,
@@ -527,6 +534,17 @@ def explain_with(
             f"{schema_version} now (migrated): migrate the data, or write it in the new schema"
         )
     return error
+
+
+def raise_explained(
+    ds: Any, error: CatalogError, fits: Callable[[Schema], object]
+) -> NoReturn:
+    """Raise ``ds.explain(error, fits)``, or ``error`` itself, never chained to itself: Dask
+    follows ``__cause__`` to send a job's error back, forever on such a loop."""
+    better = ds.explain(error, fits)
+    if better is error:
+        raise error
+    raise better from error
 
 
 def _default_url(root: Path) -> str:
@@ -1068,7 +1086,7 @@ class Writer:
         try:
             record = self.ds.schema.encode(row)
         except ValidationError as e:
-            raise self.ds.explain(e, lambda schema: schema.encode(row)) from e
+            raise_explained(self.ds, e, lambda schema: schema.encode(row))
         self.write_record(record)
 
     def write_record(self, record: bytes) -> None:
@@ -1117,7 +1135,7 @@ class Writer:
                 return prior, True
             self._check_schema(row)
             self._check_intent(conn)
-            self._check_files(shards)
+            self.catalog.require_shards(s.path for s in shards)
             new = row.version + 1
             added_records = sum(s.records for s in shards)
             added_bytes = sum(s.bytes for s in shards)
@@ -1197,21 +1215,13 @@ class Writer:
     def _check_intent(self, conn: Connection) -> None:
         # gc deletes a dead intent's row before it removes that intent's files, in a
         # transaction of its own: a writer whose intent is gone may have lost files (maybe
-        # after _check_files looked), so it must not commit. Deleting our own intent here
+        # after require_shards looked), so it must not commit. Deleting our own intent here
         # is both that check and the commit's cleanup (undone if the transaction is).
         if conn.execute(_DELETE_INTENT, {"iid": self.intent_id}).rowcount != 1:
             raise CommitConflictError(
                 f"the write intent of this append to {self.ds.name!r} expired (no heartbeat for {INTENT_STALE}) "
                 "and gc may have collected its files: nothing was registered; run the append again"
             )
-
-    def _check_files(self, shards: list[ShardFile]) -> None:
-        # Re-checked inside the transaction: a gc that wrongly took our files must not
-        # leave the manifest pointing at nothing.
-        for s in shards:
-            if not self.catalog.store.exists(s.path):
-                where = self.catalog.shard_url(s.path)
-                raise CatalogError(f"{where}: shard vanished before commit; nothing registered")
 
     def _abort(self) -> None:
         if self.sink is not None:

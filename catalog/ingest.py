@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from catalog.core import explain_with, raise_explained
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt, run_jobs
@@ -73,17 +74,7 @@ def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> 
     try:
         validate_batch(w.ds.schema, batch, path, first_index)
     except AppendError as e:
-        _raise_explained(w, e, lambda schema: schema.decode_batch(batch))
-
-
-def _raise_explained(w: Target, e: AppendError, fits: Callable[[Schema], object]) -> NoReturn:
-    """Raise what explains ``e`` better (data in an older schema version), else ``e`` itself,
-    never chained to itself: Dask follows ``__cause__`` to send a job's error back, forever
-    on a loop."""
-    better = w.ds.explain(e, fits)
-    if better is e:
-        raise e
-    raise better from e
+        raise_explained(w.ds, e, lambda schema: schema.decode_batch(batch))
 
 
 def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> None:
@@ -141,7 +132,7 @@ def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
                 try:
                     record = _encode_line(schema, line, path, lineno, index)
                 except AppendError as e:
-                    _raise_explained(w, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
+                    raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
                 w.write_record(record)
                 index += 1
                 if progress:
@@ -200,8 +191,6 @@ class _JobSchemas:
         self.schema = Schema.from_json(job.schema)
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
-        from catalog.core import explain_with
-
         return explain_with(self.job.dataset, self.job.schema_version, self.job.older, error, fits)
 
 
@@ -266,10 +255,4 @@ def ingest_files(
             clear_attempt(sink.store, job.dataset, job.prefix)
         raise
     for files in results:
-        # Handed to the writer's sink: its commit registers them after its own (it has none
-        # here), in this order; its abort() removes them.
-        if sink.store.remote:
-            sink.uploaded.extend(f.path for f in files)
-        else:
-            sink.made.extend(Path(sink.store.url(f.path)) for f in files)
-        sink.shards.extend(files)
+        sink.take(files)

@@ -251,7 +251,7 @@ def check_connection(engine: Engine) -> None:
         with engine.connect():
             pass
     except DBAPIError as e:
-        where = engine.url._replace(password=None).render_as_string(hide_password=False)
+        where = safe_url(engine.url.render_as_string(hide_password=False))
         raise ManifestError(f"cannot connect to the manifest database {where}: {_first_line(e)}") from e
 
 
@@ -443,7 +443,8 @@ def copy_manifest(source: Engine, target: Engine, data_root: str | None = None) 
     replaces the recorded data area (a relative one means nothing to another machine).
     Returns the rows copied per table."""
     if has_manifest(target):
-        raise ManifestError(f"{safe_url(str(target.url))} already holds a manifest; copy into an empty database")
+        where = safe_url(target.url.render_as_string(hide_password=False))
+        raise ManifestError(f"{where} already holds a manifest; copy into an empty database")
     counts: dict[str, int] = {}
     with write_txn(source) as src:
         _hold_writers(src)

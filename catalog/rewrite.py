@@ -57,7 +57,7 @@ from catalog.storage import (
     new_intent_id,
     publish,
 )
-from catalog.tfrecord.framing import RecordWriter, is_url, open_url, read_record_batches
+from catalog.tfrecord.framing import RecordWriter, open_location, read_record_batches
 
 if TYPE_CHECKING:
     from catalog.core import Commit, Dataset, Progress
@@ -423,9 +423,7 @@ def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
         raise LiveChanged(set(live) - expected, expected - set(live))
     _claim_intent(conn, ch, ds.name)
-    for s in ch.add:  # re-checked under the lock: a gc that took our files must not leave dangling rows
-        if not ds.catalog.store.exists(s.file.path):
-            raise CatalogError(f"{ds.catalog.shard_url(s.file.path)}: shard vanished before commit; nothing registered")
+    ds.catalog.require_shards(s.file.path for s in ch.add)
     return live
 
 
@@ -533,7 +531,7 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     size = 0
     f: Any  # a FileIO, or an fsspec file: both have readinto
     try:
-        f = open_url(src.path) if is_url(src.path) else open(src.path, "rb", buffering=0)  # noqa: SIM115
+        f = open_location(src.path)
     except (FileNotFoundError, CatalogError) as e:
         raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
     with f:
@@ -562,9 +560,7 @@ def clear_attempt(store: Store, dataset: str, prefix: str) -> None:
     for index in itertools.count():
         rel = f"{dataset}/{prefix}-{index:05d}{SHARD_SUFFIX}"
         temp = None if store.remote else store.temp_for(rel)  # a remote store's spool is elsewhere
-        found = store.exists(rel)
-        if found:
-            store.remove(rel)
+        found = store.remove(rel)
         if temp is not None and temp.exists():
             temp.unlink(missing_ok=True)
             found = True

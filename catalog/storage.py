@@ -22,7 +22,7 @@ from typing import IO, Any
 from crc32c import crc32c
 
 from catalog.errors import CatalogError
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, is_url, open_url
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, is_url, open_location
 
 CHECKSUM_ALGO = "crc32c"
 SHARD_SUFFIX = ".tfrecord"
@@ -60,8 +60,7 @@ def intent_of(filename: str) -> str | None:
 
 def file_checksum(path: str | os.PathLike[str]) -> tuple[int, str]:
     """(size, "crc32c:xxxxxxxx") of a whole file (or URL), read in large chunks."""
-    text = os.fspath(path)
-    with open_url(text) if is_url(text) else open(text, "rb", buffering=0) as f:
+    with open_location(os.fspath(path)) as f:
         return stream_checksum(f)
 
 
@@ -177,6 +176,16 @@ class ShardSink:
         self.shards.append(shard)
         return shard
 
+    def take(self, files: Iterable[ShardFile]) -> None:
+        """Shards published by jobs under this sink's intent: registered with its own at
+        commit, in this order, and removed by abort() like its own."""
+        for f in files:
+            if self.store.remote:
+                self.uploaded.append(f.path)
+            else:
+                self.made.append(Path(self.store.url(f.path)))
+            self.shards.append(f)
+
     def _relative(self, name: str) -> str:
         return f"{self.dataset}/{name}"
 
@@ -285,7 +294,7 @@ class Store:
         return int(self.fs.size(self.url(rel))) if self.remote else os.stat(self.url(rel)).st_size
 
     def open(self, rel: str) -> IO[bytes]:
-        return open_url(self.url(rel)) if self.remote else open(self.url(rel), "rb", buffering=0)
+        return open_location(self.url(rel))
 
     def checksum(self, rel: str) -> tuple[int, str]:
         """(size, "crc32c:xxxxxxxx") of a stored shard, streamed."""

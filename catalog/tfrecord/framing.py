@@ -329,6 +329,11 @@ def open_url(url: str) -> IO[bytes]:
         raise CatalogError(f"{url}: cannot open: {e}") from e
 
 
+def open_location(path: str) -> IO[bytes]:
+    """A binary read of a local path (unbuffered) or of an fsspec URL (streamed)."""
+    return open_url(path) if is_url(path) else open(path, "rb", buffering=0)
+
+
 def _open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     """Return (stream, path for messages, whether we own the stream)."""
     if isinstance(source, str) and is_url(source):
