@@ -281,7 +281,12 @@ def init(
         ),
     ] = None,
     storage: Annotated[
-        str | None, typer.Option("--storage", help="Where shards live (default: DIR/data).", metavar="PATH")
+        str | None,
+        typer.Option(
+            "--storage",
+            metavar="PATH|URL",
+            help="Where shards live: a directory, or e.g. s3://bucket/prefix (default: DIR/data).",
+        ),
     ] = None,
 ) -> None:
     """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
