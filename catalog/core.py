@@ -23,7 +23,6 @@ import numpy as np
 from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.sql.elements import ColumnElement
 
 from catalog import manifest as mf
 from catalog.errors import (
@@ -780,9 +779,9 @@ class Dataset:
             v, _sv = self._resolve_version(conn, version)
             query = _live_at(conn, self.id, v)
             _check_readable(conn, self.name, v, query)
-            paths = conn.execute(query.with_only_columns(ShardRow.path)).scalars().all()
-        url = self.catalog.store.url
-        return [url(p) for p in paths]
+            paths = mf.fetch_column(conn, query.with_only_columns(ShardRow.path))
+        prefix = self.catalog.store.url("")
+        return [prefix + p for p in paths]
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
@@ -933,18 +932,19 @@ class Dataset:
 
 def _live_at(conn: Connection, dataset_id: int, version: int) -> Any:
     """The shards live at ``version``, in read order. At the current version that is
-    "not retired": the index (dataset, removed_version, seq) then yields them in order,
-    with no sort (100k shards: a third of the time)."""
+    "not retired", ordered by (removed_version, seq): all NULL, so simply seq order, but
+    spelt so PostgreSQL's planner sees the index (dataset, removed_version, seq) already
+    gives it (IS NULL is no equality to that planner) and does not sort the whole list.
+    1M shards: the first row in 0.1 ms, not 0.5 s."""
     current = conn.execute(select(DatasetRow.version).where(DatasetRow.id == dataset_id)).scalar_one_or_none()
-    live: ColumnElement[bool]
-    if version == current:  # gc collects only retired shards: nothing to check here
-        live = ShardRow.removed_version.is_(None)
-    else:
-        live = and_(
-            ShardRow.added_version <= version,
-            or_(ShardRow.removed_version.is_(None), ShardRow.removed_version > version),
-        )
-    return select(ShardRow).where(ShardRow.dataset_id == dataset_id, live).order_by(ShardRow.seq)
+    query = select(ShardRow).where(ShardRow.dataset_id == dataset_id)
+    if version == current:
+        return query.where(ShardRow.removed_version.is_(None)).order_by(ShardRow.removed_version, ShardRow.seq)
+    live = and_(
+        ShardRow.added_version <= version,
+        or_(ShardRow.removed_version.is_(None), ShardRow.removed_version > version),
+    )
+    return query.where(live).order_by(ShardRow.seq)
 
 
 def _check_readable(conn: Connection, name: str, version: int, live: Any) -> None:

@@ -425,6 +425,16 @@ def drop_intent(engine: Engine, intent_id: str) -> None:
         with_lock_retry(txn)
 
 
+def fetch_column(conn: Connection, query: Any) -> list[Any]:
+    """The first column of every row, straight from the driver's cursor. SQLAlchemy builds a
+    Row object per row: for a million shard paths that was 1 s of a 1.5 s ``files()``."""
+    result = conn.execute(query)
+    try:
+        return [row[0] for row in result.cursor.fetchall()]
+    finally:
+        result.close()
+
+
 def update_shards(conn: Connection, ids: list[int], **values: Any) -> None:
     """``UPDATE shards SET values WHERE id IN ids``, in chunks of ID_CHUNK ids."""
     for i in range(0, len(ids), ID_CHUNK):

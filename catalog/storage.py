@@ -244,6 +244,8 @@ class Store:
         text = os.fspath(root)
         self.remote = is_url(text)
         self.root = text.rstrip("/") if self.remote else text
+        # url() is called once per shard (a million in `show --json`): a prefix beats os.path.join.
+        self._prefix = self.root + "/" if self.remote else os.path.join(self.root, "")
         self._fs: Any = None
 
     def __repr__(self) -> str:
@@ -284,7 +286,7 @@ class Store:
 
     def url(self, rel: str) -> str:
         """Where the shard ``rel`` (``<dataset>/<file>``) is: a local path or a URL."""
-        return f"{self.root}/{rel}" if self.remote else os.path.join(self.root, rel)
+        return self._prefix + rel
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.url(rel))) if self.remote else os.path.exists(self.url(rel))

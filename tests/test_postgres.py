@@ -257,3 +257,28 @@ def test_copy_manifest_refuses_a_target_that_holds_one(pg_url: str, tmp_path: Pa
     assert result.exit_code == 1
     assert result.stderr.startswith("error: postgresql+psycopg://") and "already holds a manifest" in result.stderr
     assert json.loads((tmp_path / "lite" / "catalog.json").read_text())["db_url"] is None
+
+
+def test_the_current_shard_list_comes_in_index_order_without_a_sort(pg_url: str, tmp_path: Path) -> None:
+    """A million-shard `files()` or `show --json` must not wait for PostgreSQL to sort the whole
+    list: the live shards' query has to be one the index (dataset, removed_version, seq) answers
+    in order. The planner is told to avoid sequential scans, as it would at a million rows."""
+    from catalog.core import _live_at
+
+    with Catalog.init(tmp_path / "c", pg_url) as cat:
+        ds = cat.register("events", SCHEMA)
+        for start in (0, 10, 20):
+            with ds.writer(shard_records=2) as w:
+                for i in range(start, start + 10):
+                    w.write({"id": i, "who": "x"})
+        ds.compact(target_size=1 << 20)  # retired shards in the table too
+        ds.append_rows([{"id": 30, "who": "y"}])
+        with cat.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE shards")
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            query = _live_at(conn, ds.id, ds.info().version)
+            sql = str(query.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + sql))
+        assert "ix_shards_live_seq" in plan and "Sort" not in plan, plan
+        assert ids_of(ds) == list(range(31))
+        assert ds.files() == [s.path for s in ds.shards()] and len(ds.files()) == 2
