@@ -1128,14 +1128,18 @@ class Writer:
 
     def _commit_txn(self, shards: list[ShardFile]) -> tuple[Commit, bool]:
         now = utcnow()
+        # Other writers queue on the dataset row's lock, so what needs no lock comes first:
+        # the files (a HEAD each on S3), the token (the unique (dataset, token) constraint
+        # still catches a twin committed meanwhile) and our intent (gc revokes it before it
+        # removes any file, so deleting it here proves the files checked are still ours).
+        self.catalog.require_shards(s.path for s in shards)
         with mf.write_txn(self.catalog.engine) as conn:
-            row = self._dataset_row(conn, lock=True)
             prior = self._prior(conn)
             if prior is not None:
                 return prior, True
-            self._check_schema(row)
             self._check_intent(conn)
-            self.catalog.require_shards(s.path for s in shards)
+            row = self._dataset_row(conn, lock=True)
+            self._check_schema(row)
             new = row.version + 1
             added_records = sum(s.records for s in shards)
             added_bytes = sum(s.bytes for s in shards)
