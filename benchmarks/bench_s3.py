@@ -1,0 +1,584 @@
+#!/usr/bin/env python
+"""Append and read throughput: shards on a loopback S3 server (moto) against a local data area.
+
+Run from the repository root:
+
+    .venv/bin/python benchmarks/bench_s3.py                 # ~256 MiB in 8 shards per append (about 3-5 minutes)
+    .venv/bin/python benchmarks/bench_s3.py --quick         # ~32 MiB in 4 shards (under a minute)
+    .venv/bin/python benchmarks/bench_s3.py --json out.json # also save every timing (and profiles) as JSON
+    .venv/bin/python benchmarks/bench_s3.py --profile all   # cProfile the S3 side of every row
+
+The script starts moto's S3 server itself (``start_s3()`` from tests/servers.py: a thread of
+this process, on loopback), creates a bucket, and makes two catalogs side by side, both with
+the SQLite manifest: one with the local data area, one with ``storage="s3://<bucket>/data"``.
+The same pre-encoded Examples (bench_catalog.py's rows: id int64, text string, score float32,
+vec float32[8]) go to both. Rows measured, each side once per round in a rotating order:
+
+* append: ``Dataset.writer()`` + ``write_record`` of every record, commit included, into a new
+  dataset (removed with ``drop`` + ``gc`` after each run, outside the timer);
+* read: ``Dataset.records()`` over the whole dataset (the raw records, CRC-checked);
+* read + decode: ``Dataset.batches(8192)`` (numpy columns);
+* verify: ``Catalog.verify`` of the dataset (size, then a streamed CRC32C of every shard).
+
+moto runs in this process on the same 2 CPUs and under the same GIL as the client, so the
+S3 figures bound the client's overhead; they are not a real S3's throughput. For each S3 run
+the script splits the process's CPU time into our thread (main), fsspec's I/O loop thread
+(s3fs, aiobotocore, aiohttp) and the rest (moto's server threads), and counts the requests
+moto served. Rows where S3 reaches less than half the local rate are profiled (cProfile of the
+main thread) and printed under the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bench_catalog import MIB, SCHEMA_JSON, check, log, make_rows
+from common import dist_version, machine_header, page_cache, profile_text, write_report
+
+SIDES = ("local", "s3")
+READ_BATCH = 8192  # rows per numpy batch in the decode row
+PROFILE_BELOW = 0.5  # profile a row's S3 side when S3 / local falls below this (--profile auto)
+
+
+@dataclass
+class Config:
+    records: int
+    shards: int
+    repeats: int  # timed rounds per row, each side once per round
+
+
+FULL = Config(records=1_880_000, shards=8, repeats=5)  # ~256 MiB framed, 32 MiB shards
+QUICK = Config(records=235_000, shards=4, repeats=3)  # ~32 MiB framed, 8 MiB shards
+
+
+# --------------------------------------------------------------------------- the server and its meters
+
+
+class RequestCounter:
+    """A WSGI wrapper around moto's app: requests served, by method, and the bytes sent up."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        method = str(environ.get("REQUEST_METHOD", "?"))
+        query = str(environ.get("QUERY_STRING", ""))
+        if "uploadId" in query or "uploads" in query:
+            method += " (multipart)"
+        elif method == "GET" and ("list-type" in query or "prefix" in query):
+            method = "LIST"
+        with self.lock:
+            self.counts[method] += 1
+            self.counts["bytes up"] += int(environ.get("CONTENT_LENGTH") or 0)
+        return self.app(environ, start_response)
+
+    def snapshot(self) -> Counter[str]:
+        with self.lock:
+            return Counter(self.counts)
+
+
+def start_server() -> tuple[Any, RequestCounter | None]:
+    """moto's server via tests/servers.py, the AWS environment a user would have, and a counter
+    wrapped around the server's app (None if moto's internals moved)."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from servers import S3_ENV, Unavailable, start_s3
+
+    try:
+        server = start_s3()
+    except Unavailable as e:
+        raise SystemExit(f"no S3 server: {e}") from e
+    os.environ.update(S3_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = server.endpoint
+    wsgi = getattr(server.server, "_server", None)  # ThreadedMotoServer's werkzeug server
+    counter = None
+    if wsgi is not None and hasattr(wsgi, "app"):
+        counter = RequestCounter(wsgi.app)
+        wsgi.app = counter
+    return server, counter
+
+
+def thread_cpu(thread: threading.Thread | None) -> float:
+    """CPU seconds of a running thread (0 when it is not there)."""
+    if thread is None or thread.ident is None or not thread.is_alive():
+        return 0.0
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (AttributeError, OSError):  # not Linux, or the thread just ended
+        return 0.0
+
+
+def io_thread() -> threading.Thread | None:
+    """fsspec's event-loop thread, where s3fs (aiobotocore, aiohttp) does its work."""
+    return next((t for t in threading.enumerate() if t.name == "fsspecIO"), None)
+
+
+@dataclass
+class Run:
+    """One timed run of one side."""
+
+    seconds: float
+    cpu_main: float  # this thread
+    cpu_io: float  # fsspec's I/O loop thread
+    cpu_process: float  # every thread of the process, moto's included
+    requests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cpu_rest(self) -> float:
+        """moto's threads, mostly (the server thread and one thread per request)."""
+        return max(self.cpu_process - self.cpu_main - self.cpu_io, 0.0)
+
+
+class Meter:
+    """Wall time, the CPU split and the requests of one timed call."""
+
+    def __init__(self, counter: RequestCounter | None) -> None:
+        self.counter = counter
+
+    def __call__(self, fn: Callable[[], object]) -> tuple[Run, object]:
+        gc.collect()
+        io = io_thread()
+        before = self.counter.snapshot() if self.counter else Counter()
+        p0, m0, i0 = time.process_time(), time.thread_time(), thread_cpu(io)
+        t0 = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - t0
+        io = io or io_thread()  # the first S3 call may have started it
+        p1, m1, i1 = time.process_time(), time.thread_time(), thread_cpu(io)
+        after = self.counter.snapshot() if self.counter else Counter()
+        requests = {k: v for k, v in (after - before).items() if v}
+        return Run(seconds, m1 - m0, max(i1 - i0, 0.0), p1 - p0, requests), out
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Row:
+    benchmark: str
+    nbytes: int  # framed shard bytes per run
+    records: int
+    runs: dict[str, list[Run]] = field(default_factory=lambda: {s: [] for s in SIDES})
+    extra: dict[str, list[Run]] = field(default_factory=dict)  # context contenders, e.g. local without fsync
+    notes: list[str] = field(default_factory=list)
+    profile: str = ""
+    baseline: str = "local"  # the local contender that does the S3 side's work minus the transfer
+    bare: str = "bare GET"  # the contender that transfers the same bytes with s3fs alone
+
+    def best(self, side: str) -> Run:
+        return min(self.runs.get(side) or self.extra[side], key=lambda r: r.seconds)
+
+    def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
+        """MB/s (10^6 bytes/s) of the best (or median) run."""
+        return self.nbytes / pick([r.seconds for r in self.runs.get(side) or self.extra[side]]) / 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.rate("s3") / self.rate("local")
+
+    @property
+    def median_ratio(self) -> float:
+        return self.rate("s3", statistics.median) / self.rate("local", statistics.median)
+
+    def cell(self, side: str) -> str:
+        mbs = self.rate(side)
+        return f"{mbs:,.0f} MB/s ({mbs * 1e6 / self.nbytes * self.records / 1e3:,.0f} k rec/s)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "rates_mb_s": {s: self.rate(s) for s in [*self.runs, *self.extra]},
+            "median_rates_mb_s": {s: self.rate(s, statistics.median) for s in [*self.runs, *self.extra]},
+            "ratio": self.ratio,
+            "median_ratio": self.median_ratio,
+        }
+
+
+def requests_text(run: Run) -> str:
+    return ", ".join(f"{k} {v:,}" if k != "bytes up" else f"{v / MIB:,.0f} MiB up" for k, v in run.requests.items())
+
+
+def breakdown(rows: list[Row]) -> str:
+    """Where each row's S3 time goes, from the best runs: the same work locally (the baseline), the
+    bare transfer of the same bytes through s3fs, what is left, and the process's CPU split."""
+    lines = [
+        "| benchmark | S3 run | baseline (local) | bare transfer | S3 - baseline - transfer | CPU of the S3 run: "
+        "main / s3fs loop / moto | CPU of the transfer: s3fs loop / moto | requests per S3 run |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        s3, base, raw = r.best("s3"), r.best(r.baseline), r.best(r.bare)
+        left = s3.seconds - base.seconds - raw.seconds
+        lines.append(
+            f"| {r.benchmark.split(':')[0]} | {s3.seconds:.2f} s | {base.seconds:.2f} s ({r.baseline}) | "
+            f"{raw.seconds:.2f} s ({r.bare}) | {left:+.2f} s | {s3.cpu_main:.2f} / {s3.cpu_io:.2f} / "
+            f"{s3.cpu_rest:.2f} s | {raw.cpu_io:.2f} / {raw.cpu_rest:.2f} s | {requests_text(s3) or '?'} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(r: Row) -> str:
+    """Which of moto, s3fs and the catalog's own S3 path the S3 side's extra time is mostly in."""
+    s3, base, raw = r.best("s3"), r.best(r.baseline), r.best(r.bare)
+    extra = s3.seconds - base.seconds
+    own = s3.seconds - base.seconds - raw.seconds
+    parts = {"moto (its CPU during the bare transfer)": raw.cpu_rest, "s3fs (its loop's CPU)": raw.cpu_io}
+    parts["the catalog's own S3 path (S3 run - baseline - transfer)"] = own
+    top = max(parts, key=lambda k: parts[k])
+    return (
+        f"- {r.benchmark.split(':')[0]}: S3 takes {extra:+.2f} s over {r.baseline} ({s3.seconds:.2f} vs "
+        f"{base.seconds:.2f} s). The bare transfer of the same bytes takes {raw.seconds:.2f} s, of which moto "
+        f"used {raw.cpu_rest:.2f} s CPU and s3fs {raw.cpu_io:.2f} s; the catalog's S3 path adds {own:+.2f} s "
+        f"beyond it. Largest: {top}."
+    )
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| benchmark | local | S3 (moto, loopback) | S3/local | notes |", "|---|---:|---:|---:|---|"]
+    for r in rows:
+        notes = "; ".join([f"median ratio {r.median_ratio:.2f}x over {len(r.runs['s3'])} rounds", *r.notes])
+        lines.append(f"| {r.benchmark} | {r.cell('local')} | {r.cell('s3')} | {r.ratio:.2f}x | {notes} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- data and sides
+
+
+def make_records(n: int) -> list[bytes]:
+    """bench_catalog's rows, encoded once (in chunks: two million row dicts would take gigabytes)."""
+    from catalog import Schema
+
+    schema = Schema.from_json(SCHEMA_JSON)
+    out: list[bytes] = []
+    for start in range(0, n, 100_000):
+        out += [schema.encode(r) for r in make_rows(min(100_000, n - start), seed=start, start=start)]
+    return out
+
+
+class Bare:
+    """The transfer alone: s3fs put_file / cat_file of the same bytes, no catalog code."""
+
+    def __init__(self, fs: Any, base: str, local_files: list[str], s3_files: list[str], nbytes: int) -> None:
+        self.fs = fs
+        self.base = base
+        self.local_files = local_files
+        self.s3_files = s3_files
+        self.nbytes = nbytes
+        self.runs = 0
+
+    def put(self, keys: list[str]) -> int:
+        for path, key in zip(self.local_files, keys, strict=True):
+            self.fs.put_file(path, key)
+        return len(keys)
+
+    def timed_put(self, meter: Meter) -> Run:
+        self.runs += 1
+        keys = [f"{self.base}/{self.runs}-{i}.tfrecord" for i in range(len(self.local_files))]
+        run, _ = meter(lambda: self.put(keys))
+        check(sum(int(self.fs.size(k)) for k in keys) == self.nbytes, "bare PUT stored every byte")
+        self.fs.rm(keys)
+        return run
+
+    def get(self) -> int:
+        return sum(len(self.fs.cat_file(url)) for url in self.s3_files)
+
+
+class Side:
+    """One catalog (local data area, or S3) and the operations timed on it."""
+
+    def __init__(self, name: str, root: Path, storage: str | None, records: list[bytes], cfg: Config) -> None:
+        from catalog import Catalog
+
+        self.name = name
+        self.cat = Catalog.init(root, storage=storage)
+        self.records = records
+        self.shard_records = math.ceil(len(records) / cfg.shards)
+        self.shards = cfg.shards
+        self.runs = 0
+
+    def append(self, dataset: str, sync: bool = True) -> Any:
+        ds = self.cat.register(dataset, SCHEMA_JSON)
+        with ds.writer(message="bench", shard_size=1 << 40, shard_records=self.shard_records) as w:
+            if not sync:
+                assert w.sink is not None
+                w.sink.sync = False
+            for rec in self.records:
+                w.write_record(rec)
+        commit = w.commit
+        assert commit is not None
+        check(commit.records == len(self.records), f"{self.name}: append committed all")
+        check(commit.shard_count == self.shards, f"{self.name}: {commit.shard_count} shards, not {self.shards}")
+        return commit
+
+    def remove(self, dataset: str) -> None:
+        """Untimed: drop the dataset and delete its shards (gc), so runs do not pile up data."""
+        self.cat.drop(dataset)
+        self.cat.gc(grace=timedelta(0))
+
+    def timed_append(self, meter: Meter, sync: bool = True) -> Run:
+        self.runs += 1
+        name = f"append-{self.runs}"
+        run, _ = meter(lambda: self.append(name, sync))
+        self.remove(name)
+        return run
+
+    def read_records(self) -> tuple[int, int]:
+        n = nbytes = 0
+        for rec in self.cat.dataset("events").records():
+            n += 1
+            nbytes += len(rec)
+        return n, nbytes
+
+    def read_batches(self) -> int:
+        return sum(len(b["id"]) for b in self.cat.dataset("events").batches(READ_BATCH))
+
+    def verify(self) -> int:
+        rep = self.cat.verify(["events"])
+        check(rep.ok and rep.checked == self.shards, f"{self.name}: verify report {rep.to_json()}")
+        return int(rep.bytes)
+
+
+def stream_digest(side: Side) -> tuple[int, str]:
+    """(records, crc32c of every record in order) of the read dataset."""
+    from crc32c import crc32c
+
+    crc, n = 0, 0
+    for rec in side.cat.dataset("events").records():
+        crc = crc32c(len(rec).to_bytes(8, "little") + rec, crc)
+        n += 1
+    return n, f"{crc:08x}"
+
+
+def race(row: Row, contenders: dict[str, Callable[[], Run]], repeats: int) -> Row:
+    """One untimed warm-up per contender, then ``repeats`` rounds in a rotating order."""
+    for fn in contenders.values():
+        fn()
+    names = list(contenders)
+    for rnd in range(repeats):
+        shift = rnd % len(names)
+        for name in names[shift:] + names[:shift]:
+            run = contenders[name]()
+            (row.runs[name] if name in SIDES else row.extra.setdefault(name, [])).append(run)
+    log(f"[done] {row.benchmark}: local {row.cell('local')}, S3 {row.cell('s3')}, S3/local {row.ratio:.2f}x")
+    return row
+
+
+def measured(meter: Meter, fn: Callable[[], object], expect: object) -> Callable[[], Run]:
+    def go() -> Run:
+        run, out = meter(fn)
+        check(out == expect, f"result {out!r}, expected {expect!r}")
+        return run
+
+    return go
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine() -> dict[str, Any]:
+    import sqlite3
+
+    return machine_header(
+        s3fs=dist_version("s3fs"),
+        fsspec=dist_version("fsspec"),
+        aiobotocore=dist_version("aiobotocore"),
+        botocore=dist_version("botocore"),
+        moto=dist_version("moto"),
+        werkzeug=dist_version("werkzeug"),
+        sqlite=sqlite3.sqlite_version,
+        crc32c=dist_version("crc32c"),
+    )
+
+
+def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Row], dict[str, Any]]:
+    import fsspec
+
+    log(f"encoding {cfg.records:,} records ...")
+    records = make_records(cfg.records)
+    bucket = "bench-s3"
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(bucket)
+    local = Side("local", tmp / "local", None, records, cfg)
+    s3 = Side("s3", tmp / "s3", f"s3://{bucket}/data", records, cfg)
+    sides = {"local": local, "s3": s3}
+
+    # The read dataset, once per side (untimed; also warms every connection), checked equal.
+    facts: dict[str, Any] = {}
+    for side in sides.values():
+        t0 = time.perf_counter()
+        commit = side.append("events")
+        facts[f"{side.name}_build_seconds"] = time.perf_counter() - t0
+        facts["bytes"] = commit.total_bytes
+    local_files = local.cat.dataset("events").files()
+    for p in local_files:
+        page_cache(p)
+    digests = {name: stream_digest(side) for name, side in sides.items()}
+    check(digests["local"] == digests["s3"], f"record streams differ: {digests}")
+    check(digests["local"][0] == cfg.records, "records read back")
+    nbytes = int(facts["bytes"])
+    facts["record_digest"] = digests["local"]
+    mib = nbytes / MIB
+    log(f"datasets built: {cfg.records:,} records, {mib:.1f} MiB in {cfg.shards} shards per side")
+
+    bare = Bare(s3.cat.store.fs, f"s3://{bucket}/bare", local_files, s3.cat.dataset("events").files(), nbytes)
+    get = measured(meter, bare.get, nbytes)
+
+    rows: list[Row] = []
+    nosync = "local, no fsync"
+    app = Row(
+        f"append {mib:.0f} MiB, {cfg.shards} shards: writer + write_record, commit included",
+        nbytes,
+        cfg.records,
+        baseline=nosync,
+        bare="bare PUT",
+    )
+    race(
+        app,
+        {
+            "local": lambda: local.timed_append(meter),
+            "s3": lambda: s3.timed_append(meter),
+            nosync: lambda: local.timed_append(meter, sync=False),
+            "bare PUT": lambda: bare.timed_put(meter),
+        },
+        cfg.repeats,
+    )
+    app.notes.append(
+        f"{nosync} {app.rate(nosync):,.0f} MB/s, S3 / that {app.rate('s3') / app.rate(nosync):.2f}x (the S3 path "
+        "fsyncs nothing: it spools each shard to a temp file, PUTs it, HEADs it at commit)"
+    )
+    rows.append(app)
+    expect = (cfg.records, nbytes - 16 * cfg.records)
+    read_rows = [
+        ("read: Dataset.records() (raw records, CRC-checked)", "read_records", expect),
+        (f"read + decode: Dataset.batches({READ_BATCH}) to numpy", "read_batches", cfg.records),
+        ("verify: Catalog.verify (size + streamed CRC32C per shard)", "verify", nbytes),
+    ]
+    for title, method, want in read_rows:
+        row = Row(title, nbytes, cfg.records)
+        contenders = {n: measured(meter, getattr(s, method), want) for n, s in sides.items()}
+        race(row, {**contenders, "bare GET": get}, cfg.repeats)
+        rows.append(row)
+    for r in rows:
+        r.notes.append(f"{r.bare} (s3fs alone, same bytes) {r.rate(r.bare):,.0f} MB/s")
+
+    profiled: dict[str, Callable[[], object]] = {
+        rows[0].benchmark: lambda: s3.timed_append(meter),
+        rows[1].benchmark: s3.read_records,
+        rows[2].benchmark: s3.read_batches,
+        rows[3].benchmark: s3.verify,
+    }
+    for r in rows:
+        if profile == "all" or (profile == "auto" and r.ratio < PROFILE_BELOW):
+            log(f"[profile] S3 side of {r.benchmark} ...")
+            r.profile = profile_text(profiled[r.benchmark])
+    local.cat.close()
+    s3.cat.close()
+    return rows, facts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="~32 MiB instead of ~256 MiB, 3 rounds")
+    parser.add_argument("--json", metavar="PATH", help="also write every timing (and profiles) as JSON to PATH")
+    parser.add_argument("--repeats", type=int, help="timed rounds per row (default 5, quick 3)")
+    parser.add_argument(
+        "--profile",
+        choices=("auto", "all", "none"),
+        default="auto",
+        help=f"cProfile the S3 side of rows below {PROFILE_BELOW}x of local (default), of every row, or none",
+    )
+    args = parser.parse_args()
+    cfg = QUICK if args.quick else FULL
+    if args.repeats:
+        cfg = Config(cfg.records, cfg.shards, args.repeats)
+    info = machine()
+    started = time.perf_counter()
+    server, counter = start_server()
+    try:
+        print("# TFRecord Catalog: append and read throughput, S3 (moto on loopback) vs local data area\n")
+        print(f"- date: {info['date']}; machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']})")
+        print(
+            f"- load average at start {' '.join(map(str, info['loadavg_at_start']))}; "
+            f"local catalogs and the S3 spool on {info['tmp_fs']}"
+        )
+        print(
+            f"- Python {info['python']}, s3fs {info['s3fs']}, fsspec {info['fsspec']}, aiobotocore "
+            f"{info['aiobotocore']}, botocore {info['botocore']}, moto {info['moto']}, werkzeug {info['werkzeug']}, "
+            f"SQLite {info['sqlite']}"
+        )
+        print(
+            f"- mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards per dataset; "
+            f"{cfg.repeats} interleaved timed rounds after an untimed warm-up; best round shown"
+        )
+        print(
+            "- the S3 server is moto's ThreadedMotoServer in this very process: it shares the 2 CPUs and the GIL "
+            "with the client, so the S3 column bounds our client's overhead; it is not a real S3's throughput"
+        )
+        sys.stdout.flush()
+        with tempfile.TemporaryDirectory(prefix="bench_s3_", dir="/tmp") as d:
+            rows, facts = run_all(cfg, Path(d), Meter(counter), args.profile)
+    finally:
+        server.stop()
+    elapsed = time.perf_counter() - started
+    try:
+        import os
+
+        load_end = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load_end = []
+    print(
+        f"- building the read dataset (untimed): local {facts['local_build_seconds']:.2f} s, "
+        f"S3 {facts['s3_build_seconds']:.2f} s; load average at the end {' '.join(map(str, load_end))}\n"
+    )
+    print(table(rows))
+    print("\nWhere the S3 time goes (best runs; CPU seconds by thread; moto = the process's other threads):\n")
+    print(breakdown(rows))
+    print("\nVerdict, computed from the best runs:\n")
+    print("\n".join(verdict(r) for r in rows))
+    print(
+        "\nMB/s = 10^6 bytes of shard files (framed records) / best round's seconds; S3/local above 1 means S3 "
+        f"is faster. CPU seconds from this thread's, fsspec's I/O thread's and the process's clocks. "
+        f"Total time {elapsed:.0f} s."
+    )
+    profiled = [r for r in rows if r.profile]
+    if profiled:
+        print("\n## Profiles (S3 side, main thread, cProfile)\n")
+        print(
+            "cProfile sees only the thread it runs in: time in s3fs (its event loop thread) and in moto (its "
+            "server threads) shows up here as waiting, in fsspec.asyn.sync and threading waits.\n"
+        )
+        for r in profiled:
+            print(f"### {r.benchmark}\n\n```\n{r.profile}\n```\n")
+    sys.stdout.flush()
+    if args.json:
+        doc = {
+            "machine": info,
+            "mode": "quick" if args.quick else "full",
+            "config": asdict(cfg),
+            "facts": facts,
+            "loadavg_at_end": load_end,
+            "elapsed_seconds": elapsed,
+            "results": [r.to_json() for r in rows],
+        }
+        write_report(args.json, doc)
+        log(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
