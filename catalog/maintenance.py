@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -156,6 +157,7 @@ def collect_garbage(
     # it creates a file, so any file listed here is either under an intent this snapshot
     # sees or already registered in it. Never the other way round.
     files = _data_files(cat.store, None)
+    spools = cat.store.spool_files()
     with mf.read_txn(cat.engine) as conn:
         registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
@@ -168,22 +170,40 @@ def collect_garbage(
         live |= set(dead) - _revoke(cat, dead)
     now = time.time()
     for f in files:
-        if f.rel in registered or cat.shard_url(f.rel) in report.retired:
-            continue
-        if intent_of(f.name) in live:
-            report.kept_live += 1
-            continue
-        if now - f.mtime < grace.total_seconds():  # uploaded or written lately: maybe a commit to come
-            report.kept_young += 1
+        if f.rel in registered or cat.shard_url(f.rel) in report.retired or _kept(f, live, now, grace, report):
             continue
         # Gone since the listing (a temporary file renamed by its commit): not ours to count.
         if not (cat.store.exists(f.rel) if dry_run else cat.store.remove(f.rel)):
             continue
         report.removed.append(cat.shard_url(f.rel))
         report.bytes += f.size
+    for f in spools:  # never registered: a spool file becomes an upload, under another name
+        if _kept(f, live, now, grace, report) or not (dry_run or _unlink(f.rel)):
+            continue
+        report.removed.append(f.rel)
+        report.bytes += f.size
     if not dry_run:
         cat.store.tidy(datasets)
     return report
+
+
+def _kept(f: StoredFile, live: set[str], now: float, grace: timedelta, report: GcReport) -> bool:
+    """An unregistered file gc leaves alone: its writer's intent is alive, or it is young."""
+    if intent_of(f.name) in live:
+        report.kept_live += 1
+        return True
+    if now - f.mtime < grace.total_seconds():  # uploaded or written lately: maybe a commit to come
+        report.kept_young += 1
+        return True
+    return False
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:  # uploaded and removed by its writer since the listing
+        return False
+    return True
 
 
 def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timedelta | None, report: GcReport) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import secrets
 import tempfile
@@ -28,6 +29,7 @@ CHECKSUM_ALGO = "crc32c"
 SHARD_SUFFIX = ".tfrecord"
 TEMP_PREFIX = "."
 TEMP_SUFFIX = ".tmp"
+SPOOL_PREFIX = "catalog-spool-"  # then the data area's tag, the shard's name, mkstemp's letters
 CHECKSUM_CHUNK = 4 << 20
 
 
@@ -314,6 +316,26 @@ class Store:
             return False
         return True
 
+    @property
+    def _spool_prefix(self) -> str:
+        # Tagged by data area: gc of one catalog never takes another catalog's spool files.
+        return f"{SPOOL_PREFIX}{hashlib.sha256(self.root.encode()).hexdigest()[:12]}-"
+
+    def spool_files(self) -> list[StoredFile]:
+        """This machine's spool files for this (remote) data area, ``rel`` being their local
+        path and ``name`` starting with the writer's intent id. A writer that crashed before
+        uploading leaves its spool file behind; gc takes it like an unregistered upload."""
+        if not self.remote:
+            return []
+        out = []
+        prefix = self._spool_prefix
+        for entry in os.scandir(tempfile.gettempdir()):
+            if entry.name.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat()
+                    out.append(StoredFile(entry.path, st.st_size, st.st_mtime, entry.name[len(prefix) :]))
+        return out
+
     def listing(self, datasets: set[str] | None = None) -> list[StoredFile]:
         """Every file in the dataset folders (all datasets, or those named), sorted."""
         if self.remote:
@@ -357,7 +379,8 @@ class Store:
     def temp_for(self, rel: str) -> Path:
         """Where to write ``rel`` before publishing it: beside it, or in a local spool."""
         if self.remote:
-            fd, name = tempfile.mkstemp(prefix="catalog-spool-", suffix=TEMP_SUFFIX)
+            shard = rel.rsplit("/", 1)[-1]  # starts with the intent id, for gc
+            fd, name = tempfile.mkstemp(prefix=f"{self._spool_prefix}{shard}.", suffix=TEMP_SUFFIX)
             os.close(fd)
             return Path(name)
         folder, name = os.path.split(self.url(rel))
@@ -408,10 +431,11 @@ class Store:
 
 @dataclass(frozen=True)
 class StoredFile:
-    rel: str  # "<dataset>/<file>"
+    rel: str  # "<dataset>/<file>" (a spool file: its local path)
     size: int
     mtime: float  # seconds since the epoch
+    shard: str = ""  # a spool file: the name of the shard it was to become
 
     @property
     def name(self) -> str:
-        return self.rel.rsplit("/", 1)[-1]
+        return self.shard or self.rel.rsplit("/", 1)[-1]

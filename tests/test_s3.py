@@ -4,6 +4,10 @@ s3fs with the credentials in the standard AWS environment variables."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -104,6 +108,50 @@ def test_a_failed_append_leaves_no_object_and_gc_takes_strays_after_grace(s3_url
         assert old.removed == [stray]
         assert objects(s3_url) == before
         assert [r["id"] for r in cat.dataset("ev").read()] == list(range(10))
+
+
+CRASHING_WRITER = """
+import os, sys
+from catalog import Catalog
+with Catalog.open(sys.argv[1]) as cat:
+    w = cat.dataset("ev").writer().__enter__()
+    for i in range(100):
+        w.write({"id": i, "text": "spooled, never uploaded"})
+    print(w.intent_id, flush=True)
+    os._exit(9)  # killed before the shard is uploaded: its spool file stays behind
+"""
+
+
+def test_gc_takes_the_spool_file_of_a_writer_killed_before_its_upload(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool))  # the child's temp dir, and ours:
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    with Catalog.init(tmp_path / "c", storage=s3_url) as cat:
+        cat.register("ev", SCHEMA).append_rows(rows(range(3)))
+        before = objects(s3_url)
+        child = subprocess.run(
+            [sys.executable, "-c", CRASHING_WRITER, str(tmp_path / "c")], capture_output=True, text=True, timeout=120
+        )
+        assert child.returncode == 9, child.stderr
+        intent = child.stdout.strip()
+        left = [p for p in spool.iterdir() if intent in p.name]
+        assert len(left) == 1
+        other = spool / "catalog-spool-0123456789ab-0123456789abcdef0123456789ab-00000.tfrecord.x.tmp"
+        other.write_bytes(b"another data area's spool file")  # not this catalog's to take
+        os.utime(other, (0, 0))
+
+        assert cat.gc(grace=timedelta(0)).kept_live == 1  # its intent has not gone stale yet
+        assert left[0].exists()
+        with cat.engine.begin() as conn:  # as if INTENT_STALE had passed since its last beat
+            conn.exec_driver_sql("UPDATE write_intents SET heartbeat_at = '2000-01-01 00:00:00'")
+        report = cat.gc(grace=timedelta(0))
+        assert report.removed == [str(left[0])]
+        assert not left[0].exists() and other.exists()
+        assert objects(s3_url) == before and cat.verify().ok
+        assert [r["id"] for r in cat.dataset("ev").read()] == [0, 1, 2]
 
 
 def test_two_machines_share_postgres_and_s3(pg_url: str, s3_url: str, tmp_path: Path) -> None:
