@@ -575,11 +575,11 @@ def concat_job(job: ConcatJob) -> ShardFile:
     if any(s.compression != "none" for s in job.sources):
         return _reframe(job)
     rel = f"{job.dataset}/{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file
-    temp = store.temp_for(rel)
+    temp, f = store.open_temp(rel)
     buf = bytearray(CHECKSUM_CHUNK)
     crc = 0
     try:
-        with open(temp, "wb" if store.remote else "xb") as f:  # a spool file exists already, empty
+        with f:
             for src in job.sources:
                 crc = _copy_verified(src, f, crc, buf)
             size = f.tell()

@@ -135,13 +135,9 @@ class ShardSink:
     def _open(self) -> RecordWriter:
         # one index per file made: names never repeat
         rel = self._relative(self._final_name(len(self.made) + len(self.uploaded)))
-        self._temp = self.store.temp_for(rel)
-        self.made.append(self._temp)
         self.store.prepare(self.dataset)  # gc may have removed an empty folder meanwhile
-        # A spool file exists already, empty: "r+b" writes into it, where "wb" would truncate
-        # it and make ext4 start writing it out at close (auto_da_alloc), 2-180 ms a shard.
-        mode = "r+b" if self.store.remote else "xb"
-        self._file = open(self._temp, mode)  # noqa: SIM115 - closed in _finish
+        self._temp, self._file = self.store.open_temp(rel)  # closed in _finish
+        self.made.append(self._temp)
         self._writer = RecordWriter(self._file)
         return self._writer
 
@@ -385,6 +381,13 @@ class Store:
             return Path(name)
         folder, name = os.path.split(self.url(rel))
         return Path(folder) / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+
+    def open_temp(self, rel: str) -> tuple[Path, IO[bytes]]:
+        """A new file to write ``rel`` into (see temp_for), open for writing."""
+        temp = self.temp_for(rel)
+        # A spool file exists already, empty: "r+b" writes into it, where "wb" would truncate
+        # it and make ext4 start writing it out at close (auto_da_alloc), 2-180 ms a shard.
+        return temp, open(temp, "r+b" if self.remote else "xb")
 
     def publish(self, f: IO[bytes], temp: Path, rel: str, sync: bool = True) -> None:
         """Close ``f`` (written at ``temp``) and make it the shard ``rel``: rename, or upload."""
