@@ -1004,15 +1004,7 @@ def main(argv: list[str] | None = None) -> int:
             c.close()
 
     if args.json:
-        doc = {
-            "machine": info,
-            "mode": "quick" if args.quick else "full",
-            "config": asdict(cfg),
-            "results": [asdict(r) for r in report.results],
-            "profiles": profiles,
-        }
-        write_report(args.json, doc)
-        log(f"results written to {args.json}")
+        write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
     return 0
 
 

@@ -233,6 +233,7 @@ def main() -> int:
         pristine, migrations = build(tmp, cfg)
         t0 = time.perf_counter()
         dask_ex = stack.enter_context(open_executor("dask", workers=WORKERS))
+        assert dask_ex is not None  # "dask" always opens one
         cluster_start = time.perf_counter() - t0
         log(f"LocalCluster of {WORKERS} workers started in {cluster_start:.1f} s")
         for kind in KINDS:
@@ -246,17 +247,8 @@ def main() -> int:
         f"Total time {elapsed:.0f} s."
     )
     if args.json:
-        doc = {
-            "machine": info,
-            "mode": "quick" if args.quick else "full",
-            "config": asdict(cfg),
-            "workers": WORKERS,
-            "cluster_start_seconds": cluster_start,
-            "elapsed_seconds": elapsed,
-            "results": [r.to_json() for r in results],
-        }
-        write_report(args.json, doc)
-        log(f"results written to {args.json}")
+        extra = {"workers": WORKERS, "cluster_start_seconds": cluster_start, "elapsed_seconds": elapsed}
+        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
     return 0
 
 

@@ -1065,16 +1065,8 @@ def main(argv: list[str] | None = None) -> int:
         profiles["_close"]()
 
     if args.json:
-        doc = {
-            "machine": info,
-            "mode": "quick" if args.quick else "full",
-            "config": asdict(cfg),
-            "elapsed_seconds": elapsed,
-            "results": [r.to_json() for r in results],
-            "profiles": profile_out,
-        }
-        write_report(args.json, doc)
-        log(f"results written to {args.json}")
+        results_json = [r.to_json() for r in results]
+        write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=profile_out)
     return 0
 
 

@@ -566,17 +566,8 @@ def main() -> int:
             print(f"### {r.benchmark}\n\n```\n{r.profile}\n```\n")
     sys.stdout.flush()
     if args.json:
-        doc = {
-            "machine": info,
-            "mode": "quick" if args.quick else "full",
-            "config": asdict(cfg),
-            "facts": facts,
-            "loadavg_at_end": load_end,
-            "elapsed_seconds": elapsed,
-            "results": [r.to_json() for r in rows],
-        }
-        write_report(args.json, doc)
-        log(f"results written to {args.json}")
+        extra = {"facts": facts, "loadavg_at_end": load_end, "elapsed_seconds": elapsed}
+        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], **extra)
     return 0
 
 

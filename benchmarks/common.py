@@ -15,7 +15,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +149,13 @@ def machine_header(**versions: Any) -> dict[str, Any]:
     }
 
 
-def write_report(path: str, doc: dict[str, Any]) -> None:
-    """The run's JSON report (``--json PATH``)."""
+def write_report(
+    path: str, machine: dict[str, Any], quick: bool, config: Any, results: list[Any], **extra: Any
+) -> None:
+    """The run's JSON report (``--json PATH``): the machine, the mode, the config (a
+    dataclass), the results (JSON-ready), then what else that benchmark keeps."""
+    doc = {"machine": machine, "mode": "quick" if quick else "full", "config": asdict(config), "results": results}
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
+        json.dump({**doc, **extra}, f, indent=1)
         f.write("\n")
+    print(f"results written to {path}", file=sys.stderr)
