@@ -391,6 +391,9 @@ def append(
     author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Adopt valid uncompressed TFRecord files by hard link.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Inputs validated and written at once (default: 1).")
+    ] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> None:
@@ -399,7 +402,7 @@ def append(
     total = sum(p.stat().st_size for p in inputs if p.is_file())
     # Jobs run one input each: a single input runs here, and needs no cluster.
     with (
-        executor_of(executor, scheduler, needed=len(inputs) > 1) as ex,
+        executor_of(executor, scheduler, workers, needed=len(inputs) > 1, jobs=len(inputs) if workers else None) as ex,
         progress_bar(f"append {name}", total) as progress,
     ):
         commit = ds.append_files(
@@ -496,12 +499,15 @@ def cat(
 def verify(
     names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Shards checked at once (default: 1).")
+    ] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> None:
     """Check every shard against the manifest: presence, size, checksum, records."""
     c = open_catalog()
-    with executor_of(executor, scheduler) as ex, progress_bar("verify", None) as progress:
+    with executor_of(executor, scheduler, workers, jobs=workers) as ex, progress_bar("verify", None) as progress:
         report = c.verify(names or None, progress, executor=ex)
     if as_json:
         echo_json(report.to_json())
@@ -606,13 +612,14 @@ Scheduler = Annotated[
 
 
 def executor_of(
-    kind: str, scheduler: str | None, workers: int | None = None, needed: bool = True
+    kind: str, scheduler: str | None, workers: int | None = None, needed: bool = True, jobs: int | None = None
 ) -> AbstractContextManager[Executor | None]:
-    """open_executor(...); or no executor at all when no job will run (a dry run starts no cluster)."""
+    """open_executor(...); or no executor at all when no job will run (a dry run starts no cluster).
+    ``jobs``: a local pool for that many jobs (None: no local pool; the library decides)."""
     from catalog.executors import check_executor, open_executor
 
     check_executor(kind, scheduler)
-    return open_executor(kind, scheduler, workers) if needed else nullcontext(None)
+    return open_executor(kind, scheduler, workers, jobs) if needed else nullcontext(None)
 
 
 @app.command()

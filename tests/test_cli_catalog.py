@@ -217,6 +217,29 @@ def test_bad_inputs_register_nothing(root: Path, tmp_path: Path) -> None:
     assert list((root / "data").rglob("*.tfrecord*")) == []
 
 
+def test_append_on_a_pool_keeps_input_order_all_or_nothing(root: Path, tmp_path: Path) -> None:
+    inputs = [tmp_path / f"in{k}.tfrecord" for k in range(3)]
+    for k, path in enumerate(inputs):
+        write_tfrecord(path, small_rows(10, start=10 * k))
+    args = ["-C", str(root), "append", "small", *map(str, inputs), "--workers", "2", "--json"]
+    doc = json.loads(run(*args).stdout)
+    assert [s["records"] for s in doc["shards"]] == [10, 10, 10] and doc["version"] == 2
+    with Catalog.open(root) as cat:
+        assert [r["id"] for r in cat.dataset("small").read()] == list(range(30))  # input order
+    bad_rows = small_rows(5)
+    bad_rows[3]["id"] = 1.5
+    bad = tmp_path / "bad.tfrecord"
+    write_tfrecord(bad, bad_rows)
+    result = run("-C", str(root), "append", "small", str(inputs[0]), str(bad), "--workers", "2", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {bad}: record 3: feature 'id': stored as float_list, the schema wants int64_list (int64)\n"
+    )
+    with Catalog.open(root) as cat:
+        assert cat.dataset("small").info().version == 2  # nothing registered
+        assert len(list((root / "data" / "small").iterdir())) == 3  # and no file left behind
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -269,7 +292,8 @@ def test_link_adopts_by_hard_link_and_verify_catches_edits(root: Path, tmp_path:
     assert result.stderr.startswith("FAILED: 1 shards")
 
 
-def test_verify_reports_every_problem(root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in-process", "pool"])
+def test_verify_reports_every_problem(root: Path, tmp_path: Path, workers: list[str]) -> None:
     src = tmp_path / "in.tfrecord"
     write_tfrecord(src, small_rows(40))
     doc = json.loads(run("-C", str(root), "append", "small", str(src), "--shard-records", "10", "--json").stdout)
@@ -282,7 +306,7 @@ def test_verify_reports_every_problem(root: Path, tmp_path: Path) -> None:
     paths[2].write_bytes(bytes(data))
     stray = root / "data" / "small" / "stray.tfrecord"
     stray.write_bytes(b"")
-    result = run("-C", str(root), "verify", "--json", ok=False)
+    result = run("-C", str(root), "verify", "--json", *workers, ok=False)
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     kinds = {(p["problem"], p["path"]) for p in doc["problems"]}
