@@ -435,7 +435,7 @@ def drop(name: Annotated[str, typer.Argument(help="Dataset name.")]) -> None:
 @app.command()
 @handle_errors
 def backup(out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")]) -> None:
-    """Write a consistent copy of the manifest (SQLite online backup)."""
+    """Write a consistent copy of the manifest to a new SQLite file."""
     path = open_catalog().backup(out)
     typer.echo(f"manifest backed up to {path}")
 

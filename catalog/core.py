@@ -458,12 +458,18 @@ class Catalog:
 
     # ---- maintenance
     def backup(self, out: str | os.PathLike[str]) -> Path:
-        """A consistent copy of the manifest through SQLite's online backup API."""
+        """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
+        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile)."""
         target = Path(out)
         if target.exists():
             raise CatalogError(f"{target}: already exists; backup never overwrites")
         if self.engine.dialect.name != "sqlite":
-            raise CatalogError("backup copies SQLite manifests; use your database's own tools for others")
+            copy = mf.make_engine(f"sqlite:///{target.resolve()}")
+            try:
+                mf.copy_manifest(self.engine, copy)
+            finally:
+                copy.dispose()
+            return target
         import sqlite3
 
         raw = self.engine.raw_connection()

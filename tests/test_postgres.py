@@ -282,3 +282,17 @@ def test_the_current_shard_list_comes_in_index_order_without_a_sort(pg_url: str,
         assert "ix_shards_live_seq" in plan and "Sort" not in plan, plan
         assert ids_of(ds) == list(range(31))
         assert ds.files() == [s.path for s in ds.shards()] and len(ds.files()) == 2
+
+
+def test_backup_of_a_postgres_manifest_is_a_sqlite_file_holding_every_row(pg_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    with Catalog.init(root, pg_url) as cat:
+        ds = cat.register("events", SCHEMA)
+        for i in range(3):
+            ds.append_rows([{"id": i, "who": "x"}], token=f"t{i}")
+        ds.migrate(add=["score:float32=0.5"])
+    out = tmp_path / "manifest-backup.db"
+    assert cli("-C", str(root), "backup", str(out)).exit_code == 0
+    assert _rows(f"sqlite:///{out}") == _rows(pg_url)
+    again = cli("-C", str(root), "backup", str(out), ok=False)
+    assert again.exit_code == 1 and again.stderr == f"error: {out}: already exists; backup never overwrites\n"
