@@ -33,6 +33,11 @@ def _corrupt_record_error(reason: str, path: str | None, offset: int, compressed
     return CorruptRecordError(reason, path, offset, compressed=compressed)
 
 
+class ObjectMissingError(CatalogError, FileNotFoundError):
+    """An object store has no object at that URL: a CatalogError for the CLI's one line,
+    and a FileNotFoundError for code that treats a missing URL like a missing path."""
+
+
 class CodecError(CatalogError):
     """A value cannot be encoded to, or decoded from, a tf.train.Example."""
 

@@ -15,7 +15,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -23,7 +23,7 @@ from typing import IO, Any
 from crc32c import crc32c
 
 from catalog.errors import CatalogError
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, is_url, open_location
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, is_url, open_location, remote_error
 
 CHECKSUM_ALGO = "crc32c"
 SHARD_SUFFIX = ".tfrecord"
@@ -230,6 +230,17 @@ class ShardSink:
 # --------------------------------------------------------------------------- the data area
 
 
+@contextlib.contextmanager
+def remote_errors(url: str, what: str) -> Iterator[None]:
+    """An object store's failures, other than a missing object, as one CatalogError line."""
+    try:
+        yield
+    except (CatalogError, FileNotFoundError):
+        raise
+    except Exception as e:  # OSError, and botocore's and aiohttp's own (an endpoint down)
+        raise remote_error(url, what, e) from e
+
+
 class Store:
     """The data area: a local directory, or any fsspec URL such as ``s3://bucket/prefix``.
 
@@ -277,10 +288,8 @@ class Store:
             return
         fs = self.fs
         bucket = fs._strip_protocol(self.root).split("/", 1)[0]
-        try:
+        with remote_errors(self.root, "cannot reach the object store"):
             found = fs.exists(bucket)
-        except Exception as e:  # botocore's and aiohttp's errors have no common base but Exception
-            raise CatalogError(f"{self.root}: cannot reach the object store: {e}") from e
         if not found:
             raise CatalogError(f"{self.root}: no such bucket (create it first)")
 
@@ -289,7 +298,10 @@ class Store:
         return self._prefix + rel
 
     def exists(self, rel: str) -> bool:
-        return bool(self.fs.exists(self.url(rel))) if self.remote else os.path.exists(self.url(rel))
+        if not self.remote:
+            return os.path.exists(self.url(rel))
+        with remote_errors(self.url(rel), "cannot check"):
+            return bool(self.fs.exists(self.url(rel)))
 
     def open(self, rel: str) -> IO[bytes]:
         return open_location(self.url(rel))
@@ -303,9 +315,10 @@ class Store:
         """Delete a shard; one already gone is fine. Whether there was one to delete."""
         try:
             if self.remote:
-                if not self.fs.exists(self.url(rel)):  # S3's DELETE succeeds on a missing key
+                if not self.exists(rel):  # S3's DELETE succeeds on a missing key
                     return False
-                self.fs.rm_file(self.url(rel))
+                with remote_errors(self.url(rel), "cannot delete"):
+                    self.fs.rm_file(self.url(rel))
             else:
                 os.unlink(self.url(rel))
         except FileNotFoundError:
@@ -353,7 +366,8 @@ class Store:
     def _remote_listing(self, datasets: set[str] | None) -> list[StoredFile]:
         base = self.fs._strip_protocol(self.root).rstrip("/")
         try:
-            found = self.fs.find(base, detail=True)
+            with remote_errors(self.root, "cannot list"):
+                found = self.fs.find(base, detail=True)
         except FileNotFoundError:
             return []
         out = []
@@ -396,9 +410,10 @@ class Store:
             return
         f.close()
         try:
-            self.fs.put_file(str(temp), self.url(rel))
-        except OSError as e:
-            raise CatalogError(f"{self.url(rel)}: upload failed: {e}") from e
+            with remote_errors(self.url(rel), "upload failed"):
+                self.fs.put_file(str(temp), self.url(rel))
+        except FileNotFoundError as e:  # no such bucket: not a shard gone missing before its commit
+            raise remote_error(self.url(rel), "upload failed", e) from e
         finally:
             temp.unlink(missing_ok=True)
 
@@ -411,7 +426,8 @@ class Store:
         """Make ``rel`` hold the bytes of the stored shard ``source`` without reading them
         here: a hard link, or a server-side copy. False when the filesystem cannot."""
         if self.remote:
-            self.fs.copy(self.url(source), self.url(rel))
+            with remote_errors(self.url(rel), "server-side copy failed"):
+                self.fs.copy(self.url(source), self.url(rel))
             return True
         try:
             os.link(self.url(source), self.url(rel))

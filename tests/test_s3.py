@@ -154,6 +154,57 @@ def test_gc_takes_the_spool_file_of_a_writer_killed_before_its_upload(
         assert [r["id"] for r in cat.dataset("ev").read()] == [0, 1, 2]
 
 
+def test_verify_on_s3_tells_a_missing_object_from_a_damaged_one(s3_url: str, tmp_path: Path) -> None:
+    import fsspec
+
+    with Catalog.init(tmp_path / "c", storage=s3_url) as cat:
+        ds = cat.register("ev", SCHEMA)
+        ds.append_rows(rows(range(30)), shard_records=10)
+        gone, damaged, fine = ds.files()
+        fsspec.filesystem("s3").rm_file(gone)
+        data = bytearray(fsspec.filesystem("s3").cat_file(damaged))
+        data[-1] ^= 1  # the last data CRC
+        with fsspec.open(damaged, "wb") as f:
+            f.write(bytes(data))
+        problems = {(p.problem, p.path) for p in cat.verify().problems}
+        assert problems == {("missing", gone), ("unreadable", damaged)}
+        assert fine not in {p for _k, p in problems}
+
+
+def test_an_object_store_gone_down_is_one_line_and_registers_nothing(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import s3fs
+    from servers import free_port
+
+    root = tmp_path / "c"
+    with Catalog.init(root, storage=s3_url) as cat:
+        cat.register("ev", SCHEMA).append_rows(rows(range(5)))
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps(r) + "\n" for r in rows(range(5, 10))))
+    with monkeypatch.context() as down:  # the endpoint stops answering: nothing listens there
+        down.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+        down.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own retries, or the test takes a minute
+        s3fs.S3FileSystem.clear_instance_cache()  # fsspec would reuse the client of the live endpoint
+        try:
+            for args, what in [
+                (["append", "ev", str(more)], "upload failed"),
+                (["cat", "ev"], "cannot open"),
+                (["verify"], "cannot list"),
+                (["gc", "--grace", "0s"], "cannot list"),
+            ]:
+                result = cli("-C", str(root), *args, ok=False)
+                lines = result.stderr.splitlines()
+                assert result.exit_code == 1 and result.stdout == "", (args, result.output, result.exception)
+                assert len(lines) == 1 and lines[0].startswith("error: s3://") and f": {what}: " in lines[0], lines
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()
+    s3fs.S3FileSystem.clear_instance_cache()  # and back to the live endpoint
+    with Catalog.open(root) as cat:
+        assert cat.dataset("ev").version == 2 and cat.verify().ok
+        assert [r["id"] for r in cat.dataset("ev").read()] == list(range(5))
+
+
 def test_two_machines_share_postgres_and_s3(pg_url: str, s3_url: str, tmp_path: Path) -> None:
     """Both swaps: the second directory attaches and finds the S3 data area in the manifest."""
     with Catalog.init(tmp_path / "a", pg_url, storage=s3_url) as a:

@@ -18,7 +18,7 @@ from typing import IO, Any, Literal, Union
 import numpy as np
 from crc32c import crc32c
 
-from catalog.errors import CatalogError, CorruptRecordError
+from catalog.errors import CatalogError, CorruptRecordError, ObjectMissingError
 
 MASK_DELTA = 0xA282EAD8
 HEADER_SIZE = 12  # u64 length + u32 masked crc of the length
@@ -315,6 +315,50 @@ def is_url(path: str) -> bool:
     return bool(sep) and scheme.isidentifier() and scheme != "file"
 
 
+def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
+    """An object store's failure as one line. botocore's and aiohttp's errors (an endpoint
+    down, a timeout) share no base class below Exception, and are no OSError."""
+    text = str(e).strip()
+    return CatalogError(f"{url}: {what}: {text.splitlines()[0] if text else type(e).__name__}")
+
+
+class RemoteFile(io.RawIOBase):
+    """An fsspec file whose failures, at whichever read, are one CatalogError line."""
+
+    def __init__(self, f: Any, url: str) -> None:
+        super().__init__()
+        self._f, self._url = f, url
+
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (CatalogError, io.UnsupportedOperation):
+            raise
+        except Exception as e:
+            raise remote_error(self._url, "read failed", e) from e
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        return int(self._guard(self._f.readinto, b))
+
+    def seekable(self) -> bool:
+        return bool(self._f.seekable())
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return int(self._guard(self._f.seek, offset, whence))
+
+    def tell(self) -> int:
+        return int(self._f.tell())
+
+    def close(self) -> None:
+        try:
+            self._guard(self._f.close)
+        finally:
+            super().close()
+
+
 def open_url(url: str) -> IO[bytes]:
     """A streaming read of an fsspec URL (s3fs for S3), errors as one CatalogError line."""
     try:
@@ -322,11 +366,12 @@ def open_url(url: str) -> IO[bytes]:
     except ImportError as e:
         raise CatalogError(f"{url}: reading URLs needs fsspec (pip install 'tfrecord-catalog[s3]')") from e
     try:
-        return fsspec.open(url, "rb").open()
+        f = fsspec.open(url, "rb").open()
     except FileNotFoundError as e:
-        raise CatalogError(f"{url}: no such object") from e
-    except (OSError, ValueError, ImportError) as e:
-        raise CatalogError(f"{url}: cannot open: {e}") from e
+        raise ObjectMissingError(f"{url}: no such object") from e
+    except Exception as e:  # OSError, ValueError, and the object store client's own errors
+        raise remote_error(url, "cannot open", e) from e
+    return RemoteFile(f, url)  # type: ignore[return-value]
 
 
 def open_location(path: str) -> IO[bytes]:
