@@ -299,11 +299,16 @@ def read_txn(engine: Engine) -> Iterator[Connection]:
     """A read transaction on one snapshot, as SQLite's are: on PostgreSQL, REPEATABLE READ
     (its default, READ COMMITTED, would give each statement a newer snapshot, and gc, which
     reads the shards and then the intents, could miss a commit landing in between)."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execution_options(isolation_level="REPEATABLE READ")
-        with conn.begin():
-            yield conn
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+    except OperationalError as e:  # the server went away, or the disk: one line (writes: with_lock_retry)
+        if _is_lock_error(e):
+            raise
+        raise ManifestError(f"manifest database error: {_first_line(e)}") from e
 
 
 # --------------------------------------------------------------------------- format

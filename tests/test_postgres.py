@@ -296,3 +296,30 @@ def test_backup_of_a_postgres_manifest_is_a_sqlite_file_holding_every_row(pg_url
     assert _rows(f"sqlite:///{out}") == _rows(pg_url)
     again = cli("-C", str(root), "backup", str(out), ok=False)
     assert again.exit_code == 1 and again.stderr == f"error: {out}: already exists; backup never overwrites\n"
+
+
+def test_a_server_gone_mid_read_is_one_manifest_error(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed `show --json` whose server connection dies between chunks: the ManifestError
+    line the CLI prints, not a driver traceback."""
+    from catalog import core
+    from catalog.errors import ManifestError
+
+    monkeypatch.setattr(core, "SHARD_CHUNK", 2)  # a round trip to the server every 2 shards
+    with Catalog.init(tmp_path / "c", pg_url) as cat:
+        ds = cat.register("events", SCHEMA)
+        ds.append_rows([{"id": i, "who": "x"} for i in range(10)], shard_records=1)
+        shards = ds.iter_shards()
+        assert next(shards).records == 1
+        killer = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+        with killer.connect() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            )
+        killer.dispose()
+        with pytest.raises(ManifestError, match=r"^manifest database error: ") as caught:
+            list(shards)
+        assert "\n" not in str(caught.value)
+        assert len(ds.shards()) == 10  # the next read reconnects (pool_pre_ping)
