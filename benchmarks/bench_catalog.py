@@ -24,7 +24,6 @@ import os
 # Must be set before TensorFlow is imported, or its C++ logging goes to stderr.
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
-import argparse
 import gc
 import json
 import multiprocessing as mp
@@ -40,7 +39,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import dist_version, import_tensorflow, machine_header, page_cache, profile_text, usable_cpus, write_report
+from common import (
+    arg_parser,
+    dist_version,
+    import_tensorflow,
+    machine_header,
+    page_cache,
+    profile_text,
+    usable_cpus,
+    write_report,
+)
 
 # --------------------------------------------------------------------------- workload
 
@@ -186,6 +194,48 @@ class Report:
         status = {None: "info", True: "met", False: "MISSED"}[result.met]
         log(f"[{status}] {result.benchmark}: {result.measured} (target {result.target})")
         return result
+
+    def run(self, steps: list[tuple[str, str, Callable[[], None]]], sections: set[str]) -> None:
+        """Run the (key, title, step) sections asked for, logging each one's time."""
+        for key, title, step in steps:
+            if key not in sections:
+                continue
+            t0 = time.perf_counter()
+            log(f"[{key}] {title} ...")
+            step()
+            log(f"[{key}] done in {time.perf_counter() - t0:.1f} s")
+
+    def summary(self, started: float, note: str = "") -> list[Result]:
+        """Print the table and the count of targets met; returns the missed rows."""
+        print(markdown_table(self.results))
+        missed = [r for r in self.results if r.met is False]
+        print()
+        print(
+            f"{sum(r.met is True for r in self.results)} targets met, {len(missed)} missed"
+            + (": " + "; ".join(r.benchmark for r in missed) if missed else "")
+            + f". Run time {time.perf_counter() - started:.0f} s{note}."
+        )
+        sys.stdout.flush()
+        return missed
+
+    def print_profiles(self, choice: str, missed: list[Result]) -> dict[str, str]:
+        """cProfile the catalog side of the rows ``choice`` names (all, missed, none); rows
+        sharing one profile function run it once. Returns the texts by benchmark."""
+        chosen = {"all": self.results, "missed": missed, "none": []}[choice]
+        rows = [r for r in chosen if r.benchmark in self.profiles]
+        if rows:
+            print("\n## Profiles (catalog side, cProfile)\n")
+        texts: dict[str, str] = {}
+        done: dict[int, str] = {}
+        for r in rows:
+            p = self.profiles[r.benchmark]
+            if id(p.fn) not in done:
+                log(f"[profile] {r.benchmark} ...")
+                done[id(p.fn)] = profile_text(p.fn)
+            texts[r.benchmark] = done[id(p.fn)]
+            print(f"### {r.benchmark}: {p.what}\n\n```\n{texts[r.benchmark]}\n```\n")
+            sys.stdout.flush()
+        return texts
 
 
 def log(msg: str) -> None:
@@ -919,9 +969,7 @@ def bench_verify(cfg: Config, tmp: Path, report: Report) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workload (about a minute)")
-    parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
+    parser = arg_parser(__doc__, "smaller workload (about a minute)")
     parser.add_argument(
         "--profile",
         choices=("missed", "all", "none"),
@@ -967,39 +1015,9 @@ def main(argv: list[str] | None = None) -> int:
             ("4", "JSON Lines ingest", lambda: bench_ingest(cfg, tmp, report)),
             ("5", "verify", lambda: bench_verify(cfg, tmp, report)),
         ]
-        for key, title, step in steps:
-            if key not in sections:
-                continue
-            t0 = time.perf_counter()
-            log(f"[{key}] {title} ...")
-            step()
-            log(f"[{key}] done in {time.perf_counter() - t0:.1f} s")
-
-        print(markdown_table(report.results))
-        missed = [r for r in report.results if r.met is False]
-        print()
-        print(
-            f"{sum(r.met is True for r in report.results)} targets met, {len(missed)} missed"
-            + (": " + "; ".join(r.benchmark for r in missed) if missed else "")
-            + f". Run time {time.perf_counter() - started:.0f} s."
-        )
-        sys.stdout.flush()
-
-        to_profile = []
-        if args.profile == "all":
-            to_profile = [r for r in report.results if r.benchmark in report.profiles]
-        elif args.profile == "missed":
-            to_profile = [r for r in missed if r.benchmark in report.profiles]
-        profiles: dict[str, str] = {}
-        if to_profile:
-            print("\n## Profiles (catalog side, cProfile)\n")
-            for r in to_profile:
-                p = report.profiles[r.benchmark]
-                log(f"[profile] {r.benchmark} ...")
-                text = profile_text(p.fn)
-                profiles[r.benchmark] = text
-                print(f"### {r.benchmark}: {p.what}\n\n```\n{text}\n```\n")
-            sys.stdout.flush()
+        report.run(steps, sections)
+        missed = report.summary(started)
+        profiles = report.print_profiles(args.profile, missed)
         for c in report.catalogs:
             c.close()
 

@@ -24,7 +24,6 @@ untimed and checked: both must produce the same records, byte for byte.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import math
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_migrate import NAME, SCHEMA_JSON, SCRIPTS, make_rows
-from common import dist_version, machine_header, page_cache, write_report
+from common import arg_parser, dist_version, machine_header, page_cache, write_report
 
 KINDS = ("add", "transform")  # a byte-level migration (I/O and framing) and a row-level one (CPU)
 WORKERS = 2
@@ -202,10 +201,7 @@ def table(results: list[Result]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workload and fewer rounds")
-    parser.add_argument("--json", metavar="PATH", help="also write every timing as JSON to PATH")
-    parser.add_argument("--repeats", type=int, help="timed rounds per migration (default 5, quick 3)")
+    parser = arg_parser(__doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)")
     args = parser.parse_args()
     cfg = QUICK if args.quick else FULL
     if args.repeats:

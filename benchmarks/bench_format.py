@@ -21,7 +21,6 @@ import os
 # Must be set before TensorFlow is imported, or its C++ logging goes to stderr.
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
-import argparse
 import datetime
 import gc
 import json
@@ -34,7 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from common import Timing, cpu_model, import_tensorflow, page_cache, usable_cpus
+from common import Timing, arg_parser, cpu_model, import_tensorflow, page_cache, usable_cpus
 
 # --------------------------------------------------------------------------- workload
 
@@ -265,10 +264,9 @@ def check_crc_is_verified(tf: Any, read_records: Any, path: str, first_len: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workload and fewer rounds (~15 s)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--repeats", type=int, help="minimum timed rounds per comparison (default 5, quick 3)")
+    parser = arg_parser(
+        __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
+    )
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args.repeats:

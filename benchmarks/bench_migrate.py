@@ -25,7 +25,6 @@ import os
 # Must be set before TensorFlow is imported, or its C++ logging goes to stderr.
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
-import argparse
 import gc
 import math
 import shutil
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 from common import (
     Timing,
+    arg_parser,
     dist_version,
     import_tensorflow,
     machine_header,
@@ -970,10 +970,11 @@ def bench_compact_export(cfg: Config, tmp: Path, results: list[Row], profiles: d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workload and fewer rounds (about 40 s)")
-    parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
-    parser.add_argument("--repeats", type=int, help="minimum timed rounds per comparison (default 5, quick 3)")
+    parser = arg_parser(
+        __doc__,
+        "smaller workload and fewer rounds (about 40 s)",
+        "minimum timed rounds per comparison (default 5, quick 3)",
+    )
     parser.add_argument(
         "--profile",
         choices=("missed", "all", "none"),

@@ -30,7 +30,6 @@ main thread) and printed under the table.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import math
 import statistics
@@ -46,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_catalog import MIB, SCHEMA_JSON, check, log, make_rows
-from common import dist_version, machine_header, page_cache, profile_text, write_report
+from common import arg_parser, dist_version, machine_header, page_cache, profile_text, write_report
 
 SIDES = ("local", "s3")
 READ_BATCH = 8192  # rows per numpy batch in the decode row
@@ -492,10 +491,7 @@ def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Ro
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="~32 MiB instead of ~256 MiB, 3 rounds")
-    parser.add_argument("--json", metavar="PATH", help="also write every timing (and profiles) as JSON to PATH")
-    parser.add_argument("--repeats", type=int, help="timed rounds per row (default 5, quick 3)")
+    parser = arg_parser(__doc__, "~32 MiB instead of ~256 MiB, 3 rounds", "timed rounds per row (default 5, quick 3)")
     parser.add_argument(
         "--profile",
         choices=("auto", "all", "none"),

@@ -20,7 +20,6 @@ the report (a markdown table) goes to stdout. Missed targets are profiled (cProf
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import multiprocessing as mp
@@ -48,11 +47,10 @@ from bench_catalog import (
     log,
     machine_info,
     make_rows,
-    markdown_table,
     ms,
     timed,
 )
-from common import dist_version, filesystem_of, profile_text, usable_cpus, write_report
+from common import arg_parser, dist_version, filesystem_of, usable_cpus, write_report
 
 TESTS_DIR = Path(__file__).resolve().parent.parent / "tests"
 MIB = 1 << 20
@@ -676,11 +674,9 @@ def code_as_of() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="100,000 shards and fewer commits")
+    parser = arg_parser(__doc__, "100,000 shards and fewer commits")
     parser.add_argument("--db-url", metavar="URL", help="an empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--workdir", metavar="DIR", default=tempfile.gettempdir(), help="where the catalogs go")
-    parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
     parser.add_argument("--pg-fast", action="store_true", help="throwaway cluster with fsync=off, as the tests run it")
     parser.add_argument("--only", metavar="S", help="comma-separated sections: a, b (default both)")
     parser.add_argument(
@@ -734,36 +730,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("a", "concurrent appends", lambda: bench_concurrent(cfg, server.url, work, report)),
                 ("b", f"{cfg.shards:,}-shard manifest", lambda: bench_big(cfg, server.url, work, report)),
             ]
-            for key, title, step in steps:
-                if key not in sections:
-                    continue
-                t0 = time.perf_counter()
-                log(f"[{key}] {title} ...")
-                step()
-                log(f"[{key}] done in {time.perf_counter() - t0:.1f} s")
-
-            print(markdown_table(report.results))
-            missed = [r for r in report.results if r.met is False]
-            print()
-            print(
-                f"{sum(r.met is True for r in report.results)} targets met, {len(missed)} missed"
-                + (": " + "; ".join(r.benchmark for r in missed) if missed else "")
-                + f". Run time {time.perf_counter() - started:.0f} s (clean-up not included)."
-            )
-            sys.stdout.flush()
-            chosen = {"all": report.results, "missed": missed, "none": []}[args.profile]
-            to_profile = [r for r in chosen if r.benchmark in report.profiles]
-            if to_profile:
-                print("\n## Profiles (catalog side, cProfile)\n")
-            done: dict[int, str] = {}  # rows sharing one profile function run it once
-            for r in to_profile:
-                p = report.profiles[r.benchmark]
-                if id(p.fn) not in done:
-                    log(f"[profile] {r.benchmark} ...")
-                    done[id(p.fn)] = profile_text(p.fn)
-                profiles[r.benchmark] = done[id(p.fn)]
-                print(f"### {r.benchmark}: {p.what}\n\n```\n{done[id(p.fn)]}\n```\n")
-                sys.stdout.flush()
+            report.run(steps, sections)
+            missed = report.summary(started, " (clean-up not included)")
+            profiles = report.print_profiles(args.profile, missed)
             log("removing the work directory ...")
     finally:
         server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import datetime
 import gc
@@ -128,6 +129,17 @@ def profile_text(fn: Callable[[], object], top: int = 25) -> str:
         if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
     ]
     return "\n".join(lines)
+
+
+def arg_parser(doc: str | None, quick: str, repeats: str | None = None) -> argparse.ArgumentParser:
+    """The options every benchmark has: --quick (its meaning in ``quick``), --json PATH, and,
+    with ``repeats``, --repeats N."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
+    if repeats is not None:
+        parser.add_argument("--repeats", type=int, help=repeats)
+    return parser
 
 
 def machine_header(**versions: Any) -> dict[str, Any]:

@@ -304,7 +304,8 @@ class Catalog:
         if (root / CATALOG_FILE).exists():
             raise CatalogError(f"{root}: already a catalog")
         db_url = db_url or os.environ.get("CATALOG_DB_URL")
-        engine = mf.make_engine(db_url or _default_url(root.resolve()))
+        url = db_url or _default_url(root.resolve())
+        engine = mf.make_engine(url)
         try:
             if db_url is None:
                 root.mkdir(parents=True, exist_ok=True)  # the SQLite file lives there
@@ -316,7 +317,7 @@ class Catalog:
             (root / data_root).mkdir(parents=True, exist_ok=True)  # root / an absolute path = that path
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-        return cls._connect(root.resolve(), db_url or _default_url(root.resolve()), check=True)
+        return cls._connect(root.resolve(), url, check=True)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, check: bool = True) -> Catalog:
@@ -514,8 +515,8 @@ class Catalog:
         return self.store.url(relpath)
 
     def require_shards(self, relpaths: Iterable[str]) -> None:
-        """Inside a commit's transaction: every new shard is still there. A gc that wrongly
-        took a writer's files must not leave the manifest pointing at nothing."""
+        """Before a commit: every new shard is still there. A gc that wrongly took a writer's
+        files must not leave the manifest pointing at nothing."""
         for rel in relpaths:
             if not self.store.exists(rel):
                 raise CatalogError(f"{self.shard_url(rel)}: shard vanished before commit; nothing registered")
@@ -752,6 +753,14 @@ class Dataset:
             raise VersionNotFoundError(f"dataset {self.name!r} has no version {version}")
         return version, sv
 
+    def _live(self, conn: Connection, version: int | None) -> tuple[int, int, Any]:
+        """(version, its schema version, the query of its live shards in read order), once
+        it is known that gc left every one of them."""
+        v, sv = self._resolve_version(conn, version)
+        query = _live_at(conn, self.id, v)
+        _check_readable(conn, self.name, v, query)
+        return v, sv, query
+
     def shards(self, version: int | None = None) -> list[ShardInfo]:
         """The shards live at ``version`` (default: current), in commit order."""
         return list(self.iter_shards(version))
@@ -771,9 +780,7 @@ class Dataset:
         )
         url = self.catalog.store.url  # 100k shards: pathlib would cost a third of `show --json`
         with mf.read_txn(self.catalog.engine) as conn:
-            v, _sv = self._resolve_version(conn, version)
-            query = _live_at(conn, self.id, v)
-            _check_readable(conn, self.name, v, query)
+            _v, _sv, query = self._live(conn, version)
             result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*cols))
             for rows in result.partitions():
                 yield from (ShardInfo(url(r[0]), *r) for r in rows)
@@ -782,9 +789,7 @@ class Dataset:
         """Shard locations at ``version``: absolute paths, or URLs for an object store (such as
         ``s3://...``, which ``tf.data.TFRecordDataset`` opens where TensorFlow has that filesystem)."""
         with mf.read_txn(self.catalog.engine) as conn:
-            v, _sv = self._resolve_version(conn, version)
-            query = _live_at(conn, self.id, v)
-            _check_readable(conn, self.name, v, query)
+            _v, _sv, query = self._live(conn, version)
             paths = mf.fetch_column(conn, query.with_only_columns(ShardRow.path))
         prefix = self.catalog.store.url("")
         return [prefix + p for p in paths]

@@ -169,8 +169,9 @@ def collect_garbage(
         # beat its heartbeat since the snapshot (so was not revoked) are kept.
         live |= set(dead) - _revoke(cat, dead)
     now = time.time()
+    retired = set(report.retired)  # a list of URLs: one lookup per file must not scan it
     for f in files:
-        if f.rel in registered or cat.shard_url(f.rel) in report.retired or _kept(f, live, now, grace, report):
+        if f.rel in registered or cat.shard_url(f.rel) in retired or _kept(f, live, now, grace, report):
             continue
         # Gone since the listing (a temporary file renamed by its commit): not ours to count.
         if not (cat.store.exists(f.rel) if dry_run else cat.store.remove(f.rel)):

@@ -251,8 +251,16 @@ def check_connection(engine: Engine) -> None:
         with engine.connect():
             pass
     except DBAPIError as e:
-        where = safe_url(engine.url.render_as_string(hide_password=False))
-        raise ManifestError(f"cannot connect to the manifest database {where}: {_first_line(e)}") from e
+        raise ManifestError(f"cannot connect to the manifest database {_where(engine)}: {_first_line(e)}") from e
+
+
+def _where(engine: Engine) -> str:
+    """The engine's database URL as it may be printed: no password."""
+    return safe_url(engine.url.render_as_string(hide_password=False))
+
+
+def _database_error(e: DBAPIError) -> ManifestError:
+    return ManifestError(f"manifest database error: {_first_line(e)}")
 
 
 def _first_line(e: DBAPIError) -> str:
@@ -280,7 +288,7 @@ def with_lock_retry(fn: Callable[[], T]) -> T:
             return fn()
         except OperationalError as e:
             if not _is_lock_error(e) or attempt == LOCK_RETRIES - 1:
-                raise ManifestError(f"manifest database error: {_first_line(e)}") from e
+                raise _database_error(e) from e
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -308,7 +316,7 @@ def read_txn(engine: Engine) -> Iterator[Connection]:
     except OperationalError as e:  # the server went away, or the disk: one line (writes: with_lock_retry)
         if _is_lock_error(e):
             raise
-        raise ManifestError(f"manifest database error: {_first_line(e)}") from e
+        raise _database_error(e) from e
 
 
 # --------------------------------------------------------------------------- format
@@ -458,8 +466,7 @@ def copy_manifest(source: Engine, target: Engine, data_root: str | None = None) 
     replaces the recorded data area (a relative one means nothing to another machine).
     Returns the rows copied per table."""
     if has_manifest(target):
-        where = safe_url(target.url.render_as_string(hide_password=False))
-        raise ManifestError(f"{where} already holds a manifest; copy into an empty database")
+        raise ManifestError(f"{_where(target)} already holds a manifest; copy into an empty database")
     counts: dict[str, int] = {}
     with write_txn(source) as src:
         _hold_writers(src)

@@ -108,12 +108,10 @@ class Snapshot:
 
 def snapshot(ds: Dataset, version: int | None = None) -> Snapshot:
     """The dataset at ``version`` (default current): schema and live shards, in read order."""
-    from catalog.core import _check_readable, _live_at, _schema_at
+    from catalog.core import _schema_at
 
     with mf.read_txn(ds.catalog.engine) as conn:
-        v, sv = ds._resolve_version(conn, version)
-        query = _live_at(conn, ds.id, v)
-        _check_readable(conn, ds.name, v, query)
+        v, sv, query = ds._live(conn, version)
         rows = conn.execute(query).all()
         schema = _schema_at(conn, ds.id, sv)
     url = ds.catalog.store.url
@@ -378,6 +376,9 @@ def _commit_txn(ds: Dataset, ch: Change) -> Commit:
     from catalog.core import DATASET_STATE_FOR_COMMIT, insert_schema
 
     now = utcnow()
+    # As an append's commit: the files are checked before the locks (a HEAD each on S3), and
+    # claiming the intent inside proves gc has not taken them since (it revokes intents first).
+    ds.catalog.require_shards(s.file.path for s in ch.add)
     with mf.write_txn(ds.catalog.engine) as conn:
         row: Any = conn.execute(DATASET_STATE_FOR_COMMIT, {"ds": ds.id}).first()
         live = _check(conn, ds, ch, row)
@@ -423,7 +424,6 @@ def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
         raise LiveChanged(set(live) - expected, expected - set(live))
     _claim_intent(conn, ch, ds.name)
-    ds.catalog.require_shards(s.file.path for s in ch.add)
     return live
 
 

@@ -8,6 +8,7 @@ bytes in the file, so a lying header cannot exhaust memory.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import struct
@@ -322,6 +323,17 @@ def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
     return CatalogError(f"{url}: {what}: {text.splitlines()[0] if text else type(e).__name__}")
 
 
+@contextlib.contextmanager
+def remote_errors(url: str, what: str) -> Iterator[None]:
+    """An object store's failures, other than a missing object, as one CatalogError line."""
+    try:
+        yield
+    except (CatalogError, FileNotFoundError, io.UnsupportedOperation):
+        raise
+    except Exception as e:  # OSError, and botocore's and aiohttp's own (an endpoint down)
+        raise remote_error(url, what, e) from e
+
+
 class RemoteFile(io.RawIOBase):
     """An fsspec file whose failures, at whichever read, are one CatalogError line."""
 
@@ -330,12 +342,8 @@ class RemoteFile(io.RawIOBase):
         self._f, self._url = f, url
 
     def _guard(self, fn: Any, *args: Any) -> Any:
-        try:
+        with remote_errors(self._url, "read failed"):
             return fn(*args)
-        except (CatalogError, io.UnsupportedOperation):
-            raise
-        except Exception as e:
-            raise remote_error(self._url, "read failed", e) from e
 
     def readable(self) -> bool:
         return True
@@ -366,11 +374,10 @@ def open_url(url: str) -> IO[bytes]:
     except ImportError as e:
         raise CatalogError(f"{url}: reading URLs needs fsspec (pip install 'tfrecord-catalog[s3]')") from e
     try:
-        f = fsspec.open(url, "rb").open()
+        with remote_errors(url, "cannot open"):
+            f = fsspec.open(url, "rb").open()
     except FileNotFoundError as e:
         raise ObjectMissingError(f"{url}: no such object") from e
-    except Exception as e:  # OSError, ValueError, and the object store client's own errors
-        raise remote_error(url, "cannot open", e) from e
     return RemoteFile(f, url)  # type: ignore[return-value]
 
 
