@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, Interrupted
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -67,6 +67,12 @@ def handle_errors(fn: F) -> F:
 
             typer.echo(f"error: {redact(str(e))}", err=True)
             raise typer.Exit(1) from None
+        except KeyboardInterrupt as e:
+            if _globals().traceback:
+                raise
+            # Interrupted says how a write ended; any other command was only reading.
+            typer.echo(str(e) if isinstance(e, Interrupted) else "interrupted", err=True)
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
 

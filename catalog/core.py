@@ -32,6 +32,7 @@ from catalog.errors import (
     CommitConflictError,
     DatasetExistsError,
     DatasetNotFoundError,
+    Interrupted,
     InvalidNameError,
     ManifestError,
     ValidationError,
@@ -83,6 +84,17 @@ _SWAP_VERSION = (
         bytes=bindparam("new_bytes"),
         shard_count=bindparam("new_shard_count"),
     )
+)
+# A ShardInfo's columns after its absolute path, in its field order.
+_SHARD_INFO_COLUMNS = (
+    ShardRow.path,
+    ShardRow.records,
+    ShardRow.bytes,
+    ShardRow.checksum,
+    ShardRow.compression,
+    ShardRow.schema_version,
+    ShardRow.added_version,
+    ShardRow.removed_version,
 )
 _INSERT_COMMIT = insert(CommitRow)
 _INSERT_SHARD = insert(ShardRow)
@@ -337,6 +349,12 @@ class Catalog:
         meta = mf.read_meta(engine)
         if check:
             mf.check_format(meta)
+        if mf.MOVED_TO in meta:
+            moved = meta[mf.MOVED_TO]
+            raise ManifestError(
+                f"{root}: its manifest was moved to {moved} by copy-manifest; use the copy "
+                f"(catalog init DIR --db-url {moved})"
+            )
         data_root = meta.get("data_root", DATA_DIR)
         return cls(root, engine, data_root if is_url(data_root) else root / data_root)
 
@@ -349,7 +367,7 @@ class Catalog:
         try:
             shared = target.dialect.name != "sqlite"
             data_root = (self.store.root if self.store.remote else str(self.data_root.resolve())) if shared else None
-            counts = mf.copy_manifest(self.engine, target, data_root)
+            counts = mf.copy_manifest(self.engine, target, data_root, move=switch)
         finally:
             target.dispose()
         if switch:
@@ -768,20 +786,12 @@ class Dataset:
     def iter_shards(self, version: int | None = None) -> Iterator[ShardInfo]:
         """:meth:`shards`, streamed from one read snapshot in chunks: a million-shard list
         never sits in memory at once."""
-        cols = (
-            ShardRow.path,
-            ShardRow.records,
-            ShardRow.bytes,
-            ShardRow.checksum,
-            ShardRow.compression,
-            ShardRow.schema_version,
-            ShardRow.added_version,
-            ShardRow.removed_version,
-        )
         url = self.catalog.store.url  # 100k shards: pathlib would cost a third of `show --json`
         with mf.read_txn(self.catalog.engine) as conn:
             _v, _sv, query = self._live(conn, version)
-            result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*cols))
+            result = conn.execution_options(yield_per=SHARD_CHUNK).execute(
+                query.with_only_columns(*_SHARD_INFO_COLUMNS)
+            )
             for rows in result.partitions():
                 yield from (ShardInfo(url(r[0]), *r) for r in rows)
 
@@ -1042,14 +1052,20 @@ class Writer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if self.skipped:
             return
-        if exc_type is not None:
-            self._abort()
+        if exc is not None:
+            self._fail(exc)
             return
         try:
             self.commit = self._commit()
-        except BaseException:
-            self._abort()
+        except BaseException as e:
+            self._fail(e)
             raise
+
+    def _fail(self, error: BaseException) -> None:
+        """Clean up after ``error``; a Ctrl-C becomes Interrupted, saying how the append ended."""
+        committed = self._abort()
+        if isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted):
+            raise Interrupted(committed) from error
 
     def _start(self) -> Commit | None:
         """Check the dataset and token, then record the intent before any file is written."""
@@ -1087,9 +1103,15 @@ class Writer:
         row = conn.execute(_COMMIT_BY_TOKEN, {"ds": self.ds.id, "token": self.token}).first()
         if row is None:
             return None
-        shards = self.ds.shards(row.version)
-        added = [s for s in shards if s.added_version == row.version]
-        return _commit_of(self.ds.name, row, added, duplicate=True)
+        # The commit's own shard rows, as registered: the answer must not depend on the
+        # version still being readable (a compaction and a gc may have taken those files since).
+        url = self.catalog.store.url
+        added = conn.execute(
+            select(*_SHARD_INFO_COLUMNS)
+            .where(ShardRow.dataset_id == self.ds.id, ShardRow.added_version == row.version)
+            .order_by(ShardRow.seq)
+        ).all()
+        return _commit_of(self.ds.name, row, [ShardInfo(url(r[0]), *r) for r in added], duplicate=True)
 
     # ---- writing
     def write(self, row: Mapping[str, Any]) -> None:
@@ -1132,8 +1154,7 @@ class Writer:
             except IntegrityError:
                 continue  # a concurrent commit took our version number (or token): re-read
             if dup:
-                self.sink.abort()
-                self._drop_intent()
+                self._abort()
             return commit
         raise CommitConflictError(f"could not commit to {self.ds.name!r} after {COMMIT_RETRIES} attempts")
 
@@ -1179,6 +1200,7 @@ class Writer:
                     "token": self.token,
                     "records_added": added_records,
                     "shards_added": len(shards),
+                    "intent": self.intent_id,
                     **totals,
                 },
             )
@@ -1238,20 +1260,30 @@ class Writer:
                 "and gc may have collected its files: nothing was registered; run the append again"
             )
 
-    def _abort(self) -> None:
-        if self.sink is not None:
-            self.sink.abort()
-        self._drop_intent()
+    def _abort(self) -> int | None:
+        """Remove this writer's files unless they were committed; the version if they were.
 
-    def _drop_intent(self) -> None:
-        mf.drop_intent(self.catalog.engine, self.intent_id)
+        Whether they were is the manifest's to say, never this process's memory of it: a
+        Ctrl-C that lands after the COMMIT but before the commit call returns looks like a
+        failure here, and the files then belong to a committed version."""
+        if self.sink is None:
+            return None
+        if mf.release_intent(self.catalog.engine, self.intent_id):
+            self.sink.abort()
+            return None
+        return mf.committed_under(self.catalog.engine, self.intent_id)
 
 
 def live_intents(conn: Connection) -> set[str]:
-    cutoff = utcnow() - INTENT_STALE
-    return set(conn.execute(select(IntentRow.id).where(IntentRow.heartbeat_at >= cutoff)).scalars())
+    return set(conn.execute(select(IntentRow.id)).scalars()) - set(dead_intents(conn))
 
 
-def dead_intents(conn: Connection) -> list[str]:
+def dead_intents(conn: Connection, among: Sequence[str] | None = None, lock: bool = False) -> list[str]:
+    """Intents whose writer is gone: no heartbeat for INTENT_STALE, or (at once) a writer
+    process of this machine that no longer runs. ``lock``: FOR UPDATE, for revoking them."""
+    query = select(IntentRow.id, IntentRow.heartbeat_at, IntentRow.process)
+    if among is not None:
+        query = query.where(IntentRow.id.in_(among))
     cutoff = utcnow() - INTENT_STALE
-    return list(conn.execute(select(IntentRow.id).where(IntentRow.heartbeat_at < cutoff)).scalars())
+    rows = conn.execute(query.with_for_update() if lock else query).all()
+    return [r.id for r in rows if r.heartbeat_at < cutoff or mf.process_is_dead(r.process)]

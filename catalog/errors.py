@@ -123,3 +123,19 @@ class VersionNotFoundError(CatalogError):
 
 class MigrationError(CatalogError):
     """A migration cannot be planned or applied (bad operation, edited script, value that cannot be cast...)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a write, once the manifest says how it ended: nothing registered
+    (``version`` None), or the commit of ``version`` complete, its files kept. A KeyboardInterrupt,
+    so code that stops on Ctrl-C still does; the CLI prints it as one line and exits 130."""
+
+    def __init__(self, version: int | None):
+        self.version = version
+        if version is None:
+            super().__init__("interrupted: nothing was registered")
+        else:
+            super().__init__(f"interrupted after the commit: version {version} is complete")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.version,))

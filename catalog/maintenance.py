@@ -159,6 +159,7 @@ def collect_garbage(
     files = _data_files(cat.store, None)
     spools = cat.store.spool_files()
     with mf.read_txn(cat.engine) as conn:
+        mf.check_not_moved(conn)  # a moved manifest does not know the copy's newer shards
         registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
         live = live_intents(conn)
@@ -258,15 +259,13 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
     """Delete the rows of the intents in ``dead`` that are still dead now; returns their ids."""
-    from catalog.core import INTENT_STALE
+    from catalog.core import dead_intents
 
     def txn() -> set[str]:
-        cutoff = utcnow() - INTENT_STALE
         with mf.write_txn(cat.engine) as conn:
-            still = IntentRow.id.in_(dead) & (IntentRow.heartbeat_at < cutoff)
             # FOR UPDATE: a heartbeat or commit racing this waits, or we wait for it and
             # then see its intent alive or gone (PostgreSQL; SQLite holds the write lock).
-            gone = set(conn.execute(select(IntentRow.id).where(still).with_for_update()).scalars())
+            gone = set(dead_intents(conn, dead, lock=True))
             if gone:
                 conn.execute(delete(IntentRow).where(IntentRow.id.in_(gone)))
             return gone

@@ -9,6 +9,7 @@ SQLite, holding the whole database's write lock, does not need).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -42,7 +43,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from catalog.errors import CatalogError, ManifestError
 
-FORMAT_VERSION = 2  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 3  # the manifest's own schema version (see upgrade())
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -115,6 +116,9 @@ class CommitRow(Base):
     records: Mapped[int] = mapped_column(BigInteger, default=0)
     bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     shard_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The write intent this commit consumed: a writer interrupted after its COMMIT returned
+    # learns here that it committed, and which version (format 3).
+    intent: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class ShardRow(Base):
@@ -168,6 +172,9 @@ class IntentRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime)
     pid: Mapped[int] = mapped_column(Integer)
     host: Mapped[str] = mapped_column(String(256))
+    # The writer process as this machine knows it (see process_identity): gc on the same
+    # machine sees at once that it died, where others wait for the heartbeat (format 3).
+    process: Mapped[str | None] = mapped_column(String(160), nullable=True)
 
 
 # --------------------------------------------------------------------------- engine
@@ -186,6 +193,19 @@ def _sqlite_setup(engine: Engine) -> None:
         cur.execute("PRAGMA synchronous = FULL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
+
+    @event.listens_for(engine, "handle_error")
+    def _on_interrupt(ctx: Any) -> None:
+        # Ctrl-C inside a driver call: SQLAlchemy closes the connection, but SQLite keeps it
+        # open as a zombie, transaction and write lock included, while the interrupted
+        # statement lives on in the traceback; then the writer's cleanup waits on its own
+        # lock. End the statement and the transaction now.
+        if isinstance(ctx.original_exception, Exception):
+            return
+        with contextlib.suppress(Exception):
+            ctx.cursor.close()
+        with contextlib.suppress(Exception):
+            ctx.connection.connection.dbapi_connection.rollback()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -294,12 +314,31 @@ def with_lock_retry(fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+MOVED_TO = "moved_to"  # catalog_meta key: a manifest switched away from by copy-manifest
+
+
 @contextmanager
-def write_txn(engine: Engine) -> Iterator[Connection]:
+def write_txn(engine: Engine, moved_ok: bool = False) -> Iterator[Connection]:
     """A write transaction. On SQLite it holds the database's write lock from its first
-    statement; on PostgreSQL (READ COMMITTED) commits take their dataset's row lock instead."""
+    statement; on PostgreSQL (READ COMMITTED) commits take their dataset's row lock instead.
+    A manifest that copy-manifest moved away from takes no more writes (``moved_ok``: but
+    for a writer's own cleanup)."""
     with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+        if not moved_ok:
+            check_not_moved(conn)
         yield conn
+
+
+def check_not_moved(conn: Connection) -> None:
+    """Refuse a manifest that copy-manifest switched away from: a write there would be lost to
+    the copy, and a gc there would take files only the copy names. (copy_manifest holds
+    catalog_meta exclusively while it copies, so this read waits for it and then sees the mark.)"""
+    moved = conn.execute(select(MetaRow.value).where(MetaRow.key == MOVED_TO)).scalar_one_or_none()
+    if moved is not None:
+        raise ManifestError(
+            f"this manifest was moved to {moved} by copy-manifest and takes no more writes: nothing was "
+            f"registered; use the copy (catalog init DIR --db-url {moved})"
+        )
 
 
 @contextmanager
@@ -325,7 +364,7 @@ def read_txn(engine: Engine) -> Iterator[Connection]:
 def create_manifest(engine: Engine, data_root: str) -> None:
     """The tables and the meta rows, in one transaction where DDL is transactional
     (PostgreSQL): two machines running `init` at once leave one manifest, not half of two."""
-    with write_txn(engine) as conn:
+    with write_txn(engine, moved_ok=True) as conn:  # no catalog_meta to look in yet
         Base.metadata.create_all(conn)
         conn.execute(
             insert(MetaRow),
@@ -382,8 +421,14 @@ def _upgrade_1_to_2(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_shards_live_seq ON shards (dataset_id, removed_version, seq)")
 
 
+def _upgrade_2_to_3(conn: Connection) -> None:
+    """Format 3: a commit names the intent it consumed; an intent names its writer process."""
+    conn.exec_driver_sql("ALTER TABLE commits ADD COLUMN intent VARCHAR(64)")
+    conn.exec_driver_sql("ALTER TABLE write_intents ADD COLUMN process VARCHAR(160)")
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
 
 
 def upgrade(engine: Engine) -> tuple[int, int]:
@@ -409,11 +454,66 @@ def host_and_pid() -> tuple[str, int]:
     return os.uname().nodename, os.getpid()
 
 
+@functools.cache
+def _machine() -> str | None:
+    """What makes a pid mean one process: this boot of this kernel and this pid namespace.
+    A host name alone does not (containers share one; a reboot reuses pids). None off Linux."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time (clock ticks since boot) of a running process; None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the name, in parentheses, may hold spaces
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def process_identity() -> str | None:
+    """This process as this machine knows it: "<boot id>/<pid namespace>/<pid>/<start ticks>"."""
+    machine = _machine()
+    start = _start_ticks(os.getpid())
+    return None if machine is None or start is None else f"{machine}/{os.getpid()}/{start}"
+
+
+def process_is_dead(process: str | None) -> bool:
+    """True only when ``process`` names a process of this machine that no longer runs (a pid
+    now used by a later process counts as dead). False when it runs, or when this machine
+    cannot tell (another machine, no /proc, a pid hidden from us): the heartbeat decides then."""
+    parts = (process or "").split("/")
+    if len(parts) != 4 or "/".join(parts[:2]) != _machine() or not parts[2].isdigit():
+        return False
+    pid, start = int(parts[2]), parts[3]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: it exists
+        pass
+    except OSError:
+        return False
+    found = _start_ticks(pid)
+    if found is None:  # a zombie, or /proc hides it (hidepid): dead only if we can see it is a zombie
+        return os.path.exists(f"/proc/{pid}/stat")
+    return found != start
+
+
 def intent_values(intent_id: str, dataset: str) -> dict[str, Any]:
     """A new write intent's row: created and beaten now, by this process on this host."""
     now = utcnow()
     host, pid = host_and_pid()
-    return {"id": intent_id, "dataset": dataset, "created_at": now, "heartbeat_at": now, "pid": pid, "host": host}
+    return {
+        "id": intent_id, "dataset": dataset, "created_at": now, "heartbeat_at": now, "pid": pid, "host": host,
+        "process": process_identity(),
+    }  # fmt: skip
 
 
 def beat_intent(engine: Engine, intent_id: str) -> None:
@@ -427,15 +527,33 @@ def beat_intent(engine: Engine, intent_id: str) -> None:
     with_lock_retry(txn)
 
 
-def drop_intent(engine: Engine, intent_id: str) -> None:
-    """Forget an intent whose files are gone; a failure here only delays gc, so it is not raised."""
+def release_intent(engine: Engine, intent_id: str) -> bool | None:
+    """Delete the row of an intent whose writer will not commit, before its files go.
 
-    def txn() -> None:
-        with write_txn(engine) as conn:
-            conn.execute(delete(IntentRow).where(IntentRow.id == intent_id))
+    True: the row was there, so nothing was committed under it (a commit deletes it in its own
+    transaction) and the files are the writer's to remove. False: the row was gone, consumed
+    by a commit (maybe one whose return a Ctrl-C cut short) or revoked by gc: the files are
+    not the writer's to touch. None: the manifest could not be reached; gc decides later.
+    """
 
-    with contextlib.suppress(CatalogError):
-        with_lock_retry(txn)
+    def txn() -> bool:
+        with write_txn(engine, moved_ok=True) as conn:
+            return bool(conn.execute(delete(IntentRow).where(IntentRow.id == intent_id)).rowcount == 1)
+
+    try:
+        return with_lock_retry(txn)
+    except (CatalogError, DBAPIError):
+        return None
+
+
+def committed_under(engine: Engine, intent_id: str) -> int | None:
+    """The version committed under ``intent_id``, if any (None also when the manifest is unreachable)."""
+    try:
+        with read_txn(engine) as conn:
+            found = conn.execute(select(CommitRow.version).where(CommitRow.intent == intent_id)).first()
+    except (CatalogError, DBAPIError):
+        return None
+    return None if found is None else int(found[0])
 
 
 def fetch_column(conn: Connection, query: Any) -> list[Any]:
@@ -459,34 +577,47 @@ def update_shards(conn: Connection, ids: list[int], **values: Any) -> None:
 COPY_CHUNK = 10_000
 
 
-def copy_manifest(source: Engine, target: Engine, data_root: str | None = None) -> dict[str, int]:
+def copy_manifest(
+    source: Engine, target: Engine, data_root: str | None = None, *, move: bool = False
+) -> dict[str, int]:
     """Copy every row of the manifest behind ``source`` into the empty database behind
     ``target`` (ids included, so shard ids and versions stay what they were). Writers to the
     source wait until the copy is done; the target sees all of it or nothing. ``data_root``
     replaces the recorded data area (a relative one means nothing to another machine).
+    Write intents are not copied: their writers commit to the source, never to the copy.
+    With ``move``, the source is marked moved in the same transaction: a writer still at
+    work on it then fails at its commit instead of committing where nobody will look.
     Returns the rows copied per table."""
     if has_manifest(target):
         raise ManifestError(f"{_where(target)} already holds a manifest; copy into an empty database")
     counts: dict[str, int] = {}
     with write_txn(source) as src:
-        _hold_writers(src)
+        _hold_writers(src, move)
         check_format({k: v for k, v in src.execute(select(MetaRow.key, MetaRow.value)).all()})
         with write_txn(target) as dst:
             Base.metadata.create_all(dst)
             for table in Base.metadata.sorted_tables:  # parents before children (foreign keys)
-                counts[table.name] = _copy_table(src, dst, table)
+                if table is not IntentRow.__table__:
+                    counts[table.name] = _copy_table(src, dst, table)
             if data_root is not None:
                 dst.execute(update(MetaRow).where(MetaRow.key == "data_root").values(value=data_root))
             _reset_sequences(dst)
+        if move:
+            src.execute(insert(MetaRow).values(key=MOVED_TO, value=_where(target)))
     return counts
 
 
-def _hold_writers(conn: Connection) -> None:
+def _hold_writers(conn: Connection, move: bool) -> None:
     """Keep writers out of the source while it is copied (readers carry on). SQLite's
-    ``BEGIN IMMEDIATE`` already did; PostgreSQL needs the tables locked."""
-    if conn.dialect.name == "postgresql":
-        names = ", ".join(t.name for t in Base.metadata.sorted_tables)
-        conn.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
+    ``BEGIN IMMEDIATE`` already did; PostgreSQL needs the tables locked, and for a move
+    catalog_meta against reads too, first: a writer's check_not_moved then waits for the
+    copy's commit and sees the mark."""
+    if conn.dialect.name != "postgresql":
+        return
+    tables = [t.name for t in Base.metadata.sorted_tables if t is not MetaRow.__table__ or not move]
+    if move:
+        conn.exec_driver_sql(f"LOCK TABLE {MetaRow.__tablename__} IN ACCESS EXCLUSIVE MODE")
+    conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN EXCLUSIVE MODE")
 
 
 def _copy_table(src: Connection, dst: Connection, table: Any) -> int:

@@ -35,7 +35,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from catalog import manifest as mf
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    DatasetNotFoundError,
+    Interrupted,
+    VersionNotFoundError,
+)
 from catalog.manifest import (
     AppliedMigrationRow,
     CommitRow,
@@ -161,10 +167,18 @@ class Intent:
                 self.store.remove(f.rel)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is None:
+        if exc is None:
             return  # the commit deleted the intent row in its own transaction
-        self.discard_files()
-        mf.drop_intent(self.ds.catalog.engine, self.id)
+        # As Writer._abort: the manifest, not this process's memory, says whether the files
+        # were committed (a Ctrl-C can land after the COMMIT, before commit_change returns).
+        engine = self.ds.catalog.engine
+        committed = None
+        if mf.release_intent(engine, self.id):
+            self.discard_files()
+        else:
+            committed = mf.committed_under(engine, self.id)
+        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
+            raise Interrupted(committed) from exc
 
 
 def _heartbeat_seconds() -> float:
@@ -403,7 +417,8 @@ def _commit_txn(ds: Dataset, ch: Change) -> Commit:
         values = {
             "dataset_id": ds.id, "version": new, "kind": ch.kind, "schema_version": schema_version,
             "created_at": now, "message": ch.message, "author": ch.author, "read_version": ch.read_version,
-            "token": None, "records_added": ch.records_added, "shards_added": len(ch.add), **totals,
+            "token": None, "records_added": ch.records_added, "shards_added": len(ch.add), "intent": ch.intent,
+            **totals,
         }  # fmt: skip
         conn.execute(insert(CommitRow).values(**values))
         _record_migration(conn, ds.id, ch, schema_version, new, now)

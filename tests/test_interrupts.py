@@ -1,0 +1,211 @@
+"""Ctrl-C at every step of every commit path: nothing registered, or the whole commit kept.
+
+A SIGINT is real here: the child process raises it (``signal.raise_signal``) from a profile
+hook right before, or right after, the k-th I/O call (a C function: a database driver's
+execute or commit, an fsync, a rename, an unlink...) once the operation's commit path has
+begun. Python runs its handler at once, so KeyboardInterrupt surfaces exactly where a
+Ctrl-C arriving during that call would. The child sweeps k over every I/O call of the path,
+checking after each: verify finds nothing wrong, the records read match the manifest's
+totals, no intent is left, the message says what happened, and a rerun completes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from catalog import Catalog
+
+pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
+NAME = "events"
+SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
+TIMEOUT = 900
+
+SWEEP = r"""
+import json, signal, sys
+from pathlib import Path
+
+import catalog.core as core
+import catalog.migrations as migrations
+import catalog.rewrite as rewrite
+from catalog import Catalog
+
+root, name, op, when = sys.argv[1:5]
+# The C functions that do I/O: SQLite's and psycopg's calls, and the file system's.
+IO = {
+    "execute", "executemany", "commit", "rollback", "fetchone", "fetchall", "fetchmany", "close", "cursor",
+    "connect", "send_query_params", "exec_params", "exec_", "get_result", "consume_input", "flush",
+    "fsync", "fdatasync", "rename", "replace", "link", "unlink", "remove", "open", "write", "readinto",
+    "read", "scandir", "listdir", "stat", "lstat", "mkdir", "rmdir",
+}
+
+
+class Inject:
+    # SIGINT at the k-th I/O call (before it: "c_call"; after it: "c_return") once armed.
+    def __init__(self):
+        self.k = self.n = 0
+        self.armed = self.fired = False
+
+    def __call__(self, frame, event, arg):
+        if self.armed and event == when and getattr(arg, "__name__", None) in IO:
+            self.n += 1
+            if self.n == self.k:
+                self.fired = True
+                signal.raise_signal(signal.SIGINT)
+
+
+inject = Inject()
+
+
+def arm(fn):
+    def armed(*args, **kwargs):
+        inject.armed = True
+        return fn(*args, **kwargs)
+    return armed
+
+
+# The commit paths: an append's from its commit on; a rewrite's from its commit_change on.
+core.Writer._commit = arm(core.Writer._commit)
+rewrite.commit_change = arm(rewrite.commit_change)
+migrations.commit_change = rewrite.commit_change
+
+cat = Catalog.open(root)
+scripts = Path(root) / "scripts"
+
+
+def state():
+    ds = cat.dataset(name)
+    info = ds.info()
+    report = cat.verify()
+    with cat.engine.connect() as conn:
+        intents = conn.exec_driver_sql("SELECT count(*) FROM write_intents").scalar()
+    return {
+        "version": info.version,
+        "records": info.records,
+        "read": sum(1 for _ in ds.records()),
+        "problems": [p.to_json() for p in report.problems],
+        "intents": intents,
+    }
+
+
+def prepare(k):
+    ds = cat.dataset(name)
+    if op == "compact":  # something to merge: two small shards
+        ds.append_rows([{"id": k, "text": "a"}], token=f"pre-{k}-1")
+        ds.append_rows([{"id": k, "text": "b"}], token=f"pre-{k}-2")
+    if op == "file":
+        (scripts / name).mkdir(parents=True, exist_ok=True)
+        (scripts / name / f"{k:04d}_add_g{k}.py").write_text(
+            "from catalog.migrate import AddField\n"
+            f"operations = [AddField('g{k}', {{'dtype': 'int64'}}, fn=lambda row: len(row['text']))]\n"
+        )
+
+
+def run(k):
+    ds = cat.dataset(name)  # a fresh handle: it pins the schema version
+    if op == "append":
+        ds.append_rows([{"id": 10 * k + i, "text": "x" * i} for i in range(3)], token=f"t{k}", shard_records=2)
+    elif op == "quick":
+        ds.migrate(add=[f"f{k}:int64={k}"], workers=1)
+    elif op == "file":
+        ds.migrate(scripts, workers=1)
+    elif op == "compact":
+        ds.compact(workers=1)
+    elif op == "restore":
+        ds.restore(2)
+
+
+out = []
+k = 0
+while True:
+    k += 1
+    prepare(k)
+    before = state()
+    inject.k, inject.n, inject.armed, inject.fired = k, 0, False, False
+    caught = None
+    sys.setprofile(inject)
+    try:
+        run(k)
+    except KeyboardInterrupt as e:
+        caught = e
+    finally:
+        sys.setprofile(None)
+        inject.armed = False
+    if not inject.fired:
+        break  # k passed the last I/O call of the path: the sweep is complete
+    after = state()
+    rerun = None
+    if caught is None or after["version"] == before["version"] or op == "append":
+        run(k)  # the same append (same token), or the rewrite that registered nothing
+        rerun = state()
+    out.append({
+        "k": k, "caught": None if caught is None else [type(caught).__name__, str(caught)],
+        "before": before, "after": after, "rerun": rerun,
+    })
+print(json.dumps({"calls": k - 1, "runs": out}))
+"""
+
+
+def sweep(root: Path, op: str, when: str) -> dict[str, Any]:
+    res = subprocess.run(
+        [sys.executable, "-c", SWEEP, str(root), NAME, op, when], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc: dict[str, Any] = json.loads(res.stdout)
+    return doc
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "cat"
+    with Catalog.init(r) as cat:
+        ds = cat.register(NAME, SCHEMA)
+        ds.append_rows([{"id": i, "text": f"row {i}"} for i in range(5)], shard_records=2)  # version 2
+        ds.append_rows([{"id": 99, "text": "later"}])  # version 3: restore goes back to 2
+    return r
+
+
+def check_run(op: str, run: dict[str, Any]) -> None:
+    """One interrupted operation: the state and the message agree, nothing is lost or left."""
+    before, after, rerun = run["before"], run["after"], run["rerun"]
+    where = f"{op} interrupted at I/O call {run['k']}"
+    assert run["caught"] is not None, f"{where}: the SIGINT was swallowed"
+    kind, message = run["caught"]
+    assert kind == "Interrupted", f"{where}: {kind}: {message}"
+    for s in (after, rerun):
+        if s is not None:  # no missing or damaged shard, no leftover file, no stale intent
+            assert s["problems"] == [] and s["intents"] == 0, f"{where}: {s}"
+            assert s["read"] == s["records"], f"{where}: {s}"
+    if after["version"] == before["version"]:
+        assert message == "interrupted: nothing was registered", where
+        assert after["records"] == before["records"], where
+        assert rerun is not None and rerun["version"] == before["version"] + 1, where
+    else:
+        assert after["version"] == before["version"] + 1, where
+        assert message == f"interrupted after the commit: version {after['version']} is complete", where
+        if op == "append":  # the retry with the same token: already committed, nothing added
+            assert rerun is not None and rerun["version"] == after["version"], where
+            assert rerun["records"] == after["records"], where
+    if op == "append":
+        assert rerun is not None and rerun["records"] == before["records"] + 3, where
+
+
+@pytest.mark.parametrize("when", ["c_call", "c_return"])
+@pytest.mark.parametrize("op", ["append", "quick", "file", "compact", "restore"])
+def test_sigint_at_every_io_call_of_the_commit_path(op: str, when: str, root: Path) -> None:
+    found = sweep(root, op, when)
+    runs = found["runs"]
+    assert found["calls"] >= 10 and len(runs) == found["calls"]  # the hook really saw the path
+    for run in runs:
+        check_run(op, run)
+    # The sweep crossed the commit: some interrupts came before it, some after.
+    outcomes = {r["after"]["version"] == r["before"]["version"] for r in runs}
+    assert outcomes == {True, False}
+    with Catalog.open(root) as cat:
+        assert cat.verify().problems == []
