@@ -191,7 +191,7 @@ def _demo_rows(root: Path, records: int) -> None:
 
 # --------------------------------------------------------------------------- catalog verbs
 
-BYTES_RE = re.compile(r"^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$", re.IGNORECASE)
+BYTES_RE = re.compile(r"\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*", re.IGNORECASE)  # fullmatch
 _UNITS = {
     "": 1,
     "b": 1,
@@ -205,13 +205,13 @@ _UNITS = {
     "gb": 1 << 30,
     "gib": 1 << 30,
 }
-DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")  # fullmatch
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_bytes(text: str) -> int:
     """BYTES: an integer with an optional KiB/MiB/GiB suffix (bad input: usage error, exit 2)."""
-    m = BYTES_RE.match(text)
+    m = BYTES_RE.fullmatch(text)
     if not m or int(m.group(1)) == 0:
         raise typer.BadParameter(f"{text!r} is not a size: use an integer with an optional KiB, MiB or GiB suffix")
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
@@ -221,7 +221,7 @@ def parse_duration(text: str | timedelta) -> timedelta:
     """DURATION: seconds, or N followed by s, m, h or d."""
     if isinstance(text, timedelta):  # typer hands the default through the parser too
         return text
-    m = DURATION_RE.match(text)
+    m = DURATION_RE.fullmatch(text)
     if not m:
         raise typer.BadParameter(f"{text!r} is not a duration: use seconds or N[smhd], e.g. 90, 15m, 2h, 7d")
     return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"
 DATA_DIR = "data"
-NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+# Checked with fullmatch: `$` also matches before a final newline, so "nl\n" would pass.
+NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 DEFAULT_SHARD_SIZE = 256 << 20
 DEFAULT_SHARD_RECORDS = 1_000_000
 INTENT_STALE = timedelta(minutes=10)  # an intent without a heartbeat for this long is dead
@@ -247,7 +248,7 @@ def _iso(t: datetime) -> str:
 
 
 def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidNameError(
             f"invalid dataset name {name!r}: use letters, digits, '.', '_' and '-', not starting with '.', "
             "at most 128 characters",

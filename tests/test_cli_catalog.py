@@ -158,6 +158,17 @@ def test_name_errors(root: Path, args: list[str], message: str) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_name_with_a_trailing_newline_is_refused(root: Path, tmp_path: Path) -> None:
+    # `$` matches before a final newline: 'nl\n' was registered and broke `list`
+    result = run("-C", str(root), "register", "nl\n", "--schema", str(tmp_path / "schema.json"), ok=False)
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error: invalid dataset name 'nl\\n': use letters, digits, '.', '_' and '-', not starting with '.', "
+        "at most 128 characters\n",
+    )
+    assert [d["name"] for d in json.loads(run("-C", str(root), "list", "--json").stdout)] == ["small"]
+
+
 def test_duplicate_register_and_bad_schema(root: Path, tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"features": {"x": {"dtype": "int32"}}}))
     result = run("-C", str(root), "register", "small", "--schema", str(tmp_path / "bad.json"), ok=False)

@@ -276,6 +276,21 @@ def test_migrations_new_numbering_and_template(root: Path, mdir: Path) -> None:
     one_line_error(result, "error: slug 'bad slug!': use letters, digits and '_' (it becomes part of a file name)\n")
 
 
+def test_migrations_new_refuses_a_slug_with_a_trailing_newline(root: Path, mdir: Path) -> None:
+    # 'x\n' passed `^...$` and wrote "0001_x\n.py", which every later migrate refused to read
+    result = c(root, "migrations", "new", "small", "x\n", "--migrations", str(mdir), ok=False)
+    one_line_error(result, "error: slug 'x\\n': use letters, digits and '_' (it becomes part of a file name)\n")
+    assert not (mdir / "small").exists() or list((mdir / "small").iterdir()) == []
+    c(root, "migrate", "small", "--add", "h:int64=1", "--migrations", str(mdir))  # still works
+    assert show(root)["version"] == 3
+
+
+def test_quick_add_keeps_a_default_ending_in_a_newline(root: Path, mdir: Path) -> None:
+    # `(.*)$` stopped before a final newline: the default "a\n" became "a" without a word
+    c(root, "migrate", "small", "--add", "note:string=a\n", "--migrations", str(mdir))
+    assert {r["note"] for r in cat_rows(root)} == {"a\n"}
+
+
 def test_default_migrations_folder(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     c(root, "migrations", "new", "small", "add_h")
