@@ -317,7 +317,7 @@ class Catalog:
         if not is_url(data_root):
             (root / data_root).mkdir(parents=True, exist_ok=True)  # root / an absolute path = that path
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
-        (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        _write_atomically(root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
         return cls._connect(root.resolve(), url, check=True)
 
     @classmethod
@@ -559,8 +559,15 @@ def _default_url(root: Path) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never half; nobody but its owner may
+    write it, whatever the umask (it names the manifest every command trusts)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    tmp.unlink(missing_ok=True)  # a killed writer's leftover keeps its mode: start afresh
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

@@ -201,27 +201,38 @@ def normalize_url(url: str) -> str:
     return url
 
 
+# libpq (and so psycopg) also takes the password as a query parameter: ...?password=...
+PASSWORD_QUERY_KEY = "password"
+
+
 def safe_url(url: str) -> str:
-    """``url`` without its password: the form that may be recorded or printed."""
+    """``url`` without its password (``user:pw@`` or ``?password=``): the form that may be
+    recorded or printed."""
     try:
-        return make_url(url)._replace(password=None).render_as_string(hide_password=False)
-    except ArgumentError:
+        bare = make_url(url)._replace(password=None).difference_update_query([PASSWORD_QUERY_KEY])
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         return "<unparsable database URL>"
+    return bare.render_as_string(hide_password=False)
+
+
+def _passwords(url: str) -> list[str]:
+    """Every password ``url`` carries, in its user part or its query."""
+    try:
+        u = make_url(normalize_url(url))
+    except (ArgumentError, ValueError):
+        return []
+    query = u.query.get(PASSWORD_QUERY_KEY, ())
+    return [p for p in [u.password, *([query] if isinstance(query, str) else query)] if p]
 
 
 def has_password(url: str) -> bool:
-    try:
-        return bool(make_url(normalize_url(url)).password)
-    except ArgumentError:
-        return False
+    return bool(_passwords(url))
 
 
 def redact(text: str) -> str:
     """``text`` with any password this process was given (in $CATALOG_DB_URL or $PGPASSWORD)
     masked: a last line of defence for messages that quote a driver's words."""
-    secrets = [os.environ.get("PGPASSWORD")]
-    with contextlib.suppress(ArgumentError):
-        secrets.append(make_url(os.environ.get("CATALOG_DB_URL") or "sqlite://").password)
+    secrets = [os.environ.get("PGPASSWORD"), *_passwords(os.environ.get("CATALOG_DB_URL") or "sqlite://")]
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")

@@ -369,6 +369,25 @@ def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     assert result.stderr == f"error: {out}: already exists; backup never overwrites\n"
 
 
+@pytest.mark.sqlite_only
+def test_catalog_files_are_not_writable_by_others_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        root = tmp_path / "c"
+        run("init", str(root))
+        run("-C", str(root), "copy-manifest", f"sqlite:///{tmp_path / 'copy.db'}", "--no-switch")
+        run("-C", str(root), "backup", str(tmp_path / "backup.db"))
+        run("-C", str(root), "copy-manifest", f"sqlite:///{tmp_path / 'moved.db'}")  # rewrites catalog.json
+        with Catalog.open(root) as cat:  # the WAL and its index exist while a connection is open
+            cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+            files = [root / "catalog.json", root / "catalog.db", tmp_path / "copy.db", tmp_path / "backup.db"]
+            files += [tmp_path / "moved.db", tmp_path / "moved.db-wal", tmp_path / "moved.db-shm"]
+            modes = {p.name: oct(p.stat().st_mode & 0o777) for p in files}
+    finally:
+        os.umask(old)
+    assert modes == {p.name: "0o644" for p in files}
+
+
 @pytest.mark.sqlite_only  # the fixture is a SQLite file
 def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from catalog import manifest
