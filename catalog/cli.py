@@ -224,7 +224,10 @@ def parse_duration(text: str | timedelta) -> timedelta:
     m = DURATION_RE.fullmatch(text)
     if not m:
         raise typer.BadParameter(f"{text!r} is not a duration: use seconds or N[smhd], e.g. 90, 15m, 2h, 7d")
-    return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])
+    try:
+        return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])
+    except OverflowError:  # beyond timedelta's range (float("9" * 400) is even infinite)
+        raise typer.BadParameter(f"{text!r} is too long a duration: at most {timedelta.max.days}d") from None
 
 
 def open_catalog() -> Catalog:

@@ -465,6 +465,8 @@ class Catalog:
         target = Path(out)
         if target.exists():
             raise CatalogError(f"{target}: already exists; backup never overwrites")
+        if not target.parent.is_dir():
+            raise CatalogError(f"{target}: cannot write there: no such directory")
         if self.engine.dialect.name != "sqlite":
             copy = mf.make_engine(f"sqlite:///{target.resolve()}")
             try:
@@ -481,6 +483,8 @@ class Catalog:
                 raw.driver_connection.backup(dest)  # type: ignore[union-attr]
             finally:
                 dest.close()
+        except sqlite3.Error as e:  # the directory is read-only, /proc, the disk is full: one line
+            raise CatalogError(f"{target}: cannot write the backup: {e}") from e
         finally:
             raw.close()
         return target

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
@@ -228,7 +228,7 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
         )
         .where(ShardRow.removed_version.is_not(None), ShardRow.collected_at.is_(None))
     )
-    cutoff = utcnow() - older_than if older_than is not None else None
+    cutoff = _before_now(older_than) if older_than is not None else None
     with mf.read_txn(cat.engine) as conn:
         rows = conn.execute(q).all()
     chosen = []
@@ -254,6 +254,14 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
         report.bytes += r.bytes
         if not report.dry_run:
             cat.store.remove(r.path)
+
+
+def _before_now(span: timedelta) -> datetime:
+    """``span`` ago; a span reaching before year 1 reaches before every commit too."""
+    try:
+        return utcnow() - span
+    except OverflowError:
+        return datetime.min
 
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:

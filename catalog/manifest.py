@@ -241,6 +241,7 @@ def redact(text: str) -> str:
 
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
+    _check_port(url)
     try:
         if url.startswith("sqlite"):
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
@@ -254,6 +255,18 @@ def make_engine(url: str) -> Engine:
     except ModuleNotFoundError as e:  # the driver of a database the embedded default does not need
         extra = " (pip install 'tfrecord-catalog[postgres]')" if url.startswith("postgresql") else ""
         raise ManifestError(f"no database driver for {safe_url(url)!r}: {e}{extra}") from e
+
+
+def _check_port(url: str) -> None:
+    """SQLAlchemy parses a URL's port with a bare int(): a ValueError that would name no URL."""
+    try:
+        make_url(url)
+    except ArgumentError:  # create_engine says so in its own words
+        pass
+    except ValueError:
+        netloc = url.partition("://")[2].split("/")[0].split("?")[0]
+        port = netloc.rpartition("@")[2].rpartition(":")[2]  # never the user:password part
+        raise ManifestError(f"bad database URL: its port {port!r} is not a number") from None
 
 
 def check_connection(engine: Engine) -> None:

@@ -258,6 +258,8 @@ def test_append_on_a_pool_keeps_input_order_all_or_nothing(root: Path, tmp_path:
         ["append", "small", "x", "--shard-size", "0"],
         ["gc", "--grace", "soon"],
         ["gc", "--grace", "5w"],
+        ["gc", "--grace", "99999999999999999d"],  # beyond what a timedelta holds: was OverflowError
+        ["gc", "--older-than", "9" * 400],
         ["show"],
     ],
 )
@@ -357,6 +359,29 @@ def test_drop_then_gc(root: Path, tmp_path: Path) -> None:
     removed = json.loads(run("-C", str(root), "gc", "--grace", "0", "--json").stdout)["removed"]
     assert removed == [doc["shards"][0]["path"]]
     assert not (root / "data" / "small").exists()
+
+
+def test_gc_older_than_before_any_date_keeps_every_retired_shard(root: Path, tmp_path: Path) -> None:
+    # 999999 days before now is before year 1: `now - older_than` was OverflowError
+    src = tmp_path / "in.tfrecord"
+    write_tfrecord(src, small_rows(4))
+    run("-C", str(root), "append", "small", str(src), "--shard-records", "2")
+    run("-C", str(root), "compact", "small")
+    doc = json.loads(run("-C", str(root), "gc", "--older-than", "999999d", "--grace", "0", "--json").stdout)
+    assert (doc["removed"], doc["kept_retired"]) == ([], 2)
+
+
+def test_a_bad_port_is_one_line(tmp_path: Path) -> None:
+    result = run("init", str(tmp_path / "c"), "--db-url", "postgresql://u:pw-x7@h:notaport/db", ok=False)
+    assert (result.exit_code, result.stderr) == (1, "error: bad database URL: its port 'notaport' is not a number\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_backup_into_a_missing_directory_is_one_line(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nowhere" / "x.db"
+    result = run("-C", str(root), "backup", str(out), ok=False)
+    assert (result.exit_code, result.stderr) == (1, f"error: {out}: cannot write there: no such directory\n")
+    assert not out.parent.exists()
 
 
 @pytest.mark.sqlite_only
