@@ -543,7 +543,7 @@ def history(
         msg = f"  {c.message}" if c.message else ""
         typer.echo(
             f"v{c.version:<4} {c.kind:8} schema v{c.schema_version}  {c.time:%Y-%m-%d %H:%M:%S}  "
-            f"{c.author}  +{c.records} records, +{c.shard_count} shards{msg}"
+            f"{c.author}  +{c.records} -{c.records_removed} records, +{c.shard_count} -{c.shards_removed} shards{msg}"
         )
 
 

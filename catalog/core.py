@@ -14,13 +14,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Engine, and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -139,6 +139,8 @@ class Commit:
     total_shards: int
     shards: list[ShardInfo] = field(default_factory=list)
     duplicate: bool = False  # True when a retried token returned an earlier commit
+    records_removed: int = 0  # in the shards this commit retired (a rewrite's or restore's)
+    shards_removed: int = 0
 
     def to_json(self, with_shards: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -154,6 +156,8 @@ class Commit:
             "token": self.token,
             "records": self.records,
             "shard_count": self.shard_count,
+            "records_removed": self.records_removed,
+            "shards_removed": self.shards_removed,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
             "total_shards": self.total_shards,
@@ -874,11 +878,28 @@ class Dataset:
             yield schema.decode_batch(pending)
 
     def history(self) -> list[Commit]:
+        """Every commit, oldest first, with the records and shards it added and retired: counted
+        from the shard rows (a rewrite adds and retires shards; gc keeps collected shards' rows)."""
         with mf.read_txn(self.catalog.engine) as conn:
             rows = conn.execute(
                 select(CommitRow).where(CommitRow.dataset_id == self.id).order_by(CommitRow.version)
             ).all()
-        return [_commit_of(self.name, r) for r in rows]
+            added = _shard_sums(conn, self.id, ShardRow.added_version)
+            removed = _shard_sums(conn, self.id, ShardRow.removed_version)
+        commits = []
+        for r in rows:
+            plus, minus = added.get(r.version, _NO_SHARDS), removed.get(r.version, _NO_SHARDS)
+            commit = _commit_of(self.name, r)
+            commits.append(
+                replace(
+                    commit,
+                    records=plus.records,
+                    shard_count=plus.shards,
+                    records_removed=minus.records,
+                    shards_removed=minus.shards,
+                )
+            )
+        return commits
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return self.catalog.verify([self.name], progress, executor=executor)
@@ -951,6 +972,28 @@ class Dataset:
         from catalog.rewrite import export
 
         return export(self, out, version, compression, progress)
+
+
+@dataclass(frozen=True)
+class _ShardSum:
+    shards: int
+    records: int
+    bytes: int
+
+
+_NO_SHARDS = _ShardSum(0, 0, 0)
+
+
+def _shard_sums(conn: Connection, dataset_id: int, version_column: Any) -> dict[int, _ShardSum]:
+    """Per version: the shards (count, records, bytes) whose ``version_column`` (added_version
+    or removed_version) is that version."""
+    query = (
+        select(version_column, func.count(), func.coalesce(func.sum(ShardRow.records), 0),
+               func.coalesce(func.sum(ShardRow.bytes), 0))
+        .where(ShardRow.dataset_id == dataset_id, version_column.is_not(None))
+        .group_by(version_column)
+    )  # fmt: skip
+    return {v: _ShardSum(int(n), int(records), int(size)) for v, n, records, size in conn.execute(query)}
 
 
 def _live_at(conn: Connection, dataset_id: int, version: int) -> Any:
