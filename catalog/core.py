@@ -198,7 +198,7 @@ class DatasetInfo:
 class Problem:
     dataset: str | None
     path: str
-    problem: str  # missing | size | checksum | records | unreadable | unregistered
+    problem: str  # missing | size | checksum | records | unreadable | unregistered | manifest
     detail: str
 
     def to_json(self) -> dict[str, Any]:
@@ -426,9 +426,14 @@ class Catalog:
         return self.dataset(name)
 
     def list(self) -> list[DatasetInfo]:
+        commit_totals = (
+            CommitRow.shard_count.label("commit_shards"),
+            CommitRow.records.label("commit_records"),
+            CommitRow.bytes.label("commit_bytes"),
+        )
         with mf.read_txn(self.engine) as conn:
             rows = conn.execute(
-                select(*DatasetRow.__table__.c, SchemaVersionRow.schema_json)
+                select(*DatasetRow.__table__.c, SchemaVersionRow.schema_json, *commit_totals)
                 .join(
                     SchemaVersionRow,
                     and_(
@@ -436,8 +441,13 @@ class Catalog:
                         SchemaVersionRow.version == DatasetRow.schema_version,
                     ),
                 )
+                .outerjoin(  # outer: a dataset whose current commit is missing is damage to report
+                    CommitRow, and_(CommitRow.dataset_id == DatasetRow.id, CommitRow.version == DatasetRow.version)
+                )
                 .order_by(DatasetRow.name)
             ).all()
+        for r in rows:
+            _check_totals(self.engine, r, _ShardSum(r.commit_shards, r.commit_records, r.commit_bytes))
         return [_info(r, json.loads(r.schema_json)) for r in rows]
 
     def dataset(self, name: str) -> Dataset:
@@ -647,6 +657,19 @@ def _info(row: Any, schema: dict[str, Any]) -> DatasetInfo:
     )
 
 
+def _check_totals(engine: Engine, row: Any, commit: _ShardSum, version: int | None = None) -> None:
+    """The totals of dataset ``row`` against those of its commit at ``version`` (default: the
+    current one; every commit writes both): equal there, and never negative."""
+    said = _ShardSum(row.shard_count, row.records, row.bytes)
+    where = f"dataset {row.name!r} version {row.version if version is None else version}"
+    if commit.shards is None:
+        raise mf.damaged(engine, f"{where}: no commit row")
+    if min(commit.shards, commit.records, commit.bytes) < 0:
+        raise mf.damaged(engine, f"{where}: its commit says {commit}")
+    if version in (None, row.version) and said != commit:
+        raise mf.damaged(engine, f"{where}: the dataset row says {said}, its commit {commit}")
+
+
 def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schema, commit: int, now: datetime) -> None:
     """Register ``schema`` as the dataset's schema ``version``, made by the commit of version ``commit``."""
     conn.execute(
@@ -839,6 +862,7 @@ class Dataset:
             v, sv = self._resolve_version(conn, version)
             schema = _schema_at(conn, self.id, sv).to_json()
             c = conn.execute(select(CommitRow).where(CommitRow.dataset_id == self.id, CommitRow.version == v)).one()
+        _check_totals(self.catalog.engine, row, _ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count)
 
     def records(self, version: int | None = None) -> Iterator[bytes]:
@@ -887,8 +911,11 @@ class Dataset:
             added = _shard_sums(conn, self.id, ShardRow.added_version)
             removed = _shard_sums(conn, self.id, ShardRow.removed_version)
         commits = []
+        total = _NO_SHARDS
         for r in rows:
             plus, minus = added.get(r.version, _NO_SHARDS), removed.get(r.version, _NO_SHARDS)
+            total = total + plus - minus
+            self._check_commit(r, plus, total)
             commit = _commit_of(self.name, r)
             commits.append(
                 replace(
@@ -900,6 +927,18 @@ class Dataset:
                 )
             )
         return commits
+
+    def _check_commit(self, r: Any, added: _ShardSum, total: _ShardSum) -> None:
+        """Fail when commit row ``r`` disagrees with the shard rows (``added`` by it, ``total``
+        live after it): a flipped byte must not show as "+2024 records"."""
+        said = _ShardSum(r.shard_count, r.records, r.bytes)
+        detail = None
+        if said != total:
+            detail = f"its totals say {said}, its shards hold {total}"
+        elif r.kind == "append" and (r.shards_added, r.records_added) != (added.shards, added.records):
+            detail = f"it says it added {r.records_added} records in {r.shards_added} shards, its shards hold {added}"
+        if detail is not None:
+            raise mf.damaged(self.catalog.engine, f"dataset {self.name!r} version {r.version}: {detail}")
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return self.catalog.verify([self.name], progress, executor=executor)
@@ -979,6 +1018,15 @@ class _ShardSum:
     shards: int
     records: int
     bytes: int
+
+    def __add__(self, other: _ShardSum) -> _ShardSum:
+        return _ShardSum(self.shards + other.shards, self.records + other.records, self.bytes + other.bytes)
+
+    def __sub__(self, other: _ShardSum) -> _ShardSum:
+        return _ShardSum(self.shards - other.shards, self.records - other.records, self.bytes - other.bytes)
+
+    def __str__(self) -> str:
+        return f"{self.records} records, {self.bytes} bytes in {self.shards} shards"
 
 
 _NO_SHARDS = _ShardSum(0, 0, 0)

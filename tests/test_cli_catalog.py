@@ -413,6 +413,132 @@ def test_catalog_files_are_not_writable_by_others_whatever_the_umask(tmp_path: P
     assert modes == {p.name: "0o644" for p in files}
 
 
+# --------------------------------------------------------------------------- a damaged manifest
+# Real catalog.db files with bytes flipped in the page holding a row: found by dbstat, or by
+# a marker string stored in the row (its integers follow the text columns in the record).
+
+
+@pytest.fixture
+def marked(tmp_path: Path) -> Path:
+    """A closed catalog: dataset 'd' (description DESCMARK), one append of 100 records (token
+    TOKENMARK, message MSGMARK) in one 3000-byte shard."""
+    root = tmp_path / "m"
+    with Catalog.init(root) as cat:
+        ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}}, description="DESCMARK")
+        ds.append_rows([{"x": i} for i in range(100)], token="TOKENMARK", message="MSGMARK")
+        assert ds.info().bytes == 3000  # stored as 2 bytes (0x0bb8) after the 1-byte records
+    assert not (root / "catalog.db-wal").exists()  # all of it in the file
+    return root
+
+
+def flip(root: Path, marker: bytes, offset: int, mask: int) -> None:
+    """XOR ``mask`` into the byte ``offset`` bytes past ``marker`` in catalog.db."""
+    path = root / "catalog.db"
+    data = bytearray(path.read_bytes())
+    data[data.index(marker) + len(marker) + offset] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def break_page(root: Path, table: str) -> None:
+    """Give the b-tree leaf page of ``table`` a page type no page has."""
+    path = root / "catalog.db"
+    with sqlite3.connect(path) as db:
+        (page,) = db.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)).fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[(page - 1) * size] = 0x00
+    path.write_bytes(bytes(data))
+
+
+def damaged_line(root: Path, detail: str) -> str:
+    hint = "(`catalog verify` checks all of it)"
+    return f"error: sqlite:///{root / 'catalog.db'}: the manifest is damaged: {detail} {hint}\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_malformed_manifest_page_is_one_line_and_verify_reports_it(marked: Path, tmp_path: Path) -> None:
+    break_page(marked, "commits")
+    line = f"error: manifest database error in sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
+    for args in (["history", "d"], ["show", "d"], ["cat", "d"], ["list"]):
+        result = run("-C", str(marked), *args, ok=False)
+        assert (result.exit_code, result.stderr) == (1, line), args
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"x": 1}\n')
+    result = run("-C", str(marked), "append", "d", str(src), ok=False)  # the commit's write fails
+    assert (result.exit_code, result.stderr) == (1, line)
+    assert len(list((marked / "data" / "d").iterdir())) == 1  # the new shard went with it
+    result = run("-C", str(marked), "verify", ok=False)
+    assert result.exit_code == 1
+    assert result.stdout == f"manifest: sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
+    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problems\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_mangled_date_is_one_line(marked: Path) -> None:
+    flip(marked, b"append", 5, 0x40)  # the commit's created_at, "2026-1..." -> "2026-q..."
+    result = run("-C", str(marked), "history", "d", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: manifest database error in sqlite:///{marked / 'catalog.db'}: Invalid isoformat string: '2026-q"
+    )
+    assert result.stderr.count("\n") == 1
+    result = run("-C", str(marked), "verify", "--json", ok=False)
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert (problem["dataset"], problem["problem"]) == ("d", "manifest")
+    assert "Invalid isoformat string" in problem["detail"]
+
+
+CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shards"
+ROW = "dataset 'd' version 2: the dataset row says {}, its commit {}"
+GOOD = "100 records, 3000 bytes in 1 shards"
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    ("marker", "offset", "mask", "expected"),
+    [
+        (  # the commit's records_added: 100 -> 116; its totals still hold
+            b"TOKENMARK", 0, 0x10,
+            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shards, its shards hold " + GOOD},
+        ),
+        (  # the commit's total records: 100 -> 116
+            b"TOKENMARK", 1, 0x10,
+            {
+                "history": CHAIN.format("116 records, 3000 bytes in 1 shards"),
+                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+            },
+        ),
+        (  # the commit's total bytes: 3000 -> -29768 (the sign bit of its first byte)
+            b"TOKENMARK", 2, 0x80,
+            {
+                "history": CHAIN.format("100 records, -29768 bytes in 1 shards"),
+                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shards",
+            },
+        ),
+        (  # the dataset row's records, after its created_at (26 characters) and version: 100 -> 36
+            b"DESCMARK", 27, 0x40,
+            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shards", GOOD)),
+        ),
+    ],
+)  # fmt: skip
+def test_flipped_totals_are_caught_not_shown(
+    marked: Path, marker: bytes, offset: int, mask: int, expected: dict[str, str]
+) -> None:
+    flip(marked, marker, offset, mask)
+    for command, detail in expected.items():
+        args = [command] if command == "list" else [command, "d"]
+        result = run("-C", str(marked), *args, ok=False)
+        assert (result.exit_code, result.stderr) == (1, damaged_line(marked, detail)), command
+    result = run("-C", str(marked), "verify", ok=False)
+    assert result.exit_code == 1
+    first = next(iter(expected.values())) if "history" in expected else expected["show"]
+    assert result.stdout.startswith(
+        f"manifest: sqlite:///{marked / 'catalog.db'}: the manifest is damaged: {first}\n"
+    )
+
+
 @pytest.mark.sqlite_only  # the fixture is a SQLite file
 def test_first_format_fixture_and_upgrade(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from catalog import manifest
