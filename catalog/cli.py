@@ -197,7 +197,7 @@ def _demo_rows(root: Path, records: int) -> None:
 
 # --------------------------------------------------------------------------- catalog verbs
 
-BYTES_RE = re.compile(r"^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$", re.IGNORECASE)
+BYTES_RE = re.compile(r"\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*", re.IGNORECASE)  # fullmatch
 _UNITS = {
     "": 1,
     "b": 1,
@@ -211,13 +211,13 @@ _UNITS = {
     "gb": 1 << 30,
     "gib": 1 << 30,
 }
-DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")  # fullmatch
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_bytes(text: str) -> int:
     """BYTES: an integer with an optional KiB/MiB/GiB suffix (bad input: usage error, exit 2)."""
-    m = BYTES_RE.match(text)
+    m = BYTES_RE.fullmatch(text)
     if not m or int(m.group(1)) == 0:
         raise typer.BadParameter(f"{text!r} is not a size: use an integer with an optional KiB, MiB or GiB suffix")
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
@@ -227,10 +227,13 @@ def parse_duration(text: str | timedelta) -> timedelta:
     """DURATION: seconds, or N followed by s, m, h or d."""
     if isinstance(text, timedelta):  # typer hands the default through the parser too
         return text
-    m = DURATION_RE.match(text)
+    m = DURATION_RE.fullmatch(text)
     if not m:
         raise typer.BadParameter(f"{text!r} is not a duration: use seconds or N[smhd], e.g. 90, 15m, 2h, 7d")
-    return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])
+    try:
+        return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])
+    except OverflowError:  # beyond timedelta's range (float("9" * 400) is even infinite)
+        raise typer.BadParameter(f"{text!r} is too long a duration: at most {timedelta.max.days}d") from None
 
 
 def open_catalog() -> Catalog:
@@ -546,7 +549,7 @@ def history(
         msg = f"  {c.message}" if c.message else ""
         typer.echo(
             f"v{c.version:<4} {c.kind:8} schema v{c.schema_version}  {c.time:%Y-%m-%d %H:%M:%S}  "
-            f"{c.author}  +{c.records} records, +{c.shard_count} shards{msg}"
+            f"{c.author}  +{c.records} -{c.records_removed} records, +{c.shard_count} -{c.shards_removed} shards{msg}"
         )
 
 

@@ -14,13 +14,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Engine, and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -52,7 +52,8 @@ if TYPE_CHECKING:
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"
 DATA_DIR = "data"
-NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+# Checked with fullmatch: `$` also matches before a final newline, so "nl\n" would pass.
+NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 DEFAULT_SHARD_SIZE = 256 << 20
 DEFAULT_SHARD_RECORDS = 1_000_000
 INTENT_STALE = timedelta(minutes=10)  # an intent without a heartbeat for this long is dead
@@ -150,6 +151,8 @@ class Commit:
     total_shards: int
     shards: list[ShardInfo] = field(default_factory=list)
     duplicate: bool = False  # True when a retried token returned an earlier commit
+    records_removed: int = 0  # in the shards this commit retired (a rewrite's or restore's)
+    shards_removed: int = 0
 
     def to_json(self, with_shards: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -165,6 +168,8 @@ class Commit:
             "token": self.token,
             "records": self.records,
             "shard_count": self.shard_count,
+            "records_removed": self.records_removed,
+            "shards_removed": self.shards_removed,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
             "total_shards": self.total_shards,
@@ -205,7 +210,7 @@ class DatasetInfo:
 class Problem:
     dataset: str | None
     path: str
-    problem: str  # missing | size | checksum | records | unreadable | unregistered
+    problem: str  # missing | size | checksum | records | unreadable | unregistered | manifest
     detail: str
 
     def to_json(self) -> dict[str, Any]:
@@ -259,7 +264,7 @@ def _iso(t: datetime) -> str:
 
 
 def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidNameError(
             f"invalid dataset name {name!r}: use letters, digits, '.', '_' and '-', not starting with '.', "
             "at most 128 characters",
@@ -328,7 +333,7 @@ class Catalog:
         if not is_url(data_root):
             (root / data_root).mkdir(parents=True, exist_ok=True)  # root / an absolute path = that path
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
-        (root / CATALOG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        _write_atomically(root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
         return cls._connect(root.resolve(), url, check=True)
 
     @classmethod
@@ -439,9 +444,14 @@ class Catalog:
         return self.dataset(name)
 
     def list(self) -> list[DatasetInfo]:
+        commit_totals = (
+            CommitRow.shard_count.label("commit_shards"),
+            CommitRow.records.label("commit_records"),
+            CommitRow.bytes.label("commit_bytes"),
+        )
         with mf.read_txn(self.engine) as conn:
             rows = conn.execute(
-                select(*DatasetRow.__table__.c, SchemaVersionRow.schema_json)
+                select(*DatasetRow.__table__.c, SchemaVersionRow.schema_json, *commit_totals)
                 .join(
                     SchemaVersionRow,
                     and_(
@@ -449,8 +459,13 @@ class Catalog:
                         SchemaVersionRow.version == DatasetRow.schema_version,
                     ),
                 )
+                .outerjoin(  # outer: a dataset whose current commit is missing is damage to report
+                    CommitRow, and_(CommitRow.dataset_id == DatasetRow.id, CommitRow.version == DatasetRow.version)
+                )
                 .order_by(DatasetRow.name)
             ).all()
+        for r in rows:
+            _check_totals(self.engine, r, _ShardSum(r.commit_shards, r.commit_records, r.commit_bytes))
         return [_info(r, json.loads(r.schema_json)) for r in rows]
 
     def dataset(self, name: str) -> Dataset:
@@ -482,6 +497,8 @@ class Catalog:
         target = Path(out)
         if target.exists():
             raise CatalogError(f"{target}: already exists; backup never overwrites")
+        if not target.parent.is_dir():
+            raise CatalogError(f"{target}: cannot write there: no such directory")
         if self.engine.dialect.name != "sqlite":
             copy = mf.make_engine(f"sqlite:///{target.resolve()}")
             try:
@@ -498,6 +515,8 @@ class Catalog:
                 raw.driver_connection.backup(dest)  # type: ignore[union-attr]
             finally:
                 dest.close()
+        except sqlite3.Error as e:  # the directory is read-only, /proc, the disk is full: one line
+            raise CatalogError(f"{target}: cannot write the backup: {e}") from e
         finally:
             raw.close()
         return target
@@ -576,8 +595,15 @@ def _default_url(root: Path) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never half; nobody but its owner may
+    write it, whatever the umask (it names the manifest every command trusts)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    tmp.unlink(missing_ok=True)  # a killed writer's leftover keeps its mode: start afresh
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -647,6 +673,19 @@ def _info(row: Any, schema: dict[str, Any]) -> DatasetInfo:
         row.bytes,
         row.shard_count,
     )
+
+
+def _check_totals(engine: Engine, row: Any, commit: _ShardSum, version: int | None = None) -> None:
+    """The totals of dataset ``row`` against those of its commit at ``version`` (default: the
+    current one; every commit writes both): equal there, and never negative."""
+    said = _ShardSum(row.shard_count, row.records, row.bytes)
+    where = f"dataset {row.name!r} version {row.version if version is None else version}"
+    if commit.shards is None:
+        raise mf.damaged(engine, f"{where}: no commit row")
+    if min(commit.shards, commit.records, commit.bytes) < 0:
+        raise mf.damaged(engine, f"{where}: its commit says {commit}")
+    if version in (None, row.version) and said != commit:
+        raise mf.damaged(engine, f"{where}: the dataset row says {said}, its commit {commit}")
 
 
 def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schema, commit: int, now: datetime) -> None:
@@ -833,6 +872,7 @@ class Dataset:
             v, sv = self._resolve_version(conn, version)
             schema = _schema_at(conn, self.id, sv).to_json()
             c = conn.execute(select(CommitRow).where(CommitRow.dataset_id == self.id, CommitRow.version == v)).one()
+        _check_totals(self.catalog.engine, row, _ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count)
 
     def records(self, version: int | None = None) -> Iterator[bytes]:
@@ -872,11 +912,43 @@ class Dataset:
             yield schema.decode_batch(pending)
 
     def history(self) -> list[Commit]:
+        """Every commit, oldest first, with the records and shards it added and retired: counted
+        from the shard rows (a rewrite adds and retires shards; gc keeps collected shards' rows)."""
         with mf.read_txn(self.catalog.engine) as conn:
             rows = conn.execute(
                 select(CommitRow).where(CommitRow.dataset_id == self.id).order_by(CommitRow.version)
             ).all()
-        return [_commit_of(self.name, r) for r in rows]
+            added = _shard_sums(conn, self.id, ShardRow.added_version)
+            removed = _shard_sums(conn, self.id, ShardRow.removed_version)
+        commits = []
+        total = _NO_SHARDS
+        for r in rows:
+            plus, minus = added.get(r.version, _NO_SHARDS), removed.get(r.version, _NO_SHARDS)
+            total = total + plus - minus
+            self._check_commit(r, plus, total)
+            commit = _commit_of(self.name, r)
+            commits.append(
+                replace(
+                    commit,
+                    records=plus.records,
+                    shard_count=plus.shards,
+                    records_removed=minus.records,
+                    shards_removed=minus.shards,
+                )
+            )
+        return commits
+
+    def _check_commit(self, r: Any, added: _ShardSum, total: _ShardSum) -> None:
+        """Fail when commit row ``r`` disagrees with the shard rows (``added`` by it, ``total``
+        live after it): a flipped byte must not show as "+2024 records"."""
+        said = _ShardSum(r.shard_count, r.records, r.bytes)
+        detail = None
+        if said != total:
+            detail = f"its totals say {said}, its shards hold {total}"
+        elif r.kind == "append" and (r.shards_added, r.records_added) != (added.shards, added.records):
+            detail = f"it says it added {r.records_added} records in {r.shards_added} shards, its shards hold {added}"
+        if detail is not None:
+            raise mf.damaged(self.catalog.engine, f"dataset {self.name!r} version {r.version}: {detail}")
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return self.catalog.verify([self.name], progress, executor=executor)
@@ -949,6 +1021,37 @@ class Dataset:
         from catalog.rewrite import export
 
         return export(self, out, version, compression, progress)
+
+
+@dataclass(frozen=True)
+class _ShardSum:
+    shards: int
+    records: int
+    bytes: int
+
+    def __add__(self, other: _ShardSum) -> _ShardSum:
+        return _ShardSum(self.shards + other.shards, self.records + other.records, self.bytes + other.bytes)
+
+    def __sub__(self, other: _ShardSum) -> _ShardSum:
+        return _ShardSum(self.shards - other.shards, self.records - other.records, self.bytes - other.bytes)
+
+    def __str__(self) -> str:
+        return f"{self.records} records, {self.bytes} bytes in {self.shards} shards"
+
+
+_NO_SHARDS = _ShardSum(0, 0, 0)
+
+
+def _shard_sums(conn: Connection, dataset_id: int, version_column: Any) -> dict[int, _ShardSum]:
+    """Per version: the shards (count, records, bytes) whose ``version_column`` (added_version
+    or removed_version) is that version."""
+    query = (
+        select(version_column, func.count(), func.coalesce(func.sum(ShardRow.records), 0),
+               func.coalesce(func.sum(ShardRow.bytes), 0))
+        .where(ShardRow.dataset_id == dataset_id, version_column.is_not(None))
+        .group_by(version_column)
+    )  # fmt: skip
+    return {v: _ShardSum(int(n), int(records), int(size)) for v, n, records, size in conn.execute(query)}
 
 
 def _live_at(conn: Connection, dataset_id: int, version: int) -> Any:

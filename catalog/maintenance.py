@@ -7,20 +7,20 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
 from catalog import manifest as mf
-from catalog.errors import CatalogError, DatasetNotFoundError
+from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
 from catalog.rewrite import run_jobs
 from catalog.storage import Store, StoredFile, intent_of
 from catalog.tfrecord.framing import read_record_batches
 
 if TYPE_CHECKING:
-    from catalog.core import Catalog, GcReport, Progress, VerifyReport
+    from catalog.core import Catalog, GcReport, Problem, Progress, VerifyReport
 
 
 def _data_files(store: Store, datasets: set[str] | None) -> list[StoredFile]:
@@ -34,6 +34,9 @@ def verify_catalog(
     from catalog.core import Problem, VerifyReport, live_intents
 
     wanted = set(names) if names else None
+    damage = manifest_problems(cat, wanted)
+    if any(p.dataset is None for p in damage):  # the file's pages: the shard list cannot be trusted
+        return VerifyReport(problems=damage)
     files = _data_files(cat.store, wanted)  # listed before the snapshot: see collect_garbage
     with mf.read_txn(cat.engine) as conn:
         known = dict(conn.execute(select(DatasetRow.name, DatasetRow.id)).all())
@@ -49,7 +52,7 @@ def verify_catalog(
         shards = conn.execute(q.order_by(ShardRow.id)).all()
         live = live_intents(conn)
     problems = _check_all(cat, shards, executor, progress)
-    report = VerifyReport()
+    report = VerifyReport(problems=damage)
     registered = set()
     for (ds, rel, _records, size, _checksum), problem in zip(shards, problems, strict=True):
         registered.add(rel)
@@ -64,6 +67,30 @@ def verify_catalog(
                 Problem(None, cat.shard_url(f.rel), "unregistered", "file in the data area that no shard names")
             )
     return report
+
+
+def manifest_problems(cat: Catalog, wanted: set[str] | None) -> list[Problem]:
+    """The manifest's own damage: its pages (SQLite's quick_check), then each dataset's values
+    (its commits' totals against its shard rows, its row against its current commit)."""
+    from catalog.core import Problem
+
+    where = mf.manifest_where(cat.engine)
+    pages = mf.integrity_problems(cat.engine)
+    if pages:
+        return [Problem(None, where, "manifest", "; ".join(pages[:5]))]
+    with mf.read_txn(cat.engine) as conn:
+        names = sorted(conn.execute(select(DatasetRow.name)).scalars())
+    out = []
+    for name in names:
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            ds = cat.dataset(name)
+            ds.history()
+            ds.info()
+        except ManifestError as e:
+            out.append(Problem(name, where, "manifest", str(e).removeprefix(f"{where}: ").removesuffix(mf.VERIFY_HINT)))
+    return out
 
 
 VERIFY_JOB_BYTES = 64 << 20  # a verify job checks shards up to this many bytes (or one larger shard)
@@ -229,7 +256,7 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
         )
         .where(ShardRow.removed_version.is_not(None), ShardRow.collected_at.is_(None))
     )
-    cutoff = utcnow() - older_than if older_than is not None else None
+    cutoff = _before_now(older_than) if older_than is not None else None
     with mf.read_txn(cat.engine) as conn:
         rows = conn.execute(q).all()
     chosen = []
@@ -255,6 +282,14 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
         report.bytes += r.bytes
         if not report.dry_run:
             cat.store.remove(r.path)
+
+
+def _before_now(span: timedelta) -> datetime:
+    """``span`` ago; a span reaching before year 1 reaches before every commit too."""
+    try:
+        return utcnow() - span
+    except OverflowError:
+        return datetime.min
 
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:

@@ -37,8 +37,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from catalog.errors import CatalogError, ManifestError
@@ -221,27 +221,38 @@ def normalize_url(url: str) -> str:
     return url
 
 
+# libpq (and so psycopg) also takes the password as a query parameter: ...?password=...
+PASSWORD_QUERY_KEY = "password"
+
+
 def safe_url(url: str) -> str:
-    """``url`` without its password: the form that may be recorded or printed."""
+    """``url`` without its password (``user:pw@`` or ``?password=``): the form that may be
+    recorded or printed."""
     try:
-        return make_url(url)._replace(password=None).render_as_string(hide_password=False)
-    except ArgumentError:
+        bare = make_url(url)._replace(password=None).difference_update_query([PASSWORD_QUERY_KEY])
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         return "<unparsable database URL>"
+    return bare.render_as_string(hide_password=False)
+
+
+def _passwords(url: str) -> list[str]:
+    """Every password ``url`` carries, in its user part or its query."""
+    try:
+        u = make_url(normalize_url(url))
+    except (ArgumentError, ValueError):
+        return []
+    query = u.query.get(PASSWORD_QUERY_KEY, ())
+    return [p for p in [u.password, *([query] if isinstance(query, str) else query)] if p]
 
 
 def has_password(url: str) -> bool:
-    try:
-        return bool(make_url(normalize_url(url)).password)
-    except ArgumentError:
-        return False
+    return bool(_passwords(url))
 
 
 def redact(text: str) -> str:
     """``text`` with any password this process was given (in $CATALOG_DB_URL or $PGPASSWORD)
     masked: a last line of defence for messages that quote a driver's words."""
-    secrets = [os.environ.get("PGPASSWORD")]
-    with contextlib.suppress(ArgumentError):
-        secrets.append(make_url(os.environ.get("CATALOG_DB_URL") or "sqlite://").password)
+    secrets = [os.environ.get("PGPASSWORD"), *_passwords(os.environ.get("CATALOG_DB_URL") or "sqlite://")]
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")
@@ -250,19 +261,34 @@ def redact(text: str) -> str:
 
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
+    _check_port(url)
     try:
         if url.startswith("sqlite"):
             engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
             _sqlite_setup(engine)
-            return engine
-        # A bounded connect: an unreachable server is an error, never a hang.
-        args = {"connect_timeout": CONNECT_TIMEOUT_S} if url.startswith("postgresql") else {}
-        return create_engine(url, pool_pre_ping=True, connect_args=args)
+        else:
+            # A bounded connect: an unreachable server is an error, never a hang.
+            args = {"connect_timeout": CONNECT_TIMEOUT_S} if url.startswith("postgresql") else {}
+            engine = create_engine(url, pool_pre_ping=True, connect_args=args)
+        _name_the_manifest(engine)
+        return engine
     except ArgumentError as e:
         raise ManifestError(f"bad database URL {safe_url(url)!r}: {e}") from e
     except ModuleNotFoundError as e:  # the driver of a database the embedded default does not need
         extra = " (pip install 'tfrecord-catalog[postgres]')" if url.startswith("postgresql") else ""
         raise ManifestError(f"no database driver for {safe_url(url)!r}: {e}{extra}") from e
+
+
+def _check_port(url: str) -> None:
+    """SQLAlchemy parses a URL's port with a bare int(): a ValueError that would name no URL."""
+    try:
+        make_url(url)
+    except ArgumentError:  # create_engine says so in its own words
+        pass
+    except ValueError:
+        netloc = url.partition("://")[2].split("/")[0].split("?")[0]
+        port = netloc.rpartition("@")[2].rpartition(":")[2]  # never the user:password part
+        raise ManifestError(f"bad database URL: its port {port!r} is not a number") from None
 
 
 def check_connection(engine: Engine) -> None:
@@ -279,13 +305,75 @@ def _where(engine: Engine) -> str:
     return safe_url(engine.url.render_as_string(hide_password=False))
 
 
-def _database_error(e: DBAPIError) -> ManifestError:
-    return ManifestError(f"manifest database error: {_first_line(e)}")
+def _name_the_manifest(engine: Engine) -> None:
+    """Every error of the engine's remembers which manifest raised it: with_lock_retry, which is
+    handed only the error, names the manifest in its one line."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        if context.sqlalchemy_exception is not None:
+            context.sqlalchemy_exception.manifest = _where(engine)  # type: ignore[attr-defined]
 
 
-def _first_line(e: DBAPIError) -> str:
-    text = str(e.orig) if e.orig is not None else str(e)
+def _database_error(e: Exception, where: str | None = None) -> ManifestError:
+    where = where or getattr(e, "manifest", None)
+    return ManifestError(f"manifest database error{f' in {where}' if where else ''}: {_first_line(e)}")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else str(e)
     return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+@contextmanager
+def manifest_errors(engine: Engine) -> Iterator[None]:
+    """What the database says (a lost server, a damaged file: "database disk image is
+    malformed") or a value it returns that is not what its column holds (a date no longer
+    a date) as one ManifestError line naming the manifest. A lock or a constraint passes
+    through: callers wait or act on those."""
+    try:
+        yield
+    except DatabaseError as e:
+        if isinstance(e, IntegrityError) or _is_lock_error(e):
+            raise
+        raise _database_error(e, getattr(e, "manifest", None) or _where(engine)) from e
+    except (ValueError, engine.dialect.loaded_dbapi.Error) as e:  # a raw cursor's error (fetch_column), a value
+        raise _database_error(e, _where(engine)) from e
+
+
+def manifest_where(engine: Engine) -> str:
+    """How messages name the manifest: its URL (a file's path), never with a password."""
+    return _where(engine)
+
+
+VERIFY_HINT = " (`catalog verify` checks all of it)"
+
+
+def damaged(engine: Engine, detail: str) -> ManifestError:
+    """The error for values read that cannot all be true (totals that disagree with the shards)."""
+    return ManifestError(f"{_where(engine)}: the manifest is damaged: {detail}{VERIFY_HINT}")
+
+
+def integrity_problems(engine: Engine) -> list[str]:
+    """What SQLite's ``PRAGMA quick_check`` finds wrong with the file's pages (PostgreSQL: nothing
+    to ask; its own checksums and WAL guard its pages)."""
+    if engine.dialect.name != "sqlite":
+        return []
+    found: list[str] = []
+    raw = engine.raw_connection()  # the driver's own cursor: the rows before a stumble are kept
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute("PRAGMA quick_check")
+            while (row := cursor.fetchone()) is not None:
+                found.append(str(row[0]))
+        except engine.dialect.loaded_dbapi.Error as e:  # the check can stumble on what it has just reported
+            found.append(str(e))
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return [] if found == ["ok"] else found
 
 
 # PostgreSQL's transient failures, worth a retry like SQLite's "locked": serialization
@@ -301,12 +389,15 @@ def _is_lock_error(e: DBAPIError) -> bool:
 
 
 def with_lock_retry(fn: Callable[[], T]) -> T:
-    """Run ``fn`` again when the database reports a lock; the user never sees "locked"."""
+    """Run ``fn`` again when the database reports a lock; the user never sees "locked". Other
+    database errors, but for a constraint's (callers act on those), are one ManifestError line."""
     delay = 0.005
     for attempt in range(LOCK_RETRIES):
         try:
             return fn()
-        except OperationalError as e:
+        except IntegrityError:
+            raise
+        except DatabaseError as e:
             if not _is_lock_error(e) or attempt == LOCK_RETRIES - 1:
                 raise _database_error(e) from e
             time.sleep(delay)
@@ -346,16 +437,11 @@ def read_txn(engine: Engine) -> Iterator[Connection]:
     """A read transaction on one snapshot, as SQLite's are: on PostgreSQL, REPEATABLE READ
     (its default, READ COMMITTED, would give each statement a newer snapshot, and gc, which
     reads the shards and then the intents, could miss a commit landing in between)."""
-    try:
-        with engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execution_options(isolation_level="REPEATABLE READ")
-            with conn.begin():
-                yield conn
-    except OperationalError as e:  # the server went away, or the disk: one line (writes: with_lock_retry)
-        if _is_lock_error(e):
-            raise
-        raise _database_error(e) from e
+    with manifest_errors(engine), engine.connect() as conn:  # one line (writes: with_lock_retry)
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            yield conn
 
 
 # --------------------------------------------------------------------------- format
@@ -378,16 +464,15 @@ def create_manifest(engine: Engine, data_root: str) -> None:
 
 def has_manifest(engine: Engine) -> bool:
     check_connection(engine)
-    return inspect(engine).has_table(MetaRow.__tablename__)
+    with manifest_errors(engine):
+        return inspect(engine).has_table(MetaRow.__tablename__)
 
 
 def read_meta(engine: Engine) -> dict[str, str]:
-    check_connection(engine)
-    try:
-        with read_txn(engine) as conn:
-            rows = conn.execute(select(MetaRow.key, MetaRow.value)).all()
-    except DBAPIError as e:
-        raise ManifestError(f"not a catalog manifest ({_first_line(e)})") from e
+    if not has_manifest(engine):
+        raise ManifestError(f"{_where(engine)}: not a catalog manifest (no {MetaRow.__tablename__} table)")
+    with read_txn(engine) as conn:
+        rows = conn.execute(select(MetaRow.key, MetaRow.value)).all()
     return {k: v for k, v in rows}
 
 
@@ -443,7 +528,7 @@ def upgrade(engine: Engine) -> tuple[int, int]:
         step = UPGRADES.get(current)
         if step is None:
             raise CatalogError(f"no upgrade path from manifest format {current}")
-        with write_txn(engine) as conn:
+        with manifest_errors(engine), write_txn(engine) as conn:
             step(conn)
             conn.execute(update(MetaRow).where(MetaRow.key == "format_version").values(value=str(current + 1)))
         current += 1
@@ -591,7 +676,7 @@ def copy_manifest(
     if has_manifest(target):
         raise ManifestError(f"{_where(target)} already holds a manifest; copy into an empty database")
     counts: dict[str, int] = {}
-    with write_txn(source) as src:
+    with manifest_errors(source), write_txn(source) as src:  # a damaged source (or target): one line
         _hold_writers(src, move)
         check_format({k: v for k, v in src.execute(select(MetaRow.key, MetaRow.value)).all()})
         with write_txn(target) as dst:

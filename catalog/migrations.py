@@ -48,7 +48,8 @@ from catalog.tfrecord.framing import read_record_batches
 if TYPE_CHECKING:
     from catalog.core import Dataset, Progress
 
-FILE_RE = re.compile(r"^(\d{4,})_([A-Za-z0-9_]+)\.py$")
+# Names are checked with fullmatch: `$` also matches before a final newline.
+FILE_RE = re.compile(r"(\d{4,})_([A-Za-z0-9_]+)\.py")
 DEFAULT_DIR = "migrations"
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 
@@ -86,7 +87,7 @@ class MigrationFile:
 
     @classmethod
     def read(cls, path: Path) -> MigrationFile:
-        m = FILE_RE.match(path.name)
+        m = FILE_RE.fullmatch(path.name)
         if m is None:
             raise MigrationError(f"{path}: not a migration file name (NNNN_slug.py, e.g. 0001_add_height.py)")
         return cls(path.stem, int(m.group(1)), path, sha256_of(path.read_bytes()))
@@ -357,13 +358,13 @@ def pending_files(ds: Dataset, directory: Path, to: int | None) -> list[Migratio
     return pending
 
 
-SLUG_RE = re.compile(r"^[A-Za-z0-9_]+$")
+SLUG_RE = re.compile(r"[A-Za-z0-9_]+")
 
 
 def new_migration(ds: Dataset, directory: Path, slug: str) -> Path:
     """Write the next numbered template, ``<directory>/<dataset>/NNNN_<slug>.py``."""
     slug = slug.replace("-", "_")
-    if not SLUG_RE.match(slug):
+    if not SLUG_RE.fullmatch(slug):
         raise MigrationError(f"slug {slug!r}: use letters, digits and '_' (it becomes part of a file name)")
     numbers = [f.number for f in discover(directory, ds.name)]
     numbers += [int(m.group(1)) for r in applied_rows(ds) if (m := re.match(r"^(\d{4,})_", r.migration_id))]
@@ -380,7 +381,7 @@ def quick_operations(add: Sequence[str], drop: Sequence[str], rename: Sequence[s
     """``--add FEATURE:DTYPE[=DEFAULT]``, ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
     ops: list[dict[str, Any]] = []
     for text in add:
-        m = re.match(r"^([^:=]+):([A-Za-z0-9]+)(?:=(.*))?$", text)
+        m = re.fullmatch(r"([^:=]+):([A-Za-z0-9]+)(?:=(.*))?", text, re.DOTALL)  # the default as given, newlines too
         if m is None:
             raise MigrationError(f"--add {text!r}: use FEATURE:DTYPE[=DEFAULT], e.g. height:int64=256")
         name, dtype, raw = m.groups()

@@ -158,6 +158,17 @@ def test_name_errors(root: Path, args: list[str], message: str) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_name_with_a_trailing_newline_is_refused(root: Path, tmp_path: Path) -> None:
+    # `$` matches before a final newline: 'nl\n' was registered and broke `list`
+    result = run("-C", str(root), "register", "nl\n", "--schema", str(tmp_path / "schema.json"), ok=False)
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error: invalid dataset name 'nl\\n': use letters, digits, '.', '_' and '-', not starting with '.', "
+        "at most 128 characters\n",
+    )
+    assert [d["name"] for d in json.loads(run("-C", str(root), "list", "--json").stdout)] == ["small"]
+
+
 def test_duplicate_register_and_bad_schema(root: Path, tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"features": {"x": {"dtype": "int32"}}}))
     result = run("-C", str(root), "register", "small", "--schema", str(tmp_path / "bad.json"), ok=False)
@@ -247,6 +258,8 @@ def test_append_on_a_pool_keeps_input_order_all_or_nothing(root: Path, tmp_path:
         ["append", "small", "x", "--shard-size", "0"],
         ["gc", "--grace", "soon"],
         ["gc", "--grace", "5w"],
+        ["gc", "--grace", "99999999999999999d"],  # beyond what a timedelta holds: was OverflowError
+        ["gc", "--older-than", "9" * 400],
         ["show"],
     ],
 )
@@ -348,6 +361,29 @@ def test_drop_then_gc(root: Path, tmp_path: Path) -> None:
     assert not (root / "data" / "small").exists()
 
 
+def test_gc_older_than_before_any_date_keeps_every_retired_shard(root: Path, tmp_path: Path) -> None:
+    # 999999 days before now is before year 1: `now - older_than` was OverflowError
+    src = tmp_path / "in.tfrecord"
+    write_tfrecord(src, small_rows(4))
+    run("-C", str(root), "append", "small", str(src), "--shard-records", "2")
+    run("-C", str(root), "compact", "small")
+    doc = json.loads(run("-C", str(root), "gc", "--older-than", "999999d", "--grace", "0", "--json").stdout)
+    assert (doc["removed"], doc["kept_retired"]) == ([], 2)
+
+
+def test_a_bad_port_is_one_line(tmp_path: Path) -> None:
+    result = run("init", str(tmp_path / "c"), "--db-url", "postgresql://u:pw-x7@h:notaport/db", ok=False)
+    assert (result.exit_code, result.stderr) == (1, "error: bad database URL: its port 'notaport' is not a number\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_backup_into_a_missing_directory_is_one_line(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nowhere" / "x.db"
+    result = run("-C", str(root), "backup", str(out), ok=False)
+    assert (result.exit_code, result.stderr) == (1, f"error: {out}: cannot write there: no such directory\n")
+    assert not out.parent.exists()
+
+
 @pytest.mark.sqlite_only
 def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     out = tmp_path / "backup.db"
@@ -356,6 +392,151 @@ def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
         assert db.execute("select name, version from datasets").fetchall() == [("small", 1)]
     result = run("-C", str(root), "backup", str(out), ok=False)
     assert result.stderr == f"error: {out}: already exists; backup never overwrites\n"
+
+
+@pytest.mark.sqlite_only
+def test_catalog_files_are_not_writable_by_others_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        root = tmp_path / "c"
+        run("init", str(root))
+        run("-C", str(root), "copy-manifest", f"sqlite:///{tmp_path / 'copy.db'}", "--no-switch")
+        run("-C", str(root), "backup", str(tmp_path / "backup.db"))
+        run("-C", str(root), "copy-manifest", f"sqlite:///{tmp_path / 'moved.db'}")  # rewrites catalog.json
+        with Catalog.open(root) as cat:  # the WAL and its index exist while a connection is open
+            cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+            files = [root / "catalog.json", root / "catalog.db", tmp_path / "copy.db", tmp_path / "backup.db"]
+            files += [tmp_path / "moved.db", tmp_path / "moved.db-wal", tmp_path / "moved.db-shm"]
+            modes = {p.name: oct(p.stat().st_mode & 0o777) for p in files}
+    finally:
+        os.umask(old)
+    assert modes == {p.name: "0o644" for p in files}
+
+
+# --------------------------------------------------------------------------- a damaged manifest
+# Real catalog.db files with bytes flipped in the page holding a row: found by dbstat, or by
+# a marker string stored in the row (its integers follow the text columns in the record).
+
+
+@pytest.fixture
+def marked(tmp_path: Path) -> Path:
+    """A closed catalog: dataset 'd' (description DESCMARK), one append of 100 records (token
+    TOKENMARK, message MSGMARK) in one 3000-byte shard."""
+    root = tmp_path / "m"
+    with Catalog.init(root) as cat:
+        ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}}, description="DESCMARK")
+        ds.append_rows([{"x": i} for i in range(100)], token="TOKENMARK", message="MSGMARK")
+        assert ds.info().bytes == 3000  # stored as 2 bytes (0x0bb8) after the 1-byte records
+    assert not (root / "catalog.db-wal").exists()  # all of it in the file
+    return root
+
+
+def flip(root: Path, marker: bytes, offset: int, mask: int) -> None:
+    """XOR ``mask`` into the byte ``offset`` bytes past ``marker`` in catalog.db."""
+    path = root / "catalog.db"
+    data = bytearray(path.read_bytes())
+    data[data.index(marker) + len(marker) + offset] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def break_page(root: Path, table: str) -> None:
+    """Give the b-tree leaf page of ``table`` a page type no page has."""
+    path = root / "catalog.db"
+    with sqlite3.connect(path) as db:
+        (page,) = db.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)).fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[(page - 1) * size] = 0x00
+    path.write_bytes(bytes(data))
+
+
+def damaged_line(root: Path, detail: str) -> str:
+    hint = "(`catalog verify` checks all of it)"
+    return f"error: sqlite:///{root / 'catalog.db'}: the manifest is damaged: {detail} {hint}\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_malformed_manifest_page_is_one_line_and_verify_reports_it(marked: Path, tmp_path: Path) -> None:
+    break_page(marked, "commits")
+    line = f"error: manifest database error in sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
+    for args in (["history", "d"], ["show", "d"], ["cat", "d"], ["list"]):
+        result = run("-C", str(marked), *args, ok=False)
+        assert (result.exit_code, result.stderr) == (1, line), args
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"x": 1}\n')
+    result = run("-C", str(marked), "append", "d", str(src), ok=False)  # the commit's write fails
+    assert (result.exit_code, result.stderr) == (1, line)
+    assert len(list((marked / "data" / "d").iterdir())) == 1  # the new shard went with it
+    result = run("-C", str(marked), "verify", ok=False)
+    assert result.exit_code == 1
+    assert result.stdout == f"manifest: sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
+    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problems\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_mangled_date_is_one_line(marked: Path) -> None:
+    flip(marked, b"append", 5, 0x40)  # the commit's created_at, "2026-1..." -> "2026-q..."
+    result = run("-C", str(marked), "history", "d", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: manifest database error in sqlite:///{marked / 'catalog.db'}: Invalid isoformat string: '2026-q"
+    )
+    assert result.stderr.count("\n") == 1
+    result = run("-C", str(marked), "verify", "--json", ok=False)
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert (problem["dataset"], problem["problem"]) == ("d", "manifest")
+    assert "Invalid isoformat string" in problem["detail"]
+
+
+CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shards"
+ROW = "dataset 'd' version 2: the dataset row says {}, its commit {}"
+GOOD = "100 records, 3000 bytes in 1 shards"
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(
+    ("marker", "offset", "mask", "expected"),
+    [
+        (  # the commit's records_added: 100 -> 116; its totals still hold
+            b"TOKENMARK", 0, 0x10,
+            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shards, its shards hold " + GOOD},
+        ),
+        (  # the commit's total records: 100 -> 116
+            b"TOKENMARK", 1, 0x10,
+            {
+                "history": CHAIN.format("116 records, 3000 bytes in 1 shards"),
+                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+            },
+        ),
+        (  # the commit's total bytes: 3000 -> -29768 (the sign bit of its first byte)
+            b"TOKENMARK", 2, 0x80,
+            {
+                "history": CHAIN.format("100 records, -29768 bytes in 1 shards"),
+                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shards",
+            },
+        ),
+        (  # the dataset row's records, after its created_at (26 characters) and version: 100 -> 36
+            b"DESCMARK", 27, 0x40,
+            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shards", GOOD)),
+        ),
+    ],
+)  # fmt: skip
+def test_flipped_totals_are_caught_not_shown(
+    marked: Path, marker: bytes, offset: int, mask: int, expected: dict[str, str]
+) -> None:
+    flip(marked, marker, offset, mask)
+    for command, detail in expected.items():
+        args = [command] if command == "list" else [command, "d"]
+        result = run("-C", str(marked), *args, ok=False)
+        assert (result.exit_code, result.stderr) == (1, damaged_line(marked, detail)), command
+    result = run("-C", str(marked), "verify", ok=False)
+    assert result.exit_code == 1
+    first = next(iter(expected.values())) if "history" in expected else expected["show"]
+    assert result.stdout.startswith(
+        f"manifest: sqlite:///{marked / 'catalog.db'}: the manifest is damaged: {first}\n"
+    )
 
 
 @pytest.mark.sqlite_only  # the fixture is a SQLite file

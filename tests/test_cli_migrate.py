@@ -234,6 +234,33 @@ def test_quick_migrations_are_recorded(root: Path, mdir: Path) -> None:
     assert text[2].split()[:4] == ["quick-0003", "applied", "v2->v3", "4"]
 
 
+def test_history_shows_what_each_commit_added_and_removed(root: Path, mdir: Path) -> None:
+    c(root, "migrate", "small", "--add", "h:int64=1", "--migrations", str(mdir))  # v3 rewrites 3 shards
+    with Catalog.open(root) as cat:
+        cat.dataset("small").append_rows([{"id": 99, "text": "x", "h": 2}])  # v4: 1 shard
+    c(root, "restore", "small", "--version", "2")  # v5: v2's 3 shards back, 4 shards (31 records) out
+    hist = json.loads(c(root, "history", "small", "--json").stdout)
+    got = [(h["kind"], h["records"], h["records_removed"], h["shard_count"], h["shards_removed"]) for h in hist]
+    assert got == [
+        ("create", 0, 0, 0, 0),
+        ("append", ROWS, 0, 3, 0),
+        ("migrate", ROWS, ROWS, 3, 3),
+        ("append", 1, 0, 1, 0),
+        ("restore", ROWS, ROWS + 1, 3, 4),
+    ]
+    assert [h["total_records"] for h in hist] == [0, ROWS, ROWS, ROWS + 1, ROWS]
+    text = c(root, "history", "small").stdout.splitlines()
+    assert [line[line.index("  +") + 2 :] for line in text] == [
+        "+0 -0 records, +0 -0 shards",
+        f"+{ROWS} -0 records, +3 -0 shards",
+        f"+{ROWS} -{ROWS} records, +3 -3 shards  migration quick-0002: add h (int64) = 1",
+        "+1 -0 records, +1 -0 shards",
+        f"+{ROWS} -{ROWS + 1} records, +3 -4 shards  restore version 2",
+    ]
+    c(root, "gc", "--keep-versions", "1", "--grace", "0")  # collected shards keep their rows: the same history
+    assert json.loads(c(root, "history", "small", "--json").stdout) == hist
+
+
 def test_migrations_new_numbering_and_template(root: Path, mdir: Path) -> None:
     out = c(root, "migrations", "new", "small", "add_height", "--migrations", str(mdir)).stdout
     first = mdir / "small" / "0001_add_height.py"
@@ -274,6 +301,21 @@ def test_migrations_new_numbering_and_template(root: Path, mdir: Path) -> None:
     ]
     result = c(root, "migrations", "new", "small", "bad slug!", "--migrations", str(mdir), ok=False)
     one_line_error(result, "error: slug 'bad slug!': use letters, digits and '_' (it becomes part of a file name)\n")
+
+
+def test_migrations_new_refuses_a_slug_with_a_trailing_newline(root: Path, mdir: Path) -> None:
+    # 'x\n' passed `^...$` and wrote "0001_x\n.py", which every later migrate refused to read
+    result = c(root, "migrations", "new", "small", "x\n", "--migrations", str(mdir), ok=False)
+    one_line_error(result, "error: slug 'x\\n': use letters, digits and '_' (it becomes part of a file name)\n")
+    assert not (mdir / "small").exists() or list((mdir / "small").iterdir()) == []
+    c(root, "migrate", "small", "--add", "h:int64=1", "--migrations", str(mdir))  # still works
+    assert show(root)["version"] == 3
+
+
+def test_quick_add_keeps_a_default_ending_in_a_newline(root: Path, mdir: Path) -> None:
+    # `(.*)$` stopped before a final newline: the default "a\n" became "a" without a word
+    c(root, "migrate", "small", "--add", "note:string=a\n", "--migrations", str(mdir))
+    assert {r["note"] for r in cat_rows(root)} == {"a\n"}
 
 
 def test_default_migrations_folder(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

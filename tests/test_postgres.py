@@ -138,6 +138,66 @@ def test_passwords_are_never_recorded_nor_printed(
     assert result.exit_code == 1 and "wrong-secret-xyz" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("url", "safe", "redacted"),
+    [
+        ("postgresql://alice:pw1@h/db", "postgresql://alice@h/db", "*** pw2 pw3"),
+        ("postgresql://alice@h/db?password=pw1&ssl=on", "postgresql://alice@h/db?ssl=on", "*** pw2 pw3"),
+        ("postgresql://alice:pw1@h/db?password=pw2&password=pw3", "postgresql://alice@h/db", "*** *** ***"),
+        ("postgresql://alice@h/db", "postgresql://alice@h/db", "pw1 pw2 pw3"),
+        # never printed, so there is nothing to redact: make_engine's error does not quote it
+        ("postgresql://alice@h:notaport/db?password=pw1", "<unparsable database URL>", "pw1 pw2 pw3"),
+    ],
+)
+def test_safe_url_strips_every_password(url: str, safe: str, redacted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from catalog.manifest import has_password, redact, safe_url
+
+    assert safe_url(url) == safe
+    assert has_password(url) is (redacted != "pw1 pw2 pw3")
+    monkeypatch.setenv("CATALOG_DB_URL", url)
+    assert redact("pw1 pw2 pw3") == redacted
+
+
+def test_a_password_in_the_query_is_never_recorded_nor_printed(
+    secret_db: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare, _ = secret_db
+    in_query = f"{bare}?password={SECRET_PASSWORD}"  # libpq takes the password from the query too
+    root = tmp_path / "c"
+    result = cli("init", str(root), "--db-url", in_query)
+    assert SECRET_PASSWORD not in result.output and "the password was not recorded" in result.stdout
+    text = (root / "catalog.json").read_text()
+    assert json.loads(text)["db_url"] == bare and SECRET_PASSWORD not in text
+    result = cli("-C", str(root), "list", ok=False)
+    assert result.stderr.startswith(f"error: cannot connect to the manifest database {bare}: ")
+    monkeypatch.setenv("CATALOG_DB_URL", in_query)  # the same database: its password is used
+    assert cli("-C", str(root), "list", "--json").stdout.strip() == "[]"
+    monkeypatch.setenv("CATALOG_DB_URL", f"{bare}?password=wrong-secret-xyz")
+    result = cli("-C", str(root), "list", ok=False)
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1 and "wrong-secret-xyz" not in result.output
+    monkeypatch.delenv("CATALOG_DB_URL")
+    result = cli("init", str(tmp_path / "d"), "--db-url", f"{bare}?password=wrong-secret-xyz", ok=False)
+    assert result.stderr.startswith(f"error: cannot connect to the manifest database {bare}: ")
+    assert "wrong-secret-xyz" not in result.output
+
+    # copy-manifest, --json and text, into the database with the password in the query
+    lite = tmp_path / "lite"
+    Catalog.init(lite).close()
+    engine = sa.create_engine(in_query)
+    try:
+        Base.metadata.drop_all(engine)  # empty again after the init above
+        doc = json.loads(cli("-C", str(lite), "copy-manifest", in_query, "--no-switch", "--json").stdout)
+        assert doc["target"] == bare
+        Base.metadata.drop_all(engine)
+    finally:
+        engine.dispose()
+    result = cli("-C", str(lite), "copy-manifest", in_query)
+    assert result.stdout.startswith("copied ") and f"to {bare}\n" in result.stdout
+    assert SECRET_PASSWORD not in result.output
+    text = (lite / "catalog.json").read_text()
+    assert json.loads(text)["db_url"] == bare and SECRET_PASSWORD not in text
+
+
 def test_unreachable_server_is_one_line_and_quick(tmp_path: Path) -> None:
     url = f"postgresql+psycopg://someone:hunter2@127.0.0.1:{free_port()}/nowhere"
     start = time.monotonic()
@@ -319,7 +379,7 @@ def test_a_server_gone_mid_read_is_one_manifest_error(
                 "WHERE pid <> pg_backend_pid() AND datname = current_database()"
             )
         killer.dispose()
-        with pytest.raises(ManifestError, match=r"^manifest database error: ") as caught:
+        with pytest.raises(ManifestError, match=r"^manifest database error in postgresql\+psycopg://") as caught:
             list(shards)
         assert "\n" not in str(caught.value)
         assert len(ds.shards()) == 10  # the next read reconnects (pool_pre_ping)
