@@ -1,20 +1,23 @@
 #!/usr/bin/env python
 """Load: 8 processes appending one-row commits to one SQLite catalog for a fixed time, each
-append's latency recorded; the writers' queue (catalog/manifest.py, WRITE_QUEUE) on and off,
-side by side in the same run.
+append's latency recorded; this code beside the code before the writers' queue, in the same run.
 
 Run from the repository root:
 
     .venv/bin/python benchmarks/bench_load.py                 # full run: 60 s per side (about 2.5 minutes)
     .venv/bin/python benchmarks/bench_load.py --quick         # 10 s per side
-    .venv/bin/python benchmarks/bench_load.py --sides queue   # only the current code's default
+    .venv/bin/python benchmarks/bench_load.py --sides queue   # only the current code
+    .venv/bin/python benchmarks/bench_load.py --baseline /tmp/old   # beside another checkout's catalog/
     .venv/bin/python benchmarks/bench_load.py --json results.json --profile
 
 Each side is a fresh catalog directory (the manifest is a file in it) shared by every
 process. Processes start behind a barrier and append until the shared deadline; an append
-that started before it finishes and counts. "busy handler" disables the queue inside the
-worker processes only (``catalog.manifest.WRITE_QUEUE = False``): writers then wait for
-SQLite's write lock in its busy handler, as every release before the queue did. Afterwards
+that started before it finishes and counts. The "before" side runs the package found in
+--baseline DIR (DIR/catalog: e.g. ``git archive 203407b catalog | tar -x -C DIR``, the commit
+before the queue) in its worker processes; without --baseline it is this code with the queue
+disabled in the workers only (``catalog.manifest.WRITE_QUEUE = False``), so that writers wait
+for SQLite's write lock in its busy handler, as before (the commit's fsync after the lock,
+also new, stays). Afterwards
 every commit is checked: each token once, versions gapless, every row back, totals. Progress
 lines go to stderr; the report (a markdown table) goes to stdout. With --profile, worker 0 of
 each side runs under cProfile and its profile is printed under the table.
@@ -40,8 +43,7 @@ from common import arg_parser, filesystem_of, profile_text, usable_cpus, write_r
 # The targets (issue 11, on a 2-core machine): tail latency of one append under 8 writers.
 P99_TARGET_S = 0.050
 MAX_TARGET_S = 0.200
-SIDES = {"queue": True, "busy": False}  # side -> catalog.manifest.WRITE_QUEUE in the workers
-SIDE_NAMES = {"queue": "fair queue", "busy": "busy handler (no queue)"}
+SIDES = ("queue", "busy")  # this code; the code before (--baseline) or this code without its queue
 
 
 @dataclass
@@ -60,13 +62,20 @@ def row_of(wid: int, i: int) -> dict[str, Any]:
     return {"id": wid * 10_000_000 + i, "text": f"w{wid}-{i}", "score": 0.5, "vec": [float(wid)] * VEC_LEN}
 
 
-def _worker(root: str, name: str, wid: int, queue: bool, seconds: float, barrier: Any, results: Any, prof: bool) -> None:
-    """One appender: open the catalog, wait for the others, append one row per commit until the deadline."""
+def _worker(
+    root: str, name: str, wid: int, code: str | None, seconds: float, barrier: Any, results: Any, prof: bool
+) -> None:
+    """One appender: open the catalog, wait for the others, append one row per commit until the
+    deadline. ``code``: a directory holding the catalog package to run instead, or "" for this
+    code without its writers' queue."""
     try:
+        if code:
+            sys.path.insert(0, code)
         import catalog.manifest as mf
         from catalog import Catalog
 
-        mf.WRITE_QUEUE = queue  # type: ignore[attr-defined]  # absent before the queue existed: then a no-op
+        if code is not None:
+            mf.WRITE_QUEUE = False  # type: ignore[attr-defined]  # a no-op in code without the queue
         cat = Catalog.open(root)
         ds = cat.dataset(name)
         ds.info()  # a pooled connection before the start line
@@ -108,12 +117,12 @@ class Run:
         return sum(len(w) for w in self.per_worker)
 
 
-def run_side(root: Path, name: str, cfg: Config, queue: bool, prof: bool) -> Run:
+def run_side(root: Path, name: str, cfg: Config, code: str | None, prof: bool) -> Run:
     ctx = mp.get_context("spawn")  # no fork of a process holding connections
     barrier = ctx.Barrier(cfg.procs)
     results = ctx.Queue()
     workers = [
-        ctx.Process(target=_worker, args=(str(root), name, w, queue, cfg.seconds, barrier, results, prof and w == 0))
+        ctx.Process(target=_worker, args=(str(root), name, w, code, cfg.seconds, barrier, results, prof and w == 0))
         for w in range(cfg.procs)
     ]
     for p in workers:
@@ -154,8 +163,13 @@ def check_exact(cat: Any, name: str, run: Run) -> tuple[bool, str]:
     return not bad, ("; ".join(checks) + ": all passed" if not bad else "FAILED: " + ", ".join(bad))
 
 
-def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: bool) -> dict[str, str]:
+def bench_load(
+    cfg: Config, sides: list[str], baseline: str | None, work: Path, report: Report, prof: bool
+) -> dict[str, str]:
     from catalog import Catalog
+
+    names = {"queue": "fair queue", "busy": f"before ({baseline}/catalog)" if baseline else "busy handler (no queue)"}
+    codes = {"queue": None, "busy": baseline or ""}
 
     runs: dict[str, list[Run]] = {s: [] for s in sides}
     verdicts: dict[str, list[str]] = {s: [] for s in sides}
@@ -165,7 +179,7 @@ def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: 
             root = work / f"{side}-{rnd}"
             with Catalog.init(root) as cat:
                 cat.register("load", SCHEMA_JSON)
-            run = run_side(root, "load", cfg, SIDES[side], prof)
+            run = run_side(root, "load", cfg, codes[side], prof)
             with Catalog.open(root) as cat:
                 ok, detail = check_exact(cat, "load", run)
             all_ok = all_ok and ok
@@ -173,7 +187,7 @@ def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: 
             verdicts[side].append(detail)
             lat = run.latencies
             log(
-                f"  round {rnd} {SIDE_NAMES[side]}: {run.commits / run.wall:,.0f} commits/s, p50 "
+                f"  round {rnd} {names[side]}: {run.commits / run.wall:,.0f} commits/s, p50 "
                 f"{ms(statistics.median(lat))}, p99 {ms(float(np.percentile(lat, 99)))}, max {ms(max(lat))}; {detail}"
             )
 
@@ -189,7 +203,7 @@ def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: 
         report.add(
             Result(
                 "1",
-                f"{SIDE_NAMES[side]}: append latency p99 / max, {cfg.procs} processes x {cfg.seconds:.0f} s "
+                f"{names[side]}: append latency p99 / max, {cfg.procs} processes x {cfg.seconds:.0f} s "
                 "of one-row appends to one SQLite catalog",
                 f"{ms(p99)} / {ms(worst)}",
                 f"<= {ms(P99_TARGET_S)} / <= {ms(MAX_TARGET_S)}",
@@ -213,7 +227,7 @@ def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: 
         report.add(
             Result(
                 "1",
-                "throughput, fair queue / busy handler, same workload, same run",
+                f"throughput, {names['queue']} / {names['busy']}, same workload, same run",
                 f"{ratio:.2f}x",
                 ">= 1.00x",
                 ratio >= 1.0,
@@ -233,7 +247,7 @@ def bench_load(cfg: Config, sides: list[str], work: Path, report: Report, prof: 
             data={"verdicts": verdicts},
         )
     )
-    return {SIDE_NAMES[s]: runs[s][-1].profile for s in sides if runs[s][-1].profile}
+    return {names[s]: runs[s][-1].profile for s in sides if runs[s][-1].profile}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds (default 1)")
     parser.add_argument("--procs", type=int, help="appending processes (default 8)")
     parser.add_argument("--profile", action="store_true", help="cProfile worker 0 of each side")
+    parser.add_argument("--baseline", metavar="DIR", help="the 'busy' side runs DIR/catalog (the code before)")
     parser.add_argument("--workdir", metavar="DIR", default=tempfile.gettempdir(), help="where the catalogs go")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
@@ -253,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     if not sides or any(s not in SIDES for s in sides):
         parser.error(f"--sides: choose from {', '.join(SIDES)}")
 
+    if args.baseline and not (Path(args.baseline) / "catalog" / "__init__.py").is_file():
+        parser.error(f"--baseline: no catalog package in {args.baseline}")
+    baseline = f" (busy: {args.baseline}/catalog)" if args.baseline else " (busy: this code without its queue)"
     info = machine_info()
     print("# TFRecord Catalog: load (concurrent appends on one SQLite catalog)\n")
     print(f"- date: {info['date']}")
@@ -264,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- catalogs under {args.workdir} on {filesystem_of(args.workdir)}")
     print(
         f"- mode: {'quick' if args.quick else 'full'}: {cfg.procs} processes, {cfg.seconds:.0f} s per side, "
-        f"{cfg.rounds} round(s), sides {', '.join(SIDE_NAMES[s] for s in sides)}; one durable one-row append "
+        f"{cfg.rounds} round(s), sides {', '.join(sides)}{baseline}; one durable one-row append "
         f"(token each) per commit; rows: id int64, text string, score float32, vec float32[{VEC_LEN}]"
     )
     print()
@@ -275,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     profiles: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="bench_load_", dir=args.workdir) as d:
         steps: list[tuple[str, str, Callable[[], None]]] = [
-            ("1", "appends under load", lambda: profiles.update(bench_load(cfg, sides, Path(d), report, args.profile)))
+            (
+                "1",
+                "appends under load",
+                lambda: profiles.update(bench_load(cfg, sides, args.baseline, Path(d), report, args.profile)),
+            )
         ]
         report.run(steps, {"1"})
         report.summary(started)
