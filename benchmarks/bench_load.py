@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ def _worker(
 
         if code is not None:
             mf.WRITE_QUEUE = False  # type: ignore[attr-defined]  # a no-op in code without the queue
+        turns = _time_turns(mf)
         cat = Catalog.open(root)
         ds = cat.dataset(name)
         ds.info()  # a pooled connection before the start line
@@ -97,15 +99,41 @@ def _worker(
             loop()
         end = time.perf_counter()
         cat.close()
-        results.put((wid, start, end, lat, text, None))
+        results.put((wid, start, end, lat, turns, text, None))
     except BaseException as e:  # reported by the parent
-        results.put((wid, 0.0, 0.0, [], "", repr(e)))
+        results.put((wid, 0.0, 0.0, [], ([], []), "", repr(e)))
+
+
+def _time_turns(mf: Any) -> tuple[list[float], list[float]]:
+    """Time every wait for a turn in the writers' queue and how long the turn was held (the
+    write transaction), where the code has the queue: where an append's time goes."""
+    waits: list[float] = []
+    holds: list[float] = []
+    queue = getattr(mf, "_write_queue", None)
+    if queue is None or not mf.WRITE_QUEUE:
+        return waits, holds
+
+    @contextmanager
+    def timed(engine: Any) -> Iterator[None]:
+        t0 = time.perf_counter()
+        with queue(engine):
+            t1 = time.perf_counter()
+            try:
+                yield
+            finally:
+                holds.append(time.perf_counter() - t1)
+                waits.append(t1 - t0)
+
+    mf._write_queue = timed
+    return waits, holds
 
 
 @dataclass
 class Run:
     wall: float  # first process's start to last process's end (one CLOCK_MONOTONIC across processes)
     per_worker: list[list[float]]  # each worker's append latencies, in order
+    waits: list[float]  # each wait for a turn in the writers' queue (empty without the queue)
+    holds: list[float]  # how long each turn was held
     profile: str
 
     @property
@@ -115,6 +143,22 @@ class Run:
     @property
     def commits(self) -> int:
         return sum(len(w) for w in self.per_worker)
+
+    def summary(self) -> str:
+        lat, per = self.latencies, [len(w) for w in self.per_worker]
+        text = (
+            f"{self.commits / self.wall:,.0f} commits/s, p50 {ms(statistics.median(lat))}, p99 "
+            f"{ms(float(np.percentile(lat, 99)))}, max {ms(max(lat))}, {min(per):,} to {max(per):,} commits per process"
+        )
+        if self.waits:
+            busy = sum(self.holds) / self.wall
+            text += (
+                f"; {len(self.waits) / self.commits:.1f} turns per append, waited for p50 "
+                f"{ms(statistics.median(self.waits))} / p99 {ms(float(np.percentile(self.waits, 99)))}, held p50 "
+                f"{ms(statistics.median(self.holds))} / p99 {ms(float(np.percentile(self.holds, 99)))} "
+                f"(held {busy:.0%} of the time)"
+            )
+        return text
 
 
 def run_side(root: Path, name: str, cfg: Config, code: str | None, prof: bool) -> Run:
@@ -129,18 +173,22 @@ def run_side(root: Path, name: str, cfg: Config, code: str | None, prof: bool) -
         p.start()
     starts, ends = [], []
     per_worker: list[list[float]] = [[] for _ in range(cfg.procs)]
+    turn_waits: list[float] = []
+    turn_holds: list[float] = []
     text = ""
     for _ in range(cfg.procs):
-        wid, start, end, lat, prof_text, err = results.get(timeout=cfg.seconds + 600)
+        wid, start, end, lat, (waits, holds), prof_text, err = results.get(timeout=cfg.seconds + 600)
         check(err is None, f"append worker {wid} failed: {err}")
         starts.append(start)
         ends.append(end)
         per_worker[wid] = lat
+        turn_waits += waits
+        turn_holds += holds
         text = text or prof_text
     for p in workers:
         p.join(timeout=60)
         check(p.exitcode == 0, f"append worker exited with {p.exitcode}")
-    return Run(max(ends) - min(starts), per_worker, text)
+    return Run(max(ends) - min(starts), per_worker, turn_waits, turn_holds, text)
 
 
 def check_exact(cat: Any, name: str, run: Run) -> tuple[bool, str]:
@@ -185,11 +233,7 @@ def bench_load(
             all_ok = all_ok and ok
             runs[side].append(run)
             verdicts[side].append(detail)
-            lat = run.latencies
-            log(
-                f"  round {rnd} {names[side]}: {run.commits / run.wall:,.0f} commits/s, p50 "
-                f"{ms(statistics.median(lat))}, p99 {ms(float(np.percentile(lat, 99)))}, max {ms(max(lat))}; {detail}"
-            )
+            log(f"  round {rnd} {names[side]}: {run.summary()}; {detail}")
 
     rates: dict[str, float] = {}
     for side in sides:
@@ -200,6 +244,7 @@ def bench_load(
         rates[side] = rate
         p50, p99, worst = statistics.median(lat), float(np.percentile(lat, 99)), max(lat)
         per_proc = [len(w) for r in side_runs for w in r.per_worker]
+        rounds = "; ".join(f"round {i}: {r.summary()}" for i, r in enumerate(side_runs))
         report.add(
             Result(
                 "1",
@@ -209,8 +254,7 @@ def bench_load(
                 f"<= {ms(P99_TARGET_S)} / <= {ms(MAX_TARGET_S)}",
                 p99 <= P99_TARGET_S and worst <= MAX_TARGET_S if side == "queue" else None,
                 f"{commits:,} commits, {rate:,.0f} commits/s; p50 {ms(p50)}, p90 {ms(float(np.percentile(lat, 90)))}, "
-                f"p99.9 {ms(float(np.percentile(lat, 99.9)))}; commits per process {min(per_proc):,} to "
-                f"{max(per_proc):,}; {cfg.rounds} round(s)",
+                f"p99.9 {ms(float(np.percentile(lat, 99.9)))}; {rounds}",
                 data={
                     "commits": commits,
                     "rate": rate,
