@@ -318,9 +318,10 @@ def write_txn(engine: Engine, durable: bool = True) -> Iterator[Connection]:
 
     On SQLite in WAL mode the commit's fsync happens after the write lock is let go: the
     transaction commits with ``synchronous = NORMAL`` (the WAL written, not synced), then
-    the WAL is fsynced here, before this returns. A commit is still on disk before anyone is
-    told it was made; the lock is held for the writing only, so writers queue for less
-    than the time of a fsync each. ``durable=False`` skips that fsync, for rows that only
+    the WAL is fsynced here, before this returns, so the caller never reports a commit that
+    is not on disk (other processes may see it a moment earlier: a power loss then takes it
+    from them too). The lock is held for the writing only, so writers queue for less than
+    the time of a fsync each. ``durable=False`` skips that fsync, for rows that only
     matter while their writer lives (its intent, heartbeats): a power loss may take them, a
     crash of the process cannot, and the next durable commit syncs them along."""
     with (
