@@ -1174,7 +1174,7 @@ class Writer:
         """Check the dataset and token, then record the intent before any file is written."""
 
         def txn() -> Commit | None:
-            with mf.write_txn(self.catalog.engine) as conn:
+            with mf.write_txn(self.catalog.engine, durable=False) as conn:  # the intent dies with its writer
                 row = self._dataset_row(conn)
                 self._check_schema(row)
                 prior = self._prior(conn)
