@@ -42,8 +42,7 @@ from catalog.rewrite import (
     snapshot,
 )
 from catalog.schema import Schema, SchemaDiff
-from catalog.storage import ShardFile, ShardSink, Store
-from catalog.tfrecord.framing import read_record_batches
+from catalog.storage import ShardFile, ShardSink, Store, shard_batches
 
 if TYPE_CHECKING:
     from catalog.core import Dataset, Progress
@@ -198,7 +197,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     index = 0
     try:
         write = sink.write
-        for batch in read_record_batches(job.source):
+        for batch in shard_batches(job.source):
             for record in batch:
                 write(fn(record, index))
                 index += 1

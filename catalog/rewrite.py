@@ -35,7 +35,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from catalog import manifest as mf
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    DatasetNotFoundError,
+    ObjectMissingError,
+    VersionNotFoundError,
+)
 from catalog.manifest import (
     AppliedMigrationRow,
     CommitRow,
@@ -55,9 +61,11 @@ from catalog.storage import (
     fsync_dir,
     intent_of,
     new_intent_id,
+    open_shard,
     publish,
+    shard_batches,
 )
-from catalog.tfrecord.framing import RecordWriter, open_location, read_record_batches
+from catalog.tfrecord.framing import RecordWriter
 
 if TYPE_CHECKING:
     from catalog.core import Commit, Dataset, Progress
@@ -531,11 +539,12 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     size = 0
     f: Any  # a FileIO, or an fsspec file: both have readinto
     try:
-        f = open_location(src.path)
-    except (FileNotFoundError, CatalogError) as e:
+        f = open_shard(src.path)
+    except (FileNotFoundError, ObjectMissingError) as e:
         raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
+    end = src.bytes + 1  # never read past the registered size: one byte more tells it is wrong
     with f:
-        while n := f.readinto(buf):
+        while n := f.readinto(view[: min(len(buf), end - size)]):
             chunk = view[:n]
             mine = crc32c(chunk, mine)
             crc = crc32c(chunk, crc)
@@ -595,7 +604,7 @@ def _reframe(job: ConcatJob) -> ShardFile:
     """Compressed sources: their records re-framed into one uncompressed shard."""
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     for src in job.sources:
-        for batch in read_record_batches(src.path):
+        for batch in shard_batches(src.path):
             sink.write_many(batch)
     shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
     records = shards[0].records if shards else 0
@@ -847,7 +856,7 @@ def _export_to(snap: Snapshot, f: IO[bytes], compression: str, progress: Progres
         return
     w = RecordWriter(f, None if compression == "none" else compression)
     for s in snap.shards:
-        for batch in read_record_batches(s.path):
+        for batch in shard_batches(s.path):
             w.write_many(batch)
         if progress:
             progress(s.bytes)

@@ -12,23 +12,26 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
+import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from crc32c import crc32c
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, ManifestError
 from catalog.tfrecord.framing import (
     FOOTER_SIZE,
     HEADER_SIZE,
     RecordWriter,
     is_url,
     open_location,
+    read_record_batches,
     remote_error,
     remote_errors,
 )
@@ -39,6 +42,17 @@ TEMP_PREFIX = "."
 TEMP_SUFFIX = ".tmp"
 SPOOL_PREFIX = "catalog-spool-"  # then the data area's tag, the shard's name, mkstemp's letters
 CHECKSUM_CHUNK = 4 << 20
+OWNER_FILE = ".catalog-owner"  # at the top of the data area: the id of the catalog that owns it
+# A file as the manifest names it: "<dataset>/<file>" (a dataset folder alone for writers), the
+# dataset as names are (never starting with "."), the file neither "." nor "..", no other "/":
+# always inside the data area.
+_DATASET_PART = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
+_DATASET_RE = re.compile(_DATASET_PART)
+_REL_RE = re.compile(_DATASET_PART + r"(?:/(?!\.\.?$)[A-Za-z0-9._-]+)?")
+# Every file the catalog makes in a dataset folder: a shard "<intent id>(-<5 digits>)+.tfrecord"
+# (ShardSink's names; rewrites' and restore's add a unit number), or its temporary ".<shard>.tmp".
+# gc deletes nothing else, so no file of anyone else's is ever at risk.
+_OWN_FILE_RE = re.compile(r"[0-9a-f]{28}(?:-[0-9]{5})+\.tfrecord|\.[0-9a-f]{28}(?:-[0-9]{5})+\.tfrecord\.tmp")
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,11 @@ def new_intent_id() -> str:
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
+def new_catalog_id() -> str:
+    """A catalog's identity, recorded in its manifest and in its data area's marker."""
+    return secrets.token_hex(16)
+
+
 def intent_of(filename: str) -> str | None:
     """The intent id a data file was written under, if its name has one."""
     name = filename[len(TEMP_PREFIX) :] if filename.startswith(TEMP_PREFIX) else filename
@@ -68,14 +87,56 @@ def intent_of(filename: str) -> str | None:
     return head if len(head) == 28 else None
 
 
-def file_checksum(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """(size, "crc32c:xxxxxxxx") of a whole file (or URL), read in large chunks."""
+def is_catalog_file(name: str) -> bool:
+    """Whether a file name in a dataset folder is one the catalog makes (see _OWN_FILE_RE)."""
+    return _OWN_FILE_RE.fullmatch(name) is not None
+
+
+def open_shard(path: str) -> IO[bytes]:
+    """Open a shard for reading: a URL, or a regular local file reached without following a
+    symbolic link at the file or at its dataset folder (the data area itself may be a link:
+    the user chose it). A FIFO, device or link is refused in one line, before any read."""
+    if is_url(path):
+        return open_location(path)
+    folder, name = os.path.split(path)
+    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        dir_fd = os.open(folder, nofollow | os.O_DIRECTORY)
+        try:  # O_NONBLOCK: opening a FIFO would wait for a writer
+            fd = os.open(name, nofollow | os.O_NONBLOCK, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and (os.path.islink(path) or os.path.islink(folder)):
+            raise CatalogError(f"{path}: a symbolic link; the catalog reads only regular files in its data area") from e
+        if e.errno == errno.ENOENT:
+            raise FileNotFoundError(e.errno, e.strerror, path) from e
+        raise CatalogError(f"{path}: cannot open: {e.strerror}") from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CatalogError(f"{path}: not a regular file; the catalog reads only regular files in its data area")
+    os.set_blocking(fd, True)
+    f = os.fdopen(fd, "rb", buffering=0)
+    f.name = path  # messages name the file, not its descriptor
+    return f
+
+
+def shard_batches(path: str) -> Iterator[list[bytes]]:
+    """The record batches of a shard, opened as :func:`open_shard` does."""
+    with open_shard(path) as f:
+        yield from read_record_batches(f)
+
+
+def file_checksum(path: str | os.PathLike[str], limit: int | None = None) -> tuple[int, str]:
+    """(size, "crc32c:xxxxxxxx") of a whole shard (or URL), read in large chunks; with ``limit``
+    (the registered size) at most one byte more is read: enough to know the size is wrong."""
     crc = 0
     size = 0
     buf = bytearray(CHECKSUM_CHUNK)  # one buffer refilled: no 4 MiB allocation per chunk
     view = memoryview(buf)
-    with open_location(os.fspath(path)) as f:
-        while n := f.readinto(buf):  # type: ignore[attr-defined]  # FileIO and RemoteFile both have it
+    end = None if limit is None else limit + 1
+    with open_shard(os.fspath(path)) as f:
+        while n := f.readinto(view if end is None else view[: min(len(buf), end - size)]):  # type: ignore[attr-defined]  # FileIO and RemoteFile both have it
             crc = crc32c(view[:n], crc)
             size += n
     return size, format_checksum(crc)
@@ -290,8 +351,95 @@ class Store:
         if not found:
             raise CatalogError(f"{self.root}: no such bucket (create it first)")
 
+    # ---- ownership
+    def url_of_marker(self) -> str:
+        return self._prefix + OWNER_FILE
+
+    def owner(self) -> str | None:
+        """The catalog id in the data area's marker, or None when there is none."""
+        where = self.url_of_marker()
+        try:
+            if self.remote:
+                with remote_errors(where, "cannot read"):
+                    data = bytes(self.fs.cat_file(where))
+            else:
+                with open_shard(where) as f:  # a link or a FIFO is no marker
+                    data = f.read(256)
+        except FileNotFoundError:
+            return None
+        return data.decode("ascii", "replace").strip()
+
+    def check_new(self) -> None:
+        """Refuse, in one line, a data area for a new catalog that is not a new or empty
+        directory (or object prefix): it holds someone's files, or another catalog's."""
+        found = self.owner()
+        if found is not None:
+            raise CatalogError(f"{self.root}: already the data area of catalog {found}; each catalog needs its own")
+        if self.remote:
+            try:
+                with remote_errors(self.root, "cannot list"):
+                    empty = not self.fs.ls(self.fs._strip_protocol(self.root))
+            except FileNotFoundError:
+                empty = True
+        elif os.path.lexists(self.root) and not os.path.isdir(self.root):
+            raise CatalogError(f"{self.root}: not a directory; the data area must be a directory")
+        else:
+            try:
+                with os.scandir(self.root) as entries:
+                    empty = next(entries, None) is None
+            except FileNotFoundError:
+                empty = True
+            except OSError as e:
+                raise CatalogError(f"{self.root}: cannot read: {e.strerror}") from e
+        if not empty:
+            raise CatalogError(
+                f"{self.root}: not empty and not a catalog's data area; give --storage a new or empty directory"
+            )
+
+    def claim(self, catalog_id: str) -> str:
+        """Mark the data area as catalog ``catalog_id``'s unless a marker is there already;
+        returns the owner the marker names now (another catalog's, when not ``catalog_id``)."""
+        found = self.owner()
+        if found is not None:
+            return found
+        data = f"{catalog_id}\n".encode()
+        where = self.url_of_marker()
+        if self.remote:  # no exclusive create in S3: only inits racing on one prefix could both write
+            with remote_errors(where, "cannot write"):
+                self.fs.pipe_file(where, data)
+            return catalog_id
+        os.makedirs(self.root, exist_ok=True)
+        temp = f"{where}.{os.getpid()}.tmp"
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(temp, where)  # never replaces: of two catalogs racing for it, one owns it
+        except FileExistsError:
+            return self.claim(catalog_id)
+        finally:
+            os.unlink(temp)
+        fsync_dir(Path(self.root))
+        return catalog_id
+
+    def unclaim(self, catalog_id: str) -> None:
+        """Remove the marker if it names ``catalog_id`` (an init undone)."""
+        if self.owner() != catalog_id:
+            return
+        if self.remote:
+            with remote_errors(self.url_of_marker(), "cannot delete"):
+                self.fs.rm_file(self.url_of_marker())
+        else:
+            os.unlink(self.url_of_marker())
+
     def url(self, rel: str) -> str:
-        """Where the shard ``rel`` (``<dataset>/<file>``) is: a local path or a URL."""
+        """Where the shard ``rel`` (``<dataset>/<file>``) is: a local path or a URL. Every path
+        the manifest names passes here, so one edited to ``../x`` or ``/x`` is refused here."""
+        if _REL_RE.fullmatch(rel) is None:
+            raise ManifestError(
+                f"the manifest names a shard {rel!r} outside the data area (a shard is <dataset>/<file>)"
+            )
         return self._prefix + rel
 
     def exists(self, rel: str) -> bool:
@@ -301,11 +449,11 @@ class Store:
             return bool(self.fs.exists(self.url(rel)))
 
     def open(self, rel: str) -> IO[bytes]:
-        return open_location(self.url(rel))
+        return open_shard(self.url(rel))
 
-    def checksum(self, rel: str) -> tuple[int, str]:
-        """(size, "crc32c:xxxxxxxx") of a stored shard, streamed."""
-        return file_checksum(self.url(rel))
+    def checksum(self, rel: str, limit: int | None = None) -> tuple[int, str]:
+        """(size, "crc32c:xxxxxxxx") of a stored shard, streamed (see file_checksum for ``limit``)."""
+        return file_checksum(self.url(rel), limit)
 
     def remove(self, rel: str) -> bool:
         """Delete a shard; one already gone is fine. Whether there was one to delete."""
@@ -336,22 +484,32 @@ class Store:
                     out.append(StoredFile(entry.path, st.st_size, st.st_mtime, entry.name[len(prefix) :]))
         return out
 
-    def listing(self, datasets: set[str] | None = None) -> list[StoredFile]:
-        """Every file in the dataset folders (all datasets, or those named), sorted."""
+    def listing(self, datasets: set[str] | None = None, links: list[str] | None = None) -> list[StoredFile]:
+        """Every file in the dataset folders (all datasets, or those named), sorted. Symbolic
+        links are never followed (a linked folder could lead anywhere): with ``links`` given,
+        the paths (relative) of those found are added to it."""
         if self.remote:
             return self._remote_listing(datasets)
         out: list[StoredFile] = []
         if not os.path.isdir(self.root):
             return out
-        for ds in sorted(os.listdir(self.root)):
-            folder = os.path.join(self.root, ds)
-            if (datasets is not None and ds not in datasets) or not os.path.isdir(folder):
+        for top in sorted(os.scandir(self.root), key=lambda e: e.name):
+            if datasets is not None and top.name not in datasets:
                 continue
-            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if top.is_symlink():
+                if links is not None:
+                    links.append(top.name)
+                continue
+            if not top.is_dir(follow_symlinks=False) or _DATASET_RE.fullmatch(top.name) is None:
+                continue  # not a dataset folder: the catalog makes none like it
+            for entry in sorted(os.scandir(top.path), key=lambda e: e.name):
                 with contextlib.suppress(FileNotFoundError):
-                    if entry.is_file():
-                        st = entry.stat()
-                        out.append(StoredFile(f"{ds}/{entry.name}", st.st_size, st.st_mtime))
+                    if entry.is_symlink():
+                        if links is not None:
+                            links.append(f"{top.name}/{entry.name}")
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        out.append(StoredFile(f"{top.name}/{entry.name}", st.st_size, st.st_mtime))
         return out
 
     def _remote_listing(self, datasets: set[str] | None) -> list[StoredFile]:

@@ -261,7 +261,7 @@ def write_migrations(directory: Path, *migrations: tuple[str, str]) -> Path:
 
 def data_files(cat: Catalog) -> set[str]:
     """Every file in the data area, relative to it (temporary names included)."""
-    return {p.relative_to(cat.data_root).as_posix() for p in cat.data_root.rglob("*") if p.is_file()}
+    return {p.relative_to(cat.data_root).as_posix() for p in cat.data_root.glob("*/*") if p.is_file()}  # not the marker
 
 
 def registered(cat: Catalog) -> set[str]:
