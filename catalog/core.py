@@ -41,7 +41,17 @@ from catalog.errors import (
 )
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.schema import Schema
-from catalog.storage import ShardFile, ShardSink, Store, new_catalog_id, new_intent_id, open_shard
+from catalog.storage import (
+    ShardFile,
+    ShardSink,
+    Store,
+    clear_dead_partials,
+    new_catalog_id,
+    new_intent_id,
+    open_shard,
+    partial_path,
+    publish_new,
+)
 from catalog.tfrecord.framing import is_url, read_record_batches
 
 if TYPE_CHECKING:
@@ -478,29 +488,49 @@ class Catalog:
     # ---- maintenance
     def backup(self, out: str | os.PathLike[str]) -> Path:
         """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
-        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile)."""
+        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
+        under a partial name, fsynced, then published without replacing anything: a killed
+        backup leaves no file under ``out`` (the next one removes its partial file)."""
         target = Path(out)
-        if target.exists():
+        if os.path.lexists(target):
             raise CatalogError(f"{target}: already exists; backup never overwrites")
+        if not target.parent.is_dir():
+            raise CatalogError(f"{target.parent}: no such directory")
+        clear_dead_partials(target.parent)
+        temp = partial_path(target)
+        try:
+            self._backup_to(temp)
+            with open(temp, "rb+") as f:
+                os.fsync(f.fileno())
+            publish_new(temp, target)
+        except OSError as e:
+            raise CatalogError(f"{target}: cannot write the backup: {e.strerror or e}") from e
+        finally:
+            for leftover in (temp, Path(f"{temp}-journal")):
+                leftover.unlink(missing_ok=True)
+        return target
+
+    def _backup_to(self, path: Path) -> None:
         if self.engine.dialect.name != "sqlite":
-            copy = mf.make_engine(f"sqlite:///{target.resolve()}")
+            copy = mf.make_engine(f"sqlite:///{path.resolve()}")
             try:
                 mf.copy_manifest(self.engine, copy)
             finally:
                 copy.dispose()
-            return target
+            return
         import sqlite3
 
         raw = self.engine.raw_connection()
         try:
-            dest = sqlite3.connect(target)
+            dest = sqlite3.connect(path)
             try:
                 raw.driver_connection.backup(dest)  # type: ignore[union-attr]
+            except sqlite3.Error as e:
+                raise CatalogError(f"{path}: cannot write the backup: {e}") from e
             finally:
                 dest.close()
         finally:
             raw.close()
-        return target
 
     def verify(
         self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None

@@ -57,12 +57,13 @@ from catalog.storage import (
     ShardFile,
     ShardSink,
     Store,
+    clear_dead_partials,
     format_checksum,
-    fsync_dir,
     intent_of,
     new_intent_id,
     open_shard,
-    publish,
+    partial_path,
+    publish_new,
     shard_batches,
 )
 from catalog.tfrecord.framing import RecordWriter
@@ -828,21 +829,24 @@ def export(
         raise CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
     start = time.monotonic()
     target = Path(out)
-    if target.exists():
+    if os.path.lexists(target):
         raise CatalogError(f"{target}: already exists; export never overwrites")
     if not target.parent.is_dir():
         raise CatalogError(f"{target.parent}: no such directory")
     snap = snapshot(ds, version)
-    temp = target.with_name(f".{target.name}.{new_intent_id()}.tmp")
+    clear_dead_partials(target.parent)  # what killed exports left here
+    temp = partial_path(target)
     try:
         with open(temp, "xb") as f:
             _export_to(snap, f, compression, progress)
             size = f.tell()
-            publish(f, temp, target)
-        fsync_dir(target.parent)
-    except BaseException:
+            f.flush()
+            os.fsync(f.fileno())
+        publish_new(temp, target)  # never over a file made meanwhile
+    except OSError as e:
+        raise CatalogError(f"{target}: cannot write: {e.strerror or e}") from e
+    finally:
         temp.unlink(missing_ok=True)
-        raise
     return ExportReport(ds.name, snap.version, str(target), snap.records, size, compression, time.monotonic() - start)
 
 
