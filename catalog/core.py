@@ -900,6 +900,14 @@ class Dataset:
         url = self.catalog.store.url  # each checked: the manifest never names a path outside the data area
         return [url(p) for p in paths]
 
+    def _sized_files(self, version: int | None) -> list[tuple[str, int]]:
+        """(location, registered size) of the shards at ``version``: readers stop at the size."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            _v, _sv, query = self._live(conn, version)
+            rows = conn.execute(query.with_only_columns(ShardRow.path, ShardRow.bytes)).all()
+        url = self.catalog.store.url
+        return [(url(p), size) for p, size in rows]
+
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
         a CommitConflictError naming that version and the current one: data written for the
@@ -933,8 +941,9 @@ class Dataset:
 
     def records(self, version: int | None = None) -> Iterator[bytes]:
         """The raw serialized records at ``version``, shard by shard, CRC-checked."""
-        for path in self.files(version):
-            yield from _shard_records(path)
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
+                yield from batch
 
     def _pin(self, version: int | None) -> int:
         """``version``, or the current one, looked up once: a reader that asked for the schema
@@ -946,8 +955,8 @@ class Dataset:
         """Rows (dicts per the schema of that version)."""
         version = self._pin(version)
         schema = self.schema_at(version)
-        for path in self.files(version):
-            for batch in _shard_batches(path):
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
                 for rec in batch:
                     yield schema.decode(rec)
 
@@ -958,8 +967,8 @@ class Dataset:
         version = self._pin(version)
         schema = self.schema_at(version)
         pending: list[bytes] = []
-        for path in self.files(version):
-            for batch in _shard_batches(path):
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
                 pending.extend(batch)
                 while len(pending) >= batch_size:
                     yield schema.decode_batch(pending[:batch_size])
@@ -1079,20 +1088,15 @@ def _check_readable(conn: Connection, name: str, version: int, live: Any) -> Non
         )
 
 
-def _shard_batches(path: str) -> Iterator[list[bytes]]:
+def _shard_batches(path: str, size: int) -> Iterator[list[bytes]]:
     try:
-        f = open_shard(path)  # a regular file in the data area, never through a link
+        f = open_shard(path, size)  # a regular file in the data area, never through a link
     except FileNotFoundError as e:
         if is_url(path):  # a URL's open says so itself
             raise
         raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)") from e
     with f:
         yield from read_record_batches(f)
-
-
-def _shard_records(path: str) -> Iterator[bytes]:
-    for batch in _shard_batches(path):
-        yield from batch
 
 
 def _commit_of(name: str, r: Any, shards: list[ShardInfo] | None = None, duplicate: bool = False) -> Commit:

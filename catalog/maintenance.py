@@ -24,6 +24,7 @@ from catalog.storage import (
     is_catalog_file,
     new_catalog_id,
     shard_batches,
+    write_error,
 )
 
 if TYPE_CHECKING:
@@ -248,6 +249,8 @@ def _unlink(path: str) -> bool:
         os.unlink(path)
     except FileNotFoundError:  # uploaded and removed by its writer since the listing
         return False
+    except OSError as e:
+        raise write_error(path, e, "cannot delete") from e
     return True
 
 
@@ -283,6 +286,7 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
             report.kept_retired += 1
         else:
             chosen.append(r)
+    wheres = [cat.shard_url(r.path) for r in chosen]  # each path checked before any is marked collected
     if not report.dry_run and chosen:
         now = utcnow()
 
@@ -291,12 +295,13 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
                 mf.update_shards(conn, [r.id for r in chosen], collected_at=now)
 
         mf.with_lock_retry(txn)  # recorded before any file goes: readers get a clear error, not a missing file
-    for r in chosen:
-        where = cat.shard_url(r.path)
+    for r, where in zip(chosen, wheres, strict=True):
         report.retired.append(where)
         report.removed.append(where)
         report.bytes += r.bytes
         if not report.dry_run:
+            # A file that cannot be deleted now (a read-only area) stays marked collected: no
+            # version needs it, and the next gc deletes it as the unregistered file it now is.
             cat.store.remove(r.path)
 
 

@@ -178,6 +178,7 @@ class ShardJob:
     data_root: str
     dataset: str
     prefix: str  # file-name prefix, led by the intent id
+    size: int | None = None  # the source's registered bytes: reading stops there
 
 
 _COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
@@ -197,7 +198,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     index = 0
     try:
         write = sink.write
-        for batch in shard_batches(job.source):
+        for batch in shard_batches(job.source, job.size):
             for record in batch:
                 write(fn(record, index))
                 index += 1
@@ -553,7 +554,8 @@ def _run(
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i)) for i, s in enumerate(shards)
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes)
+        for i, s in enumerate(shards)
     ]
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)

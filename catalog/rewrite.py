@@ -605,7 +605,7 @@ def _reframe(job: ConcatJob) -> ShardFile:
     """Compressed sources: their records re-framed into one uncompressed shard."""
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     for src in job.sources:
-        for batch in shard_batches(src.path):
+        for batch in shard_batches(src.path, src.bytes):
             sink.write_many(batch)
     shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
     records = shards[0].records if shards else 0
@@ -860,7 +860,7 @@ def _export_to(snap: Snapshot, f: IO[bytes], compression: str, progress: Progres
         return
     w = RecordWriter(f, None if compression == "none" else compression)
     for s in snap.shards:
-        for batch in shard_batches(s.path):
+        for batch in shard_batches(s.path, s.bytes):
             w.write_many(batch)
         if progress:
             progress(s.bytes)

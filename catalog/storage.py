@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import os
 import re
 import secrets
@@ -92,10 +93,53 @@ def is_catalog_file(name: str) -> bool:
     return _OWN_FILE_RE.fullmatch(name) is not None
 
 
-def open_shard(path: str) -> IO[bytes]:
+class _Sized(io.RawIOBase):
+    """A shard read no further than its registered size, and found to be exactly that long:
+    a file grown or cut since it was registered is one line, never extra or missing records."""
+
+    def __init__(self, f: IO[bytes], path: str, size: int) -> None:
+        super().__init__()
+        self._f, self.name, self._size, self._pos = f, path, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        want = min(len(view), self._size - self._pos)
+        if want <= 0:
+            if want == 0 and len(view) and self._f.read(1):
+                raise CatalogError(f"{self.name}: more than the {self._size} bytes registered; run `catalog verify`")
+            return 0
+        n = self._f.readinto(view[:want])  # type: ignore[attr-defined]  # FileIO and RemoteFile have it
+        if not n:
+            raise CatalogError(f"{self.name}: {self._pos} bytes, {self._size} registered; run `catalog verify`")
+        self._pos += n
+        return int(n)
+
+    def seekable(self) -> bool:
+        return bool(self._f.seekable())
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = (0, self._pos, self._size)[whence]  # the end is the registered end
+        self._pos = self._f.seek(base + offset)
+        return self._pos
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def open_shard(path: str, size: int | None = None) -> IO[bytes]:
     """Open a shard for reading: a URL, or a regular local file reached without following a
     symbolic link at the file or at its dataset folder (the data area itself may be a link:
-    the user chose it). A FIFO, device or link is refused in one line, before any read."""
+    the user chose it). A FIFO, device or link is refused in one line, before any read. With
+    ``size`` (the registered size), reads stop there and a longer or shorter file is one line."""
+    if size is not None:
+        return _Sized(open_shard(path), path, size)  # type: ignore[return-value]
     if is_url(path):
         return open_location(path)
     folder, name = os.path.split(path)
@@ -121,9 +165,9 @@ def open_shard(path: str) -> IO[bytes]:
     return f
 
 
-def shard_batches(path: str) -> Iterator[list[bytes]]:
+def shard_batches(path: str, size: int | None = None) -> Iterator[list[bytes]]:
     """The record batches of a shard, opened as :func:`open_shard` does."""
-    with open_shard(path) as f:
+    with open_shard(path, size) as f:
         yield from read_record_batches(f)
 
 
@@ -209,6 +253,11 @@ def publish_new(temp: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
+def write_error(where: str | os.PathLike[str], e: OSError, what: str = "cannot write") -> CatalogError:
+    """A full disk, a read-only or unwritable data area: one line naming the place."""
+    return CatalogError(f"{os.fspath(where)}: {what}: {e.strerror or e}")
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -273,7 +322,10 @@ class ShardSink:
         ):
             self._finish()
             writer = self._open()
-        writer.write(record)
+        try:
+            writer.write(record)
+        except OSError as e:
+            raise write_error(self._temp or self.dir, e) from e
         self._bytes += size
         self._records += 1
 
@@ -318,8 +370,12 @@ class ShardSink:
         if writer is None or f is None or temp is None:
             return
         self._writer = self._file = self._temp = None
-        writer.close()
         rel = self._rel
+        try:
+            writer.close()
+        except OSError as e:
+            f.close()
+            raise write_error(temp, e) from e
         self.store.publish(f, temp, rel, self.sync)
         if self.store.remote:
             self.made.pop()  # the spool file is gone; the object is what abort() must remove
@@ -342,10 +398,11 @@ class ShardSink:
             self._file.close()
         self._writer = self._file = self._temp = None
         for path in self.made:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone, or a read-only area: gc takes what stays
                 path.unlink()
         for rel in self.uploaded:
-            self.store.remove(rel)
+            with contextlib.suppress(CatalogError):
+                self.store.remove(rel)
         self.made.clear()
         self.uploaded.clear()
         self.shards.clear()
@@ -429,6 +486,8 @@ class Store:
     def check_new(self) -> None:
         """Refuse, in one line, a data area for a new catalog that is not a new or empty
         directory (or object prefix): it holds someone's files, or another catalog's."""
+        if not self.remote and os.path.lexists(self.root) and not os.path.isdir(self.root):
+            raise CatalogError(f"{self.root}: not a directory; the data area must be a directory")
         found = self.owner()
         if found is not None:
             raise CatalogError(f"{self.root}: already the data area of catalog {found}; each catalog needs its own")
@@ -438,8 +497,6 @@ class Store:
                     empty = not self.fs.ls(self.fs._strip_protocol(self.root))
             except FileNotFoundError:
                 empty = True
-        elif os.path.lexists(self.root) and not os.path.isdir(self.root):
-            raise CatalogError(f"{self.root}: not a directory; the data area must be a directory")
         else:
             try:
                 with os.scandir(self.root) as entries:
@@ -465,19 +522,22 @@ class Store:
             with remote_errors(where, "cannot write"):
                 self.fs.pipe_file(where, data)
             return catalog_id
-        os.makedirs(self.root, exist_ok=True)
         temp = f"{where}.{os.getpid()}.tmp"
-        with open(temp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
-            os.link(temp, where)  # never replaces: of two catalogs racing for it, one owns it
-        except FileExistsError:
-            return self.claim(catalog_id)
-        finally:
-            os.unlink(temp)
-        fsync_dir(Path(self.root))
+            os.makedirs(self.root, exist_ok=True)
+            with open(temp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(temp, where)  # never replaces: of two catalogs racing for it, one owns it
+            except FileExistsError:
+                return self.claim(catalog_id)
+            finally:
+                os.unlink(temp)
+            fsync_dir(Path(self.root))
+        except OSError as e:
+            raise write_error(where, e) from e
         return catalog_id
 
     def unclaim(self, catalog_id: str) -> None:
@@ -524,6 +584,8 @@ class Store:
                 os.unlink(self.url(rel))
         except FileNotFoundError:
             return False
+        except OSError as e:
+            raise write_error(self.url(rel), e, "cannot delete") from e
         return True
 
     def spool_files(self) -> list[StoredFile]:
@@ -590,7 +652,11 @@ class Store:
     # ---- writing
     def prepare(self, dataset: str) -> None:
         if not self.remote:
-            os.makedirs(os.path.join(self.root, dataset), exist_ok=True)
+            folder = os.path.join(self.root, dataset)
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as e:
+                raise write_error(folder, e) from e
 
     def temp_for(self, rel: str) -> Path:
         """Where to write ``rel`` before publishing it: beside it, or in a local spool."""
@@ -604,15 +670,24 @@ class Store:
 
     def open_temp(self, rel: str) -> tuple[Path, IO[bytes]]:
         """A new file to write ``rel`` into (see temp_for), open for writing."""
-        temp = self.temp_for(rel)
-        # A spool file exists already, empty: "r+b" writes into it, where "wb" would truncate
-        # it and make ext4 start writing it out at close (auto_da_alloc), 2-180 ms a shard.
-        return temp, open(temp, "r+b" if self.remote else "xb")
+        try:
+            temp = self.temp_for(rel)
+            # A spool file exists already, empty: "r+b" writes into it, where "wb" would truncate
+            # it and make ext4 start writing it out at close (auto_da_alloc), 2-180 ms a shard.
+            return temp, open(temp, "r+b" if self.remote else "xb")
+        except FileNotFoundError:
+            raise  # the folder went (gc of an emptied dataset): the caller makes it again
+        except OSError as e:
+            raise write_error(self.url(rel), e) from e
 
     def publish(self, f: IO[bytes], temp: Path, rel: str, sync: bool = True) -> None:
         """Close ``f`` (written at ``temp``) and make it the shard ``rel``: rename, or upload."""
         if not self.remote:
-            publish(f, temp, Path(self.url(rel)), sync)
+            try:
+                publish(f, temp, Path(self.url(rel)), sync)
+            except OSError as e:
+                f.close()
+                raise write_error(temp, e) from e
             return
         f.close()
         try:
@@ -626,7 +701,10 @@ class Store:
     def sync_dir(self, dataset: str) -> None:
         """Make renames in a dataset folder durable (an object store's PUT already is)."""
         if not self.remote:
-            fsync_dir(Path(self.root) / dataset)
+            try:
+                fsync_dir(Path(self.root) / dataset)
+            except OSError as e:
+                raise write_error(Path(self.root) / dataset, e) from e
 
     def link(self, source: str, rel: str) -> bool:
         """Make ``rel`` hold the bytes of the stored shard ``source`` without reading them
@@ -635,12 +713,14 @@ class Store:
             with remote_errors(self.url(rel), "server-side copy failed"):
                 self.fs.copy(self.url(source), self.url(rel))
             return True
+        if not stat.S_ISREG(os.lstat(self.url(source)).st_mode):  # never a link to a place outside
+            raise CatalogError(f"{self.url(source)}: not a regular file; the catalog links only regular files")
         try:
-            os.link(self.url(source), self.url(rel))
+            os.link(self.url(source), self.url(rel), follow_symlinks=False)
         except OSError as e:
             if e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 return False
-            raise
+            raise write_error(self.url(rel), e) from e
         return True
 
     def tidy(self, keep: set[str]) -> None:
