@@ -218,3 +218,18 @@ def test_a_manifest_path_outside_the_data_area_is_refused(tmp_path: Path) -> Non
     with pytest.raises(Exception, match="outside the data area"):
         list(Catalog.open(root).dataset("demo").batches(2))
 
+
+
+def test_restore_never_links_to_a_file_outside(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    cat = demo_catalog(root, versions=2)
+    ds = cat.dataset("demo")
+    old = Path(ds.files(version=2)[0])
+    ds.compact()
+    outside = tmp_path / "outside.tfrecord"
+    old.rename(outside)
+    old.symlink_to(outside)
+    result = run("-C", str(root), "restore", "demo", "--version", "2", ok=False)
+    assert result.stderr == f"error: {old}: not a regular file; the catalog links only regular files\n"
+    assert outside.stat().st_nlink == 1  # no hard link to it was made in the data area
+    assert Catalog.open(root).dataset("demo").info().version == 4
