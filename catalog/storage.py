@@ -687,6 +687,8 @@ class Store:
                 publish(f, temp, Path(self.url(rel)), sync)
             except OSError as e:
                 f.close()
+                if isinstance(e, FileNotFoundError):
+                    raise  # gc took the temporary file: the commit says the shard vanished
                 raise write_error(temp, e) from e
             return
         f.close()

@@ -166,6 +166,8 @@ def test_gc_never_follows_a_symlinked_folder_or_file(tmp_path: Path) -> None:
     report = cat.gc()
     assert report.removed == [] and victim.read_text() == "precious" and link.is_symlink()
     assert report.links == [str(cat.data_root / "demo" / link.name), str(cat.data_root / "evil")]
+    text = run("-C", str(tmp_path / "c"), "gc").stdout
+    assert f"left alone (a symbolic link, never followed) {cat.data_root / 'evil'}\n" in text
     problems = {(p.problem, p.path) for p in cat.verify().problems}
     assert ("link", str(link)) in problems and ("link", str(cat.data_root / "evil")) in problems
 
@@ -190,11 +192,13 @@ def test_a_symlinked_shard_is_not_read(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- (e) paths in the manifest
 
 
-def _edit_path(root: Path, new: str, retired: bool) -> None:
+def _edit_path(root: Path, new: str, retired: bool) -> str:
+    """Give the first retired (or live) shard the path ``new``; returns its path before."""
     with sqlite3.connect(root / "catalog.db") as db:
         where = "removed_version is not null" if retired else "removed_version is null"
-        (sid,) = db.execute(f"select min(id) from shards where {where}").fetchone()
+        sid, old = db.execute(f"select id, path from shards where {where} order by id limit 1").fetchone()
         db.execute("update shards set path = ? where id = ?", (new, sid))
+    return str(old)
 
 
 def test_a_manifest_path_outside_the_data_area_is_refused(tmp_path: Path) -> None:
@@ -203,12 +207,15 @@ def test_a_manifest_path_outside_the_data_area_is_refused(tmp_path: Path) -> Non
     cat.dataset("demo").compact()
     victim = tmp_path / "x"
     victim.write_text("not a shard")
-    _edit_path(root, "../../x", retired=True)
+    before = _edit_path(root, "../../x", retired=True)
     result = run("-C", str(root), "gc", "--keep-versions", "1", ok=False)
     assert result.stderr == (
         "error: the manifest names a shard '../../x' outside the data area (a shard is <dataset>/<file>)\n"
     )
     assert victim.exists()
+    with sqlite3.connect(root / "catalog.db") as db:  # nothing was marked collected before the check
+        assert db.execute("select count(*) from shards where collected_at is not null").fetchone() == (0,)
+        db.execute("update shards set path = ? where path = '../../x'", (before,))
     _edit_path(root, "/etc/passwd", retired=False)
     for args in (["cat", "demo"], ["verify"], ["export", "demo", str(tmp_path / "out.tfrecord")]):
         result = run("-C", str(root), *args, ok=False)
