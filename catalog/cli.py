@@ -589,6 +589,8 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for p in report.removed:
         typer.echo(f"{verb} {p}")
+    for p in report.links:
+        typer.echo(f"left alone (a symbolic link, never followed) {p}")
     retired = f" ({len(report.retired)} retired shards)" if report.retired else ""
     typer.echo(
         f"{verb} {len(report.removed)} files{retired} ({_human(report.bytes)}); kept {report.kept_young} younger "

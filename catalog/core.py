@@ -7,7 +7,9 @@ appends racing appends simply retry, while an append racing a schema change fail
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
 import getpass
 import json
 import os
@@ -40,7 +42,17 @@ from catalog.errors import (
 )
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.schema import Schema
-from catalog.storage import ShardFile, ShardSink, Store, new_intent_id
+from catalog.storage import (
+    ShardFile,
+    ShardSink,
+    Store,
+    clear_dead_partials,
+    new_catalog_id,
+    new_intent_id,
+    open_shard,
+    partial_path,
+    publish_new,
+)
 from catalog.tfrecord.framing import is_url, read_record_batches
 
 if TYPE_CHECKING:
@@ -210,7 +222,7 @@ class DatasetInfo:
 class Problem:
     dataset: str | None
     path: str
-    problem: str  # missing | size | checksum | records | unreadable | unregistered | manifest
+    problem: str  # missing | size | checksum | records | unreadable | unregistered | link | manifest
     detail: str
 
     def to_json(self) -> dict[str, Any]:
@@ -245,6 +257,7 @@ class GcReport:
     dry_run: bool = False
     retired: list[str] = field(default_factory=list)  # retired shards collected (a subset of removed)
     kept_retired: int = 0  # retired shards kept for time travel
+    links: list[str] = field(default_factory=list)  # symbolic links in the data area: never followed, kept
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -256,6 +269,7 @@ class GcReport:
             "kept_live": self.kept_live,
             "retired_removed": self.retired,
             "kept_retired": self.kept_retired,
+            "links": self.links,
         }
 
 
@@ -303,9 +317,12 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
 class Catalog:
     """A catalog directory and its manifest. Create with :meth:`init`, reopen with :meth:`open`."""
 
-    def __init__(self, root: Path, engine: Engine, data_root: str | Path) -> None:
+    def __init__(self, root: Path, engine: Engine, data_root: str | Path, catalog_id: str | None = None) -> None:
         self.root = root
         self.engine = engine
+        # Names this catalog in its data area's marker (see gc); None for a manifest made
+        # before ids existed: its first gc gives it one.
+        self.catalog_id = catalog_id
         self.store = Store(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
@@ -317,23 +334,34 @@ class Catalog:
     ) -> Catalog:
         """A new catalog directory. With ``db_url`` (or $CATALOG_DB_URL) naming a database that
         already holds a manifest, the directory attaches to it: another machine joining."""
+        if storage is not None and not os.fspath(storage).strip():
+            raise CatalogError("--storage is empty: name a directory or URL (or leave it out for DIR/data)")
         root = Path(path)
         if (root / CATALOG_FILE).exists():
             raise CatalogError(f"{root}: already a catalog")
+        if root.exists() and not root.is_dir():
+            raise CatalogError(f"{root}: not a directory")
         db_url = db_url or os.environ.get("CATALOG_DB_URL")
         url = db_url or _default_url(root.resolve())
+        undo = _Undo()  # all or nothing: a failed init leaves nothing it made behind
         engine = mf.make_engine(url)
         try:
-            if db_url is None:
-                root.mkdir(parents=True, exist_ok=True)  # the SQLite file lives there
-            data_root = _create_or_attach(engine, root, storage, shared=db_url is not None)
-        finally:
+            undo.mkdirs(root)
+            if db_url is None:  # the SQLite file and its companions: ours to remove if init fails
+                undo.files(Path(url.removeprefix("sqlite:///")), "", "-wal", "-shm", "-journal")
+            data_root = _create_or_attach(engine, root, storage, shared=db_url is not None, undo=undo)
+            if not is_url(data_root):
+                undo.mkdirs(root / data_root)  # root / an absolute path = that path
+            doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
+            undo.files(root / CATALOG_FILE, "")
+            _write_atomically(root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
+        except BaseException as e:
             engine.dispose()
-        root.mkdir(parents=True, exist_ok=True)
-        if not is_url(data_root):
-            (root / data_root).mkdir(parents=True, exist_ok=True)  # root / an absolute path = that path
-        doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
-        _write_atomically(root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
+            undo.run()
+            if isinstance(e, OSError):
+                raise CatalogError(f"{e.filename or root}: cannot create the catalog: {e.strerror or e}") from e
+            raise
+        engine.dispose()
         return cls._connect(root.resolve(), url, check=True)
 
     @classmethod
@@ -361,7 +389,7 @@ class Catalog:
                 f"(catalog init DIR --db-url {moved})"
             )
         data_root = meta.get("data_root", DATA_DIR)
-        return cls(root, engine, data_root if is_url(data_root) else root / data_root)
+        return cls(root, engine, data_root if is_url(data_root) else root / data_root, meta.get("catalog_id"))
 
     def copy_manifest(self, db_url: str, switch: bool = True) -> dict[str, int]:
         """Copy the manifest, every row of it, into the empty database at ``db_url`` (SQLite or
@@ -493,33 +521,49 @@ class Catalog:
     # ---- maintenance
     def backup(self, out: str | os.PathLike[str]) -> Path:
         """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
-        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile)."""
+        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
+        under a partial name, fsynced, then published without replacing anything: a killed
+        backup leaves no file under ``out`` (the next one removes its partial file)."""
         target = Path(out)
-        if target.exists():
+        if os.path.lexists(target):
             raise CatalogError(f"{target}: already exists; backup never overwrites")
         if not target.parent.is_dir():
             raise CatalogError(f"{target}: cannot write there: no such directory")
+        clear_dead_partials(target.parent)
+        temp = partial_path(target)
+        try:
+            self._backup_to(temp)
+            with open(temp, "rb+") as f:
+                os.fsync(f.fileno())
+            publish_new(temp, target)
+        except OSError as e:
+            raise CatalogError(f"{target}: cannot write the backup: {e.strerror or e}") from e
+        finally:
+            for leftover in (temp, Path(f"{temp}-journal")):
+                leftover.unlink(missing_ok=True)
+        return target
+
+    def _backup_to(self, path: Path) -> None:
         if self.engine.dialect.name != "sqlite":
-            copy = mf.make_engine(f"sqlite:///{target.resolve()}")
+            copy = mf.make_engine(f"sqlite:///{path.resolve()}")
             try:
                 mf.copy_manifest(self.engine, copy)
             finally:
                 copy.dispose()
-            return target
+            return
         import sqlite3
 
         raw = self.engine.raw_connection()
         try:
-            dest = sqlite3.connect(target)
+            dest = sqlite3.connect(path)
             try:
                 raw.driver_connection.backup(dest)  # type: ignore[union-attr]
             finally:
                 dest.close()
         except sqlite3.Error as e:  # the directory is read-only, /proc, the disk is full: one line
-            raise CatalogError(f"{target}: cannot write the backup: {e}") from e
+            raise CatalogError(f"{path}: cannot write the backup: {e}") from e
         finally:
             raw.close()
-        return target
 
     def verify(
         self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None
@@ -617,25 +661,83 @@ def _runtime_url(recorded: str) -> str:
     return recorded
 
 
-def _create_or_attach(engine: Engine, root: Path, storage: str | os.PathLike[str] | None, shared: bool) -> str:
-    """The data area of the manifest behind ``engine``: a new manifest's, or an existing one's."""
+class _Undo:
+    """What a failing init made, removed in reverse: directories it created, files it wrote,
+    the marker it put in a data area."""
+
+    def __init__(self) -> None:
+        self._steps: list[Callable[[], None]] = []
+
+    def mkdirs(self, path: Path) -> None:
+        missing = []
+        p = path.absolute()
+        while not os.path.lexists(p) and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        path.mkdir(parents=True, exist_ok=True)
+        self._steps.extend(functools.partial(os.rmdir, d) for d in reversed(missing))
+
+    def files(self, base: Path, *suffixes: str) -> None:
+        """``base`` + each suffix, where none is there now: removed on failure if made meanwhile."""
+        for suffix in suffixes:
+            f = Path(f"{base}{suffix}")
+            if not os.path.lexists(f):
+                self._steps.append(functools.partial(f.unlink, missing_ok=True))
+
+    def call(self, step: Callable[[], None]) -> None:
+        self._steps.append(step)
+
+    def run(self) -> None:
+        for step in reversed(self._steps):
+            with contextlib.suppress(OSError, CatalogError):
+                step()
+
+
+def _create_or_attach(
+    engine: Engine, root: Path, storage: str | os.PathLike[str] | None, shared: bool, undo: _Undo
+) -> str:
+    """The data area of the manifest behind ``engine``: a new manifest's, or an existing one's.
+    A new manifest's data area must be new or empty; it is marked with the new catalog id
+    before the manifest names it."""
     if not mf.has_manifest(engine):
         data_root = _new_data_root(root, storage, shared)
-        Store(data_root).check()
-        try:
-            mf.create_manifest(engine, data_root)
-            return data_root
-        except IntegrityError:  # another machine created it at the same moment: attach to that
-            pass
-        except DBAPIError as e:
-            if not mf.has_manifest(engine):
-                raise ManifestError(f"could not create the manifest: {e.orig}") from e
+        store = Store(data_root if is_url(data_root) else str(root / data_root))
+        store.check()
+        store.check_new()
+        catalog_id = new_catalog_id()
+        if not is_url(data_root):
+            undo.mkdirs(Path(store.root))
+        if store.claim(catalog_id) == catalog_id:
+            undo.call(functools.partial(store.unclaim, catalog_id))
+            try:
+                mf.create_manifest(engine, data_root, catalog_id)
+                return data_root
+            except IntegrityError:  # another machine created it at the same moment: attach to that
+                store.unclaim(catalog_id)
+            except DBAPIError as e:
+                if not mf.has_manifest(engine):
+                    raise ManifestError(f"could not create the manifest: {e.orig}") from e
+                store.unclaim(catalog_id)
+        elif not mf.has_manifest(engine):  # claimed by an init racing this one for another manifest
+            store.check_new()
     meta = mf.read_meta(engine)
     mf.check_format(meta)
     found = meta.get("data_root", DATA_DIR)
     if storage is not None and _new_data_root(root, storage, shared) != found:
         raise CatalogError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
+    _attach_owner(Store(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
     return found
+
+
+def _attach_owner(store: Store, catalog_id: str | None) -> None:
+    """Joining an existing manifest: its data area must be its own (marked now if not yet)."""
+    if catalog_id is None:
+        return  # made before ids: its first gc marks the data area
+    owner = store.claim(catalog_id)
+    if owner != catalog_id:
+        raise CatalogError(
+            f"{store.root}: the data area of catalog {owner}, not of this manifest's ({catalog_id}); not attached"
+        )
 
 
 def _new_data_root(root: Path, storage: str | os.PathLike[str] | None, shared: bool) -> str:
@@ -840,8 +942,16 @@ class Dataset:
         with mf.read_txn(self.catalog.engine) as conn:
             _v, _sv, query = self._live(conn, version)
             paths = mf.fetch_column(conn, query.with_only_columns(ShardRow.path))
-        prefix = self.catalog.store.url("")
-        return [prefix + p for p in paths]
+        url = self.catalog.store.url  # each checked: the manifest never names a path outside the data area
+        return [url(p) for p in paths]
+
+    def _sized_files(self, version: int | None) -> list[tuple[str, int]]:
+        """(location, registered size) of the shards at ``version``: readers stop at the size."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            _v, _sv, query = self._live(conn, version)
+            rows = conn.execute(query.with_only_columns(ShardRow.path, ShardRow.bytes)).all()
+        url = self.catalog.store.url
+        return [(url(p), size) for p, size in rows]
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
@@ -877,8 +987,9 @@ class Dataset:
 
     def records(self, version: int | None = None) -> Iterator[bytes]:
         """The raw serialized records at ``version``, shard by shard, CRC-checked."""
-        for path in self.files(version):
-            yield from _shard_records(path)
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
+                yield from batch
 
     def _pin(self, version: int | None) -> int:
         """``version``, or the current one, looked up once: a reader that asked for the schema
@@ -890,8 +1001,8 @@ class Dataset:
         """Rows (dicts per the schema of that version)."""
         version = self._pin(version)
         schema = self.schema_at(version)
-        for path in self.files(version):
-            for batch in _shard_batches(path):
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
                 for rec in batch:
                     yield schema.decode(rec)
 
@@ -902,8 +1013,8 @@ class Dataset:
         version = self._pin(version)
         schema = self.schema_at(version)
         pending: list[bytes] = []
-        for path in self.files(version):
-            for batch in _shard_batches(path):
+        for path, size in self._sized_files(version):
+            for batch in _shard_batches(path, size):
                 pending.extend(batch)
                 while len(pending) >= batch_size:
                     yield schema.decode_batch(pending[:batch_size])
@@ -1086,15 +1197,15 @@ def _check_readable(conn: Connection, name: str, version: int, live: Any) -> Non
         )
 
 
-def _shard_batches(path: str) -> Iterator[list[bytes]]:
-    if not is_url(path) and not os.path.exists(path):  # a URL's open says so itself
-        raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)")
-    return read_record_batches(path)
-
-
-def _shard_records(path: str) -> Iterator[bytes]:
-    for batch in _shard_batches(path):
-        yield from batch
+def _shard_batches(path: str, size: int) -> Iterator[list[bytes]]:
+    try:
+        f = open_shard(path, size)  # a regular file in the data area, never through a link
+    except FileNotFoundError as e:
+        if is_url(path):  # a URL's open says so itself
+            raise
+        raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)") from e
+    with f:
+        yield from read_record_batches(f)
 
 
 def _commit_of(name: str, r: Any, shards: list[ShardInfo] | None = None, duplicate: bool = False) -> Commit:

@@ -16,16 +16,56 @@ from catalog import manifest as mf
 from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
 from catalog.rewrite import run_jobs
-from catalog.storage import Store, StoredFile, intent_of
-from catalog.tfrecord.framing import read_record_batches
+from catalog.storage import (
+    OWNER_FILE,
+    Store,
+    StoredFile,
+    intent_of,
+    is_catalog_file,
+    new_catalog_id,
+    shard_batches,
+    write_error,
+)
 
 if TYPE_CHECKING:
     from catalog.core import Catalog, GcReport, Problem, Progress, VerifyReport
 
 
-def _data_files(store: Store, datasets: set[str] | None) -> list[StoredFile]:
-    """Every file in the data area's dataset folders (all, or those of ``datasets``)."""
-    return store.listing(datasets)
+def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None = None) -> list[StoredFile]:
+    """Every file in the data area's dataset folders (all, or those of ``datasets``); the
+    symbolic links found there, never followed, go to ``links`` as local paths."""
+    found: list[str] = []
+    files = store.listing(datasets, found)
+    if links is not None:
+        links.extend(os.path.join(store.root, rel) for rel in found)
+    return files
+
+
+def check_owner(cat: Catalog, dry_run: bool) -> None:
+    """gc deletes only in a data area whose marker names this catalog. A manifest made
+    before catalog ids gets one here, and marks its data area, unless another catalog's
+    marker is there (a dry run writes nothing and checks only a marker that is there)."""
+    store = cat.store
+    cid = cat.catalog_id
+    if cid is None:
+        if dry_run:
+            return
+        cid = cat.catalog_id = mf.ensure_catalog_id(cat.engine, new_catalog_id())
+        owner: str | None = store.claim(cid)
+    else:
+        owner = store.owner()
+        if owner is None and not store.remote and not os.path.lexists(store.root):
+            return  # no data area at all: nothing to delete
+    if owner is None:
+        raise CatalogError(
+            f"{store.root}: no {OWNER_FILE} naming this catalog ({cid}); gc deletes only in its own data area "
+            f"(if this is it, write {cid} into {store.url_of_marker()})"
+        )
+    if owner != cid:
+        raise CatalogError(
+            f"{store.root}: the data area of catalog {owner}, not of this one ({cid}); gc deletes only in its own "
+            "data area"
+        )
 
 
 def verify_catalog(
@@ -37,7 +77,8 @@ def verify_catalog(
     damage = manifest_problems(cat, wanted)
     if any(p.dataset is None for p in damage):  # the file's pages: the shard list cannot be trusted
         return VerifyReport(problems=damage)
-    files = _data_files(cat.store, wanted)  # listed before the snapshot: see collect_garbage
+    links: list[str] = []
+    files = _data_files(cat.store, wanted, links)  # listed before the snapshot: see collect_garbage
     with mf.read_txn(cat.engine) as conn:
         known = dict(conn.execute(select(DatasetRow.name, DatasetRow.id)).all())
         for n in wanted or ():
@@ -66,6 +107,8 @@ def verify_catalog(
             report.problems.append(
                 Problem(None, cat.shard_url(f.rel), "unregistered", "file in the data area that no shard names")
             )
+    for path in links:
+        report.problems.append(Problem(None, path, "link", "symbolic link in the data area: never followed"))
     return report
 
 
@@ -148,17 +191,18 @@ def _check_jobs(cat: Catalog, shards: Sequence[Any]) -> list[CheckJob]:
 
 def _check_shard(store: Store, rel: str, records: int, size: int, checksum: str) -> tuple[str, str] | None:
     try:  # one open: on S3 a size() first would be one more round trip per shard
-        actual, found = store.checksum(rel)
+        actual, found = store.checksum(rel, size)  # never past the registered size (/dev/zero has no end)
     except FileNotFoundError:
         return "missing", "registered shard file does not exist"
     except (OSError, CatalogError) as e:
         return "unreadable", str(e)
     if actual != size:
-        return "size", f"{actual} bytes on disk, {size} registered"
+        found_size = f"more than {size}" if actual > size else str(actual)  # reading stopped one byte past
+        return "size", f"{found_size} bytes on disk, {size} registered"
     if found == checksum:
         return None  # bit-identical to the file whose records were counted when it was registered
     try:
-        count = sum(len(b) for b in read_record_batches(store.url(rel)))
+        count = sum(len(b) for b in shard_batches(store.url(rel)))
     except CatalogError as e:
         return "unreadable", f"checksum {found}, {checksum} registered; {e}"
     if count != records:
@@ -178,12 +222,13 @@ def collect_garbage(
     if keep_versions is not None and keep_versions < 1:
         raise CatalogError("--keep-versions must be at least 1 (the current version is always kept)")
     report = GcReport(dry_run=dry_run)
+    check_owner(cat, dry_run)
     if keep_versions is not None or older_than is not None:
         _collect_retired(cat, keep_versions, older_than, report)
     # List the files first, then read the manifest: a writer records its intent before
     # it creates a file, so any file listed here is either under an intent this snapshot
     # sees or already registered in it. Never the other way round.
-    files = _data_files(cat.store, None)
+    files = [f for f in _data_files(cat.store, None, report.links) if is_catalog_file(f.name)]  # never another's
     spools = cat.store.spool_files()
     with mf.read_txn(cat.engine) as conn:
         mf.check_not_moved(conn)  # a moved manifest does not know the copy's newer shards
@@ -232,6 +277,8 @@ def _unlink(path: str) -> bool:
         os.unlink(path)
     except FileNotFoundError:  # uploaded and removed by its writer since the listing
         return False
+    except OSError as e:
+        raise write_error(path, e, "cannot delete") from e
     return True
 
 
@@ -267,6 +314,7 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
             report.kept_retired += 1
         else:
             chosen.append(r)
+    wheres = [cat.shard_url(r.path) for r in chosen]  # each path checked before any is marked collected
     if not report.dry_run and chosen:
         now = utcnow()
 
@@ -275,12 +323,13 @@ def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timede
                 mf.update_shards(conn, [r.id for r in chosen], collected_at=now)
 
         mf.with_lock_retry(txn)  # recorded before any file goes: readers get a clear error, not a missing file
-    for r in chosen:
-        where = cat.shard_url(r.path)
+    for r, where in zip(chosen, wheres, strict=True):
         report.retired.append(where)
         report.removed.append(where)
         report.bytes += r.bytes
         if not report.dry_run:
+            # A file that cannot be deleted now (a read-only area) stays marked collected: no
+            # version needs it, and the next gc deletes it as the unregistered file it now is.
             cat.store.remove(r.path)
 
 

@@ -589,7 +589,7 @@ def read_txn(engine: Engine) -> Iterator[Connection]:
 # --------------------------------------------------------------------------- format
 
 
-def create_manifest(engine: Engine, data_root: str) -> None:
+def create_manifest(engine: Engine, data_root: str, catalog_id: str | None = None) -> None:
     """The tables and the meta rows, in one transaction where DDL is transactional
     (PostgreSQL): two machines running `init` at once leave one manifest, not half of two."""
     with write_txn(engine, moved_ok=True) as conn:  # no catalog_meta to look in yet
@@ -600,8 +600,24 @@ def create_manifest(engine: Engine, data_root: str) -> None:
                 {"key": "format_version", "value": str(FORMAT_VERSION)},
                 {"key": "data_root", "value": data_root},
                 {"key": "created_at", "value": utcnow().isoformat()},
+                *([{"key": "catalog_id", "value": catalog_id}] if catalog_id else []),
             ],
         )
+
+
+def ensure_catalog_id(engine: Engine, catalog_id: str) -> str:
+    """The manifest's catalog id; a manifest made before ids existed gets ``catalog_id``.
+    Two processes doing this at once agree on one (the key is the primary key)."""
+
+    def txn() -> str:
+        with write_txn(engine) as conn:
+            found = conn.execute(select(MetaRow.value).where(MetaRow.key == "catalog_id")).scalar_one_or_none()
+            if found is not None:
+                return str(found)
+            conn.execute(insert(MetaRow).values(key="catalog_id", value=catalog_id))
+            return catalog_id
+
+    return with_lock_retry(txn)
 
 
 def has_manifest(engine: Engine) -> bool:

@@ -42,8 +42,7 @@ from catalog.rewrite import (
     snapshot,
 )
 from catalog.schema import Schema, SchemaDiff
-from catalog.storage import ShardFile, ShardSink, Store
-from catalog.tfrecord.framing import read_record_batches
+from catalog.storage import ShardFile, ShardSink, Store, shard_batches
 
 if TYPE_CHECKING:
     from catalog.core import Dataset, Progress
@@ -180,6 +179,7 @@ class ShardJob:
     data_root: str
     dataset: str
     prefix: str  # file-name prefix, led by the intent id
+    size: int | None = None  # the source's registered bytes: reading stops there
 
 
 _COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
@@ -199,7 +199,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     index = 0
     try:
         write = sink.write
-        for batch in read_record_batches(job.source):
+        for batch in shard_batches(job.source, job.size):
             for record in batch:
                 write(fn(record, index))
                 index += 1
@@ -555,7 +555,8 @@ def _run(
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i)) for i, s in enumerate(shards)
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes)
+        for i, s in enumerate(shards)
     ]
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)

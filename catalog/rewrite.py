@@ -40,6 +40,7 @@ from catalog.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     Interrupted,
+    ObjectMissingError,
     VersionNotFoundError,
 )
 from catalog.manifest import (
@@ -57,13 +58,16 @@ from catalog.storage import (
     ShardFile,
     ShardSink,
     Store,
+    clear_dead_partials,
     format_checksum,
-    fsync_dir,
     intent_of,
     new_intent_id,
-    publish,
+    open_shard,
+    partial_path,
+    publish_new,
+    shard_batches,
 )
-from catalog.tfrecord.framing import RecordWriter, open_location, read_record_batches
+from catalog.tfrecord.framing import RecordWriter
 
 if TYPE_CHECKING:
     from catalog.core import Commit, Dataset, Progress
@@ -546,11 +550,12 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     size = 0
     f: Any  # a FileIO, or an fsspec file: both have readinto
     try:
-        f = open_location(src.path)
-    except (FileNotFoundError, CatalogError) as e:
+        f = open_shard(src.path)
+    except (FileNotFoundError, ObjectMissingError) as e:
         raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
+    end = src.bytes + 1  # never read past the registered size: one byte more tells it is wrong
     with f:
-        while n := f.readinto(buf):
+        while n := f.readinto(view[: min(len(buf), end - size)]):
             chunk = view[:n]
             mine = crc32c(chunk, mine)
             crc = crc32c(chunk, crc)
@@ -610,7 +615,7 @@ def _reframe(job: ConcatJob) -> ShardFile:
     """Compressed sources: their records re-framed into one uncompressed shard."""
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     for src in job.sources:
-        for batch in read_record_batches(src.path):
+        for batch in shard_batches(src.path, src.bytes):
             sink.write_many(batch)
     shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
     records = shards[0].records if shards else 0
@@ -834,21 +839,24 @@ def export(
         raise CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
     start = time.monotonic()
     target = Path(out)
-    if target.exists():
+    if os.path.lexists(target):
         raise CatalogError(f"{target}: already exists; export never overwrites")
     if not target.parent.is_dir():
         raise CatalogError(f"{target.parent}: no such directory")
     snap = snapshot(ds, version)
-    temp = target.with_name(f".{target.name}.{new_intent_id()}.tmp")
+    clear_dead_partials(target.parent)  # what killed exports left here
+    temp = partial_path(target)
     try:
         with open(temp, "xb") as f:
             _export_to(snap, f, compression, progress)
             size = f.tell()
-            publish(f, temp, target)
-        fsync_dir(target.parent)
-    except BaseException:
+            f.flush()
+            os.fsync(f.fileno())
+        publish_new(temp, target)  # never over a file made meanwhile
+    except OSError as e:
+        raise CatalogError(f"{target}: cannot write: {e.strerror or e}") from e
+    finally:
         temp.unlink(missing_ok=True)
-        raise
     return ExportReport(ds.name, snap.version, str(target), snap.records, size, compression, time.monotonic() - start)
 
 
@@ -862,7 +870,7 @@ def _export_to(snap: Snapshot, f: IO[bytes], compression: str, progress: Progres
         return
     w = RecordWriter(f, None if compression == "none" else compression)
     for s in snap.shards:
-        for batch in read_record_batches(s.path):
+        for batch in shard_batches(s.path, s.bytes):
             w.write_many(batch)
         if progress:
             progress(s.bytes)

@@ -177,7 +177,7 @@ def rows(first: int, n: int) -> list[dict[str, Any]]:
 
 
 def data_files(cat: Catalog) -> set[str]:
-    return {p.relative_to(cat.data_root).as_posix() for p in cat.data_root.rglob("*") if p.is_file()}
+    return {p.relative_to(cat.data_root).as_posix() for p in cat.data_root.glob("*/*") if p.is_file()}  # not the marker
 
 
 def registered(cat: Catalog) -> set[str]:

@@ -317,7 +317,7 @@ def test_verify_reports_every_problem(root: Path, tmp_path: Path, workers: list[
     data = bytearray(paths[2].read_bytes())
     data[-1] ^= 1  # the last data CRC: the file still frames, but the checksum differs
     paths[2].write_bytes(bytes(data))
-    stray = root / "data" / "small" / "stray.tfrecord"
+    stray = root / "data" / "small" / "0123456789abcdef0123456789ab-00000.tfrecord"  # named as the catalog names shards
     stray.write_bytes(b"")
     result = run("-C", str(root), "verify", "--json", *workers, ok=False)
     assert result.exit_code == 1
@@ -335,7 +335,7 @@ def test_verify_reports_every_problem(root: Path, tmp_path: Path, workers: list[
 
 
 def test_unregistered_alone_is_not_a_failure_and_gc_grace(root: Path) -> None:
-    stray = root / "data" / "small" / "stray.tfrecord"
+    stray = root / "data" / "small" / "0123456789abcdef0123456789ab-00000.tfrecord"  # named as the catalog names shards
     stray.parent.mkdir(parents=True, exist_ok=True)
     stray.write_bytes(b"abc")
     result = run("-C", str(root), "verify")

@@ -32,12 +32,12 @@ def cli(*args: str, ok: bool = True) -> Any:
 
 
 def objects(url: str) -> set[str]:
-    """Every key under ``url`` (s3://bucket/prefix), as "<dataset>/<file>"."""
+    """Every key under ``url`` (s3://bucket/prefix), as "<dataset>/<file>" (not the owner marker)."""
     import fsspec
 
     fs = fsspec.filesystem("s3", use_listings_cache=False)
     base = url[len("s3://") :]
-    return {k[len(base) + 1 :] for k in fs.find(base)}
+    return {k[len(base) + 1 :] for k in fs.find(base)} - {".catalog-owner"}
 
 
 def rows(ids: range) -> list[dict[str, Any]]:
@@ -191,7 +191,7 @@ def test_an_object_store_gone_down_is_one_line_and_registers_nothing(
                 (["append", "ev", str(more)], "upload failed"),
                 (["cat", "ev"], "cannot open"),
                 (["verify"], "cannot list"),
-                (["gc", "--grace", "0s"], "cannot list"),
+                (["gc", "--grace", "0s"], "cannot read"),  # the owner marker, read first
             ]:
                 result = cli("-C", str(root), *args, ok=False)
                 lines = result.stderr.splitlines()
@@ -222,3 +222,27 @@ def test_unreachable_bucket_is_one_line(s3_url: str, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("error: s3://no-such-bucket-here/data: ") and result.stderr.count("\n") == 1
     assert not (tmp_path / "c" / "catalog.json").exists()
+
+
+def test_an_object_store_data_area_is_owned(s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A marker object names the catalog: a second catalog on the prefix is refused, and gc
+    refuses a prefix whose marker names another catalog."""
+    import fsspec
+
+    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+    with Catalog.init(tmp_path / "a", storage=s3_url) as cat:
+        cat.register("ev", SCHEMA).append_rows(rows(range(5)))
+        cid = cat.catalog_id
+    result = cli("init", str(tmp_path / "b"), "--storage", s3_url, ok=False)
+    assert result.stderr == f"error: {s3_url}: already the data area of catalog {cid}; each catalog needs its own\n"
+    assert not (tmp_path / "b").exists()
+    fs = fsspec.filesystem("s3", use_listings_cache=False)
+    fs.pipe_file(f"{s3_url}/.catalog-owner", b"someone-else\n")
+    stray = f"{s3_url}/ev/0123456789abcdef0123456789ab-00000.tfrecord"
+    fs.pipe_file(stray, b"x")
+    result = cli("-C", str(tmp_path / "a"), "gc", "--grace", "0s", ok=False)
+    assert result.stderr == (
+        f"error: {s3_url}: the data area of catalog someone-else, not of this one ({cid}); gc deletes only in its "
+        "own data area\n"
+    )
+    assert fs.exists(stray)

@@ -1,0 +1,151 @@
+"""Files the catalog writes outside its data area (export, backup): never half a file under the
+final name, never over a file someone else made, no partial file left for ever by a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import catalog.core as core
+import catalog.rewrite as rewrite
+from catalog import Catalog, read_records
+from catalog.cli import app
+from catalog.demo import DEMO_SCHEMA, demo_rows
+
+runner = CliRunner()
+WAIT = 60.0  # seconds a child may take to reach its step (only ever hit when something is broken)
+
+# The child runs one verb with one step patched to announce itself (the marker file) and then
+# sleep until the parent kills it with SIGKILL: a kill in the middle of writing the file.
+CHILD = r"""
+import os, sqlite3, sys, time
+from pathlib import Path
+
+import catalog.rewrite as rewrite
+from catalog import Catalog
+
+root, verb, out, marker = sys.argv[1:5]
+
+
+def hold():
+    Path(marker).write_text(str(os.getpid()))
+    while True:
+        time.sleep(60)
+
+
+if verb == "backup":  # the backup's file has just been created: nothing copied into it yet
+    real_connect = sqlite3.connect
+
+    def connect(path, *args, **kwargs):
+        conn = real_connect(path, *args, **kwargs)
+        if Path(str(path)).name != "catalog.db":
+            hold()
+        return conn
+
+    sqlite3.connect = connect
+    Catalog.open(root).backup(out)
+else:  # every record written, not yet published
+    real_export_to = rewrite._export_to
+
+    def export_to(*args):
+        real_export_to(*args)
+        args[1].flush()
+        hold()
+
+    rewrite._export_to = export_to
+    Catalog.open(root).dataset("demo").export(out)
+"""
+
+
+def run(*args: str, ok: bool = True) -> Any:
+    result = runner.invoke(app, list(args))
+    if ok:
+        assert result.exit_code == 0, (args, result.output, result.exception)
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    cat = Catalog.init(tmp_path / "c")
+    cat.register("demo", DEMO_SCHEMA).append_rows(demo_rows(20))
+    return tmp_path / "c"
+
+
+def _kill_mid(verb: str, root: Path, out: Path, tmp_path: Path) -> None:
+    marker = tmp_path / f"{verb}.reached"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), verb, str(out), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not marker.exists():
+            assert child.poll() is None, f"the {verb} child exited with {child.returncode} before its step"
+            assert time.monotonic() < deadline, f"the {verb} child never reached its step"
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("verb", ["backup", "export"])
+def test_a_killed_write_leaves_nothing_and_the_rerun_succeeds(root: Path, tmp_path: Path, verb: str) -> None:
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / ("copy.db" if verb == "backup" else "demo.tfrecord")
+    _kill_mid(verb, root, out, tmp_path)
+    assert not out.exists()  # nothing, not half a file, under the final name
+    assert len(list(outdir.iterdir())) == 1  # the killed process's partial file, until the next run
+    args = ["backup", str(out)] if verb == "backup" else ["export", "demo", str(out)]
+    run("-C", str(root), *args)
+    assert [p.name for p in outdir.iterdir()] == [out.name]  # the dead process's partial file is gone
+    if verb == "export":
+        assert len(list(read_records(out))) == 20
+    else:
+        assert Catalog.open(root).list()[0].records == 20
+
+
+@pytest.mark.parametrize("verb", ["backup", "export"])
+def test_a_file_made_meanwhile_is_never_overwritten(
+    root: Path, tmp_path: Path, verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / ("copy.db" if verb == "backup" else "demo.tfrecord")
+
+    def theirs_appears(real: Any) -> Any:
+        def step(*args: Any) -> Any:
+            result = real(*args)
+            out.write_text("someone else's")  # while the catalog was writing its copy
+            return result
+
+        return step
+
+    if verb == "backup":
+        monkeypatch.setattr(core.Catalog, "_backup_to", theirs_appears(core.Catalog._backup_to))
+        result = run("-C", str(root), "backup", str(out), ok=False)
+    else:
+        monkeypatch.setattr(rewrite, "_export_to", theirs_appears(rewrite._export_to))
+        result = run("-C", str(root), "export", "demo", str(out), ok=False)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {out}: created by someone else meanwhile; left as it is, nothing written\n"
+    assert out.read_text() == "someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c", out.name])  # no partial file left
+
+
+def test_backup_and_export_into_nowhere_are_one_line(root: Path) -> None:
+    result = run("-C", str(root), "backup", "/nonexistent/x.db", ok=False)
+    assert (result.exit_code, result.stderr) == (1, "error: /nonexistent: no such directory\n")
+    result = run("-C", str(root), "export", "demo", "/proc/x.tfrecord", ok=False)
+    assert result.exit_code == 1 and result.stderr.startswith("error: /proc/x.tfrecord: cannot write: ")
+    assert len(result.stderr.splitlines()) == 1
