@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -16,7 +17,13 @@ from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt, run_jobs
 from catalog.schema import Schema
 from catalog.storage import ShardFile, ShardSink, Store
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
+from catalog.tfrecord.framing import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    detect_file_compression,
+    open_regular,
+    read_record_batches,
+)
 
 if TYPE_CHECKING:
     from catalog.core import Progress, Writer
@@ -57,7 +64,7 @@ def input_format(path: Path, fmt: str) -> str:
         return fmt
     if path.name.lower().endswith(JSONL_SUFFIXES):
         return "jsonl"
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(64).lstrip()
     return "jsonl" if head.startswith(b"{") else "tfrecord"
 
@@ -120,9 +127,9 @@ def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
     schema = w.ds.schema
     index = 0
     try:
-        f = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise AppendError(f"{path}: cannot open: {e.strerror}", str(path)) from e
+        f = io.TextIOWrapper(io.BufferedReader(open_regular(path)), encoding="utf-8")
+    except CatalogError as e:
+        raise AppendError(str(e), str(path)) from e
     lineno = 0
     with f:
         try:

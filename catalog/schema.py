@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from catalog.errors import CodecError, SchemaError, ValidationError
+from catalog.errors import CatalogError, CodecError, SchemaError, ValidationError
 from catalog.tfrecord import example as wire
+from catalog.tfrecord.framing import open_regular
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
 FEATURE_KEYS = {"dtype", "shape", "default", "encoding", "description"}
@@ -330,10 +331,16 @@ class Schema:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Schema:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open_regular(path, "cannot read schema") as f:
+                data = f.read()
+        except CatalogError as e:
+            raise SchemaError(str(e)) from e
         except OSError as e:
             raise SchemaError(f"{os.fspath(path)}: cannot read schema: {e.strerror or e}") from e
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SchemaError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from e
         try:
             return cls.from_json(json.loads(text))
         except json.JSONDecodeError as e:

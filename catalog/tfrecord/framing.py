@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -425,16 +426,61 @@ def open_location(path: str) -> IO[bytes]:
     return open_url(path) if is_url(path) else open(path, "rb", buffering=0)
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"not a regular file ({kind})"
+
+
+def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` (symlinks followed) is no input file: "no such file", "not a regular file
+    (a FIFO)"...; None for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return "no such file"
+    return None if stat.S_ISREG(mode) else _not_regular(mode)
+
+
+def open_regular(path: str | os.PathLike[str], failure: str = "cannot open") -> io.FileIO:
+    """Open a local input for reading, refusing anything but a regular file: a FIFO blocks
+    the open (and then every read), a device such as /dev/zero never ends, a directory is no
+    input. O_NONBLOCK lets the open of a FIFO return so fstat can tell (regular files ignore
+    it), and the check is on the opened file, so a swap after a check cannot slip through."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        problem = regular_file_problem(name)  # a socket cannot even be opened (ENXIO): say what it is
+        if problem is not None and problem != "no such file":
+            raise CatalogError(f"{name}: {problem}") from e
+        raise CatalogError(f"{name}: {failure}: {e.strerror or e}") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CatalogError(f"{name}: {_not_regular(mode)}")
+        os.set_blocking(fd, True)
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     """Return (stream, path for messages, whether we own the stream)."""
     if isinstance(source, str) and is_url(source):
         return open_url(source), source, True
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        try:
-            return open(path, "rb", buffering=0), path, True
-        except OSError as e:
-            raise CatalogError(f"{path}: cannot open: {e.strerror or e}") from e
+        return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
         return io.BytesIO(source), None, True
     if hasattr(source, "read"):
