@@ -96,3 +96,106 @@ def test_register_with_a_schema_that_is_not_a_regular_file(
     assert result.exit_code == 1
     assert result.stderr == f"error: {path}: not a regular file ({kinds[target]})\n"
     assert "e" not in run("-C", str(root), "list").stdout.split()
+
+
+# --------------------------------------------------------------------------- hostile schemas
+
+
+def _feature(spec: dict[str, Any]) -> str:
+    return json.dumps({"features": {"a": spec}})  # ASCII: a lone surrogate is written as JSON's escape
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"features": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON: nested too deeply"),
+        (
+            _feature({"dtype": "int64", "shape": [1_000_000_000_000]}),
+            "feature 'a': shape [1000000000000] declares 1,000,000,000,000 values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [2**70]}),
+            f"feature 'a': shape [{2**70}] declares {2**70:,} values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [0, 2**70]}),
+            f"feature 'a': shape dimension {2**70} is larger than 134,217,728",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [None, 2**20, 2**20]}),
+            f"feature 'a': shape [null, {2**20}, {2**20}] declares {2**40:,} values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [1] * 33}),
+            "feature 'a': shape has 33 dimensions; at most 32",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [50_000, 50_000], "default": 0}),
+            "feature 'a': shape [50000, 50000] declares 2,500,000,000 values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [2048, 1024], "default": 0}),
+            "feature 'a': a default fills 2,097,152 values; at most 1,048,576",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [None], "default": [0] * (2**20 + 1)}),
+            "feature 'a': a default fills 1,048,577 values; at most 1,048,576",
+        ),
+        ('{"features": {"a\\ud800": {"dtype": "int64"}}}', "feature names must be UTF-8 text, got 'a\\ud800'"),
+        (
+            _feature({"dtype": "string", "default": "\ud800"}),
+            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 0",
+        ),
+        (
+            _feature({"dtype": "bytes", "default": "x\ud800"}),
+            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 1",
+        ),
+        (_feature({"dtype": "int64", "description": "\udfff"}), "feature 'a': description must be UTF-8 text"),
+    ],
+    ids=[
+        "deep",
+        "huge-shape",
+        "2**70",
+        "huge-dim-of-empty-tensor",
+        "huge-unknown-tensor",
+        "rank",
+        "huge-default",
+        "large-default",
+        "long-varlen-default",
+        "surrogate-name",
+        "surrogate-default",
+        "surrogate-bytes-default",
+        "surrogate-description",
+    ],
+)
+def test_register_refuses_a_hostile_schema_in_one_line(root: Path, tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "hostile.json"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    result = run("-C", str(root), "register", "e", "--schema", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: {reason}\n"
+    assert "e" not in run("-C", str(root), "list").stdout.split()
+
+
+def test_schema_file_that_is_not_utf8_or_too_large(root: Path, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"features": {"a": {"dtype": "int64", "description": "caf\u00e9"}}}'.encode("latin-1"))
+    result = run("-C", str(root), "register", "e", "--schema", str(path))
+    assert (result.exit_code, result.stderr) == (1, f"error: {path}: not UTF-8 text (byte 57)\n")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate((16 << 20) + 1)
+    result = run("-C", str(root), "register", "e", "--schema", str(big))
+    assert (result.exit_code, result.stderr) == (1, f"error: {big}: larger than 16 MiB; not a schema\n")
+
+
+def test_schema_caps_also_hold_from_python() -> None:
+    from catalog import Schema
+    from catalog.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="nested too deeply"):
+        Schema.from_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SchemaError, match="at most 134,217,728 per feature"):
+        Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27 + 1]}}})
+    at_the_cap = Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27]}}})
+    assert at_the_cap.features["a"].size == 2**27
