@@ -199,3 +199,44 @@ def test_schema_caps_also_hold_from_python() -> None:
         Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27 + 1]}}})
     at_the_cap = Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27]}}})
     assert at_the_cap.features["a"].size == 2**27
+
+
+# --------------------------------------------------------------------------- hostile JSON Lines
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"id": ' + "[" * 100_000 + "]" * 100_000 + "}", "line 2: not valid JSON: nested too deeply"),
+        ('{"id": ' + "7" * 5000 + "}", "line 2: not valid JSON here: an integer of more than 4300 digits"),
+        (
+            '{"id": 1, "text": "ok\\ud800"}',
+            "record 1 (line 2): feature 'text': not encodable as UTF-8: lone surrogate '\\ud800' at character 2",
+        ),
+        (
+            '{"id": 1, "text": "\\udfff is short"}',  # a short string: the encoder's fast path
+            "record 1 (line 2): feature 'text': not encodable as UTF-8: lone surrogate '\\udfff' at character 0",
+        ),
+        ('{"id": ' + "[" * 700 + "]" * 700 + "}", "record 1 (line 2): values nested too deeply"),
+    ],
+    ids=["deep", "long-int", "surrogate", "short-surrogate", "deep-but-parsed"],
+)
+def test_append_of_hostile_json_lines(root: Path, tmp_path: Path, line: str, reason: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": 0}\n' + line + "\n")
+    result = run("-C", str(root), "append", "d", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: {reason}\n"
+    assert_nothing_registered(root)
+
+
+@pytest.mark.parametrize("bad_line", [1, 2, 9856, 10001, 30000])
+def test_invalid_utf8_is_reported_on_its_own_line(root: Path, tmp_path: Path, bad_line: int) -> None:
+    path = tmp_path / "rows.jsonl"
+    lines = [b'{"id": %d, "text": "row %d \xc3\xa9t\xc3\xa9"}\n' % (i, i) for i in range(1, 30001)]
+    lines[bad_line - 1] = b'{"id": 1, "text": "caf\xe9"}\n'  # latin-1, not UTF-8
+    path.write_bytes(b"".join(lines))
+    result = run("-C", str(root), "append", "d", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: line {bad_line}: not UTF-8 text (byte 22 of the line)\n"
+    assert_nothing_registered(root)
