@@ -240,3 +240,39 @@ def test_invalid_utf8_is_reported_on_its_own_line(root: Path, tmp_path: Path, ba
     assert result.exit_code == 1, result.exception
     assert result.stderr == f"error: {path}: line {bad_line}: not UTF-8 text (byte 22 of the line)\n"
     assert_nothing_registered(root)
+
+
+# --------------------------------------------------------------------------- closed option values
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "value"),
+    [
+        (["append", "d", "IN", "--format", "csv"], "--format", "csv"),
+        (["append", "d", "IN", "--executor", "spark"], "--executor", "spark"),
+        (["verify", "--executor", "ray"], "--executor", "ray"),
+        (["compact", "d", "--executor", "ray"], "--executor", "ray"),
+        (["migrate", "d", "--add", "h:int64=1", "--executor", "ray"], "--executor", "ray"),
+        (["export", "d", "OUT", "--compression", "lz4"], "--compression", "lz4"),
+    ],
+)
+def test_values_outside_an_options_set_are_usage_errors(
+    root: Path, tmp_path: Path, args: list[str], option: str, value: str
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1}\n')
+    args = [str(rows) if a == "IN" else str(tmp_path / "out.tfrecord") if a == "OUT" else a for a in args]
+    result = run("-C", str(root), *args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.stderr and f"'{value}' is not one of" in result.stderr
+    assert_nothing_registered(root)
+    assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_option_values_are_case_insensitive(root: Path, tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1}\n')
+    assert run("-C", str(root), "append", "d", str(rows), "--format", "JSONL", "--executor", "Local").exit_code == 0
+    result = run("-C", str(root), "export", "d", str(tmp_path / "o.tfrecord.gz"), "--compression", "GZIP")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o.tfrecord.gz").read_bytes()[:2] == b"\x1f\x8b"
