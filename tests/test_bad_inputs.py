@@ -276,3 +276,33 @@ def test_option_values_are_case_insensitive(root: Path, tmp_path: Path) -> None:
     result = run("-C", str(root), "export", "d", str(tmp_path / "o.tfrecord.gz"), "--compression", "GZIP")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "o.tfrecord.gz").read_bytes()[:2] == b"\x1f\x8b"
+
+
+# --------------------------------------------------------------------------- lying headers
+
+
+def test_a_gzip_header_claiming_2_62_bytes_costs_little_to_append_or_inspect(root: Path, tmp_path: Path) -> None:
+    import tracemalloc
+    import zlib
+
+    from catalog.tfrecord.framing import frame_header
+
+    zeros = 96 << 20  # inflated; about 100 KiB on disk
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    parts = [c.compress(frame_header(2**62))] + [c.compress(bytes(4 << 20)) for _ in range(zeros >> 22)]
+    path = tmp_path / "liar.tfrecord.gz"
+    path.write_bytes(b"".join(parts) + c.flush())
+    line = (
+        f"error: {path}: byte 0 (offset in the decompressed stream): "
+        f"record length {2**62} runs past the end of the stream ({zeros} bytes left)\n"
+    )
+    for args in (["inspect", str(path)], ["-C", str(root), "append", "d", str(path)]):
+        tracemalloc.start()
+        try:
+            result = run(*args)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (result.exit_code, result.stderr) == (1, line)
+        assert peak < 24 << 20, f"{args[-2]}: peak {peak / 2**20:.0f} MiB"
+    assert_nothing_registered(root)
