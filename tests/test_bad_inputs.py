@@ -306,3 +306,17 @@ def test_a_gzip_header_claiming_2_62_bytes_costs_little_to_append_or_inspect(roo
         assert (result.exit_code, result.stderr) == (1, line)
         assert peak < 24 << 20, f"{args[-2]}: peak {peak / 2**20:.0f} MiB"
     assert_nothing_registered(root)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_a_migration_file_that_is_not_a_regular_file(root: Path, tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "migrations" / "d"
+    folder.mkdir(parents=True)
+    path = folder / "0001_x.py"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    command = [sys.executable, "-m", "catalog", "-C", str(root), "migrations", "list", "d"]
+    result = subprocess.run(
+        [*command, "--migrations", str(tmp_path / "migrations")], capture_output=True, text=True, timeout=60
+    )
+    what = "a FIFO" if kind == "fifo" else "a directory"
+    assert (result.returncode, result.stderr) == (1, f"error: {path}: not a regular file ({what})\n")
