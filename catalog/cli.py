@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -36,6 +36,8 @@ app = typer.Typer(
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+# Closed sets of option values are Literal types: the parser refuses anything else (exit 2).
+InputFormat = Literal["auto", "tfrecord", "jsonl"]
 
 
 @dataclass
@@ -388,7 +390,7 @@ def _feature_text(spec: dict[str, Any]) -> str:
 def append(
     name: Annotated[str, typer.Argument(help="Dataset name.")],
     inputs: Annotated[list[Path], typer.Argument(help="TFRecord (any compression) or JSON Lines files.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto, tfrecord or jsonl.")] = "auto",
+    fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
     shard_size: Annotated[
         int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
     ] = None,
@@ -610,7 +612,8 @@ Workers = Annotated[
 ]
 # Where per-shard jobs run (migrate, compact, verify, append): see catalog/executors.py.
 ExecutorKind = Annotated[
-    str, typer.Option("--executor", metavar="local|dask", help="Run per-shard jobs in local processes or on Dask.")
+    Literal["local", "dask"],
+    typer.Option("--executor", case_sensitive=False, help="Run per-shard jobs in local processes or on Dask."),
 ]
 Scheduler = Annotated[
     str | None,
@@ -790,7 +793,9 @@ def export(
     name: Annotated[str, typer.Argument(help="Dataset name.")],
     out: Annotated[Path, typer.Argument(help="The TFRecord file to write (never overwritten).")],
     version: Annotated[int | None, typer.Option("--version", min=1, help="Dataset version (default: current).")] = None,
-    compression: Annotated[str, typer.Option("--compression", help="none, gzip or zlib.")] = "none",
+    compression: Annotated[
+        Literal["none", "gzip", "zlib"], typer.Option("--compression", case_sensitive=False, help="Compression.")
+    ] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Write the dataset (at version N) as one TFRecord file that TensorFlow reads."""

@@ -865,11 +865,13 @@ class Dataset:
         """Validate and write the inputs as new shards, registered in one commit. With ``executor``
         and several inputs, each input is a job on it (see ingest.ingest_files)."""
         from catalog.ingest import ingest_file, ingest_files
+        from catalog.tfrecord.framing import regular_file_problem
 
         inputs = [Path(p) for p in paths]
         for p in inputs:
-            if not p.is_file():
-                raise AppendError(f"{p}: no such file", str(p))
+            problem = regular_file_problem(p)
+            if problem is not None:
+                raise AppendError(f"{p}: {problem}", str(p))
         with self.writer(token, message, shard_size, shard_records, author) as w:
             if not w.skipped and executor is not None and len(inputs) > 1:
                 ingest_files(w, inputs, format, link, progress, executor)

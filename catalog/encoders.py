@@ -133,7 +133,10 @@ def _string_scalar(entry: EntryPrefix, slow: Encoder) -> Encoder:
 
     def enc(value: Any) -> bytes:
         if type(value) is str:
-            b = value.encode("utf-8")
+            try:
+                b = value.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the checked path names it
+                return slow(value)
             if len(b) < _SHORT:
                 return prefixes[len(b)] + b
             return entry(ld(wire.TAG_1, ld(wire.TAG_1, b)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -14,9 +15,15 @@ from catalog.core import explain_with, raise_explained
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt, run_jobs
-from catalog.schema import Schema
+from catalog.schema import Schema, json_problem
 from catalog.storage import ShardFile, ShardSink, Store
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
+from catalog.tfrecord.framing import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    detect_file_compression,
+    open_regular,
+    read_record_batches,
+)
 
 if TYPE_CHECKING:
     from catalog.core import Progress, Writer
@@ -57,7 +64,7 @@ def input_format(path: Path, fmt: str) -> str:
         return fmt
     if path.name.lower().endswith(JSONL_SUFFIXES):
         return "jsonl"
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(64).lstrip()
     return "jsonl" if head.startswith(b"{") else "tfrecord"
 
@@ -120,25 +127,28 @@ def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
     schema = w.ds.schema
     index = 0
     try:
-        f = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise AppendError(f"{path}: cannot open: {e.strerror}", str(path)) from e
-    lineno = 0
+        f = io.BufferedReader(open_regular(path))
+    except CatalogError as e:
+        raise AppendError(str(e), str(path)) from e
     with f:
-        try:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = _encode_line(schema, line, path, lineno, index)
-                except AppendError as e:
-                    raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
-                w.write_record(record)
-                index += 1
-                if progress:
-                    progress(len(line))
-        except UnicodeDecodeError as e:
-            raise AppendError(f"{path}: line {lineno + 1}: not UTF-8 text", str(path), index) from e
+        # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
+        # own line (a text stream decodes in chunks and miscounts the lines read so far).
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                where = f"{path}: line {lineno}: not UTF-8 text (byte {e.start} of the line)"
+                raise AppendError(where, str(path), index) from e
+            if not line.strip():
+                continue
+            try:
+                record = _encode_line(schema, line, path, lineno, index)
+            except AppendError as e:
+                raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
+            w.write_record(record)
+            index += 1
+            if progress:
+                progress(len(raw))
 
 
 def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
@@ -146,11 +156,13 @@ def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int)
         obj, end = _scan_json(line, 0)  # the C scanner alone: json.loads adds ~1 us of wrappers a line
         if line[end:].strip():
             raise StopIteration
-    except (StopIteration, ValueError):
+    except (StopIteration, ValueError, RecursionError):
         try:
             obj = json.loads(line)  # slow path, for the exact message
         except json.JSONDecodeError as e:
             raise AppendError(f"{path}: line {lineno}: not valid JSON: {e.msg}", str(path), index) from e
+        except (RecursionError, ValueError) as e:
+            raise AppendError(f"{path}: line {lineno}: {json_problem(e)}", str(path), index) from e
     try:
         try:
             # Most rows are already in their Python form; the JSON conventions (base64 bytes,
@@ -163,6 +175,8 @@ def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int)
         raise AppendError(
             f"{path}: record {index} (line {lineno}): {where}{e.reason}", str(path), index, e.feature
         ) from e
+    except RecursionError as e:  # JSON the parser took, nested past what the checks (and repr) can walk
+        raise AppendError(f"{path}: record {index} (line {lineno}): values nested too deeply", str(path), index) from e
 
 
 # --------------------------------------------------------------------------- inputs as jobs

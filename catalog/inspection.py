@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, CorruptRecordError
 from catalog.schema import Schema
 from catalog.tfrecord.example import decode_example
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -58,40 +59,63 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+Decoded = dict[str, list[Any]]  # what decode_example returns
+
+
+@dataclass
+class _Tally:
+    records: int = 0
+    data_bytes: int = 0
+    note: str = ""
+
+
+def _examples(path: str, tally: _Tally, shown: list[Decoded], limit: int) -> Iterator[Decoded]:
+    """Each record decoded as it is read and then let go, so memory follows the largest
+    record, not the file; counting goes on to the end when records are not Examples."""
+    for batch in read_record_batches(path, "auto"):
+        tally.records += len(batch)
+        tally.data_bytes += sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch)
+        if tally.note:
+            continue
+        for record in batch:
+            try:
+                example = decode_example(record)
+            except CatalogError as e:
+                tally.note = f"records are not tf.train.Example ({e})"
+                shown.clear()
+                break
+            if len(shown) < limit:
+                shown.append(example)
+            yield example
+
+
 def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
     """Read every record of ``path`` (checking CRCs), decode the first ``limit`` and infer a schema."""
     path = os.fspath(path)
     compression = detect_file_compression(path)
-    count = 0
-    data_bytes = 0
-    decoded: list[dict[str, list[Any]]] = []
-    note = ""
-    for batch in read_record_batches(path, "auto"):
-        count += len(batch)
-        data_bytes += sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch)
-        if note:
-            continue
-        try:
-            decoded.extend(decode_example(r) for r in batch)
-        except CatalogError as e:
-            note = f"records are not tf.train.Example ({e})"
-            decoded = []
+    tally = _Tally()
+    shown: list[Decoded] = []
+    examples = _examples(path, tally, shown, limit)
+    inferred: Schema | None = None
+    try:
+        inferred = Schema.infer(examples)
+    except CorruptRecordError:
+        raise
+    except CatalogError as e:
+        tally.note = tally.note or f"no schema could be inferred: {e}"
+    for _ in examples:  # the rest is still counted and checked when inference stopped early
+        pass
     schema = None
-    if decoded and not note:
-        try:
-            inferred = Schema.infer(decoded).to_json()
-            schema = {"features": dict(sorted(inferred["features"].items()))}
-        except CatalogError as e:
-            note = f"no schema could be inferred: {e}"
-    examples = [{k: jsonable(ex[k]) for k in sorted(ex)} for ex in decoded[:limit]]
+    if inferred is not None and tally.records and not tally.note:
+        schema = {"features": dict(sorted(inferred.to_json()["features"].items()))}
     return FileReport(
         path=path,
-        records=count,
+        records=tally.records,
         bytes=os.path.getsize(path),
-        data_bytes=data_bytes,
+        data_bytes=tally.data_bytes,
         compression=compression or "none",
         crc="ok",
-        examples=examples,
+        examples=[{k: jsonable(ex[k]) for k in sorted(ex)} for ex in shown],
         schema=schema,
-        note=note,
+        note=tally.note,
     )

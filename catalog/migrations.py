@@ -43,6 +43,7 @@ from catalog.rewrite import (
 )
 from catalog.schema import Schema, SchemaDiff
 from catalog.storage import ShardFile, ShardSink, Store, shard_batches
+from catalog.tfrecord.framing import open_regular
 
 if TYPE_CHECKING:
     from catalog.core import Dataset, Progress
@@ -89,7 +90,12 @@ class MigrationFile:
         m = FILE_RE.fullmatch(path.name)
         if m is None:
             raise MigrationError(f"{path}: not a migration file name (NNNN_slug.py, e.g. 0001_add_height.py)")
-        return cls(path.stem, int(m.group(1)), path, sha256_of(path.read_bytes()))
+        try:
+            with open_regular(path) as f:  # a FIFO would block, a directory is no script
+                data = f.read()
+        except CatalogError as e:
+            raise MigrationError(str(e)) from e
+        return cls(path.stem, int(m.group(1)), path, sha256_of(data))
 
 
 def sha256_of(data: bytes) -> str:
@@ -124,7 +130,10 @@ def load_operations(path: str | Path, checksum: str) -> list[Operation]:
     if key in _LOADED:
         return _LOADED[key]
     try:
-        source = Path(path).read_bytes()
+        with open_regular(path, "cannot read migration") as f:
+            source = f.read()
+    except CatalogError as e:
+        raise MigrationError(str(e)) from e
     except OSError as e:
         raise MigrationError(f"{path}: cannot read migration: {e.strerror or e}") from e
     if sha256_of(source) != checksum:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from catalog.errors import CodecError, SchemaError, ValidationError
+from catalog.errors import CatalogError, CodecError, SchemaError, ValidationError
 from catalog.tfrecord import example as wire
+from catalog.tfrecord.framing import open_regular
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
 FEATURE_KEYS = {"dtype", "shape", "default", "encoding", "description"}
@@ -35,6 +37,13 @@ SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
 _ZERO = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}
+# What a schema may declare. A record is one protobuf message (under 2 GiB), so no feature
+# holds more than 2^27 values (512 MiB of float32); a default is filled in memory and kept
+# in full in the manifest's schema JSON, so it fills at most 2^20 values.
+MAX_RANK = 32
+MAX_VALUES = 1 << 27
+MAX_DEFAULT_VALUES = 1 << 20
+MAX_SCHEMA_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,14 @@ def _json_default(value: Any) -> Any:
 # --------------------------------------------------------------------------- parsing
 
 
+def json_problem(e: RecursionError | ValueError) -> str:
+    """One line for the ways ``json.loads`` fails besides bad syntax (a JSONDecodeError): nesting
+    beyond the parser's recursion limit, an integer longer than Python converts."""
+    if isinstance(e, RecursionError):
+        return "not valid JSON: nested too deeply"
+    return f"not valid JSON here: an integer of more than {sys.get_int_max_str_digits()} digits"
+
+
 def _parse_shape(name: str, raw: Any, tensor: bool) -> tuple[int | None, ...]:
     if raw is None:
         return ()
@@ -117,6 +134,15 @@ def _parse_shape(name: str, raw: Any, tensor: bool) -> tuple[int | None, ...]:
             raise SchemaError(f"shape dimensions must be non-negative integers or null, got {d!r}", name)
     if not tensor and None in dims and dims != [None]:
         raise SchemaError("a list feature's shape is [k, ...] (fixed) or [null] (variable length)", name)
+    if len(dims) > MAX_RANK:
+        raise SchemaError(f"shape has {len(dims)} dimensions; at most {MAX_RANK}", name)
+    known = [d for d in dims if d is not None]
+    if any(d > MAX_VALUES for d in known) and 0 in known:  # no values, but no sane shape either
+        raise SchemaError(f"shape dimension {max(known)} is larger than {MAX_VALUES:,}", name)
+    values = math.prod(known)
+    if values > MAX_VALUES:
+        declared = f"shape {_shape_text(tuple(dims))} declares {values:,} values"
+        raise SchemaError(f"{declared}; at most {MAX_VALUES:,} per feature", name)
     return tuple(dims)
 
 
@@ -140,9 +166,20 @@ def _parse_dtype(name: str, raw: Any, tensor: bool) -> str:
     return dt.name
 
 
+def _is_utf8(text: str) -> bool:
+    """False for a str holding a lone surrogate (JSON's "\\ud800"), which UTF-8 cannot encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _parse_feature(name: str, raw: Any) -> Feature:
     if not isinstance(name, str) or not name:
         raise SchemaError(f"feature names must be non-empty strings, got {name!r}")
+    if not _is_utf8(name):
+        raise SchemaError(f"feature names must be UTF-8 text, got {name!r}")
     if not isinstance(raw, dict):
         raise SchemaError(f"a feature is an object like {{'dtype': 'int64'}}, got {raw!r}", name)
     unknown = set(raw) - FEATURE_KEYS
@@ -159,6 +196,8 @@ def _parse_feature(name: str, raw: Any) -> Feature:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise SchemaError("description must be a string", name)
+    if not _is_utf8(description):
+        raise SchemaError("description must be UTF-8 text", name)
     feat = Feature(name, dtype, shape, tensor, description=description)
     if "default" in raw:
         feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description)
@@ -168,9 +207,12 @@ def _parse_feature(name: str, raw: Any) -> Feature:
 def _check_default(feat: Feature, raw: Any) -> Any:
     if feat.tensor and feat.size is None:
         raise SchemaError("a tensor with unknown dimensions cannot have a default", feat.name)
-    if feat.dtype == "bytes" and isinstance(raw, str):
-        raw = raw.encode("utf-8")  # JSON has no bytes: a bytes default is written as text
+    filled = len(raw) if feat.is_varlen and isinstance(raw, list) else (feat.size or 1)
+    if filled > MAX_DEFAULT_VALUES:
+        raise SchemaError(f"a default fills {filled:,} values; at most {MAX_DEFAULT_VALUES:,}", feat.name)
     try:
+        if feat.dtype == "bytes" and isinstance(raw, str):
+            raw = _scalar(Feature(feat.name, "string"), raw).encode("utf-8")  # JSON has no bytes: written as text
         if feat.is_scalar and not feat.tensor:
             return _scalar(feat, raw)
         if feat.is_varlen:
@@ -208,6 +250,9 @@ def _scalar(feat: Feature, v: Any) -> Any:
         raise ValidationError(f"expected float32, got {type(v).__name__} {v!r:.40}", feat.name)
     if dtype == "string":
         if isinstance(v, str):
+            if not v.isascii() and not _is_utf8(v):
+                at = next(i for i, c in enumerate(v) if "\ud800" <= c <= "\udfff")
+                raise ValidationError(f"not encodable as UTF-8: lone surrogate {v[at]!r} at character {at}", feat.name)
             return v
         if isinstance(v, (bytes, np.bytes_)):
             try:
@@ -317,6 +362,8 @@ class Schema:
                 obj = json.loads(obj)
             except json.JSONDecodeError as e:
                 raise SchemaError(f"schema is not valid JSON: {e}") from e
+            except (RecursionError, ValueError) as e:
+                raise SchemaError(f"schema is {json_problem(e)}") from e
         if not isinstance(obj, dict) or "features" not in obj:
             raise SchemaError('a schema is an object {"features": {...}}')
         unknown = set(obj) - {"features"}
@@ -330,14 +377,24 @@ class Schema:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Schema:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open_regular(path, "cannot read schema") as f:
+                data = f.read(MAX_SCHEMA_BYTES + 1)
+        except CatalogError as e:
+            raise SchemaError(str(e)) from e
         except OSError as e:
             raise SchemaError(f"{os.fspath(path)}: cannot read schema: {e.strerror or e}") from e
+        if len(data) > MAX_SCHEMA_BYTES:
+            raise SchemaError(f"{os.fspath(path)}: larger than {MAX_SCHEMA_BYTES >> 20} MiB; not a schema")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SchemaError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from e
         try:
             return cls.from_json(json.loads(text))
         except json.JSONDecodeError as e:
             raise SchemaError(f"{os.fspath(path)}: not valid JSON: {e}") from e
+        except (RecursionError, ValueError) as e:
+            raise SchemaError(f"{os.fspath(path)}: {json_problem(e)}") from e
         except SchemaError as e:
             raise SchemaError(f"{os.fspath(path)}: {e}") from e
 

@@ -192,3 +192,31 @@ def test_python_dash_m_and_console_script_agree(demo_dir: Path) -> None:
     via_script = subprocess.run([str(script), "inspect", target, "--json"], capture_output=True, text=True, check=True)
     assert json.loads(via_module.stdout) == json.loads(via_script.stdout)
     assert json.loads(via_module.stdout)["records"] == 50
+
+
+def test_inspect_streams_a_large_file_in_bounded_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from catalog import RecordWriter, encode_example
+    from catalog.inspection import inspect_file
+
+    path = tmp_path / "large.tfrecord"
+    n = 60_000
+    with RecordWriter(path) as w:
+        for i in range(n):  # ~700 bytes a record, ~42 MB in all; the last record alone has "late"
+            row = {"id": i, "vec": [float(i)] * 16, "text": f"row {i} " + "x" * 600}
+            w.write(encode_example(row | {"late": 1} if i == n - 1 else row))
+    size = path.stat().st_size
+    assert size > 40_000_000
+    tracemalloc.start()
+    try:
+        report = inspect_file(path, limit=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 << 20, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file"
+    assert report.records == n and report.data_bytes == size
+    assert [ex["id"] for ex in report.examples] == [[0], [1]]
+    assert report.schema is not None
+    assert report.schema["features"]["vec"] == {"dtype": "float32", "shape": [16]}
+    assert report.schema["features"]["late"]["dtype"] == "int64"  # the file was read to its end

@@ -356,10 +356,6 @@ def test_default_migrations_folder(root: Path, tmp_path: Path, monkeypatch: pyte
             "error: --add 'h:int64=tall': 'tall' is not a valid int64 value\n",
         ),
         (["restore", "small", "--version", "99"], "error: dataset 'small' has no version 99\n"),
-        (
-            ["export", "small", "OUT", "--compression", "lz4"],
-            "error: unknown compression 'lz4': use none, gzip or zlib\n",
-        ),
         (["export", "small", "OUT", "--version", "9"], "error: dataset 'small' has no version 9\n"),
     ],
 )

@@ -442,7 +442,6 @@ def test_cli_an_unreachable_scheduler_is_one_line_and_exit_1(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["--executor", "ray"], "error: unknown executor 'ray': use local or dask"),
         (["--scheduler", "tcp://127.0.0.1:8786"], "error: --scheduler needs --executor dask"),
         (["--executor", "dask", "--scheduler", "no-port"], "error: cannot reach the Dask scheduler at no-port: "),
     ],

@@ -762,3 +762,91 @@ def test_single_huge_record_from_stream_at_most_two_copies(
     records, peak = _peak_while(read)
     assert len(records) == 1 and len(records[0]) == size and masked_crc32c(records[0]) == crc
     assert size <= peak < 2.25 * size, f"peak {peak / size:.2f}x the record size"
+
+
+# --------------------------------------------------------------------------- claims vs bytes present
+
+_CLAIM = 2**62
+
+
+def _compressed_liar(compression: str, zeros: int) -> bytes:
+    """A header claiming 2**62 bytes, then ``zeros`` real (decompressed) zero bytes: a few
+    hundred KiB on disk that inflate to far more than any record the file really holds."""
+    c = zlib.compressobj(6, zlib.DEFLATED, 31 if compression == "gzip" else 15)
+    out = [c.compress(frame_header(_CLAIM))]
+    block = bytes(4 * MIB)
+    out += [c.compress(block) for _ in range(zeros // len(block))]
+    return b"".join(out) + c.flush()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+@pytest.mark.parametrize("seekable", [True, False])
+def test_lying_length_over_a_long_compressed_stream_is_memory_bounded(
+    tmp_path: Path, compression: str, seekable: bool
+) -> None:
+    zeros = 128 * MIB
+    data = _compressed_liar(compression, zeros)
+    assert len(data) < 2 * MIB
+    path = tmp_path / f"liar.{compression}"
+    path.write_bytes(data)
+
+    def read() -> CorruptRecordError:
+        if seekable:
+            return _raises_corrupt(path)
+        with open(path, "rb") as f:
+            return _raises_corrupt(ReadOnlyStream(f))
+
+    err, peak = _peak_while(read)
+    assert peak < 16 * MIB, f"peak {peak / MIB:.1f} MiB for {zeros / MIB:.0f} MiB of a record that is not there"
+    assert err.offset == 0 and err.compressed
+    assert err.reason == f"record length {_CLAIM} runs past the end of the stream ({zeros} bytes left)"
+
+
+@pytest.fixture
+def small_lookahead(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Prove records from 2 MiB up before holding them, so small files walk that path."""
+    from catalog.tfrecord import framing
+
+    monkeypatch.setattr(framing, "LOOKAHEAD", 2 * MIB)
+    return 2 * MIB
+
+
+def _members(records: list[bytes], compression: str) -> bytes:
+    """Records written as two gzip members (or one zlib stream)."""
+    if compression == "zlib":
+        return zlib.compress(frame_all(records), 1)
+    half = len(records) // 2
+    return gzip.compress(frame_all(records[:half]), 1) + gzip.compress(frame_all(records[half:]), 1)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+@pytest.mark.parametrize("seekable", [True, False])
+def test_proven_large_records_read_back_exactly(
+    tmp_path: Path, small_lookahead: int, compression: str, seekable: bool
+) -> None:
+    records = [b"a", _big(3 * MIB + 5, 1), b"b" * 100, _big(5 * MIB, 2), _big(2 * MIB + 1, 3), b""]
+    path = tmp_path / "big.tfrecord"
+    path.write_bytes(_members(records, compression))
+    if seekable:
+        assert list(read_records(path)) == records
+    else:
+        with open(path, "rb") as f:
+            assert list(read_records(ReadOnlyStream(f))) == records
+
+
+@pytest.mark.parametrize("seekable", [True, False])
+def test_proven_large_record_damage_and_truncation(tmp_path: Path, small_lookahead: int, seekable: bool) -> None:
+    big = _big(3 * MIB, 4)
+    framed = bytearray(frame_all([b"x", big]))
+    at = len(frame(b"x"))
+    framed[at + 12 + MIB] ^= 1  # a flipped byte inside the large record's payload
+
+    def read(data: bytes) -> CorruptRecordError:
+        return _raises_corrupt(gzip.compress(data, 1) if seekable else ReadOnlyStream(gzip.compress(data, 1)))
+
+    err = read(bytes(framed))
+    assert (err.offset, err.reason) == (at, "corrupt record: data CRC mismatch")
+    cut = bytes(framed[: at + 12 + 2 * MIB])
+    err = read(cut)
+    left = f"record length {len(big)} runs past the end of the stream ({2 * MIB} bytes left)"
+    assert (err.offset, err.reason) == (at, left)

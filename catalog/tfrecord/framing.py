@@ -3,7 +3,10 @@
 The writer buffers records and frames them a batch at a time (the CRCs are masked with
 numpy), which is what makes small records fast in pure Python. The reader parses whole
 chunks, checks every CRC, and never allocates a length it has not proven is backed by
-bytes in the file, so a lying header cannot exhaust memory.
+bytes in the file, so a lying header cannot exhaust memory. In a compressed stream the
+size is unknown until the end, and a few KiB can inflate to GiBs: a record claiming more
+than ``LOOKAHEAD`` bytes is first read through (CRC only, nothing kept) and then re-read,
+so memory follows the largest record actually present, never what a header claims.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -27,6 +31,7 @@ FOOTER_SIZE = 4  # u32 masked crc of the data
 READ_CHUNK = 1 << 20  # bytes read per call while scanning small records
 DIRECT_READ = 1 << 20  # records at least this large are read straight into their own buffer
 STREAM_PIECE = 16 << 20  # a large record from a stream is gathered in pieces of this size
+LOOKAHEAD = 64 << 20  # a compressed record claiming more is proven present before it is kept
 WRITE_BATCH_BYTES = 1 << 20  # the writer frames pending records once they reach this size
 WRITE_BATCH_RECORDS = 4096
 HEADER_CACHE_LIMIT = 1 << 16  # distinct verified headers remembered by a reader
@@ -43,7 +48,10 @@ Source = Union[str, "os.PathLike[str]", IO[bytes], bytes, bytearray, memoryview]
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """The CRC32C of ``data``, masked the way TFRecord stores it."""
-    c = crc32c(data)
+    return _mask(crc32c(data))
+
+
+def _mask(c: int) -> int:
     return (((c >> 15) | (c << 17)) + MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -242,13 +250,45 @@ class _Inflater:
         self._consumed = 0  # compressed bytes fed so far (for error offsets)
         self._eof_raw = False
         self._done = False
+        self._log: list[bytes] | None = None  # raw chunks read since mark(), on an unseekable source
+        self._replay: list[bytes] = []  # raw chunks to feed again after rewind(), oldest last
+
+    def mark(self) -> tuple[Any, ...]:
+        """The decompression state here, to come back to with :meth:`rewind`."""
+        try:
+            pos: int | None = self._raw.tell() if self._raw.seekable() else None
+        except (AttributeError, OSError, ValueError):  # a duck-typed stream with only read()
+            pos = None
+        if pos is None:
+            # Keep the compressed bytes instead: a small fraction of what they inflate to.
+            self._log = []
+        return (self._d.copy(), self._input, self._consumed, self._eof_raw, self._done, pos, list(self._replay))
+
+    def rewind(self, mark: tuple[Any, ...]) -> None:
+        d, self._input, self._consumed, self._eof_raw, self._done, pos, replay = mark
+        self._d = d.copy()
+        if pos is not None:
+            self._raw.seek(pos)
+            self._replay = replay
+        else:
+            assert self._log is not None
+            self._replay = self._log[::-1] + replay  # replay's chunks come first
+            self._log = None
+
+    def _read_raw(self) -> bytes:
+        if self._replay:
+            return self._replay.pop()
+        chunk = self._raw.read(READ_CHUNK)
+        if self._log is not None:
+            self._log.append(chunk)
+        return chunk
 
     def read(self, n: int) -> bytes:
         out: list[bytes] = []
         want = n
         while want > 0 and not self._done:
             if not self._input and not self._d.unconsumed_tail:
-                self._input = b"" if self._eof_raw else self._raw.read(READ_CHUNK)
+                self._input = b"" if self._eof_raw else self._read_raw()
                 if not self._input:
                     self._eof_raw = True
                     self._finish()
@@ -256,7 +296,7 @@ class _Inflater:
             piece = self._inflate(want)
             out.append(piece)
             want -= len(piece)
-        return b"".join(out)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _inflate(self, want: int) -> bytes:
         data = self._d.unconsumed_tail or self._input
@@ -276,7 +316,7 @@ class _Inflater:
         # gzip allows concatenated members; anything after a zlib stream is damage.
         rest = self._d.unused_data
         if not rest:
-            self._input = self._raw.read(READ_CHUNK)
+            self._input = self._read_raw()
             if not self._input:
                 self._done = True
                 return
@@ -386,16 +426,61 @@ def open_location(path: str) -> IO[bytes]:
     return open_url(path) if is_url(path) else open(path, "rb", buffering=0)
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"not a regular file ({kind})"
+
+
+def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` (symlinks followed) is no input file: "no such file", "not a regular file
+    (a FIFO)"...; None for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return "no such file"
+    return None if stat.S_ISREG(mode) else _not_regular(mode)
+
+
+def open_regular(path: str | os.PathLike[str], failure: str = "cannot open") -> io.FileIO:
+    """Open a local input for reading, refusing anything but a regular file: a FIFO blocks
+    the open (and then every read), a device such as /dev/zero never ends, a directory is no
+    input. O_NONBLOCK lets the open of a FIFO return so fstat can tell (regular files ignore
+    it), and the check is on the opened file, so a swap after a check cannot slip through."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        problem = regular_file_problem(name)  # a socket cannot even be opened (ENXIO): say what it is
+        if problem is not None and problem != "no such file":
+            raise CatalogError(f"{name}: {problem}") from e
+        raise CatalogError(f"{name}: {failure}: {e.strerror or e}") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CatalogError(f"{name}: {_not_regular(mode)}")
+        os.set_blocking(fd, True)
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     """Return (stream, path for messages, whether we own the stream)."""
     if isinstance(source, str) and is_url(source):
         return open_url(source), source, True
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        try:
-            return open(path, "rb", buffering=0), path, True
-        except OSError as e:
-            raise CatalogError(f"{path}: cannot open: {e.strerror or e}") from e
+        return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
         return io.BytesIO(source), None, True
     if hasattr(source, "read"):
@@ -526,25 +611,50 @@ class _Scanner:
                 data = self.gather(data, length, offset)
             footer = self.read_exact(FOOTER_SIZE, offset, "record data CRC")
         else:
+            proven = length > LOOKAHEAD and isinstance(self.stream, _Inflater)
+            if proven:
+                self.prove(head, length, offset)
             data = self.gather(head, length, offset)
             # The chunk may already hold the first bytes of the footer (not of the payload).
             early = head[length:]
             footer = early + self.read_exact(FOOTER_SIZE - len(early), offset, "record data CRC")
+            if proven:
+                return data  # its CRC was checked on the first pass
         if self.verify and masked_crc32c(data) != _U32.unpack(footer)[0]:
             raise self.error("corrupt record: data CRC mismatch", offset)
         return data
 
+    def prove(self, head: bytes, length: int, offset: int) -> None:
+        """Read a claimed record through, keeping only its CRC, then rewind the stream to it:
+        a header's claim costs memory only once the bytes are known to be there."""
+        stream = self.stream
+        assert isinstance(stream, _Inflater)
+        mark = stream.mark()
+        got = min(len(head), length)
+        crc = crc32c(head[:got])
+        while got < length:
+            piece = stream.read(min(length - got, READ_CHUNK))
+            if not piece:
+                raise self.error(f"record length {length} runs past the end of the stream ({got} bytes left)", offset)
+            crc = crc32c(piece, crc)
+            got += len(piece)
+        early = head[length:]
+        footer = early + self.read_exact(FOOTER_SIZE - len(early), offset, "record data CRC")
+        if self.verify and _mask(crc) != _U32.unpack(footer)[0]:
+            raise self.error("corrupt record: data CRC mismatch", offset)
+        stream.rewind(mark)
+
     def gather(self, head: bytes, length: int, offset: int) -> bytes:
         # Size unknown (compressed or unseekable): grow only as fast as real bytes arrive.
-        parts = [head[:length]]
-        got = len(parts[0])
+        # BytesIO hands its buffer over in getvalue(), so the record is not copied once more.
+        out = io.BytesIO()
+        got = out.write(head[:length])
         while got < length:
             piece = self.stream.read(min(length - got, STREAM_PIECE))
             if not piece:
-                raise self.error("file ends inside a record payload", offset)
-            parts.append(piece)
-            got += len(piece)
-        return b"".join(parts)
+                raise self.error(f"record length {length} runs past the end of the stream ({got} bytes left)", offset)
+            got += out.write(piece)
+        return out.getvalue()
 
     def read_exact(self, n: int, offset: int, what: str) -> bytes:
         data = self.stream.read(n)

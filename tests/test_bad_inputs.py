@@ -1,0 +1,322 @@
+"""User inputs that are not what they claim (FIFOs, devices, hostile schemas and JSON Lines):
+each is one error line and exit 1 (2 where the argument parser rejects it), in bounded
+memory and time, with nothing registered."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from catalog.cli import app
+
+runner = CliRunner()
+SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string", "default": ""}}}
+
+
+def run(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "cat"
+    assert run("init", str(r)).exit_code == 0
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    assert run("-C", str(r), "register", "d", "--schema", str(tmp_path / "schema.json")).exit_code == 0
+    return r
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def assert_nothing_registered(root: Path) -> None:
+    show = json.loads(run("-C", str(root), "show", "d", "--json").stdout)
+    assert (show["version"], show["records"], show["shards"]) == (1, 0, [])
+
+
+# --------------------------------------------------------------------------- not regular files
+
+
+def test_inspect_of_a_fifo_says_so_and_does_not_block(fifo: Path) -> None:
+    # A subprocess, so a regression is a timeout, not a hung suite.
+    result = subprocess.run(
+        [sys.executable, "-m", "catalog", "inspect", str(fifo)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr == f"error: {fifo}: not a regular file (a FIFO)\n"
+
+
+@pytest.mark.parametrize(("target", "kind"), [("dir", "a directory"), ("/dev/zero", "a character device")])
+def test_inspect_of_a_directory_or_device(tmp_path: Path, target: str, kind: str) -> None:
+    path = tmp_path if target == "dir" else Path(target)
+    result = run("inspect", str(path))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {path}: not a regular file ({kind})\n"
+
+
+@pytest.mark.parametrize("target", ["fifo", "dir", "/dev/zero", "link-to-fifo"])
+@pytest.mark.parametrize("fmt", ["auto", "tfrecord", "jsonl"])
+def test_append_of_what_is_not_a_regular_file(root: Path, fifo: Path, tmp_path: Path, target: str, fmt: str) -> None:
+    kinds = {"fifo": "a FIFO", "dir": "a directory", "/dev/zero": "a character device", "link-to-fifo": "a FIFO"}
+    path = {"fifo": fifo, "dir": tmp_path, "/dev/zero": Path("/dev/zero"), "link-to-fifo": tmp_path / "l"}[target]
+    if target == "link-to-fifo":
+        path.symlink_to(fifo)
+    result = run("-C", str(root), "append", "d", str(path), "--format", fmt)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {path}: not a regular file ({kinds[target]})\n"
+    assert_nothing_registered(root)
+
+
+def test_reading_records_from_a_fifo_path_is_refused(fifo: Path) -> None:
+    from catalog import read_records
+    from catalog.errors import CatalogError
+
+    with pytest.raises(CatalogError, match="not a regular file"):
+        list(read_records(fifo))
+
+
+@pytest.mark.parametrize("target", ["fifo", "dir", "/dev/zero"])
+def test_register_with_a_schema_that_is_not_a_regular_file(
+    root: Path, fifo: Path, tmp_path: Path, target: str
+) -> None:
+    kinds = {"fifo": "a FIFO", "dir": "a directory", "/dev/zero": "a character device"}
+    path = {"fifo": fifo, "dir": tmp_path, "/dev/zero": Path("/dev/zero")}[target]
+    result = run("-C", str(root), "register", "e", "--schema", str(path))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {path}: not a regular file ({kinds[target]})\n"
+    assert "e" not in run("-C", str(root), "list").stdout.split()
+
+
+# --------------------------------------------------------------------------- hostile schemas
+
+
+def _feature(spec: dict[str, Any]) -> str:
+    return json.dumps({"features": {"a": spec}})  # ASCII: a lone surrogate is written as JSON's escape
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"features": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON: nested too deeply"),
+        (
+            _feature({"dtype": "int64", "shape": [1_000_000_000_000]}),
+            "feature 'a': shape [1000000000000] declares 1,000,000,000,000 values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [2**70]}),
+            f"feature 'a': shape [{2**70}] declares {2**70:,} values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [0, 2**70]}),
+            f"feature 'a': shape dimension {2**70} is larger than 134,217,728",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [None, 2**20, 2**20]}),
+            f"feature 'a': shape [null, {2**20}, {2**20}] declares {2**40:,} values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "uint8", "encoding": "tensor", "shape": [1] * 33}),
+            "feature 'a': shape has 33 dimensions; at most 32",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [50_000, 50_000], "default": 0}),
+            "feature 'a': shape [50000, 50000] declares 2,500,000,000 values; at most 134,217,728 per feature",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [2048, 1024], "default": 0}),
+            "feature 'a': a default fills 2,097,152 values; at most 1,048,576",
+        ),
+        (
+            _feature({"dtype": "int64", "shape": [None], "default": [0] * (2**20 + 1)}),
+            "feature 'a': a default fills 1,048,577 values; at most 1,048,576",
+        ),
+        ('{"features": {"a\\ud800": {"dtype": "int64"}}}', "feature names must be UTF-8 text, got 'a\\ud800'"),
+        (
+            _feature({"dtype": "string", "default": "\ud800"}),
+            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 0",
+        ),
+        (
+            _feature({"dtype": "bytes", "default": "x\ud800"}),
+            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 1",
+        ),
+        (_feature({"dtype": "int64", "description": "\udfff"}), "feature 'a': description must be UTF-8 text"),
+    ],
+    ids=[
+        "deep",
+        "huge-shape",
+        "2**70",
+        "huge-dim-of-empty-tensor",
+        "huge-unknown-tensor",
+        "rank",
+        "huge-default",
+        "large-default",
+        "long-varlen-default",
+        "surrogate-name",
+        "surrogate-default",
+        "surrogate-bytes-default",
+        "surrogate-description",
+    ],
+)
+def test_register_refuses_a_hostile_schema_in_one_line(root: Path, tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "hostile.json"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    result = run("-C", str(root), "register", "e", "--schema", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: {reason}\n"
+    assert "e" not in run("-C", str(root), "list").stdout.split()
+
+
+def test_schema_file_that_is_not_utf8_or_too_large(root: Path, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"features": {"a": {"dtype": "int64", "description": "caf\u00e9"}}}'.encode("latin-1"))
+    result = run("-C", str(root), "register", "e", "--schema", str(path))
+    assert (result.exit_code, result.stderr) == (1, f"error: {path}: not UTF-8 text (byte 57)\n")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate((16 << 20) + 1)
+    result = run("-C", str(root), "register", "e", "--schema", str(big))
+    assert (result.exit_code, result.stderr) == (1, f"error: {big}: larger than 16 MiB; not a schema\n")
+
+
+def test_schema_caps_also_hold_from_python() -> None:
+    from catalog import Schema
+    from catalog.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="nested too deeply"):
+        Schema.from_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SchemaError, match="at most 134,217,728 per feature"):
+        Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27 + 1]}}})
+    at_the_cap = Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [2**27]}}})
+    assert at_the_cap.features["a"].size == 2**27
+
+
+# --------------------------------------------------------------------------- hostile JSON Lines
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"id": ' + "[" * 100_000 + "]" * 100_000 + "}", "line 2: not valid JSON: nested too deeply"),
+        ('{"id": ' + "7" * 5000 + "}", "line 2: not valid JSON here: an integer of more than 4300 digits"),
+        (
+            '{"id": 1, "text": "ok\\ud800"}',
+            "record 1 (line 2): feature 'text': not encodable as UTF-8: lone surrogate '\\ud800' at character 2",
+        ),
+        (
+            '{"id": 1, "text": "\\udfff is short"}',  # a short string: the encoder's fast path
+            "record 1 (line 2): feature 'text': not encodable as UTF-8: lone surrogate '\\udfff' at character 0",
+        ),
+        ('{"id": ' + "[" * 700 + "]" * 700 + "}", "record 1 (line 2): values nested too deeply"),
+    ],
+    ids=["deep", "long-int", "surrogate", "short-surrogate", "deep-but-parsed"],
+)
+def test_append_of_hostile_json_lines(root: Path, tmp_path: Path, line: str, reason: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": 0}\n' + line + "\n")
+    result = run("-C", str(root), "append", "d", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: {reason}\n"
+    assert_nothing_registered(root)
+
+
+@pytest.mark.parametrize("bad_line", [1, 2, 9856, 10001, 30000])
+def test_invalid_utf8_is_reported_on_its_own_line(root: Path, tmp_path: Path, bad_line: int) -> None:
+    path = tmp_path / "rows.jsonl"
+    lines = [b'{"id": %d, "text": "row %d \xc3\xa9t\xc3\xa9"}\n' % (i, i) for i in range(1, 30001)]
+    lines[bad_line - 1] = b'{"id": 1, "text": "caf\xe9"}\n'  # latin-1, not UTF-8
+    path.write_bytes(b"".join(lines))
+    result = run("-C", str(root), "append", "d", str(path))
+    assert result.exit_code == 1, result.exception
+    assert result.stderr == f"error: {path}: line {bad_line}: not UTF-8 text (byte 22 of the line)\n"
+    assert_nothing_registered(root)
+
+
+# --------------------------------------------------------------------------- closed option values
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "value"),
+    [
+        (["append", "d", "IN", "--format", "csv"], "--format", "csv"),
+        (["append", "d", "IN", "--executor", "spark"], "--executor", "spark"),
+        (["verify", "--executor", "ray"], "--executor", "ray"),
+        (["compact", "d", "--executor", "ray"], "--executor", "ray"),
+        (["migrate", "d", "--add", "h:int64=1", "--executor", "ray"], "--executor", "ray"),
+        (["export", "d", "OUT", "--compression", "lz4"], "--compression", "lz4"),
+    ],
+)
+def test_values_outside_an_options_set_are_usage_errors(
+    root: Path, tmp_path: Path, args: list[str], option: str, value: str
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1}\n')
+    args = [str(rows) if a == "IN" else str(tmp_path / "out.tfrecord") if a == "OUT" else a for a in args]
+    result = run("-C", str(root), *args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.stderr and f"'{value}' is not one of" in result.stderr
+    assert_nothing_registered(root)
+    assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_option_values_are_case_insensitive(root: Path, tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1}\n')
+    assert run("-C", str(root), "append", "d", str(rows), "--format", "JSONL", "--executor", "Local").exit_code == 0
+    result = run("-C", str(root), "export", "d", str(tmp_path / "o.tfrecord.gz"), "--compression", "GZIP")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o.tfrecord.gz").read_bytes()[:2] == b"\x1f\x8b"
+
+
+# --------------------------------------------------------------------------- lying headers
+
+
+def test_a_gzip_header_claiming_2_62_bytes_costs_little_to_append_or_inspect(root: Path, tmp_path: Path) -> None:
+    import tracemalloc
+    import zlib
+
+    from catalog.tfrecord.framing import frame_header
+
+    zeros = 96 << 20  # inflated; about 100 KiB on disk
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    parts = [c.compress(frame_header(2**62))] + [c.compress(bytes(4 << 20)) for _ in range(zeros >> 22)]
+    path = tmp_path / "liar.tfrecord.gz"
+    path.write_bytes(b"".join(parts) + c.flush())
+    line = (
+        f"error: {path}: byte 0 (offset in the decompressed stream): "
+        f"record length {2**62} runs past the end of the stream ({zeros} bytes left)\n"
+    )
+    for args in (["inspect", str(path)], ["-C", str(root), "append", "d", str(path)]):
+        tracemalloc.start()
+        try:
+            result = run(*args)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (result.exit_code, result.stderr) == (1, line)
+        assert peak < 24 << 20, f"{args[-2]}: peak {peak / 2**20:.0f} MiB"
+    assert_nothing_registered(root)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_a_migration_file_that_is_not_a_regular_file(root: Path, tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "migrations" / "d"
+    folder.mkdir(parents=True)
+    path = folder / "0001_x.py"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    command = [sys.executable, "-m", "catalog", "-C", str(root), "migrations", "list", "d"]
+    result = subprocess.run(
+        [*command, "--migrations", str(tmp_path / "migrations")], capture_output=True, text=True, timeout=60
+    )
+    what = "a FIFO" if kind == "fifo" else "a directory"
+    assert (result.returncode, result.stderr) == (1, f"error: {path}: not a regular file ({what})\n")
