@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from catalog.codec import Kinded, decode_kinds
 from catalog.errors import CatalogError
 from catalog.schema import Schema
-from catalog.tfrecord.example import decode_example
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
 
@@ -64,7 +64,7 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
     compression = detect_file_compression(path)
     count = 0
     data_bytes = 0
-    decoded: list[dict[str, list[Any]]] = []
+    decoded: list[Kinded] = []
     note = ""
     for batch in read_record_batches(path, "auto"):
         count += len(batch)
@@ -72,7 +72,7 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
         if note:
             continue
         try:
-            decoded.extend(decode_example(r) for r in batch)
+            decoded.extend(decode_kinds(r) for r in batch)  # wire kinds kept: an empty list has a type
         except CatalogError as e:
             note = f"records are not tf.train.Example ({e})"
             decoded = []
@@ -83,7 +83,7 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
             schema = {"features": dict(sorted(inferred["features"].items()))}
         except CatalogError as e:
             note = f"no schema could be inferred: {e}"
-    examples = [{k: jsonable(ex[k]) for k in sorted(ex)} for ex in decoded[:limit]]
+    examples = [{k: jsonable(ex[k][1]) for k in sorted(ex)} for ex in decoded[:limit]]
     return FileReport(
         path=path,
         records=count,

@@ -440,6 +440,9 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
             else:
                 _edit(edits, op.old, op.new, before.features[op.old])
     extra = b"".join(added.values())
+    # A valid record holds other keys only as Features with no list type, absent to TF; they
+    # are dropped, or one renamed or added onto could hide the new value (protobuf keeps the last).
+    known = {name.encode("utf-8") for name in chain[0]._codec.allowed}
 
     def by_entries(record: bytes, _index: int) -> bytes:
         entries = _split(record)
@@ -447,6 +450,8 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
             return _edit_message(record, edits, extra)
         kept = []
         for key, entry in entries:
+            if key not in known:
+                continue
             if key in edits:
                 new = edits[key]
                 if new is None:

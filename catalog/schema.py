@@ -8,9 +8,10 @@ JSON form::
                   "image": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor"}}}
 
 ``shape`` omitted or ``[]``: exactly one value; ``[k, ...]``: fixed; ``[null]``: variable
-length. ``default`` makes a feature optional. A ``"tensor"`` feature is one bytes value
-holding the array's little-endian ``tobytes()``; where its shape has unknown dimensions
-the actual shape is also stored as an int64 feature ``<name>/shape``.
+length. ``default`` makes a feature optional, filled with the default where a record lacks
+it; ``"optional": true`` makes it optional with no default (absent: ``None`` in a row).
+A ``"tensor"`` feature is one bytes value holding the array's little-endian ``tobytes()``;
+where its shape has unknown dimensions the actual shape is also stored as an int64 feature ``<name>/shape``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from catalog.errors import CodecError, SchemaError, ValidationError
 from catalog.tfrecord import example as wire
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
-FEATURE_KEYS = {"dtype", "shape", "default", "encoding", "description"}
+FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description"}
 SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
@@ -48,6 +49,11 @@ class Feature:
     default: Any = None
     has_default: bool = False
     description: str = ""
+    optional: bool = False  # may be absent, with no default: None in a row
+
+    @property
+    def may_be_absent(self) -> bool:
+        return self.has_default or self.optional
 
     @property
     def is_scalar(self) -> bool:
@@ -86,6 +92,8 @@ class Feature:
             out["encoding"] = "tensor"
         if self.has_default:
             out["default"] = _json_default(self.default)
+        if self.optional:
+            out["optional"] = True
         if self.description:
             out["description"] = self.description
         return out
@@ -159,7 +167,12 @@ def _parse_feature(name: str, raw: Any) -> Feature:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise SchemaError("description must be a string", name)
-    feat = Feature(name, dtype, shape, tensor, description=description)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        raise SchemaError(f"optional must be true or false, got {optional!r}", name)
+    if optional and "default" in raw:
+        raise SchemaError('a feature with a default is optional already: give "default" or "optional", not both', name)
+    feat = Feature(name, dtype, shape, tensor, description=description, optional=optional)
     if "default" in raw:
         feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description)
     return feat
@@ -385,6 +398,8 @@ class Schema:
                 out[name] = _convert(feat, row[name])
             elif feat.has_default:
                 out[name] = feat.default
+            elif feat.optional:
+                out[name] = None
             else:
                 raise ValidationError("missing (the feature has no default)", name)
         return out
@@ -396,8 +411,9 @@ class Schema:
     # ---- records
     def validate_record(self, data: bytes | Mapping[str, list[Any]]) -> None:
         """Check a serialized Example (or its decoded dict) against the schema."""
-        decoded = data if isinstance(data, Mapping) else wire.decode_example(data)
-        self._codec.check_decoded(decoded)
+        from catalog.codec import decode_kinds  # the wire kinds: an empty list keeps its type
+
+        self._codec.check_decoded(data if isinstance(data, Mapping) else decode_kinds(data))
 
     def decode(self, data: bytes) -> dict[str, Any]:
         """Decode one record to a row: scalars as scalars, fixed shapes as arrays."""
@@ -413,14 +429,20 @@ class Schema:
         spec: dict[str, dict[str, Any]] = {}
         for name, f in self.features.items():
             if f.tensor:
+                # optional: FixedLenFeature needs a value or a default, VarLenFeature gives 0 or 1 per record
                 entry: dict[str, Any] = {"kind": "FixedLenFeature", "shape": [], "dtype": "string"}
+                if f.optional:
+                    entry = {"kind": "VarLenFeature", "dtype": "string"}
                 entry["decode_raw"] = {"dtype": f.dtype, "shape": list(f.shape), "little_endian": True}
                 spec[name] = entry
                 if f.stores_shape:
-                    spec[name + SHAPE_SUFFIX] = {"kind": "FixedLenFeature", "shape": [len(f.shape)], "dtype": "int64"}
+                    shape_entry = {"kind": "FixedLenFeature", "shape": [len(f.shape)], "dtype": "int64"}
+                    if f.optional:
+                        shape_entry = {"kind": "VarLenFeature", "dtype": "int64"}
+                    spec[name + SHAPE_SUFFIX] = shape_entry
                 continue
             tf_dtype = "string" if f.dtype in ("string", "bytes") else f.dtype
-            if f.is_varlen:
+            if f.is_varlen or f.optional:  # optional: none or all of its values in each record
                 spec[name] = {"kind": "VarLenFeature", "dtype": tf_dtype}
                 continue
             entry = {"kind": "FixedLenFeature", "shape": list(f.shape), "dtype": tf_dtype}
@@ -432,8 +454,8 @@ class Schema:
 
     # ---- inference
     @classmethod
-    def infer(cls, records: Iterable[bytes | Mapping[str, list[Any]]]) -> Schema:
-        """Infer a schema from sample records (serialized Examples or decoded dicts)."""
+    def infer(cls, records: Iterable[bytes | Mapping[str, Any]]) -> Schema:
+        """Infer a schema from sample records (serialized Examples, or dicts of values or of (kind, values))."""
         from catalog.codec import infer_features
 
         return cls(infer_features(records))

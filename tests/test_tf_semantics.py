@@ -1,0 +1,156 @@
+"""TensorFlow's reading of real-world records, matched here (issue 11, section 2).
+
+A ``Feature`` with no list type set (``tf.train.Feature()``, how TFX writes a missing
+value) is absent to TensorFlow: a default fills it, a required feature is missing.
+Every test builds its records with TensorFlow and compares with ``tf.io.parse_example``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from catalog import Schema, ValidationError
+from catalog.migrate import RenameField, compile_steps, evolve
+from catalog.schema import to_tf_feature_spec
+
+
+def _example(tf: Any, **features: Any) -> bytes:
+    """A serialized Example; a value of None is ``tf.train.Feature()`` (no list type)."""
+    ex = tf.train.Example()
+    for name, values in features.items():
+        f = ex.features.feature[name]
+        if values is None:
+            f.SetInParent()
+        elif isinstance(values, tuple):  # (kind, values): an explicitly typed, maybe empty, list
+            getattr(f, values[0]).value.extend(values[1])
+            getattr(f, values[0]).SetInParent()
+        elif isinstance(values[0], bytes):
+            f.bytes_list.value.extend(values)
+        elif isinstance(values[0], float):
+            f.float_list.value.extend(values)
+        else:
+            f.int64_list.value.extend(values)
+    data: bytes = ex.SerializeToString()
+    return data
+
+
+def _tf_parse(tf: Any, schema: Schema, records: list[bytes]) -> dict[str, Any]:
+    spec = to_tf_feature_spec(schema.feature_spec(), tf)
+    parsed = tf.io.parse_example(tf.constant(records), spec)
+    return {k: (v.values if isinstance(v, tf.SparseTensor) else v).numpy() for k, v in parsed.items()}
+
+
+OPTIONAL = Schema.from_json({"features": {"a": {"dtype": "int64", "default": 7}, "b": {"dtype": "int64"}}})
+REQUIRED = Schema.from_json({"features": {"a": {"dtype": "int64"}, "b": {"dtype": "int64"}}})
+
+
+def test_featureless_entry_takes_the_default_as_in_tf(tf: Any) -> None:
+    records = [_example(tf, a=None, b=[1]), _example(tf, a=[3], b=[2])] * 40  # enough for the batch path
+    theirs = _tf_parse(tf, OPTIONAL, records)
+    assert theirs["a"].tolist()[:2] == [7, 3]
+    for rec in records[:2]:
+        OPTIONAL.validate_record(rec)
+    assert [OPTIONAL.decode(r)["a"] for r in records] == theirs["a"].tolist()
+    batch = OPTIONAL.decode_batch(records)
+    assert batch["a"].tolist() == theirs["a"].tolist()
+    assert batch["b"].tolist() == theirs["b"].tolist()
+    assert OPTIONAL._codec.decode_batch_generic(records)["a"].tolist() == theirs["a"].tolist()
+
+
+def test_featureless_entry_is_missing_for_a_required_feature_as_in_tf(tf: Any) -> None:
+    record = _example(tf, a=None, b=[1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="required but could not be found"):
+        _tf_parse(tf, REQUIRED, [record])
+    for check in (REQUIRED.validate_record, REQUIRED.decode, lambda r: REQUIRED.decode_batch([r] * 3)):
+        with pytest.raises(ValidationError, match="missing") as info:
+            check(record)
+        assert info.value.feature == "a"
+
+
+def test_featureless_entry_of_a_name_outside_the_schema_is_accepted_as_in_tf(tf: Any) -> None:
+    schema = Schema.from_json({"features": {"b": {"dtype": "int64"}}})
+    record = _example(tf, b=[1], extra=None)
+    assert _tf_parse(tf, schema, [record])["b"].tolist() == [1]
+    schema.validate_record(record)
+    assert schema.decode(record) == {"b": 1}
+
+
+def test_inference_treats_a_featureless_entry_as_absent(tf: Any) -> None:
+    records = [_example(tf, a=None, b=[1]), _example(tf, a=[3], b=[2]), _example(tf, b=[4], c=None)]
+    schema = Schema.infer(records)
+    assert set(schema.features) == {"a", "b"}  # c is never present
+    assert schema.features["a"].dtype == "int64"
+    assert schema.features["a"].shape == ()
+    for rec in records:
+        schema.validate_record(rec)
+    _tf_parse(tf, schema, records)  # TF takes the inferred spec too
+
+
+def test_renaming_onto_a_featureless_entry_keeps_the_value_as_in_tf(tf: Any) -> None:
+    # c is absent (no list type) in the record, so the schema does not have it; renaming
+    # a to c must give c = a's value, whatever the order of the entries.
+    schema = Schema.from_json({"features": {"a": {"dtype": "int64"}}})
+    ops = [RenameField("a", "c")]
+    chain = evolve(schema, ops)
+    step = compile_steps(ops, chain)
+    for record in (_example(tf, a=[5], c=None), _example(tf, c=None, a=[5])):
+        schema.validate_record(record)
+        out = step(record, 0)
+        assert chain[-1].decode(out) == {"c": 5}
+        assert _tf_parse(tf, chain[-1], [out])["c"].tolist() == [5]
+
+
+def test_empty_typed_list_keeps_its_type_as_in_tf(tf: Any) -> None:
+    # an empty float_list is present (TF checks its type); a wrong type is an error
+    record = _example(tf, a=("float_list", []), b=[1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Data types don't match"):
+        _tf_parse(tf, OPTIONAL, [record])
+    with pytest.raises(ValidationError, match="stored as float_list"):
+        OPTIONAL.validate_record(record)
+    shape0 = Schema.from_json({"features": {"a": {"dtype": "float32", "shape": [0]}, "b": {"dtype": "int64"}}})
+    assert _tf_parse(tf, shape0, [record])["a"].shape == (1, 0)
+    assert np.asarray(shape0.decode(record)["a"]).shape == (0,)
+
+
+# --------------------------------------------------------------------------- inference invents nothing
+
+
+def test_inferred_empty_float_list_stays_float(tf: Any) -> None:
+    records = [_example(tf, v=("float_list", [])), _example(tf, v=("float_list", []))]
+    schema = Schema.infer(records)
+    assert schema.features["v"].to_json() == {"dtype": "float32", "shape": [0]}
+    for rec in records:
+        schema.validate_record(rec)
+    assert _tf_parse(tf, schema, records)["v"].shape == (2, 0)
+
+
+def test_inferred_sometimes_missing_scalar_is_optional_without_a_default(tf: Any) -> None:
+    records = [_example(tf, x=[1.5], id=[1]), _example(tf, id=[2]), _example(tf, x=None, id=[3])] * 30
+    schema = Schema.infer(records)
+    assert schema.features["x"].to_json() == {"dtype": "float32", "optional": True}
+    assert schema.feature_spec()["x"] == {"kind": "VarLenFeature", "dtype": "float32"}
+    # the absent values are None, not a made-up 0.0
+    assert [schema.decode(r)["x"] for r in records[:3]] == [1.5, None, None]
+    for batch in (schema.decode_batch(records), schema._codec.decode_batch_generic(records)):
+        assert batch["x"].dtype == object
+        assert batch["x"].tolist() == [1.5, None, None] * 30
+    theirs = tf.io.parse_example(tf.constant(records), to_tf_feature_spec(schema.feature_spec(), tf))["x"]
+    assert tf.sparse.to_dense(theirs, default_value=-1.0).numpy()[:3].tolist() == [[1.5], [-1.0], [-1.0]]
+    # and a row without it encodes to a record without it
+    assert schema.encode({"id": 4}) == _example(tf, id=[4])
+    assert schema.decode(schema.encode({"id": 4, "x": None})) == {"id": 4, "x": None}
+
+
+def test_absent_variable_length_feature_reads_as_empty_as_in_tf(tf: Any) -> None:
+    schema = Schema.from_json({"features": {"v": {"dtype": "int64", "shape": [None]}, "b": {"dtype": "int64"}}})
+    records = [_example(tf, v=None, b=[1]), _example(tf, b=[2]), _example(tf, v=[4, 5], b=[3])] * 30
+    theirs = tf.io.parse_example(tf.constant(records), to_tf_feature_spec(schema.feature_spec(), tf))["v"]
+    assert theirs.values.numpy().tolist()[:2] == [4, 5]
+    for rec in records[:3]:
+        schema.validate_record(rec)
+    want = [[], [], [4, 5]] * 30
+    assert [schema.decode(r)["v"].tolist() for r in records] == want
+    assert [v.tolist() for v in schema.decode_batch(records)["v"]] == want
