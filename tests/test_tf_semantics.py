@@ -7,14 +7,24 @@ Every test builds its records with TensorFlow and compares with ``tf.io.parse_ex
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
 
-from catalog import Schema, ValidationError
+from catalog import RecordWriter, Schema, ValidationError
+from catalog.cli import app
+from catalog.codec import decode_kinds
 from catalog.migrate import RenameField, compile_steps, evolve
 from catalog.schema import to_tf_feature_spec
+from catalog.tfrecord import proto
+
+runner = CliRunner()
 
 
 def _example(tf: Any, **features: Any) -> bytes:
@@ -154,3 +164,73 @@ def test_absent_variable_length_feature_reads_as_empty_as_in_tf(tf: Any) -> None
     want = [[], [], [4, 5]] * 30
     assert [schema.decode(r)["v"].tolist() for r in records] == want
     assert [v.tolist() for v in schema.decode_batch(records)["v"]] == want
+
+
+# --------------------------------------------------------------------------- property: inference accepts its file
+
+_KINDS = ("int64_list", "float_list", "bytes_list")
+_VALUES = {
+    "int64_list": st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
+    "float_list": st.lists(st.floats(width=32), max_size=3),
+    "bytes_list": st.lists(st.one_of(st.binary(max_size=4), st.text(max_size=4).map(str.encode)), max_size=3),
+}
+
+
+@st.composite
+def _files(draw: st.DrawFn) -> list[bytes]:
+    """Records of a few features, each of one list type; any may be absent or a bare Feature()."""
+    kinds = draw(st.dictionaries(st.sampled_from("abcdef"), st.sampled_from(_KINDS), max_size=4))
+    records = []
+    for _ in range(draw(st.integers(1, 6))):
+        ex = proto.Example()
+        for name, kind in kinds.items():
+            how = draw(st.sampled_from(("values", "values", "absent", "bare")))
+            if how == "bare":
+                ex.features.feature[name].SetInParent()
+            elif how == "values":
+                lst = getattr(ex.features.feature[name], kind)
+                lst.SetInParent()
+                lst.value.extend(draw(_VALUES[kind]))
+        records.append(ex.SerializeToString())
+    return records
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=_files())
+def test_the_inferred_schema_accepts_its_own_file(records: list[bytes]) -> None:
+    schema = Schema.infer(records)
+    for rec in records:
+        schema.validate_record(rec)
+        row = schema.decode(rec)
+        assert schema.decode(schema.encode(row)).keys() == row.keys()
+    schema.decode_batch(records * 20)
+    assert Schema.infer([decode_kinds(r) for r in records]) == schema  # inspect's route
+
+
+def _write(path: Path, records: list[bytes]) -> Path:
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    return path
+
+
+def _inspect_json(path: Path) -> dict[str, Any]:
+    result = runner.invoke(app, ["inspect", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_inspect_infers_what_the_file_holds(tmp_path: Path) -> None:
+    ex = proto.Example()
+    ex.features.feature["empty"].float_list.SetInParent()
+    ex.features.feature["bare"].SetInParent()  # absent to TF: never a feature of its own
+    ex.features.feature["id"].int64_list.value.append(1)
+    other = proto.Example()
+    other.features.feature["empty"].float_list.SetInParent()
+    path = _write(tmp_path / "f.tfrecord", [ex.SerializeToString(), other.SerializeToString()])
+    schema = _inspect_json(path)["schema"]
+    assert schema == {
+        "features": {"empty": {"dtype": "float32", "shape": [0]}, "id": {"dtype": "int64", "optional": True}}
+    }
+    Schema.from_json(schema).validate_record(ex.SerializeToString())
