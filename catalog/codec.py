@@ -32,12 +32,36 @@ def decode_kinds(data: bytes) -> Kinded:
         ex = proto.Example.FromString(data)
     except Exception as e:  # upb raises DecodeError, but be safe against any runtime
         raise CodecError(f"not a valid serialized tf.train.Example: {e}") from e
+    ex.DiscardUnknownFields()
+    if ex.ByteSize() != len(data):  # not an Example as serializers write it: look closer
+        check_message(data)
     out: Kinded = {}
     for name, feat in ex.features.feature.items():
         kind = feat.WhichOneof("kind")
         if kind is not None:
             out[name] = (kind, list(getattr(feat, kind).value))
     return out
+
+
+def check_message(data: bytes) -> str:
+    """EXAMPLE or SEQUENCE_EXAMPLE (its context is what the schema describes), by the
+    top-level fields; CodecError for any other message (a TensorFlow event file parses as
+    an empty Example). Unknown fields deeper down are protobuf's and TF's business: kept."""
+    kind = wire.message_kind(data)
+    if kind == wire.SEQUENCE_EXAMPLE:
+        try:
+            proto.SequenceExample.FromString(data)  # its feature_lists must parse too
+        except Exception as e:
+            raise CodecError(f"not a valid serialized {kind}: {e}") from e
+    return kind
+
+
+def unknown_fields_within(data: bytes) -> bool:
+    """Whether an Example's features hold fields it does not define (beyond SequenceExample's)."""
+    ex = proto.Example.FromString(data)
+    size = ex.ByteSize()
+    ex.DiscardUnknownFields()
+    return size - ex.ByteSize() != len(wire.beyond_features(data))
 
 
 def kinds_from_values(decoded: Mapping[str, list[Any]]) -> Kinded:

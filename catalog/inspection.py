@@ -13,6 +13,7 @@ import numpy as np
 from catalog.codec import Kinded, decode_kinds
 from catalog.errors import CatalogError
 from catalog.schema import Schema
+from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
 
@@ -27,6 +28,8 @@ class FileReport:
     examples: list[dict[str, Any]] = field(default_factory=list)
     schema: dict[str, Any] | None = None
     note: str = ""
+    message: str | None = EXAMPLE  # tf.train.Example, tf.train.SequenceExample, or None: neither
+
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,6 +39,7 @@ class FileReport:
             "data_bytes": self.data_bytes,
             "compression": self.compression,
             "crc": self.crc,
+            "message": self.message,
             "schema": self.schema,
             "examples": self.examples,
             "note": self.note,
@@ -66,18 +70,27 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
     data_bytes = 0
     decoded: list[Kinded] = []
     note = ""
+    message: str | None = EXAMPLE
     for batch in read_record_batches(path, "auto"):
+        if message is not None:
+            for i, r in enumerate(batch):
+                try:
+                    decoded.append(decode_kinds(r))  # wire kinds kept: an empty list has a type
+                except CatalogError as e:
+                    note = f"records are not tf.train.Example (record {count + i}: {e})"
+                    decoded, message = [], None
+                    break
+                if beyond_features(r):  # decode_kinds let it through: a SequenceExample
+                    message = SEQUENCE_EXAMPLE
         count += len(batch)
         data_bytes += sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch)
-        if note:
-            continue
-        try:
-            decoded.extend(decode_kinds(r) for r in batch)  # wire kinds kept: an empty list has a type
-        except CatalogError as e:
-            note = f"records are not tf.train.Example ({e})"
-            decoded = []
+    if message == SEQUENCE_EXAMPLE:
+        note = (
+            "records are tf.train.SequenceExample: the schema describes their context features; "
+            "their feature_lists are kept as they are, not checked"
+        )
     schema = None
-    if decoded and not note:
+    if decoded and message is not None:
         try:
             inferred = Schema.infer(decoded).to_json()
             schema = {"features": dict(sorted(inferred["features"].items()))}
@@ -94,4 +107,5 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
         examples=examples,
         schema=schema,
         note=note,
+        message=message,
     )

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from catalog.codec import unknown_fields_within
 from catalog.errors import MigrationError, SchemaError, ValidationError
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema
 from catalog.tfrecord import proto
-from catalog.tfrecord.example import varint
+from catalog.tfrecord.example import beyond_features, varint
 
 Row = dict[str, Any]
 Features = dict[str, dict[str, Any]]  # a schema's "features" object, in order
@@ -414,9 +415,14 @@ def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn
 
     def by_row(record: bytes, index: int) -> bytes:
         row = source.decode(record)
+        if unknown_fields_within(record):
+            raise ValidationError(
+                "holds protobuf fields a tf.train.Example does not define: a row-level step would drop them"
+            )
         for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
             row = op.apply(row, before, after)
-        return target.encode(row)
+        # the row is the features; a SequenceExample's feature_lists go along untouched
+        return target.encode(row) + beyond_features(record)
 
     return by_row
 

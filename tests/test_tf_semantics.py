@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 from catalog import RecordWriter, Schema, ValidationError
 from catalog.cli import app
 from catalog.codec import decode_kinds
-from catalog.migrate import RenameField, compile_steps, evolve
+from catalog.migrate import AddField, RenameField, compile_steps, evolve
 from catalog.schema import to_tf_feature_spec
-from catalog.tfrecord import proto
+from catalog.tfrecord import decode_sequence_example, proto
+from catalog.tfrecord import example as wire
 
 runner = CliRunner()
 
@@ -234,3 +235,90 @@ def test_inspect_infers_what_the_file_holds(tmp_path: Path) -> None:
         "features": {"empty": {"dtype": "float32", "shape": [0]}, "id": {"dtype": "int64", "optional": True}}
     }
     Schema.from_json(schema).validate_record(ex.SerializeToString())
+
+
+# --------------------------------------------------------------------------- records that are not Examples
+
+
+def _sequence_examples(tf: Any, n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        seq = tf.train.SequenceExample()
+        seq.context.feature["id"].int64_list.value.append(i)
+        steps = seq.feature_lists.feature_list["tokens"].feature
+        for t in range(i % 3 + 1):
+            steps.add().int64_list.value.extend([t, t + 1])
+        out.append(seq.SerializeToString())
+    return out
+
+
+def test_a_row_level_migration_keeps_feature_lists(tf: Any) -> None:
+    records = _sequence_examples(tf, 6)
+    schema = Schema.from_json({"features": {"id": {"dtype": "int64"}}})
+    ops = [AddField("twice", {"dtype": "int64"}, fn=lambda row: row["id"] * 2)]
+    chain = evolve(schema, ops)
+    step = compile_steps(ops, chain)
+    for record in records:
+        schema.validate_record(record)
+        out = step(record, 0)
+        chain[-1].validate_record(out)
+        context, lists = decode_sequence_example(out)
+        assert lists == decode_sequence_example(record)[1]
+        parsed = tf.io.parse_single_sequence_example(
+            out,
+            context_features={"twice": tf.io.FixedLenFeature([], tf.int64)},
+            sequence_features={"tokens": tf.io.VarLenFeature(tf.int64)},
+        )
+        assert parsed[0]["twice"].numpy() == 2 * context["id"][0]
+
+
+def _event_file(tf: Any, directory: Path) -> Path:
+    writer = tf.summary.create_file_writer(str(directory))
+    with writer.as_default():
+        tf.summary.write("loss", tf.constant(0.5), step=1)  # the core op: TensorBoard is not needed
+    writer.close()
+    (path,) = directory.glob("events.out.tfevents.*")
+    return path
+
+
+def test_append_refuses_records_that_are_not_examples(tf: Any, tmp_path: Path) -> None:
+    events = _event_file(tf, tmp_path / "logs")
+    root = tmp_path / "cat"
+    assert runner.invoke(app, ["init", str(root)]).exit_code == 0
+    (tmp_path / "s.json").write_text('{"features": {}}')
+    assert runner.invoke(app, ["-C", str(root), "register", "d", "--schema", str(tmp_path / "s.json")]).exit_code == 0
+    result = runner.invoke(app, ["-C", str(root), "append", "d", str(events)])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"error: {events}: record 0: not a tf.train.Example: its top-level field 1 at byte 0 is fixed64; "
+        "an Example holds only field 1 (features, length-delimited)"
+    )
+    show = json.loads(runner.invoke(app, ["-C", str(root), "show", "d", "--json"]).stdout)
+    assert show["version"] == 1  # nothing registered
+
+
+def test_inspect_names_the_message(tf: Any, tmp_path: Path) -> None:
+    events = _inspect_json(_event_file(tf, tmp_path / "logs"))
+    assert events["message"] is None
+    assert events["schema"] is None
+    assert events["note"].startswith("records are not tf.train.Example (record 0: not a tf.train.Example: its top")
+    seq = _inspect_json(_write(tmp_path / "seq.tfrecord", _sequence_examples(tf, 4)))
+    assert seq["message"] == "tf.train.SequenceExample"
+    assert seq["schema"] == {"features": {"id": {"dtype": "int64"}}}
+    assert "feature_lists" in seq["note"]
+    plain = _inspect_json(_write(tmp_path / "ex.tfrecord", [_example(tf, id=[1])]))
+    assert (plain["message"], plain["note"]) == ("tf.train.Example", "")
+
+
+def test_a_row_level_migration_refuses_fields_it_cannot_keep() -> None:
+    # an unknown field inside a Feature: TF and protobuf ignore it, a quick migration keeps it
+    # (it moves entries as they are), a row-level one would drop it: it refuses instead
+    feature = wire.int64_feature([3]) + b"\x20\x01"
+    record = wire.example_from_entries([wire.map_entry(b"id", feature)])
+    schema = Schema.from_json({"features": {"id": {"dtype": "int64"}}})
+    assert schema.decode(record) == {"id": 3}
+    quick = [RenameField("id", "key")]
+    assert feature in compile_steps(quick, evolve(schema, quick))(record, 0)
+    ops = [AddField("twice", {"dtype": "int64"}, fn=lambda row: row["id"] * 2)]
+    with pytest.raises(ValidationError, match=r"^holds protobuf fields a tf\.train\.Example does not define"):
+        compile_steps(ops, evolve(schema, ops))(record, 0)
