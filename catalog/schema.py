@@ -209,9 +209,7 @@ def _scalar(feat: Feature, v: Any) -> Any:
             if not wire.INT64_MIN <= iv <= wire.INT64_MAX:
                 raise ValidationError(f"integer {iv} is out of int64 range", feat.name)
             return iv
-        if isinstance(v, (bool, np.bool_)):
-            return int(v)
-        raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)
+        raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)  # bool too
     if dtype == "float32":
         if isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
             fv = float(v)
@@ -273,16 +271,35 @@ def _tensor(feat: Feature, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as e:
         raise ValidationError(f"not an array: {e}", feat.name) from e
-    if arr.dtype != target and not np.can_cast(arr.dtype, target, "safe"):
-        if arr.dtype.kind in "iub" and target.kind in "iu" and arr.size:
+    src = arr.dtype
+    if src.kind == "b" and target.kind != "b":  # true is not 1, as in list features
+        raise ValidationError(f"cannot store bool as {target.name}", feat.name)
+    if src != target and not np.can_cast(src, target, "safe"):
+        if src.kind in "iu" and target.kind in "iu" and arr.size:
             info = np.iinfo(target)
             if arr.min() < info.min or arr.max() > info.max:
                 raise ValidationError(f"values out of {target.name} range", feat.name)
-        elif not (arr.dtype.kind in "iuf" and target.kind in "fc"):
-            raise ValidationError(f"cannot store {arr.dtype} as {target.name}", feat.name)
+        elif (src.kind in "iuf" and target.kind in "fc") or src.kind == target.kind == "c":
+            _check_float_range(feat, arr, target)
+        elif not (src.kind in "iu" and target.kind in "iu"):
+            raise ValidationError(f"cannot store {src} as {target.name}", feat.name)
     if arr.ndim != len(feat.shape) or any(d is not None and d != a for d, a in zip(feat.shape, arr.shape, strict=True)):
         raise ValidationError(f"expected shape {_shape_text(feat.shape)}, got {list(arr.shape)}", feat.name)
     return arr.astype(target, copy=False)
+
+
+def _check_float_range(feat: Feature, arr: np.ndarray, target: np.dtype[Any]) -> None:
+    """The rule for floats, scalars and tensors alike: a value is rounded to the nearest of
+    the target dtype; one beyond its largest finite value is refused (inf and NaN are kept)."""
+    limit = float(np.finfo(target).max)
+    for part in (arr.real, arr.imag) if arr.dtype.kind == "c" else (arr,):
+        values = part.astype(np.float64)
+        over = np.isfinite(values) & (np.abs(values) > limit)
+        if over.any():
+            at = tuple(int(i) for i in np.argwhere(over)[0])
+            raise ValidationError(
+                f"value {arr[at].item()!r} at index {list(at)} is out of {target.name} range", feat.name
+            )
 
 
 def _shape_text(shape: tuple[int | None, ...]) -> str:

@@ -8,6 +8,7 @@ Every test builds its records with TensorFlow and compares with ``tf.io.parse_ex
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,70 @@ def test_a_row_level_migration_refuses_fields_it_cannot_keep() -> None:
     ops = [AddField("twice", {"dtype": "int64"}, fn=lambda row: row["id"] * 2)]
     with pytest.raises(ValidationError, match=r"^holds protobuf fields a tf\.train\.Example does not define"):
         compile_steps(ops, evolve(schema, ops))(record, 0)
+
+
+# --------------------------------------------------------------------------- tensors: one rule with scalars
+
+
+def _tensor_schema(dtype: str, shape: list[int | None]) -> Schema:
+    return Schema.from_json({"features": {"t": {"dtype": dtype, "shape": shape, "encoding": "tensor"}}})
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_tensor_values_beyond_the_float_range_are_refused_like_scalars(dtype: str) -> None:
+    big = float(np.finfo(dtype).max) * 4
+    schema = _tensor_schema(dtype, [3])
+    over = re.escape(repr(big))
+    with pytest.raises(ValidationError, match=rf"^feature 't': value {over} at index \[1\] is out of {dtype} range$"):
+        schema.encode({"t": np.array([1.0, big, 2.0])})
+    with pytest.raises(ValidationError, match=rf"^feature 't': value -{over} at index \[0\] is out of {dtype} range"):
+        schema.encode({"t": [-big, 0.0, 0.0]})  # a JSON row's list
+    with pytest.raises(ValidationError, match=r"out of float16 range"):
+        _tensor_schema("float16", [1]).encode({"t": np.array([70000])})  # an integer too
+    scalar = Schema.from_json({"features": {"s": {"dtype": "float32"}}})
+    with pytest.raises(ValidationError, match="out of float32 range"):
+        scalar.encode({"s": float(np.finfo("float32").max) * 4})
+    # infinities and NaN are values of every float dtype: kept, as for scalars
+    row = schema.decode(schema.encode({"t": np.array([np.inf, -np.inf, np.nan])}))
+    assert np.isinf(row["t"][:2]).all() and np.isnan(row["t"][2])
+
+
+def test_floats_round_to_the_nearest_value_in_tensors_as_in_scalars() -> None:
+    # the rule: within range, a float is stored as the nearest value of the feature's dtype
+    scalar = Schema.from_json({"features": {"s": {"dtype": "float32"}}})
+    assert scalar.decode(scalar.encode({"s": 0.1}))["s"] == float(np.float32(0.1))
+    for dtype in ("float16", "float32"):
+        t = _tensor_schema(dtype, [1])
+        assert t.decode(t.encode({"t": [0.1]}))["t"].tolist() == [float(np.dtype(dtype).type(0.1))]
+
+
+def test_complex128_is_stored_as_complex64_by_the_same_rule() -> None:
+    schema = _tensor_schema("complex64", [2])
+    row = schema.decode(schema.encode({"t": np.array([1 + 2j, 0.1 - 0.5j])}))
+    assert row["t"].tolist() == np.array([1 + 2j, 0.1 - 0.5j]).astype(np.complex64).tolist()
+    with pytest.raises(ValidationError, match=r"value \(1e\+300\+0j\) at index \[1\] is out of complex64 range"):
+        schema.encode({"t": np.array([0, 1e300 + 0j])})
+
+
+def test_booleans_are_not_integers() -> None:
+    scalar = Schema.from_json({"features": {"n": {"dtype": "int64"}, "v": {"dtype": "int64", "shape": [None]}}})
+    with pytest.raises(ValidationError, match=r"^feature 'n': expected int64, got bool True$"):
+        scalar.encode({"n": True, "v": []})
+    with pytest.raises(ValidationError, match=r"^feature 'v': expected int64, got bool False$"):
+        scalar.encode({"n": 1, "v": [1, False]})
+    with pytest.raises(ValidationError, match=r"^feature 't': cannot store bool as int64$"):
+        _tensor_schema("int64", [2]).encode({"t": [True, False]})
+    flags = _tensor_schema("bool", [2])
+    assert flags.decode(flags.encode({"t": [True, False]}))["t"].tolist() == [True, False]
+
+
+def test_append_refuses_json_true_in_an_int64_field(tmp_path: Path) -> None:
+    root = tmp_path / "cat"
+    assert runner.invoke(app, ["init", str(root)]).exit_code == 0
+    (tmp_path / "s.json").write_text('{"features": {"n": {"dtype": "int64"}}}')
+    assert runner.invoke(app, ["-C", str(root), "register", "d", "--schema", str(tmp_path / "s.json")]).exit_code == 0
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"n": 1}\n{"n": true}\n')
+    result = runner.invoke(app, ["-C", str(root), "append", "d", str(rows)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("feature 'n': expected int64, got bool True")
