@@ -271,7 +271,11 @@ def _tensor(feat: Feature, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as e:
         raise ValidationError(f"not an array: {e}", feat.name) from e
+    if arr.dtype.kind == "f" and target.kind in "iu" and not isinstance(value, np.ndarray):
+        arr = _exact_ints(feat, arr, value)
     src = arr.dtype
+    if arr.size == 0:
+        return _tensor_shape_checked(feat, arr).astype(target)  # no value to lose ([] reads as float64)
     if src.kind == "b" and target.kind != "b":  # true is not 1, as in list features
         raise ValidationError(f"cannot store bool as {target.name}", feat.name)
     if src != target and not np.can_cast(src, target, "safe"):
@@ -283,9 +287,25 @@ def _tensor(feat: Feature, value: Any) -> np.ndarray:
             _check_float_range(feat, arr, target)
         elif not (src.kind in "iu" and target.kind in "iu"):
             raise ValidationError(f"cannot store {src} as {target.name}", feat.name)
+    return _tensor_shape_checked(feat, arr).astype(target, copy=False)
+
+
+def _exact_ints(feat: Feature, arr: np.ndarray, value: Any) -> np.ndarray:
+    """Python ints beyond int64 (a JSON uint64) make numpy choose float64, rounding them: keep
+    them exact as Python ints, for the range check to judge."""
+    obj = np.asarray(value, dtype=object)
+    if obj.size == 0 or obj.shape != arr.shape or not all(type(v) is int for v in obj.flat):
+        return arr
+    lo, hi = min(obj.flat), max(obj.flat)
+    if lo < wire.INT64_MIN or hi > 2**64 - 1 or (lo < 0 and hi > wire.INT64_MAX):
+        raise ValidationError(f"values out of {feat.np_dtype.name} range", feat.name)
+    return obj.astype(np.uint64 if lo >= 0 else np.int64)
+
+
+def _tensor_shape_checked(feat: Feature, arr: np.ndarray) -> np.ndarray:
     if arr.ndim != len(feat.shape) or any(d is not None and d != a for d, a in zip(feat.shape, arr.shape, strict=True)):
         raise ValidationError(f"expected shape {_shape_text(feat.shape)}, got {list(arr.shape)}", feat.name)
-    return arr.astype(target, copy=False)
+    return arr
 
 
 def _check_float_range(feat: Feature, arr: np.ndarray, target: np.dtype[Any]) -> None:

@@ -16,11 +16,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from typer.testing import CliRunner
 
-from catalog import RecordWriter, Schema, ValidationError
+from catalog import Catalog, RecordWriter, Schema, ValidationError
 from catalog.cli import app
 from catalog.codec import decode_kinds
+from catalog.ingest import _encode_line
+from catalog.jsonrows import row_to_json
 from catalog.migrate import AddField, RenameField, compile_steps, evolve
 from catalog.schema import to_tf_feature_spec
 from catalog.tfrecord import decode_sequence_example, proto
@@ -390,3 +393,93 @@ def test_append_refuses_json_true_in_an_int64_field(tmp_path: Path) -> None:
     result = runner.invoke(app, ["-C", str(root), "append", "d", str(rows)])
     assert result.exit_code == 1
     assert result.stderr.strip().endswith("feature 'n': expected int64, got bool True")
+
+
+# --------------------------------------------------------------------------- cat -> append round trip
+
+_TENSOR_DTYPES = [
+    "int8",
+    "uint16",
+    "int64",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "bool",
+]
+_LIST_VALUES = {
+    "int64": st.integers(-(2**63), 2**63 - 1),
+    "float32": st.floats(width=32, allow_nan=False),
+    "string": st.text(max_size=4),
+    "bytes": st.binary(max_size=4),
+}
+
+
+@st.composite
+def _schema_and_rows(draw: st.DrawFn) -> tuple[Schema, list[dict[str, Any]]]:
+    specs: dict[str, dict[str, Any]] = {}
+    for i in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            shape = draw(st.lists(st.one_of(st.none(), st.integers(0, 2)), max_size=3))
+            specs[f"t{i}"] = {"dtype": draw(st.sampled_from(_TENSOR_DTYPES)), "shape": shape, "encoding": "tensor"}
+        else:
+            shape = draw(st.sampled_from([[], [0], [2], [2, 1], [None]]))
+            specs[f"l{i}"] = {"dtype": draw(st.sampled_from(sorted(_LIST_VALUES))), "shape": shape}
+        if draw(st.booleans()):
+            next(reversed(specs.values()))["optional"] = True
+    schema = Schema.from_json({"features": specs})
+    rows = []
+    for _ in range(draw(st.integers(1, 3))):
+        row: dict[str, Any] = {}
+        for name, f in schema.features.items():
+            if f.optional and draw(st.booleans()):
+                continue
+            dims = tuple(d if d is not None else draw(st.integers(0, 2)) for d in f.shape)
+            if f.tensor:
+                elements = st.floats(allow_nan=False, width=16) if f.dtype == "float16" else None
+                if f.np_dtype.kind == "c":
+                    elements = st.complex_numbers(allow_nan=False, width=64 if f.dtype == "complex64" else 128)
+                row[name] = draw(hnp.arrays(f.np_dtype, dims, elements=elements))
+            else:
+                count = dims[0] if f.is_varlen else (f.size if f.shape else 1)
+                values = draw(st.lists(_LIST_VALUES[f.dtype], min_size=count, max_size=count))
+                row[name] = values if f.shape else values[0]
+        rows.append(row)
+    return schema, rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_schema_and_rows())
+def test_cat_output_appends_back_to_the_same_records(case: tuple[Schema, list[dict[str, Any]]]) -> None:
+    schema, rows = case
+    for i, row in enumerate(rows):
+        record = schema.encode(row)
+        line = json.dumps(row_to_json(schema, schema.decode(record)), ensure_ascii=False)  # what cat prints
+        assert _encode_line(schema, line, Path("rows.jsonl"), i + 1, i) == record  # what append stores
+
+
+def test_cat_then_append_complex_and_empty_tensors(tmp_path: Path) -> None:
+    spec = {
+        "c": {"dtype": "complex64", "shape": [2], "encoding": "tensor"},
+        "e": {"dtype": "float32", "shape": [None, 2], "encoding": "tensor"},
+        "u": {"dtype": "uint16", "shape": [None], "encoding": "tensor"},
+    }
+    root = tmp_path / "cat"
+    assert runner.invoke(app, ["init", str(root)]).exit_code == 0
+    (tmp_path / "s.json").write_text(json.dumps({"features": spec}))
+    for name in ("a", "b"):
+        assert (
+            runner.invoke(app, ["-C", str(root), "register", name, "--schema", str(tmp_path / "s.json")]).exit_code == 0
+        )
+    catalog = Catalog.open(root)
+    rows = [{"c": np.array([1 + 2j, -0.5j]), "e": np.zeros((0, 2)), "u": np.zeros(0, np.uint16)}]
+    catalog.dataset("a").append_rows(rows)
+    printed = runner.invoke(app, ["-C", str(root), "cat", "a"])
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.stdout) == {"c": [[1.0, 2.0], [0.0, -0.5]], "e": {"shape": [0, 2], "values": []}, "u": []}
+    (tmp_path / "rows.jsonl").write_text(printed.stdout)
+    result = runner.invoke(app, ["-C", str(root), "append", "b", str(tmp_path / "rows.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert list(catalog.dataset("b").records()) == list(catalog.dataset("a").records())
