@@ -30,7 +30,6 @@ class FileReport:
     note: str = ""
     message: str | None = EXAMPLE  # tf.train.Example, tf.train.SequenceExample, or None: neither
 
-
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -47,12 +46,13 @@ class FileReport:
 
 
 def jsonable(value: Any) -> Any:
-    """A decoded value as JSON: bytes as UTF-8 text when they are text, else base64."""
+    """A decoded value as JSON: bytes as their UTF-8 text when they are text, else the object
+    ``{"base64": ...}``; a JSON string is always text, so the two never look alike."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(value).decode("ascii")
+            return {"base64": base64.b64encode(value).decode("ascii")}
     if isinstance(value, float):
         if not math.isfinite(value):
             return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

@@ -81,7 +81,7 @@ def _is_number(v: Any) -> bool:
 
 def _shaped(feat: Feature, shape: Any, values: Any) -> np.ndarray:
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-        raise ValidationError("a tensor's {\"shape\", \"values\"} form needs a list of integers as shape", feat.name)
+        raise ValidationError('a tensor\'s {"shape", "values"} form needs a list of integers as shape', feat.name)
     arr = np.asarray(values)
     if arr.size != math.prod(shape) or any(d < 0 for d in shape):
         raise ValidationError(f"{arr.size} values do not fill shape {shape}", feat.name)

@@ -213,7 +213,7 @@ def _scalar(feat: Feature, v: Any) -> Any:
     if dtype == "float32":
         if isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
             fv = float(v)
-            if abs(fv) > wire.FLOAT32_MAX and not math.isinf(fv):
+            if abs(fv) >= wire.FLOAT32_OVERFLOW and not math.isinf(fv):
                 raise ValidationError(f"float {fv!r} is out of float32 range", feat.name)
             return fv
         raise ValidationError(f"expected float32, got {type(v).__name__} {v!r:.40}", feat.name)
@@ -310,11 +310,11 @@ def _tensor_shape_checked(feat: Feature, arr: np.ndarray) -> np.ndarray:
 
 def _check_float_range(feat: Feature, arr: np.ndarray, target: np.dtype[Any]) -> None:
     """The rule for floats, scalars and tensors alike: a value is rounded to the nearest of
-    the target dtype; one beyond its largest finite value is refused (inf and NaN are kept)."""
-    limit = float(np.finfo(target).max)
+    the target dtype; a finite one that would round to infinity is refused (inf and NaN are kept)."""
+    limit = wire.rounds_to_inf(target.char.lower() if target.kind == "c" else target)  # complex: its parts' float
     for part in (arr.real, arr.imag) if arr.dtype.kind == "c" else (arr,):
         values = part.astype(np.float64)
-        over = np.isfinite(values) & (np.abs(values) > limit)
+        over = np.isfinite(values) & (np.abs(values) >= limit)
         if over.any():
             at = tuple(int(i) for i in np.argwhere(over)[0])
             raise ValidationError(

@@ -358,6 +358,13 @@ def test_floats_round_to_the_nearest_value_in_tensors_as_in_scalars() -> None:
     # the rule: within range, a float is stored as the nearest value of the feature's dtype
     scalar = Schema.from_json({"features": {"s": {"dtype": "float32"}}})
     assert scalar.decode(scalar.encode({"s": 0.1}))["s"] == float(np.float32(0.1))
+    # float32's largest value as cat prints it (3.4028235e+38, above it in float64) rounds back to it
+    top = float(np.finfo(np.float32).max)
+    assert scalar.decode(scalar.encode({"s": 3.4028235e38}))["s"] == top
+    assert _tensor_schema("float32", []).decode(_tensor_schema("float32", []).encode({"t": 3.4028235e38}))["t"] == top
+    with pytest.raises(ValidationError, match="out of float16 range"):
+        _tensor_schema("float16", []).encode({"t": 65520.0})  # halfway to the next power of two: inf
+    assert _tensor_schema("float16", []).decode(_tensor_schema("float16", []).encode({"t": 65519.0}))["t"] == 65504
     for dtype in ("float16", "float32"):
         t = _tensor_schema(dtype, [1])
         assert t.decode(t.encode({"t": [0.1]}))["t"].tolist() == [float(np.dtype(dtype).type(0.1))]
@@ -438,7 +445,9 @@ def _schema_and_rows(draw: st.DrawFn) -> tuple[Schema, list[dict[str, Any]]]:
                 continue
             dims = tuple(d if d is not None else draw(st.integers(0, 2)) for d in f.shape)
             if f.tensor:
-                elements = st.floats(allow_nan=False, width=16) if f.dtype == "float16" else None
+                elements = None  # NaN payloads and signs are not JSON: "NaN" reads back as numpy's own NaN
+                if f.np_dtype.kind == "f":
+                    elements = st.floats(allow_nan=False, width=8 * f.np_dtype.itemsize)
                 if f.np_dtype.kind == "c":
                     elements = st.complex_numbers(allow_nan=False, width=64 if f.dtype == "complex64" else 128)
                 row[name] = draw(hnp.arrays(f.np_dtype, dims, elements=elements))
@@ -483,3 +492,13 @@ def test_cat_then_append_complex_and_empty_tensors(tmp_path: Path) -> None:
     result = runner.invoke(app, ["-C", str(root), "append", "b", str(tmp_path / "rows.jsonl")])
     assert result.exit_code == 0, result.output
     assert list(catalog.dataset("b").records()) == list(catalog.dataset("a").records())
+
+
+def test_inspect_tells_text_from_bytes(tmp_path: Path) -> None:
+    records = [wire.encode_example({"v": [b"base64:AP8="]}), wire.encode_example({"v": [b"\x00\xff"]})]
+    path = _write(tmp_path / "f.tfrecord", records)
+    examples = _inspect_json(path)["examples"]
+    assert examples == [{"v": ["base64:AP8="]}, {"v": [{"base64": "AP8="}]}]
+    text = runner.invoke(app, ["inspect", str(path)]).stdout
+    assert 'example 0: {"v": ["base64:AP8="]}' in text
+    assert 'example 1: {"v": [{"base64": "AP8="}]}' in text

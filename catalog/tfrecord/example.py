@@ -24,6 +24,17 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
+
+def rounds_to_inf(dtype: Any) -> float:
+    """The smallest magnitude a float dtype rounds to infinity: halfway from its largest value
+    to the next power of two. Anything smaller is stored as its nearest value."""
+    top = np.finfo(dtype).max
+    step = top - np.nextafter(top, top.dtype.type(0))  # the spacing just below the top, as above it
+    return float(top) + float(step) / 2
+
+
+FLOAT32_OVERFLOW = rounds_to_inf(np.float32)
+
 # Field tags (field_number << 3 | wire type 2).
 TAG_1 = b"\x0a"  # bytes_list / Example.features / map key / list value
 TAG_2 = b"\x12"  # float_list / map value / SequenceExample.feature_lists
