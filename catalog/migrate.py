@@ -208,6 +208,8 @@ class CastField(Operation):
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
         src, dst = before.features[self.name], after.features[self.name]
         value = row[self.name]
+        if value is None:  # an absent optional feature stays absent (the target schema judges it)
+            return row
         row[self.name] = _cast_tensor(src, dst, value, self.lossy) if dst.tensor else _cast_list(dst, value, self.lossy)
         return row
 

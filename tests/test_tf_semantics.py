@@ -24,7 +24,7 @@ from catalog.cli import app
 from catalog.codec import decode_kinds
 from catalog.ingest import _encode_line
 from catalog.jsonrows import row_to_json
-from catalog.migrate import AddField, RenameField, compile_steps, evolve
+from catalog.migrate import AddField, CastField, RenameField, compile_steps, evolve
 from catalog.schema import to_tf_feature_spec
 from catalog.tfrecord import decode_sequence_example, proto
 from catalog.tfrecord import example as wire
@@ -502,3 +502,15 @@ def test_inspect_tells_text_from_bytes(tmp_path: Path) -> None:
     text = runner.invoke(app, ["inspect", str(path)]).stdout
     assert 'example 0: {"v": ["base64:AP8="]}' in text
     assert 'example 1: {"v": [{"base64": "AP8="}]}' in text
+
+
+def test_a_cast_keeps_an_absent_optional_feature_absent() -> None:
+    schema = Schema.from_json({"features": {"x": {"dtype": "int64", "optional": True}, "id": {"dtype": "int64"}}})
+    ops = [CastField("x", {"dtype": "float32", "optional": True})]
+    chain = evolve(schema, ops)
+    step = compile_steps(ops, chain)
+    assert chain[-1].decode(step(schema.encode({"id": 1}), 0)) == {"id": 1, "x": None}
+    assert chain[-1].decode(step(schema.encode({"id": 1, "x": 3}), 0)) == {"id": 1, "x": 3.0}
+    required = [CastField("x", {"dtype": "float32"})]
+    with pytest.raises(ValidationError, match=r"^feature 'x': missing"):
+        compile_steps(required, evolve(schema, required))(schema.encode({"id": 1}), 0)
