@@ -129,6 +129,7 @@ def inspect(
     typer.echo(f"bytes:       {report.bytes} on disk, {report.data_bytes} framed")
     typer.echo(f"compression: {report.compression}")
     typer.echo(f"crc:         {report.crc} (every record's length and data CRC checked)")
+    typer.echo(f"message:     {report.message or 'not tf.train.Example'}")
     if report.note:
         typer.echo(f"note:        {report.note}")
     if report.schema is not None:

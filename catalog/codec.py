@@ -23,16 +23,45 @@ Kinded = dict[str, tuple[str | None, list[Any]]]
 
 
 def decode_kinds(data: bytes) -> Kinded:
-    """Parse a serialized Example to ``{name: (wire kind or None, values)}``."""
+    """Parse a serialized Example to ``{name: (wire kind, values)}``.
+
+    A ``Feature`` with no list type set (``tf.train.Feature()``, TFX's missing value) is
+    left out: TensorFlow treats it as absent, so a default fills it.
+    """
     try:
         ex = proto.Example.FromString(data)
     except Exception as e:  # upb raises DecodeError, but be safe against any runtime
         raise CodecError(f"not a valid serialized tf.train.Example: {e}") from e
+    ex.DiscardUnknownFields()
+    if ex.ByteSize() != len(data):  # not an Example as serializers write it: look closer
+        check_message(data)
     out: Kinded = {}
     for name, feat in ex.features.feature.items():
         kind = feat.WhichOneof("kind")
-        out[name] = (kind, list(getattr(feat, kind).value) if kind else [])
+        if kind is not None:
+            out[name] = (kind, list(getattr(feat, kind).value))
     return out
+
+
+def check_message(data: bytes) -> str:
+    """EXAMPLE or SEQUENCE_EXAMPLE (its context is what the schema describes), by the
+    top-level fields; CodecError for any other message (a TensorFlow event file parses as
+    an empty Example). Unknown fields deeper down are protobuf's and TF's business: kept."""
+    kind = wire.message_kind(data)
+    if kind == wire.SEQUENCE_EXAMPLE:
+        try:
+            proto.SequenceExample.FromString(data)  # its feature_lists must parse too
+        except Exception as e:
+            raise CodecError(f"not a valid serialized {kind}: {e}") from e
+    return kind
+
+
+def unknown_fields_within(data: bytes) -> bool:
+    """Whether an Example's features hold fields it does not define (beyond SequenceExample's)."""
+    ex = proto.Example.FromString(data)
+    size = ex.ByteSize()
+    ex.DiscardUnknownFields()
+    return size - ex.ByteSize() != len(wire.beyond_features(data))
 
 
 def kinds_from_values(decoded: Mapping[str, list[Any]]) -> Kinded:
@@ -61,6 +90,9 @@ class RowCodec:
         self.default_entries: dict[str, bytes] = {
             name: self.encoders[name](f.default) for name, f in self.features.items() if f.has_default
         }
+        for name, f in self.features.items():
+            if f.optional:
+                self.default_entries[name] = b""  # absent: no entry at all
         # (name, encoder, default entry or None), in schema order: the encode loop's plan
         self.plan = [(name, enc, self.default_entries.get(name)) for name, enc in self.encoders.items()]
         self.allowed = set(self.features) | {f.name + "/shape" for f in self.features.values() if f.stores_shape}
@@ -109,7 +141,7 @@ class RowCodec:
         """Check one feature of a record; return its values, or None when absent and defaulted."""
         got = kinded.get(feat.name)
         if got is None:
-            if feat.has_default:
+            if feat.may_be_absent or feat.is_varlen:  # TF's VarLenFeature reads an absent list as empty
                 return None
             raise ValidationError("missing (the feature has no default)", feat.name)
         kind, values = got
@@ -164,7 +196,9 @@ class RowCodec:
         row: dict[str, Any] = {}
         for name, feat in self.features.items():
             got = kinded.get(name)
-            if got is None:
+            if got is None and feat.optional:
+                row[name] = None
+            elif got is None:
                 row[name] = feat.default.copy() if feat.tensor else _row_value(feat, _default_values(feat))
             elif feat.tensor:
                 shape = self._tensor_shape(feat, kinded)
@@ -193,7 +227,7 @@ class RowCodec:
             for name, feat in self.features.items():
                 got = kinded.get(name)
                 columns[name].append(got[1] if got is not None else None)
-                if feat.stores_shape:
+                if feat.stores_shape and got is not None:
                     shapes[name].append(self._tensor_shape(feat, kinded))
             count += 1
         return {name: _column(f, columns[name], shapes.get(name), count) for name, f in self.features.items()}
@@ -211,6 +245,8 @@ def _row_value(feat: Feature, values: list[Any]) -> Any:
 
 
 def _default_values(feat: Feature) -> list[Any]:
+    if not feat.has_default:
+        return []  # a variable-length feature with no default: absent reads as empty
     d = feat.default
     if isinstance(d, np.ndarray):
         return list(d.reshape(-1).tolist())
@@ -218,9 +254,17 @@ def _default_values(feat: Feature) -> list[Any]:
     return [v.encode("utf-8") if isinstance(v, str) else v for v in values]  # the wire form
 
 
-def _column(
-    feat: Feature, values: list[list[Any] | None], shapes: list[tuple[int, ...]] | None, n: int
-) -> np.ndarray:
+def _column(feat: Feature, values: list[list[Any] | None], shapes: list[tuple[int, ...]] | None, n: int) -> np.ndarray:
+    if feat.optional:  # one object per record, None where absent: no dtype holds "no value"
+        out = np.empty(n, dtype=object)
+        stored = iter(shapes or [])  # the shapes of the present tensors, in order
+        for i, v in enumerate(values):
+            if v is not None and feat.tensor:
+                shape = next(stored) if feat.stores_shape else feat.shape
+                out[i] = np.frombuffer(bytearray(v[0]), dtype=feat.np_dtype).reshape(shape)
+            elif v is not None:
+                out[i] = _row_value(feat, v)
+        return out
     if feat.tensor:
         return _tensor_column(feat, values, shapes, n)
     fill = _default_values(feat) if feat.has_default else []
@@ -265,14 +309,14 @@ class _Seen:
         self.utf8 = True
 
 
-def infer_features(records: Iterable[bytes | Mapping[str, list[Any]]]) -> list[Feature]:
+def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature]:
     """Infer features from sample records: dtype from the wire kind, shape from counts."""
     from catalog.schema import Feature
 
     seen: dict[str, _Seen] = {}
     total = 0
     for rec in records:
-        kinded = decode_kinds(rec) if isinstance(rec, (bytes, bytearray, memoryview)) else kinds_from_values(rec)
+        kinded = decode_kinds(rec) if isinstance(rec, (bytes, bytearray, memoryview)) else RowCodec._as_kinded(rec)
         total += 1
         for name, (kind, values) in kinded.items():
             s = seen.setdefault(name, _Seen())
@@ -286,26 +330,15 @@ def infer_features(records: Iterable[bytes | Mapping[str, list[Any]]]) -> list[F
     for name, s in seen.items():
         if len(s.kinds) > 1:
             raise SchemaError(f"stored with different kinds across records: {sorted(s.kinds)}", name)
-        kind = s.kinds.pop() if s.kinds else wire.BYTES
+        kind = s.kinds.pop() if s.kinds else wire.BYTES  # only decoded dicts lose an empty list's kind
         dtype = {wire.INT64: "int64", wire.FLOAT: "float32"}.get(kind, "string" if s.utf8 else "bytes")
         shape: tuple[int | None, ...] = (None,)
         if len(s.counts) == 1:
             k = next(iter(s.counts))
             shape = () if k == 1 else (k,)
-        feat = Feature(name, dtype, shape)
-        if s.present < total:
-            default: Any = [] if shape == (None,) else _zero_fill(dtype, shape)
-            feat = Feature(name, dtype, shape, default=default, has_default=True)
-        feats.append(feat)
+        # missing from some records: optional, never a made-up default (a 0 is not "no value")
+        feats.append(Feature(name, dtype, shape, optional=s.present < total))
     return feats
-
-
-def _zero_fill(dtype: str, shape: tuple[int | None, ...]) -> Any:
-    zero: Any = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}[dtype]
-    if not shape:
-        return zero
-    size = int(np.prod([d or 0 for d in shape]))
-    return [zero] * size if dtype in ("string", "bytes") else np.full(shape, zero, dtype=np.dtype(dtype))
 
 
 def _is_utf8(v: bytes) -> bool:

@@ -610,6 +610,14 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
     batch.slow |= seen > 1  # a repeated key (protobuf keeps the last one): left to the generic path
     missing = seen == 0
     feat = col.feat
+    if feat.optional:  # one object per record, None where absent (as the generic path)
+        out = np.empty(n, dtype=object)
+        if isinstance(values, np.ndarray) and values.ndim == 1:
+            out[rec] = values  # numpy scalars become Python ones, as the generic path's
+        else:
+            for r, v in zip(rec.tolist(), values, strict=True):
+                out[r] = v
+        return out
     if isinstance(values, np.ndarray):
         if len(rec) == n and (n < 2 or bool((rec[1:] > rec[:-1]).all())):
             out = values  # every record once, in order: the common case, no copy
@@ -621,7 +629,7 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
         for r, v in zip(rec.tolist(), values, strict=True):
             out[r] = v
     if missing.any():
-        usable, default = plan.default(feat) if feat.has_default else (False, None)
+        usable, default = plan.default(feat) if feat.has_default or feat.is_varlen else (False, None)
         if usable:
             _fill_default(out, missing, default, feat.is_varlen)
         else:
@@ -640,10 +648,10 @@ def _fill_default(out: Arr, missing: Arr, default: Any, varlen: bool) -> None:
 def _shaped_tensor_array(batch: _Batch, col: _Column, rec: Arr, data: list[bytes], shape_rec: Arr, shapes: Arr) -> Arr:
     """Tensors of unknown dimensions: one array per record, shaped by its ``/shape`` feature."""
     n = batch.n
+    feat = col.feat
     for r in (rec, shape_rec):
         seen = np.bincount(r, minlength=n)
-        batch.slow |= seen != 1  # missing (no default is allowed) or repeated
-    feat = col.feat
+        batch.slow |= (seen > 1) | ((seen == 0) & (not feat.optional))  # repeated, or missing (no default allowed)
     dtype = feat.np_dtype
     shape_of = dict(zip(shape_rec.tolist(), shapes.tolist(), strict=True))
     out = np.empty(n, dtype=object)

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from catalog.codec import Kinded, decode_kinds
 from catalog.errors import CatalogError, CorruptRecordError
 from catalog.schema import Schema
-from catalog.tfrecord.example import decode_example
+from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
 
@@ -28,6 +29,7 @@ class FileReport:
     examples: list[dict[str, Any]] = field(default_factory=list)
     schema: dict[str, Any] | None = None
     note: str = ""
+    message: str | None = EXAMPLE  # tf.train.Example, tf.train.SequenceExample, or None: neither
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +39,7 @@ class FileReport:
             "data_bytes": self.data_bytes,
             "compression": self.compression,
             "crc": self.crc,
+            "message": self.message,
             "schema": self.schema,
             "examples": self.examples,
             "note": self.note,
@@ -44,12 +47,13 @@ class FileReport:
 
 
 def jsonable(value: Any) -> Any:
-    """A decoded value as JSON: bytes as UTF-8 text when they are text, else base64."""
+    """A decoded value as JSON: bytes as their UTF-8 text when they are text, else the object
+    ``{"base64": ...}``; a JSON string is always text, so the two never look alike."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(value).decode("ascii")
+            return {"base64": base64.b64encode(value).decode("ascii")}
     if isinstance(value, float):
         if not math.isfinite(value):
             return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
@@ -59,31 +63,34 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-Decoded = dict[str, list[Any]]  # what decode_example returns
-
-
 @dataclass
 class _Tally:
     records: int = 0
     data_bytes: int = 0
     note: str = ""
+    message: str | None = EXAMPLE
 
 
-def _examples(path: str, tally: _Tally, shown: list[Decoded], limit: int) -> Iterator[Decoded]:
-    """Each record decoded as it is read and then let go, so memory follows the largest
-    record, not the file; counting goes on to the end when records are not Examples."""
+def _examples(path: str, tally: _Tally, shown: list[Kinded], limit: int) -> Iterator[Kinded]:
+    """Each record decoded (wire kinds kept: an empty list has a type) as it is read and then
+    let go, so memory follows the largest record, not the file; counting goes on to the end
+    when records are not Examples."""
     for batch in read_record_batches(path, "auto"):
+        first = tally.records
         tally.records += len(batch)
         tally.data_bytes += sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch)
         if tally.note:
             continue
-        for record in batch:
+        for i, record in enumerate(batch):
             try:
-                example = decode_example(record)
+                example = decode_kinds(record)
             except CatalogError as e:
-                tally.note = f"records are not tf.train.Example ({e})"
+                tally.note = f"records are not tf.train.Example (record {first + i}: {e})"
+                tally.message = None
                 shown.clear()
                 break
+            if beyond_features(record):  # decode_kinds let it through: a SequenceExample
+                tally.message = SEQUENCE_EXAMPLE
             if len(shown) < limit:
                 shown.append(example)
             yield example
@@ -94,7 +101,7 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
     path = os.fspath(path)
     compression = detect_file_compression(path)
     tally = _Tally()
-    shown: list[Decoded] = []
+    shown: list[Kinded] = []
     examples = _examples(path, tally, shown, limit)
     inferred: Schema | None = None
     try:
@@ -105,8 +112,13 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
         tally.note = tally.note or f"no schema could be inferred: {e}"
     for _ in examples:  # the rest is still counted and checked when inference stopped early
         pass
+    if tally.message == SEQUENCE_EXAMPLE and not tally.note:
+        tally.note = (
+            "records are tf.train.SequenceExample: the schema describes their context features; "
+            "their feature_lists are kept as they are, not checked"
+        )
     schema = None
-    if inferred is not None and tally.records and not tally.note:
+    if inferred is not None and tally.records and tally.message is not None and "no schema" not in tally.note:
         schema = {"features": dict(sorted(inferred.to_json()["features"].items()))}
     return FileReport(
         path=path,
@@ -115,7 +127,8 @@ def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
         data_bytes=tally.data_bytes,
         compression=compression or "none",
         crc="ok",
-        examples=[{k: jsonable(ex[k]) for k in sorted(ex)} for ex in shown],
+        examples=[{k: jsonable(ex[k][1]) for k in sorted(ex)} for ex in shown],
         schema=schema,
         note=tally.note,
+        message=tally.message,
     )

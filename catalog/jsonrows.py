@@ -2,8 +2,11 @@
 
 Scalars as JSON scalars, fixed and variable lengths as (nested) arrays, ``string`` as
 text, ``bytes`` as base64 text, float32 in its shortest round-trip form, NaN and the
-infinities as the strings "NaN", "Infinity", "-Infinity". The two directions are
-inverse, so ``catalog cat`` output can be appended again.
+infinities as the strings "NaN", "Infinity", "-Infinity", a complex number as the pair
+``[real, imag]``, and ``null`` for an absent optional feature. A tensor whose shape its
+nested arrays cannot show (an empty one of shape ``[0, 3]``) is the object
+``{"shape": [0, 3], "values": []}``. The two directions are inverse, so ``catalog cat``
+output can be appended again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 from catalog.errors import ValidationError
 from catalog.schema import Feature, Schema
 
+_FLOAT32_PARTS = (np.dtype(np.float32), np.dtype("<c8"))  # values with float32 parts: shortest float32 digits
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -31,12 +35,17 @@ def float32_json(v: float) -> float | str:
 
 def _value_to_json(feat: Feature, value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        value = value.tolist()
+        nested = value.tolist()
+        if feat.tensor and value.size == 0 and np.shape(nested) != value.shape:
+            return {"shape": list(value.shape), "values": []}  # [] alone would lose the inner dimensions
+        value = nested
+    if isinstance(value, complex):
+        return [_value_to_json(feat, value.real), _value_to_json(feat, value.imag)]
     if isinstance(value, list):
         return [_value_to_json(feat, v) for v in value]
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
-    if isinstance(value, float) and feat.np_dtype.kind == "f" and feat.np_dtype.itemsize == 4:
+    if isinstance(value, float) and feat.np_dtype in _FLOAT32_PARTS:
         return float32_json(value)
     if isinstance(value, float) and not math.isfinite(value):
         return float32_json(value)
@@ -48,7 +57,12 @@ def row_to_json(schema: Schema, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _value_from_json(feat: Feature, value: Any) -> Any:
+    if feat.tensor and isinstance(value, dict) and set(value) == {"shape", "values"}:
+        return _shaped(feat, value["shape"], _value_from_json(feat, value["values"]))
     if isinstance(value, list):
+        if feat.np_dtype.kind == "c" and len(value) == 2 and not any(isinstance(v, list) for v in value):
+            real, imag = (_value_from_json(feat, v) for v in value)
+            return complex(real, imag) if _is_number(real) and _is_number(imag) else [real, imag]
         return [_value_from_json(feat, v) for v in value]
     if isinstance(value, str):
         if feat.dtype == "bytes":
@@ -56,9 +70,22 @@ def _value_from_json(feat: Feature, value: Any) -> Any:
                 return base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError) as e:
                 raise ValidationError("bytes are written as base64 text in JSON; this is not base64", feat.name) from e
-        if feat.np_dtype.kind == "f" and value in _SPECIAL:
+        if feat.np_dtype.kind in "fc" and value in _SPECIAL:
             return _SPECIAL[value]
     return value
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shaped(feat: Feature, shape: Any, values: Any) -> np.ndarray:
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        raise ValidationError('a tensor\'s {"shape", "values"} form needs a list of integers as shape', feat.name)
+    arr = np.asarray(values)
+    if arr.size != math.prod(shape) or any(d < 0 for d in shape):
+        raise ValidationError(f"{arr.size} values do not fill shape {shape}", feat.name)
+    return arr.reshape(shape)
 
 
 def row_from_json(schema: Schema, obj: Any) -> dict[str, Any]:

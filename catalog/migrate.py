@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from catalog.codec import unknown_fields_within
 from catalog.errors import MigrationError, SchemaError, ValidationError
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema
 from catalog.tfrecord import proto
-from catalog.tfrecord.example import varint
+from catalog.tfrecord.example import beyond_features, varint
 
 Row = dict[str, Any]
 Features = dict[str, dict[str, Any]]  # a schema's "features" object, in order
@@ -207,6 +208,8 @@ class CastField(Operation):
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
         src, dst = before.features[self.name], after.features[self.name]
         value = row[self.name]
+        if value is None:  # an absent optional feature stays absent (the target schema judges it)
+            return row
         row[self.name] = _cast_tensor(src, dst, value, self.lossy) if dst.tensor else _cast_list(dst, value, self.lossy)
         return row
 
@@ -414,9 +417,14 @@ def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn
 
     def by_row(record: bytes, index: int) -> bytes:
         row = source.decode(record)
+        if unknown_fields_within(record):
+            raise ValidationError(
+                "holds protobuf fields a tf.train.Example does not define: a row-level step would drop them"
+            )
         for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
             row = op.apply(row, before, after)
-        return target.encode(row)
+        # the row is the features; a SequenceExample's feature_lists go along untouched
+        return target.encode(row) + beyond_features(record)
 
     return by_row
 
@@ -440,6 +448,9 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
             else:
                 _edit(edits, op.old, op.new, before.features[op.old])
     extra = b"".join(added.values())
+    # A valid record holds other keys only as Features with no list type, absent to TF; they
+    # are dropped, or one renamed or added onto could hide the new value (protobuf keeps the last).
+    known = {name.encode("utf-8") for name in chain[0]._codec.allowed}
 
     def by_entries(record: bytes, _index: int) -> bytes:
         entries = _split(record)
@@ -447,6 +458,8 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
             return _edit_message(record, edits, extra)
         kept = []
         for key, entry in entries:
+            if key not in known:
+                continue
             if key in edits:
                 new = edits[key]
                 if new is None:

@@ -8,9 +8,10 @@ JSON form::
                   "image": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor"}}}
 
 ``shape`` omitted or ``[]``: exactly one value; ``[k, ...]``: fixed; ``[null]``: variable
-length. ``default`` makes a feature optional. A ``"tensor"`` feature is one bytes value
-holding the array's little-endian ``tobytes()``; where its shape has unknown dimensions
-the actual shape is also stored as an int64 feature ``<name>/shape``.
+length. ``default`` makes a feature optional, filled with the default where a record lacks
+it; ``"optional": true`` makes it optional with no default (absent: ``None`` in a row).
+A ``"tensor"`` feature is one bytes value holding the array's little-endian ``tobytes()``;
+where its shape has unknown dimensions the actual shape is also stored as an int64 feature ``<name>/shape``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from catalog.tfrecord import example as wire
 from catalog.tfrecord.framing import open_regular
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
-FEATURE_KEYS = {"dtype", "shape", "default", "encoding", "description"}
+FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description"}
 SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
@@ -57,6 +58,11 @@ class Feature:
     default: Any = None
     has_default: bool = False
     description: str = ""
+    optional: bool = False  # may be absent, with no default: None in a row
+
+    @property
+    def may_be_absent(self) -> bool:
+        return self.has_default or self.optional
 
     @property
     def is_scalar(self) -> bool:
@@ -95,6 +101,8 @@ class Feature:
             out["encoding"] = "tensor"
         if self.has_default:
             out["default"] = _json_default(self.default)
+        if self.optional:
+            out["optional"] = True
         if self.description:
             out["description"] = self.description
         return out
@@ -198,7 +206,12 @@ def _parse_feature(name: str, raw: Any) -> Feature:
         raise SchemaError("description must be a string", name)
     if not _is_utf8(description):
         raise SchemaError("description must be UTF-8 text", name)
-    feat = Feature(name, dtype, shape, tensor, description=description)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        raise SchemaError(f"optional must be true or false, got {optional!r}", name)
+    if optional and "default" in raw:
+        raise SchemaError('a feature with a default is optional already: give "default" or "optional", not both', name)
+    feat = Feature(name, dtype, shape, tensor, description=description, optional=optional)
     if "default" in raw:
         feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description)
     return feat
@@ -238,13 +251,11 @@ def _scalar(feat: Feature, v: Any) -> Any:
             if not wire.INT64_MIN <= iv <= wire.INT64_MAX:
                 raise ValidationError(f"integer {iv} is out of int64 range", feat.name)
             return iv
-        if isinstance(v, (bool, np.bool_)):
-            return int(v)
-        raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)
+        raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)  # bool too
     if dtype == "float32":
         if isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
             fv = float(v)
-            if abs(fv) > wire.FLOAT32_MAX and not math.isinf(fv):
+            if abs(fv) >= wire.FLOAT32_OVERFLOW and not math.isinf(fv):
                 raise ValidationError(f"float {fv!r} is out of float32 range", feat.name)
             return fv
         raise ValidationError(f"expected float32, got {type(v).__name__} {v!r:.40}", feat.name)
@@ -305,16 +316,55 @@ def _tensor(feat: Feature, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except (ValueError, TypeError) as e:
         raise ValidationError(f"not an array: {e}", feat.name) from e
-    if arr.dtype != target and not np.can_cast(arr.dtype, target, "safe"):
-        if arr.dtype.kind in "iub" and target.kind in "iu" and arr.size:
+    if arr.dtype.kind == "f" and target.kind in "iu" and not isinstance(value, np.ndarray):
+        arr = _exact_ints(feat, arr, value)
+    src = arr.dtype
+    if arr.size == 0:
+        return _tensor_shape_checked(feat, arr).astype(target)  # no value to lose ([] reads as float64)
+    if src.kind == "b" and target.kind != "b":  # true is not 1, as in list features
+        raise ValidationError(f"cannot store bool as {target.name}", feat.name)
+    if src != target and not np.can_cast(src, target, "safe"):
+        if src.kind in "iu" and target.kind in "iu" and arr.size:
             info = np.iinfo(target)
             if arr.min() < info.min or arr.max() > info.max:
                 raise ValidationError(f"values out of {target.name} range", feat.name)
-        elif not (arr.dtype.kind in "iuf" and target.kind in "fc"):
-            raise ValidationError(f"cannot store {arr.dtype} as {target.name}", feat.name)
+        elif (src.kind in "iuf" and target.kind in "fc") or src.kind == target.kind == "c":
+            _check_float_range(feat, arr, target)
+        elif not (src.kind in "iu" and target.kind in "iu"):
+            raise ValidationError(f"cannot store {src} as {target.name}", feat.name)
+    return _tensor_shape_checked(feat, arr).astype(target, copy=False)
+
+
+def _exact_ints(feat: Feature, arr: np.ndarray, value: Any) -> np.ndarray:
+    """Python ints beyond int64 (a JSON uint64) make numpy choose float64, rounding them: keep
+    them exact as Python ints, for the range check to judge."""
+    obj = np.asarray(value, dtype=object)
+    if obj.size == 0 or obj.shape != arr.shape or not all(type(v) is int for v in obj.flat):
+        return arr
+    lo, hi = min(obj.flat), max(obj.flat)
+    if lo < wire.INT64_MIN or hi > 2**64 - 1 or (lo < 0 and hi > wire.INT64_MAX):
+        raise ValidationError(f"values out of {feat.np_dtype.name} range", feat.name)
+    return obj.astype(np.uint64 if lo >= 0 else np.int64)
+
+
+def _tensor_shape_checked(feat: Feature, arr: np.ndarray) -> np.ndarray:
     if arr.ndim != len(feat.shape) or any(d is not None and d != a for d, a in zip(feat.shape, arr.shape, strict=True)):
         raise ValidationError(f"expected shape {_shape_text(feat.shape)}, got {list(arr.shape)}", feat.name)
-    return arr.astype(target, copy=False)
+    return arr
+
+
+def _check_float_range(feat: Feature, arr: np.ndarray, target: np.dtype[Any]) -> None:
+    """The rule for floats, scalars and tensors alike: a value is rounded to the nearest of
+    the target dtype; a finite one that would round to infinity is refused (inf and NaN are kept)."""
+    limit = wire.rounds_to_inf(target.char.lower() if target.kind == "c" else target)  # complex: its parts' float
+    for part in (arr.real, arr.imag) if arr.dtype.kind == "c" else (arr,):
+        values = part.astype(np.float64)
+        over = np.isfinite(values) & (np.abs(values) >= limit)
+        if over.any():
+            at = tuple(int(i) for i in np.argwhere(over)[0])
+            raise ValidationError(
+                f"value {arr[at].item()!r} at index {list(at)} is out of {target.name} range", feat.name
+            )
 
 
 def _shape_text(shape: tuple[int | None, ...]) -> str:
@@ -442,6 +492,8 @@ class Schema:
                 out[name] = _convert(feat, row[name])
             elif feat.has_default:
                 out[name] = feat.default
+            elif feat.optional:
+                out[name] = None
             else:
                 raise ValidationError("missing (the feature has no default)", name)
         return out
@@ -453,8 +505,9 @@ class Schema:
     # ---- records
     def validate_record(self, data: bytes | Mapping[str, list[Any]]) -> None:
         """Check a serialized Example (or its decoded dict) against the schema."""
-        decoded = data if isinstance(data, Mapping) else wire.decode_example(data)
-        self._codec.check_decoded(decoded)
+        from catalog.codec import decode_kinds  # the wire kinds: an empty list keeps its type
+
+        self._codec.check_decoded(data if isinstance(data, Mapping) else decode_kinds(data))
 
     def decode(self, data: bytes) -> dict[str, Any]:
         """Decode one record to a row: scalars as scalars, fixed shapes as arrays."""
@@ -470,14 +523,20 @@ class Schema:
         spec: dict[str, dict[str, Any]] = {}
         for name, f in self.features.items():
             if f.tensor:
+                # optional: FixedLenFeature needs a value or a default, VarLenFeature gives 0 or 1 per record
                 entry: dict[str, Any] = {"kind": "FixedLenFeature", "shape": [], "dtype": "string"}
+                if f.optional:
+                    entry = {"kind": "VarLenFeature", "dtype": "string"}
                 entry["decode_raw"] = {"dtype": f.dtype, "shape": list(f.shape), "little_endian": True}
                 spec[name] = entry
                 if f.stores_shape:
-                    spec[name + SHAPE_SUFFIX] = {"kind": "FixedLenFeature", "shape": [len(f.shape)], "dtype": "int64"}
+                    shape_entry = {"kind": "FixedLenFeature", "shape": [len(f.shape)], "dtype": "int64"}
+                    if f.optional:
+                        shape_entry = {"kind": "VarLenFeature", "dtype": "int64"}
+                    spec[name + SHAPE_SUFFIX] = shape_entry
                 continue
             tf_dtype = "string" if f.dtype in ("string", "bytes") else f.dtype
-            if f.is_varlen:
+            if f.is_varlen or f.optional:  # optional: none or all of its values in each record
                 spec[name] = {"kind": "VarLenFeature", "dtype": tf_dtype}
                 continue
             entry = {"kind": "FixedLenFeature", "shape": list(f.shape), "dtype": tf_dtype}
@@ -489,8 +548,8 @@ class Schema:
 
     # ---- inference
     @classmethod
-    def infer(cls, records: Iterable[bytes | Mapping[str, list[Any]]]) -> Schema:
-        """Infer a schema from sample records (serialized Examples or decoded dicts)."""
+    def infer(cls, records: Iterable[bytes | Mapping[str, Any]]) -> Schema:
+        """Infer a schema from sample records (serialized Examples, or dicts of values or of (kind, values))."""
         from catalog.codec import infer_features
 
         return cls(infer_features(records))

@@ -324,10 +324,18 @@ def test_duplicates_merges_and_unknown_fields() -> None:
     swapped = example(ld(0x0A, value + key), *rest, vec)
     # a second oneof member replaces the first
     two_kinds = example(entry("id", wire.float_feature([1.0]) + wire.int64_feature([5])), *rest, vec)
-    records = [dup, merged, unknown_example, unknown_feature, swapped, two_kinds, BASIC_RECORDS[0]]
+    records = [dup, merged, unknown_feature, swapped, two_kinds, BASIC_RECORDS[0]]
     cols = check_batch(BASIC, records)[1]
-    assert cols["id"][:6].tolist() == [2, 2, BASIC.decode(BASIC_RECORDS[2])["id"], 3, 4, 5]
-    assert slow_records(BASIC, records) == [0, 1, 2, 3, 4, 5]
+    assert cols["id"][:5].tolist() == [2, 2, 3, 4, 5]
+    assert slow_records(BASIC, records) == [0, 1, 2, 3, 4]
+    # a top-level field an Example does not have: not an Example (a TF event record looks so)
+    kind, (error, message, _record, _feature) = check_batch(BASIC, [BASIC_RECORDS[0], unknown_example])
+    assert (kind, error) == ("error", CodecError)
+    at = len(BASIC_RECORDS[2])
+    assert message == (
+        f"not a tf.train.Example: its top-level field 2 at byte {at} is varint; an Example holds only field 1 "
+        "(features, length-delimited)"
+    )
     # upb drops a map entry holding an unknown field: whatever it does, both paths agree
     check_batch(BASIC, [BASIC_RECORDS[0], unknown_entry])
 

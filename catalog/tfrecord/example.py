@@ -24,6 +24,17 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
+
+def rounds_to_inf(dtype: Any) -> float:
+    """The smallest magnitude a float dtype rounds to infinity: halfway from its largest value
+    to the next power of two. Anything smaller is stored as its nearest value."""
+    top = np.finfo(dtype).max
+    step = top - np.nextafter(top, top.dtype.type(0))  # the spacing just below the top, as above it
+    return float(top) + float(step) / 2
+
+
+FLOAT32_OVERFLOW = rounds_to_inf(np.float32)
+
 # Field tags (field_number << 3 | wire type 2).
 TAG_1 = b"\x0a"  # bytes_list / Example.features / map key / list value
 TAG_2 = b"\x12"  # float_list / map value / SequenceExample.feature_lists
@@ -220,6 +231,73 @@ def encode_sequence_example(
         body = b"".join([length_delimited(TAG_1, encode_feature(name, step)) for step in steps])
         lists.append(map_entry(key, body))
     return length_delimited(TAG_1, _features_body(context)) + length_delimited(TAG_2, b"".join(lists))
+
+
+# --------------------------------------------------------------------------- which message
+
+EXAMPLE, SEQUENCE_EXAMPLE = "tf.train.Example", "tf.train.SequenceExample"
+_WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "length-delimited", 5: "fixed32"}
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise CodecError(f"not a protobuf message: truncated varint at byte {pos}")
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def top_level_fields(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(field number, wire type, start, end) of each top-level field of a protobuf message."""
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        start = pos
+        tag, pos = _read_varint(data, pos)
+        number, wtype = tag >> 3, tag & 7
+        if wtype == 0:
+            _, pos = _read_varint(data, pos)
+        elif wtype in (1, 5):
+            pos += 8 if wtype == 1 else 4
+        elif wtype == 2:
+            length, pos = _read_varint(data, pos)
+            pos += length
+        else:
+            raise CodecError(f"not a protobuf message this reads: wire type {wtype} at byte {start}")
+        if pos > n:
+            raise CodecError(f"not a protobuf message: the field at byte {start} runs past the end")
+        out.append((number, wtype, start, pos))
+    return out
+
+
+def message_kind(data: bytes) -> str:
+    """EXAMPLE or SEQUENCE_EXAMPLE by the top-level fields (Example: field 1 = features only;
+    SequenceExample: 1 = context, 2 = feature_lists); CodecError for any other message."""
+    kind = EXAMPLE
+    for number, wtype, start, _end in top_level_fields(data):
+        if wtype != 2 or number not in (1, 2):
+            raise CodecError(
+                f"not a tf.train.Example: its top-level field {number} at byte {start} is {_WIRE_TYPES.get(wtype)}; "
+                "an Example holds only field 1 (features, length-delimited)"
+            )
+        if number == 2:
+            kind = SEQUENCE_EXAMPLE
+    return kind
+
+
+def beyond_features(data: bytes) -> bytes:
+    """The top-level fields of a record other than ``features`` (a SequenceExample's
+    feature_lists), as they are: what a rewrite of the features must carry along."""
+    if data[:1] == TAG_1:  # the usual layout, one features field spanning the record: nothing else
+        n, pos = _read_varint(data, 1)
+        if pos + n == len(data):
+            return b""
+    return b"".join(data[a:b] for number, _w, a, b in top_level_fields(data) if number != 1)
 
 
 # --------------------------------------------------------------------------- decoding
