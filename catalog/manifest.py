@@ -497,14 +497,30 @@ def _write_queue(engine: Engine) -> Iterator[None]:
     if not WRITE_QUEUE or not path or path == ":memory:" or getattr(_queued, "active", False):
         yield
         return
+    _finish_interrupted_leave(path + QUEUE_SUFFIX)
     fd = _queue_turn(path + QUEUE_SUFFIX)
-    _queued.active = True
+    _queued.active, _queued.fd = True, fd
     try:
         yield
     finally:
         _queued.active = False
         if fd is not None:
             _leave_queue(fd)  # the next ticket's holder goes
+        _queued.fd = None
+
+
+def _finish_interrupted_leave(lock_path: str) -> None:
+    """Close the queue descriptor a Ctrl-C kept this thread from closing: it holds a slot the
+    next writer waits on (the writer's own cleanup among them). Only if it still is that
+    open lock file, never a descriptor number reused since."""
+    fd = getattr(_queued, "fd", None)
+    _queued.fd = None
+    if fd is None or fd not in _queue_fds:
+        return
+    with contextlib.suppress(OSError):
+        here, there = os.fstat(fd), os.stat(lock_path)
+        if (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+            _leave_queue(fd)
 
 
 def _queue_turn(lock_path: str) -> int | None:
@@ -537,8 +553,8 @@ def _queue_turn(lock_path: str) -> int | None:
 
 
 def _leave_queue(fd: int) -> None:
-    _queue_fds.discard(fd)
     os.close(fd)  # the last descriptor of its open file: its locks go, my slot with them
+    _queue_fds.discard(fd)  # after: an interrupted close is finished by _finish_interrupted_leave
 
 
 def _forget_queue_in_child() -> None:

@@ -288,6 +288,7 @@ class ShardSink:
         self.shards: list[ShardFile] = []
         self.made: list[Path] = []  # every local path created, for abort()
         self.uploaded: list[str] = []  # shards uploaded to an object store, for abort()
+        self._publishing: str | None = None  # the shard being renamed or uploaded, for abort()
         self._file: IO[bytes] | None = None
         self._writer: RecordWriter | None = None
         self._temp: Path | None = None
@@ -376,6 +377,9 @@ class ShardSink:
         except OSError as e:
             f.close()
             raise write_error(temp, e) from e
+        # Until the lists below say where the shard is, abort() finds it here: a Ctrl-C that
+        # lands right after the rename (or upload) must not leave the published file behind.
+        self._publishing = rel
         self.store.publish(f, temp, rel, self.sync)
         if self.store.remote:
             self.made.pop()  # the spool file is gone; the object is what abort() must remove
@@ -383,6 +387,7 @@ class ShardSink:
         else:
             self.made[-1] = Path(self.store.url(rel))  # the temp file is always the newest entry
         self.shards.append(ShardFile(rel, writer.records, writer.file_bytes, format_checksum(writer.checksum)))
+        self._publishing = None
         self._bytes = self._records = 0
 
     def close(self) -> list[ShardFile]:
@@ -400,6 +405,10 @@ class ShardSink:
         for path in self.made:
             with contextlib.suppress(OSError):  # gone, or a read-only area: gc takes what stays
                 path.unlink()
+        if self._publishing is not None:
+            with contextlib.suppress(CatalogError):
+                self.store.remove(self._publishing)
+            self._publishing = None
         for rel in self.uploaded:
             with contextlib.suppress(CatalogError):
                 self.store.remove(rel)
