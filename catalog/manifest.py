@@ -853,7 +853,7 @@ def copy_manifest(
     with manifest_errors(source), write_txn(source) as src:  # a damaged source (or target): one line
         _hold_writers(src, move)
         check_format({k: v for k, v in src.execute(select(MetaRow.key, MetaRow.value)).all()})
-        with write_txn(target) as dst:
+        with write_txn(target, moved_ok=True) as dst:  # empty: no catalog_meta yet
             Base.metadata.create_all(dst)
             for table in Base.metadata.sorted_tables:  # parents before children (foreign keys)
                 if table is not IntentRow.__table__:
@@ -862,7 +862,7 @@ def copy_manifest(
                 dst.execute(update(MetaRow).where(MetaRow.key == "data_root").values(value=data_root))
             _reset_sequences(dst)
         if move:
-            src.execute(insert(MetaRow).values(key=MOVED_TO, value=_where(target)))
+            src.execute(insert(MetaRow), [{"key": MOVED_TO, "value": _where(target)}])
     return counts
 
 
@@ -881,7 +881,10 @@ def _hold_writers(conn: Connection, move: bool) -> None:
 
 def _copy_table(src: Connection, dst: Connection, table: Any) -> int:
     n = 0
-    result = src.execution_options(yield_per=COPY_CHUNK).execute(select(table).order_by(*table.primary_key.columns))
+    # On the statement, not the connection: Connection.execution_options changes the
+    # connection itself, and later statements (the move's INSERT) would become cursors.
+    query = select(table).order_by(*table.primary_key.columns).execution_options(yield_per=COPY_CHUNK)
+    result = src.execute(query)
     for rows in result.partitions():
         dst.execute(insert(table), [r._asdict() for r in rows])
         n += len(rows)

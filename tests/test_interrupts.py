@@ -209,3 +209,59 @@ def test_sigint_at_every_io_call_of_the_commit_path(op: str, when: str, root: Pa
     assert outcomes == {True, False}
     with Catalog.open(root) as cat:
         assert cat.verify().problems == []
+
+
+# --------------------------------------------------------------------------- the rest of trust
+
+
+def test_copy_manifest_fences_a_writer_in_flight(root: Path, tmp_path: Path) -> None:
+    from catalog.errors import ManifestError
+
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    with Catalog.open(root) as cat:
+        ds = cat.dataset(NAME)
+        before = ds.info().version
+        with pytest.raises(ManifestError, match="moved to .*nothing was registered"), ds.writer() as w:
+            w.write({"id": 1000, "text": "in flight"})
+            with Catalog.open(root) as other:
+                other.copy_manifest(target)  # switches this directory to the copy
+        leftovers = [p for p in cat.data_root.rglob("*") if p.is_file() and p.name.endswith((".tfrecord", ".tmp"))]
+        assert len(leftovers) == 4  # the base shards only: nothing of the fenced writer
+    with Catalog.open(root) as cat:  # the copy
+        assert cat.dataset(NAME).info().version == before
+        with cat.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM write_intents").scalar() == 0
+        assert cat.verify().problems == []
+
+
+def test_gc_takes_the_files_of_a_killed_local_writer_at_once(root: Path) -> None:
+    from datetime import timedelta
+
+    child = (
+        "import os, signal, sys\nfrom catalog import Catalog\n"
+        "ds = Catalog.open(sys.argv[1]).dataset(sys.argv[2])\n"
+        "w = ds.writer().__enter__()\nw.write({'id': 7, 'text': 'doomed'})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", child, str(root), NAME], capture_output=True, timeout=TIMEOUT)
+    assert res.returncode == -9, res.stderr
+    with Catalog.open(root) as cat:
+        temp = [p for p in cat.data_root.rglob("*.tmp")]
+        assert len(temp) == 1  # the killed writer's open shard
+        report = cat.gc(grace=timedelta(0))
+        assert [Path(p).name for p in report.removed] == [temp[0].name]
+        with cat.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM write_intents").scalar() == 0
+
+
+def test_a_retried_token_is_answered_after_its_shards_were_collected(root: Path) -> None:
+    from datetime import timedelta
+
+    with Catalog.open(root) as cat:
+        first = cat.dataset(NAME).append_rows([{"id": 500, "text": "t"}], token="load-7")
+        cat.dataset(NAME).compact()
+        cat.gc(grace=timedelta(0), keep_versions=1)  # the token's version is no longer readable
+        again = cat.dataset(NAME).append_rows([{"id": 500, "text": "t"}], token="load-7")
+        assert again.duplicate and again.version == first.version
+        assert [s.relpath for s in again.shards] == [s.relpath for s in first.shards]
+        assert cat.dataset(NAME).info().records == 7

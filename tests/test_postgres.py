@@ -266,8 +266,13 @@ def _rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
+            # A switched-from manifest carries its "moved_to" mark, which the copy must not.
             return {
-                t.name: [tuple(r) for r in conn.execute(sa.select(t).order_by(*t.primary_key.columns))]
+                t.name: [
+                    tuple(r)
+                    for r in conn.execute(sa.select(t).order_by(*t.primary_key.columns))
+                    if t.name != "catalog_meta" or r[0] != "moved_to"
+                ]
                 for t in Base.metadata.sorted_tables
             }
     finally:
