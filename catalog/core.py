@@ -1484,10 +1484,10 @@ class Writer:
         failure here, and the files then belong to a committed version."""
         if self.sink is None:
             return None
-        if mf.release_intent(self.catalog.engine, self.intent_id):
+        mine, committed = mf.settle_intent(self.catalog.engine, self.intent_id)
+        if mine:
             self.sink.abort()
-            return None
-        return mf.committed_under(self.catalog.engine, self.intent_id)
+        return committed
 
 
 def live_intents(conn: Connection) -> set[str]:

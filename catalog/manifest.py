@@ -806,13 +806,30 @@ def release_intent(engine: Engine, intent_id: str) -> bool | None:
 
 
 def committed_under(engine: Engine, intent_id: str) -> int | None:
-    """The version committed under ``intent_id``, if any (None also when the manifest is unreachable)."""
+    """The version committed under ``intent_id``, or None: none was, and none can be now
+    (a commit needs the intent's row). Raises CatalogError when the manifest cannot say."""
     try:
         with read_txn(engine) as conn:
             found = conn.execute(select(CommitRow.version).where(CommitRow.intent == intent_id)).first()
-    except (CatalogError, DBAPIError):
-        return None
+    except DBAPIError as e:
+        raise ManifestError(f"manifest database error: {e}") from e
     return None if found is None else int(found[0])
+
+
+def settle_intent(engine: Engine, intent_id: str) -> tuple[bool, int | None]:
+    """After a writer's error or Ctrl-C: (may it remove its files, the version it committed).
+    Its files are its own to remove when nothing was committed under its intent; when the
+    manifest cannot be reached, they stay for gc."""
+    released = release_intent(engine, intent_id)
+    if released:
+        return True, None
+    if released is None:
+        return False, None
+    try:
+        version = committed_under(engine, intent_id)
+    except CatalogError:
+        return False, None
+    return version is None, version
 
 
 def fetch_column(conn: Connection, query: Any) -> list[Any]:

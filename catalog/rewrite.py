@@ -176,11 +176,9 @@ class Intent:
         # As Writer._abort: the manifest, not this process's memory, says whether the files
         # were committed (a Ctrl-C can land after the COMMIT, before commit_change returns).
         engine = self.ds.catalog.engine
-        committed = None
-        if mf.release_intent(engine, self.id):
+        mine, committed = mf.settle_intent(engine, self.id)
+        if mine:
             self.discard_files()
-        else:
-            committed = mf.committed_under(engine, self.id)
         if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
             raise Interrupted(committed) from exc
 

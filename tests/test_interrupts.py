@@ -221,7 +221,7 @@ def test_copy_manifest_fences_a_writer_in_flight(root: Path, tmp_path: Path) -> 
     with Catalog.open(root) as cat:
         ds = cat.dataset(NAME)
         before = ds.info().version
-        with pytest.raises(ManifestError, match="moved to .*nothing was registered"), ds.writer() as w:
+        with pytest.raises(ManifestError, match=r"moved to .*nothing was registered"), ds.writer() as w:
             w.write({"id": 1000, "text": "in flight"})
             with Catalog.open(root) as other:
                 other.copy_manifest(target)  # switches this directory to the copy
