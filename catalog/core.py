@@ -1491,12 +1491,17 @@ class Writer:
 
 
 def live_intents(conn: Connection) -> set[str]:
-    return set(conn.execute(select(IntentRow.id)).scalars()) - set(dead_intents(conn))
+    return set(conn.execute(select(IntentRow.id)).scalars()) - set(intents_dead(conn))
 
 
-def dead_intents(conn: Connection, among: Sequence[str] | None = None, lock: bool = False) -> list[str]:
+def dead_intents(conn: Connection) -> list[str]:
     """Intents whose writer is gone: no heartbeat for INTENT_STALE, or (at once) a writer
-    process of this machine that no longer runs. ``lock``: FOR UPDATE, for revoking them."""
+    process of this machine that no longer runs."""
+    return intents_dead(conn)
+
+
+def intents_dead(conn: Connection, among: Sequence[str] | None = None, lock: bool = False) -> list[str]:
+    """:func:`dead_intents`, of ``among`` only; ``lock``: FOR UPDATE, for revoking them."""
     query = select(IntentRow.id, IntentRow.heartbeat_at, IntentRow.process)
     if among is not None:
         query = query.where(IntentRow.id.in_(among))

@@ -343,13 +343,13 @@ def _before_now(span: timedelta) -> datetime:
 
 def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
     """Delete the rows of the intents in ``dead`` that are still dead now; returns their ids."""
-    from catalog.core import dead_intents
+    from catalog.core import intents_dead
 
     def txn() -> set[str]:
         with mf.write_txn(cat.engine) as conn:
             # FOR UPDATE: a heartbeat or commit racing this waits, or we wait for it and
             # then see its intent alive or gone (PostgreSQL; SQLite holds the write lock).
-            gone = set(dead_intents(conn, dead, lock=True))
+            gone = set(intents_dead(conn, dead, lock=True))
             if gone:
                 conn.execute(delete(IntentRow).where(IntentRow.id.in_(gone)))
             return gone
