@@ -146,7 +146,8 @@ class Intent:
 
     def __enter__(self) -> Intent:
         def txn() -> None:
-            with mf.write_txn(self.ds.catalog.engine) as conn:
+            # Not synced (as an append's intent): it matters only while this process lives.
+            with mf.write_txn(self.ds.catalog.engine, durable=False) as conn:
                 conn.execute(insert(IntentRow).values(**mf.intent_values(self.id, self.ds.name)))
 
         mf.with_lock_retry(txn)

@@ -40,10 +40,15 @@ root, name, op, when = sys.argv[1:5]
 # The C functions that do I/O: SQLite's and psycopg's calls, and the file system's.
 IO = {
     "execute", "executemany", "commit", "rollback", "fetchone", "fetchall", "fetchmany", "close", "cursor",
-    "connect", "send_query_params", "exec_params", "exec_", "get_result", "consume_input", "flush",
+    "connect", "send_query", "send_query_params", "send_query_prepared", "send_prepare", "exec_params", "exec_",
+    "get_result", "consume_input", "is_busy", "flush", "wait_c", "wait",
     "fsync", "fdatasync", "rename", "replace", "link", "unlink", "remove", "open", "write", "readinto",
     "read", "scandir", "listdir", "stat", "lstat", "mkdir", "rmdir",
 }
+
+
+DIALECT_IO = {"do_execute", "do_executemany", "do_commit", "do_rollback"}
+PY_EVENT = {"c_call": "call", "c_return": "return"}
 
 
 class Inject:
@@ -53,7 +58,9 @@ class Inject:
         self.armed = self.fired = False
 
     def __call__(self, frame, event, arg):
-        if self.armed and event == when and getattr(arg, "__name__", None) in IO:
+        # psycopg's calls are Python (or Cython) code: SQLAlchemy's dialect hooks mark them.
+        python_io = event == PY_EVENT[when] and frame.f_code.co_name in DIALECT_IO
+        if self.armed and (python_io or (event == when and getattr(arg, "__name__", None) in IO)):
             self.n += 1
             if self.n == self.k:
                 self.fired = True

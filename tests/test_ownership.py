@@ -145,8 +145,9 @@ def test_a_manifest_without_an_id_gets_one_at_gc(tmp_path: Path) -> None:
 def test_copy_manifest_carries_the_id(tmp_path: Path) -> None:
     cat = demo_catalog(tmp_path / "c")
     cat.copy_manifest(f"sqlite:///{tmp_path / 'copy.db'}")
-    assert Catalog.open(tmp_path / "c").catalog_id == cat.catalog_id
-    assert cat.gc(grace=timedelta(0)).removed == []
+    copy = Catalog.open(tmp_path / "c")  # the directory now uses the copy (the source is fenced)
+    assert copy.catalog_id == cat.catalog_id
+    assert copy.gc(grace=timedelta(0)).removed == []
 
 
 # --------------------------------------------------------------------------- (d) links in the data area

@@ -145,7 +145,7 @@ def test_a_file_made_meanwhile_is_never_overwritten(
 
 def test_backup_and_export_into_nowhere_are_one_line(root: Path) -> None:
     result = run("-C", str(root), "backup", "/nonexistent/x.db", ok=False)
-    assert (result.exit_code, result.stderr) == (1, "error: /nonexistent: no such directory\n")
+    assert (result.exit_code, result.stderr) == (1, "error: /nonexistent/x.db: cannot write there: no such directory\n")
     result = run("-C", str(root), "export", "demo", "/proc/x.tfrecord", ok=False)
     assert result.exit_code == 1 and result.stderr.startswith("error: /proc/x.tfrecord: cannot write: ")
     assert len(result.stderr.splitlines()) == 1
