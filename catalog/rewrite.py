@@ -425,7 +425,8 @@ def _commit_txn(ds: Dataset, ch: Change) -> Commit:
         }  # fmt: skip
         conn.execute(insert(CommitRow).values(**values))
         _record_migration(conn, ds.id, ch, schema_version, new, now)
-    return _commit_value(ds, ch, values)
+    retired = [live[i] for i in ch.retire]
+    return _commit_value(ds, ch, values, sum(r.records for r in retired), len(retired))
 
 
 def _check(conn: Connection, ds: Dataset, ch: Change, row: Any) -> dict[int, Any]:
@@ -451,7 +452,9 @@ def _write_shards(conn: Connection, ds_id: int, ch: Change, version: int) -> Non
         conn.execute(insert(ShardRow), [_shard_values(ds_id, s, version) for s in ch.add])
 
 
-def _commit_value(ds: Dataset, ch: Change, v: dict[str, Any]) -> Commit:
+def _commit_value(ds: Dataset, ch: Change, v: dict[str, Any], records_removed: int, shards_removed: int) -> Commit:
+    """The commit as history will show it: what it added and what it retired, counted from
+    the shards (the row's ``records_added`` stays 0 for a rewrite)."""
     from catalog.core import Commit, ShardInfo
 
     url = ds.catalog.store.url
@@ -464,7 +467,8 @@ def _commit_value(ds: Dataset, ch: Change, v: dict[str, Any]) -> Commit:
     ]
     return Commit(
         ds.name, v["version"], ch.kind, v["schema_version"], v["created_at"], ch.message, ch.author,
-        ch.read_version, None, ch.records_added, len(ch.add), v["records"], v["bytes"], v["shard_count"], infos,
+        ch.read_version, None, sum(s.file.records for s in ch.add), len(ch.add), v["records"], v["bytes"],
+        v["shard_count"], infos, records_removed=records_removed, shards_removed=shards_removed,
     )  # fmt: skip
 
 

@@ -502,3 +502,25 @@ def test_cat_after_gc_collected_the_version(root: Path, mdir: Path) -> None:
     one_line_error(c(root, "restore", "small", "--version", "2", ok=False), message)
     assert [r["h"] for r in cat_rows(root, "--version", "3")] == [1] * ROWS
     assert json.loads(c(root, "verify", "--json").stdout)["ok"] is True
+
+
+def test_a_rewrite_returns_the_commit_history_shows(root: Path, mdir: Path) -> None:
+    """restore and compact return (and ``--json`` prints) what their commit added and retired,
+    exactly as history reports that version afterwards."""
+
+    def same_as_history(commit: Any) -> None:
+        with Catalog.open(root) as cat:
+            entry = next(h for h in cat.dataset("small").history() if h.version == commit.version)
+        assert commit.to_json(with_shards=False) == entry.to_json(with_shards=False)
+
+    c(root, "migrate", "small", "--add", "h:int64=1", "--migrations", str(mdir))  # v3: 3 shards rewritten
+    restored = json.loads(c(root, "restore", "small", "--version", "2", "--json").stdout)
+    assert (restored["records"], restored["records_removed"]) == (ROWS, ROWS)
+    assert (restored["shard_count"], restored["shards_removed"]) == (3, 3)
+    with Catalog.open(root) as cat:
+        ds = cat.dataset("small")
+        same_as_history(ds.restore(3))
+        report = ds.compact(target_size=1 << 20)
+    assert report.commit is not None
+    assert (report.commit.records, report.commit.records_removed, report.commit.shards_removed) == (ROWS, ROWS, 3)
+    same_as_history(report.commit)
