@@ -98,6 +98,13 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
+@pytest.fixture
+def sqlite_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of the embedded default alone: a CATALOG_DB_URL in the caller's environment
+    must not send them to another manifest."""
+    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+
+
 # --------------------------------------------------------------------------- object storage
 
 

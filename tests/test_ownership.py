@@ -43,9 +43,7 @@ def demo_catalog(root: Path, versions: int = 1) -> Catalog:
     return cat
 
 
-@pytest.fixture(autouse=True)
-def _sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("sqlite_only")
 
 
 # --------------------------------------------------------------------------- (a) empty --storage

@@ -72,9 +72,7 @@ def run(*args: str, ok: bool = True) -> Any:
     return result
 
 
-@pytest.fixture(autouse=True)
-def _sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("sqlite_only")
 
 
 @pytest.fixture

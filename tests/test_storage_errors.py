@@ -38,9 +38,7 @@ def cli_process(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(autouse=True)
-def _sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CATALOG_DB_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("sqlite_only")
 
 
 @pytest.fixture
