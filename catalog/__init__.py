@@ -4,7 +4,8 @@ The format layer (framing, Example codec, schema) is importable without TensorFl
 and byte-compatible with it.
 """
 
-from catalog.core import Catalog, Commit, Dataset, DatasetInfo, ShardInfo
+from catalog.api import Catalog, Dataset
+from catalog.commit.values import Commit, DatasetInfo, ShardInfo
 from catalog.errors import (
     CatalogError,
     CodecError,

@@ -26,7 +26,7 @@ from catalog.errors import CatalogError, Interrupted
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from catalog.core import Catalog
+    from catalog.api import Catalog
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -189,7 +189,7 @@ def _demo_step(args: list[str]) -> None:
 
 
 def _demo_rows(root: Path, records: int) -> None:
-    from catalog.core import Catalog
+    from catalog.api import Catalog
     from catalog.demo import demo_rows
 
     typer.echo("\n>>> Catalog.open(root).dataset('demo').append_rows(rows, message='rows from Python')")
@@ -240,7 +240,7 @@ def parse_duration(text: str | timedelta) -> timedelta:
 
 
 def open_catalog() -> Catalog:
-    from catalog.core import Catalog
+    from catalog.api import Catalog
 
     return Catalog.open(_globals().catalog)
 
@@ -302,7 +302,7 @@ def init(
     ] = None,
 ) -> None:
     """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
-    from catalog.core import Catalog
+    from catalog.api import Catalog
     from catalog.manifest import has_password, safe_url
 
     cat = Catalog.init(directory, db_url, storage)
@@ -479,7 +479,8 @@ def copy_manifest(
 @handle_errors
 def upgrade() -> None:
     """Bring an older manifest to the current format."""
-    from catalog.core import Catalog, find_root
+    from catalog.api import Catalog
+    from catalog.directory import find_root
 
     cat = Catalog.open(find_root(_globals().catalog), check=False)
     start, end = cat.upgrade()

@@ -1,4 +1,5 @@
-"""Where per-shard jobs run: the local process pool, or a Dask cluster.
+"""Where per-shard jobs run: the local process pool, or a Dask cluster; and the job runner
+(`run_jobs`) every operation hands its per-shard jobs to.
 
 ``--executor dask`` hands the jobs of migrate, compact, verify and large appends (picklable
 descriptions run by module-level functions) to a ``dask.distributed`` cluster through
@@ -12,13 +13,26 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import multiprocessing
 import os
-from collections.abc import Iterator
-from concurrent.futures import CancelledError, Executor
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import (
+    FIRST_EXCEPTION,
+    BrokenExecutor,
+    CancelledError,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
+from typing import Any, Protocol, TypeVar
 
 from catalog.errors import CatalogError
-from catalog.rewrite import default_workers, executor_for
+
+J = TypeVar("J")
+R = TypeVar("R")
+WAIT_SLICE = 5.0  # seconds between checks on running jobs (and chances to beat)
 
 EXECUTORS = ("local", "dask")
 SCHEDULER_ENV = "CATALOG_DASK_SCHEDULER"
@@ -170,3 +184,157 @@ def _connect(distributed: Any, address: str) -> Any:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+# --------------------------------------------------------------------------- running jobs
+
+
+class Heartbeat(Protocol):
+    """What run_jobs keeps alive while jobs run: an Intent, or an append's writer."""
+
+    def beat(self) -> None: ...
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def make_executor(workers: int | None, jobs: int) -> Executor | None:
+    """A process pool for ``jobs`` units of work; None (run inline) when one worker would do."""
+    n = min(workers or default_workers(), jobs)
+    if n <= 1:
+        return None
+    # fork, where there is one: spawn and forkserver re-run the caller's __main__ in every
+    # worker, which breaks any script without an `if __name__ == "__main__"` guard. Workers
+    # still get their jobs pickled, touch no database and import migration scripts themselves.
+    methods = multiprocessing.get_all_start_methods()
+    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork" if "fork" in methods else "spawn"))
+
+
+def run_jobs(
+    fn: Callable[[J], R],
+    jobs: Sequence[J],
+    executor: Executor | None,
+    intent: Heartbeat | None,
+    on_done: Callable[[J, R], None] | None = None,
+) -> list[R]:
+    """Results of ``fn`` over ``jobs``, in job order. A failure cancels the jobs after it and
+    raises the failure of the earliest job, as a run in order would (the first bad record)."""
+    if executor is None:
+        out = []
+        with _beating(intent):
+            for job in jobs:
+                result = fn(job)
+                out.append(result)
+                if on_done:
+                    on_done(job, result)
+        return out
+    futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
+    results: dict[int, R] = {}
+    errors: dict[int, Exception] = {}
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                _collect(fut, futures[fut], jobs, results, errors, on_done)
+            if errors:  # jobs after the earliest failure need not run
+                first = min(errors)
+                pending = {f for f in pending if not (futures[f] > first and f.cancel())}
+            if intent:
+                intent.beat()
+    except BaseException:
+        # Jobs already handed to a worker cannot be cancelled (and a pool worker survives a
+        # Ctrl-C to run its next job): wait for them, so that no worker is still writing
+        # files when the caller discards the intent's files. (Dask's futures always cancel,
+        # running or not: a task that was running may still write files, named after an
+        # intent that is gone by then, which gc removes.)
+        for fut in pending:
+            fut.cancel()
+        with contextlib.suppress(BaseException):
+            wait([f for f in pending if not f.cancelled()])
+        raise
+    if errors:
+        raise errors[min(errors)]
+    return [results[i] for i in range(len(jobs))]
+
+
+@contextlib.contextmanager
+def _beating(intent: Heartbeat | None) -> Iterator[None]:
+    """Keep ``intent`` alive from a thread while jobs run inline: one job can outlast the
+    time after which gc takes a silent intent for dead."""
+    if intent is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(WAIT_SLICE):
+            with contextlib.suppress(CatalogError):
+                intent.beat()
+
+    thread = threading.Thread(target=beat, name="catalog-intent-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _collect(
+    fut: Future[R],
+    index: int,
+    jobs: Sequence[J],
+    results: dict[int, R],
+    errors: dict[int, Exception],
+    on_done: Callable[[J, R], None] | None,
+) -> None:
+    try:
+        results[index] = fut.result()
+    except Exception as e:
+        lost = executor_failure(e)
+        if lost is not None:
+            raise lost from e
+        errors[index] = e  # the job's own failure: kept until earlier jobs have finished
+        return
+    if on_done:
+        on_done(jobs[index], results[index])
+
+
+def executor_failure(e: BaseException) -> CatalogError | None:
+    """A failure of the executor rather than of the job, as one line; None for the job's own.
+
+    run_jobs never collects a future it cancelled itself, so a cancelled one was dropped by
+    the executor: Dask cancels every task when the client loses its scheduler. Exceptions of
+    Dask's own classes (KilledWorker: the task's workers kept dying) are its failures too.
+    """
+    again = "nothing was registered; run it again"
+    if isinstance(e, BrokenExecutor):
+        return CatalogError(f"a worker process died ({e}; killed, or out of memory?): {again}")
+    if isinstance(e, CancelledError):
+        return CatalogError(f"the executor dropped a job (lost the Dask scheduler?): {again}")
+    if type(e).__module__.partition(".")[0] == "distributed":
+        lines = str(e).strip().splitlines()
+        detail = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+        if type(e).__name__ == "KilledWorker":
+            detail = "workers kept dying while running one job (killed, or out of memory?)"
+        return CatalogError(f"the Dask cluster failed: {detail}: {again}")
+    return None
+
+
+@contextlib.contextmanager
+def executor_for(executor: Executor | None, workers: int | None, jobs: int) -> Iterator[Executor | None]:
+    """The caller's executor as given, or a pool of our own shut down on exit."""
+    if executor is not None:
+        yield executor
+        return
+    own = make_executor(workers, jobs)
+    try:
+        yield own
+    finally:
+        if own is not None:
+            own.shutdown(wait=True, cancel_futures=True)

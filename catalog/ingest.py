@@ -9,12 +9,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from catalog.core import explain_with, raise_explained
+from catalog.commit.handles import explain_with, raise_explained
+from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
+from catalog.executors import run_jobs
 from catalog.jsonrows import row_from_json
-from catalog.rewrite import clear_attempt, run_jobs
+from catalog.rewrite import clear_attempt
 from catalog.schema import Schema, json_problem
 from catalog.storage import ShardFile, ShardSink, Store
 from catalog.tfrecord.framing import (
@@ -24,9 +26,7 @@ from catalog.tfrecord.framing import (
     open_regular,
     read_record_batches,
 )
-
-if TYPE_CHECKING:
-    from catalog.core import Progress, Writer
+from catalog.writer import Writer
 
 
 class Schemas(Protocol):
@@ -233,14 +233,6 @@ def ingest_job(job: IngestJob) -> list[ShardFile]:
     return target.own.close()
 
 
-@dataclass
-class _WriterBeat:
-    writer: Writer
-
-    def beat(self) -> None:
-        self.writer.heartbeat()
-
-
 def ingest_files(
     w: Writer, inputs: Sequence[Path], fmt: str, link: bool, progress: Progress | None, executor: Executor
 ) -> None:
@@ -260,10 +252,10 @@ def ingest_files(
         "shard_size": w.shard_size,
         "shard_records": w.shard_records,
     }
-    jobs = [IngestJob(path=str(p.absolute()), prefix=f"{w.intent_id}-{i:05d}", **common) for i, p in enumerate(inputs)]
+    jobs = [IngestJob(path=str(p.absolute()), prefix=w.intent.prefix(i), **common) for i, p in enumerate(inputs)]
     done = (lambda job, _r: progress(os.path.getsize(job.path))) if progress else None
     try:
-        results = run_jobs(ingest_job, jobs, executor, _WriterBeat(w), done)
+        results = run_jobs(ingest_job, jobs, executor, w.intent, done)
     except BaseException:
         for job in jobs:  # nothing is registered: the jobs' files go, as the writer's own do
             clear_attempt(sink.store, job.dataset, job.prefix)

@@ -8,14 +8,18 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, select
 
+from catalog import faults
 from catalog import manifest as mf
+from catalog.commit.handles import CatalogHandle
+from catalog.commit.intents import intents_dead, live_intents
+from catalog.commit.values import GcReport, Problem, Progress, VerifyReport
 from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError
+from catalog.executors import run_jobs
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, ShardRow, utcnow
-from catalog.rewrite import run_jobs
 from catalog.storage import (
     OWNER_FILE,
     Store,
@@ -26,9 +30,6 @@ from catalog.storage import (
     shard_batches,
     write_error,
 )
-
-if TYPE_CHECKING:
-    from catalog.core import Catalog, GcReport, Problem, Progress, VerifyReport
 
 
 def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None = None) -> list[StoredFile]:
@@ -41,7 +42,7 @@ def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None
     return files
 
 
-def check_owner(cat: Catalog, dry_run: bool) -> None:
+def check_owner(cat: CatalogHandle, dry_run: bool) -> None:
     """gc deletes only in a data area whose marker names this catalog. A manifest made
     before catalog ids gets one here, and marks its data area, unless another catalog's
     marker is there (a dry run writes nothing and checks only a marker that is there)."""
@@ -69,16 +70,15 @@ def check_owner(cat: Catalog, dry_run: bool) -> None:
 
 
 def verify_catalog(
-    cat: Catalog, names: Sequence[str] | None, progress: Progress | None, executor: Executor | None = None
+    cat: CatalogHandle, names: Sequence[str] | None, progress: Progress | None, executor: Executor | None = None
 ) -> VerifyReport:
-    from catalog.core import Problem, VerifyReport, live_intents
-
     wanted = set(names) if names else None
     damage = manifest_problems(cat, wanted)
     if any(p.dataset is None for p in damage):  # the file's pages: the shard list cannot be trusted
         return VerifyReport(problems=damage)
     links: list[str] = []
     files = _data_files(cat.store, wanted, links)  # listed before the snapshot: see collect_garbage
+    faults.point("verify.listed", files=files)
     with mf.read_txn(cat.engine) as conn:
         known = dict(conn.execute(select(DatasetRow.name, DatasetRow.id)).all())
         for n in wanted or ():
@@ -112,11 +112,9 @@ def verify_catalog(
     return report
 
 
-def manifest_problems(cat: Catalog, wanted: set[str] | None) -> list[Problem]:
+def manifest_problems(cat: CatalogHandle, wanted: set[str] | None) -> list[Problem]:
     """The manifest's own damage: its pages (SQLite's quick_check), then each dataset's values
     (its commits' totals against its shard rows, its row against its current commit)."""
-    from catalog.core import Problem
-
     where = mf.manifest_where(cat.engine)
     pages = mf.integrity_problems(cat.engine)
     if pages:
@@ -128,7 +126,7 @@ def manifest_problems(cat: Catalog, wanted: set[str] | None) -> list[Problem]:
         if wanted is not None and name not in wanted:
             continue
         try:
-            ds = cat.dataset(name)
+            ds = cat.lookup(name)
             ds.history()
             ds.info()
         except ManifestError as e:
@@ -159,7 +157,7 @@ def check_shards(job: CheckJob) -> list[tuple[str, str] | None]:
 
 
 def _check_all(
-    cat: Catalog, shards: Sequence[Any], executor: Executor | None, progress: Progress | None
+    cat: CatalogHandle, shards: Sequence[Any], executor: Executor | None, progress: Progress | None
 ) -> list[tuple[str, str] | None]:
     """Each shard's problem (or None), in the order of ``shards``: inline, or in jobs on ``executor``."""
     if executor is None:
@@ -173,7 +171,7 @@ def _check_all(
     return [p for found in run_jobs(check_shards, _check_jobs(cat, shards), executor, None, done) for p in found]
 
 
-def _check_jobs(cat: Catalog, shards: Sequence[Any]) -> list[CheckJob]:
+def _check_jobs(cat: CatalogHandle, shards: Sequence[Any]) -> list[CheckJob]:
     """Runs of adjacent shards, in order: enough bytes per job that a job's cost dwarfs the executor's."""
     jobs: list[CheckJob] = []
     batch: list[tuple[str, int, int, str]] = []
@@ -211,14 +209,12 @@ def _check_shard(store: Store, rel: str, records: int, size: int, checksum: str)
 
 
 def collect_garbage(
-    cat: Catalog,
+    cat: CatalogHandle,
     grace: timedelta,
     dry_run: bool,
     keep_versions: int | None = None,
     older_than: timedelta | None = None,
 ) -> GcReport:
-    from catalog.core import GcReport, dead_intents, live_intents
-
     if keep_versions is not None and keep_versions < 1:
         raise CatalogError("--keep-versions must be at least 1 (the current version is always kept)")
     report = GcReport(dry_run=dry_run)
@@ -235,7 +231,8 @@ def collect_garbage(
         registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
         live = live_intents(conn)
-        dead = dead_intents(conn)
+        dead = intents_dead(conn)
+    faults.point("gc.read", dead=dead)
     if dead and not dry_run:
         # Revoke dead intents before touching their files: a writer that wakes up after this
         # cannot commit (a commit needs its intent), and the files of one that committed or
@@ -282,7 +279,9 @@ def _unlink(path: str) -> bool:
     return True
 
 
-def _collect_retired(cat: Catalog, keep_versions: int | None, older_than: timedelta | None, report: GcReport) -> None:
+def _collect_retired(
+    cat: CatalogHandle, keep_versions: int | None, older_than: timedelta | None, report: GcReport
+) -> None:
     """Retired shards no kept version needs: marked collected in the manifest, then deleted.
 
     A shard retired at version r was live up to r - 1, so the newest K versions (v-K+1 .. v)
@@ -341,9 +340,8 @@ def _before_now(span: timedelta) -> datetime:
         return datetime.min
 
 
-def _revoke(cat: Catalog, dead: list[str]) -> set[str]:
+def _revoke(cat: CatalogHandle, dead: list[str]) -> set[str]:
     """Delete the rows of the intents in ``dead`` that are still dead now; returns their ids."""
-    from catalog.core import intents_dead
 
     def txn() -> set[str]:
         with mf.write_txn(cat.engine) as conn:

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select, update
 
-from catalog import Catalog, Schema
+from catalog import Catalog, Commit, Dataset, Schema
 from catalog import manifest as mf
-from catalog.core import Commit, Dataset
 from catalog.errors import CommitConflictError
 from catalog.manifest import CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 

@@ -22,12 +22,9 @@ import pytest
 from probes import commit_lock_held
 from sqlalchemy import delete, select, update
 
-import catalog.core as core
-import catalog.maintenance as maintenance
-import catalog.storage as storage
-from catalog import Catalog, RecordWriter
+import catalog.commit.intents as intent_rules
+from catalog import Catalog, Commit, Dataset, RecordWriter, faults
 from catalog import manifest as mf
-from catalog.core import Commit, Dataset
 from catalog.errors import AppendError, CatalogError, CommitConflictError, CorruptRecordError, ValidationError
 from catalog.manifest import DatasetRow, IntentRow, ShardRow, utcnow
 
@@ -48,9 +45,8 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-import catalog.core as core
 import catalog.storage as storage
-from catalog import Catalog
+from catalog import Catalog, faults
 
 root, name, stage, token, marker = sys.argv[1:6]
 first, count, shard_records = (int(a) for a in sys.argv[6:9])
@@ -67,15 +63,13 @@ def hold(info):
 cat = Catalog.open(root)
 ds = cat.dataset(name)
 state = {"finishing": 0, "in_commit": False}
-original_commit_txn = core.Writer._commit_txn
 
 if stage == "after_intent":  # the intent is recorded, no file exists yet
-    original_init = storage.ShardSink.__init__
+    def on_point(name, info):
+        if name == "intent.recorded":
+            hold({"intent": info["intent"]})
 
-    def sink_init(self, *args, **kwargs):
-        hold({"intent": args[2]})
-
-    storage.ShardSink.__init__ = sink_init
+    faults.install(on_point)
 elif stage == "mid_write":  # the 2nd shard has records in its temp file, not fsynced, not renamed
     original_finish = storage.ShardSink._finish
 
@@ -89,27 +83,28 @@ elif stage == "mid_write":  # the 2nd shard has records in its temp file, not fs
 
     storage.ShardSink._finish = finish
 elif stage == "before_commit":  # every shard renamed and its directory fsynced; no transaction yet
-    def commit_txn(self, shards):
-        hold({"shards": [s.path for s in shards]})
+    def on_point(name, info):
+        if name == "commit.before":
+            hold({"shards": [s.file.path for s in info["change"].add]})
 
-    core.Writer._commit_txn = commit_txn
+    faults.install(on_point)
 elif stage == "in_commit":  # inside the commit transaction, every row written, COMMIT not yet sent
-    def commit_txn(self, shards):
-        state["in_commit"] = True
-        return original_commit_txn(self, shards)
+    def on_point(name, info):
+        state["in_commit"] = state["in_commit"] or name == "commit.before"
 
-    core.Writer._commit_txn = commit_txn
+    faults.install(on_point)
 
     @event.listens_for(cat.engine, "commit")
     def on_commit(conn):
         if state["in_commit"]:
             hold({})
 elif stage == "after_commit":  # the commit is durable; the writer has not returned yet
-    def commit_txn(self, shards):
-        commit, dup = original_commit_txn(self, shards)
-        hold({"version": commit.version, "shards": [s.relpath for s in commit.shards]})
+    def on_point(name, info):
+        if name == "commit.after":
+            commit = info["commit"]
+            hold({"version": commit.version, "shards": [s.relpath for s in commit.shards]})
 
-    core.Writer._commit_txn = commit_txn
+    faults.install(on_point)
 else:
     assert stage == "none", stage
 
@@ -234,7 +229,7 @@ def assert_consistent(cat: Catalog, name: str = NAME) -> list[Commit]:
 
 def backdate_intents(cat: Catalog) -> None:
     """Make every intent look silent for longer than INTENT_STALE (a writer that died)."""
-    old = utcnow() - core.INTENT_STALE - timedelta(minutes=1)
+    old = utcnow() - intent_rules.INTENT_STALE - timedelta(minutes=1)
     with mf.write_txn(cat.engine) as conn:
         conn.execute(update(IntentRow).values(heartbeat_at=old))
 
@@ -333,7 +328,7 @@ def test_sigkilled_append_is_all_or_nothing(
         # Once the intent is stale: verify names the leftovers "unregistered", gc removes them all.
         how = STALE_BY.get(stage, "backdate")
         if how == "setting":
-            monkeypatch.setattr(core, "INTENT_STALE", timedelta(milliseconds=200))
+            monkeypatch.setattr(intent_rules, "INTENT_STALE", timedelta(milliseconds=200))
             time.sleep(0.3)
         elif how == "absent":
             with mf.write_txn(cat.engine) as conn:
@@ -548,8 +543,8 @@ def test_shard_deleted_before_commit_fails_and_registers_nothing(root: Path) -> 
 
 def test_a_writer_that_keeps_writing_keeps_its_intent_alive(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows written through writer() (not only file ingests) refresh the heartbeat."""
-    monkeypatch.setattr(core, "INTENT_STALE", timedelta(milliseconds=600))
-    monkeypatch.setattr(core, "HEARTBEAT_EVERY", timedelta(milliseconds=50))
+    monkeypatch.setattr(intent_rules, "INTENT_STALE", timedelta(milliseconds=600))
+    monkeypatch.setattr(intent_rules, "HEARTBEAT_EVERY", timedelta(milliseconds=50))
     with Catalog.open(root) as cat:
         ds = cat.dataset(NAME)
         before = data_files(cat)
@@ -608,16 +603,16 @@ def test_commit_between_gc_snapshot_and_unlink_is_not_collected(root: Path, monk
         for r in rows(list(range(100, 125))):
             w.write(r)
         backdate_intents(cat)
-        real_dead = core.dead_intents
 
-        def dead_then_commit(conn: Any) -> list[str]:
-            dead = real_dead(conn)
-            w.__exit__(None, None, None)  # the writer wakes up and commits right after gc's snapshot
-            return dead
+        def commit_after_gc_read(name: str, info: dict[str, Any]) -> None:
+            if name == "gc.read" and w.commit is None:
+                w.__exit__(None, None, None)  # the writer wakes up and commits right after gc's snapshot
 
-        monkeypatch.setattr(core, "dead_intents", dead_then_commit)
-        gc = cat.gc(grace=timedelta(0))
-        monkeypatch.setattr(core, "dead_intents", real_dead)
+        faults.install(commit_after_gc_read)
+        try:
+            gc = cat.gc(grace=timedelta(0))
+        finally:
+            faults.install(None)
         assert w.commit is not None and w.commit.shard_count == 3  # its intent was still there: it commits
         assert gc.removed == [] and gc.kept_live == 3
         report = cat.verify()
@@ -634,22 +629,19 @@ def test_verify_does_not_report_a_temp_file_renamed_by_a_commit(root: Path, monk
         w.__enter__()
         for r in rows(list(range(100, 125))):
             w.write(r)
-        real_files = maintenance._data_files
 
-        def files_then_commit(
-            store: storage.Store, datasets: set[str] | None, links: list[str] | None = None
-        ) -> list[storage.StoredFile]:
-            out = real_files(store, datasets, links)
-            if w.commit is None:
+        def commit_after_listing(name: str, info: dict[str, Any]) -> None:
+            if name == "verify.listed" and w.commit is None:
                 w.__exit__(None, None, None)
-            return out
 
-        monkeypatch.setattr(maintenance, "_data_files", files_then_commit)
-        report = cat.verify()
-        assert w.commit is not None
-        assert report.problems == [], report.to_json()
-        gc = cat.gc(grace=timedelta(0))
-        assert gc.removed == []
-        monkeypatch.setattr(maintenance, "_data_files", real_files)
+        faults.install(commit_after_listing)
+        try:
+            report = cat.verify()
+            assert w.commit is not None
+            assert report.problems == [], report.to_json()
+            gc = cat.gc(grace=timedelta(0))
+            assert gc.removed == []
+        finally:
+            faults.install(None)
         assert ids_of(ds) == BASE_IDS + list(range(100, 125))
         assert cat.verify().problems == []

@@ -26,10 +26,9 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from catalog import Catalog, CatalogError, RecordWriter, Schema
+from catalog import Catalog, CatalogError, Dataset, RecordWriter, Schema
 from catalog import manifest as mf
 from catalog.cli import app
-from catalog.core import Dataset
 from catalog.errors import AppendError
 from catalog.executors import DASK_EXTRA, SCHEDULER_ENV, open_executor
 from catalog.manifest import IntentRow

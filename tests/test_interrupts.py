@@ -31,10 +31,7 @@ SWEEP = r"""
 import json, signal, sys
 from pathlib import Path
 
-import catalog.core as core
-import catalog.migrations as migrations
-import catalog.rewrite as rewrite
-from catalog import Catalog
+from catalog import Catalog, faults
 
 root, name, op, when = sys.argv[1:5]
 # The C functions that do I/O: SQLite's and psycopg's calls, and the file system's.
@@ -70,17 +67,14 @@ class Inject:
 inject = Inject()
 
 
-def arm(fn):
-    def armed(*args, **kwargs):
+def arm(name, info):
+    # The commit paths: an append's from the publishing of its shards on; a rewrite's from
+    # its commit on (its files are all published by then).
+    if name in ("append.closing", "commit.before"):
         inject.armed = True
-        return fn(*args, **kwargs)
-    return armed
 
 
-# The commit paths: an append's from its commit on; a rewrite's from its commit_change on.
-core.Writer._commit = arm(core.Writer._commit)
-rewrite.commit_change = arm(rewrite.commit_change)
-migrations.commit_change = rewrite.commit_change
+faults.install(arm)
 
 cat = Catalog.open(root)
 scripts = Path(root) / "scripts"

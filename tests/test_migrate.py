@@ -22,9 +22,8 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from catalog import Catalog, RecordWriter, Schema, decode_example, encode_example
+from catalog import Catalog, Dataset, RecordWriter, Schema, decode_example, encode_example
 from catalog import manifest as mf
-from catalog.core import Dataset
 from catalog.manifest import IntentRow
 from catalog.migrate import MigrationError
 from catalog.migrations import load_operations, sha256_of

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-import catalog.migrations as migrations
+import catalog.migrations.runner as migrations
 from catalog import Catalog
 from catalog import manifest as mf
 from catalog.cli import app
@@ -124,19 +124,19 @@ def test_parallel_cast_failure_names_the_first_bad_record_in_dataset_order(tmp_p
 def test_a_long_inline_job_keeps_its_intent_alive(
     cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import catalog.core as core
-    import catalog.rewrite as rewrite
+    import catalog.commit.intents as intents
+    import catalog.executors as executors
 
-    monkeypatch.setattr(core, "HEARTBEAT_EVERY", timedelta(0))
-    monkeypatch.setattr(rewrite, "WAIT_SLICE", 0.01)
+    monkeypatch.setattr(intents, "HEARTBEAT_EVERY", timedelta(0))
+    monkeypatch.setattr(executors, "WAIT_SLICE", 0.01)
     beats: list[str] = []
-    real_beat = rewrite.Intent.beat
+    real_beat = intents.Intent.beat
 
-    def counting_beat(self: rewrite.Intent) -> None:
+    def counting_beat(self: intents.Intent) -> None:
         real_beat(self)
         beats.append(self.id)
 
-    monkeypatch.setattr(rewrite.Intent, "beat", counting_beat)
+    monkeypatch.setattr(intents.Intent, "beat", counting_beat)
     mdir = tmp_path / "m"
     (mdir / "events").mkdir(parents=True)
     (mdir / "events" / "0001_slow.py").write_text(

@@ -31,11 +31,10 @@ from probes import commit_lock_held
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-import catalog.core as core
-from catalog import Catalog
+import catalog.commit.intents as intent_rules
+from catalog import Catalog, Commit, Dataset
 from catalog import manifest as mf
 from catalog.cli import app
-from catalog.core import Commit, Dataset
 from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
 from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, IntentRow, SchemaVersionRow, ShardRow, utcnow
 from catalog.storage import intent_of
@@ -92,9 +91,9 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-import catalog.migrations as migrations
+import catalog.migrations.runner as migrations
 import catalog.rewrite as rewrite
-from catalog import Catalog
+from catalog import Catalog, faults
 
 cfg = json.loads(sys.argv[1])
 marks = Path(cfg["marks"])
@@ -128,19 +127,13 @@ def gate(tag, info):
 cat = Catalog.open(cfg["root"])
 ds = cat.dataset(cfg["name"])
 
-original_enter = rewrite.Intent.__enter__
 
 
-def intent_enter(self):
-    out = original_enter(self)
+def intent_recorded(info):
     n = state["intents"]
     state["intents"] += 1
     if kill == "after_intent" and n == cfg.get("intent", 0):  # the intent row is committed; no file yet
-        hold(kill, {"intent": self.id})
-    return out
-
-
-rewrite.Intent.__enter__ = intent_enter
+        hold(kill, {"intent": info["intent"]})
 
 job_module = migrations if cfg["op"] == "migrate" else rewrite
 job_name = "migrate_shard" if cfg["op"] == "migrate" else "concat_job"
@@ -174,10 +167,8 @@ def sink_write(self, record):
 
 storage.ShardSink.write = sink_write
 
-original_commit_txn = rewrite._commit_txn
 
-
-def commit_txn(d, ch):
+def commit_before(ch):
     n = state["commits"]
     state["commits"] += 1
     if kill == "before_commit":  # every new shard published; no transaction yet
@@ -185,13 +176,23 @@ def commit_txn(d, ch):
     if n in gates.get("commit", []):
         gate("commit-%d" % n, {"files": [s.file.path for s in ch.add]})
     state["in_commit"] = kill == "in_commit"
-    commit = original_commit_txn(d, ch)
+
+
+def commit_after(commit):
     if kill == "after_commit":  # durable; the caller has not returned yet
         hold(kill, {"version": commit.version, "files": [s.relpath for s in commit.shards]})
-    return commit
 
 
-rewrite._commit_txn = commit_txn
+def on_point(name, info):
+    if name == "intent.recorded":
+        intent_recorded(info)
+    elif name == "commit.before":
+        commit_before(info["change"])
+    elif name == "commit.after":
+        commit_after(info["commit"])
+
+
+faults.install(on_point)
 
 
 @event.listens_for(cat.engine, "commit")
@@ -291,7 +292,7 @@ def rel(cat: Catalog, paths: Iterator[str] | list[str]) -> set[str]:
 
 def backdate_intents(cat: Catalog) -> None:
     """Make every intent look silent for longer than INTENT_STALE (a writer that died)."""
-    old = utcnow() - core.INTENT_STALE - timedelta(minutes=1)
+    old = utcnow() - intent_rules.INTENT_STALE - timedelta(minutes=1)
     with mf.write_txn(cat.engine) as conn:
         conn.execute(update(IntentRow).values(heartbeat_at=old))
 
@@ -727,7 +728,7 @@ def test_a_reader_racing_a_migration_commit_sees_old_or_new(
     with Catalog.open(root) as cat:
         old = list(cat.dataset(NAME).read())
     new = [migrated(r) for r in old]
-    real_files = core.Dataset._sized_files  # where read() lists its shards (with their sizes)
+    real_files = Dataset._sized_files  # where read() lists its shards (with their sizes)
     fired: list[int] = []
 
     def files_after_a_migration(self: Dataset, version: int | None = None) -> list[tuple[str, int]]:
@@ -739,12 +740,12 @@ def test_a_reader_racing_a_migration_commit_sees_old_or_new(
 
     with Catalog.open(root) as cat:
         reader = cat.dataset(NAME)
-        monkeypatch.setattr(core.Dataset, "_sized_files", files_after_a_migration)
+        monkeypatch.setattr(Dataset, "_sized_files", files_after_a_migration)
         try:
             got: Any = list(reader.read())
         except CatalogError as e:
             got = f"{type(e).__name__}: {e}"
-        monkeypatch.setattr(core.Dataset, "_sized_files", real_files)
+        monkeypatch.setattr(Dataset, "_sized_files", real_files)
         assert fired and cat.dataset(NAME).schema_version == 2
         assert got in (old, new), got
 

@@ -328,7 +328,7 @@ def test_the_current_shard_list_comes_in_index_order_without_a_sort(pg_url: str,
     """A million-shard `files()` or `show --json` must not wait for PostgreSQL to sort the whole
     list: the live shards' query has to be one the index (dataset, removed_version, seq) answers
     in order. The planner is told to avoid sequential scans, as it would at a million rows."""
-    from catalog.core import _live_at
+    from catalog.commit.handles import live_at
 
     with Catalog.init(tmp_path / "c", pg_url) as cat:
         ds = cat.register("events", SCHEMA)
@@ -341,7 +341,7 @@ def test_the_current_shard_list_comes_in_index_order_without_a_sort(pg_url: str,
         with cat.engine.connect() as conn:
             conn.exec_driver_sql("ANALYZE shards")
             conn.exec_driver_sql("SET enable_seqscan = off")
-            query = _live_at(conn, ds.id, ds.info().version)
+            query = live_at(conn, ds.id, ds.info().version)
             sql = str(query.compile(conn, compile_kwargs={"literal_binds": True}))
             plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + sql))
         assert "ix_shards_live_seq" in plan and "Sort" not in plan, plan
@@ -368,10 +368,10 @@ def test_a_server_gone_mid_read_is_one_manifest_error(
 ) -> None:
     """A streamed `show --json` whose server connection dies between chunks: the ManifestError
     line the CLI prints, not a driver traceback."""
-    from catalog import core
+    from catalog.commit import handles
     from catalog.errors import ManifestError
 
-    monkeypatch.setattr(core, "SHARD_CHUNK", 2)  # a round trip to the server every 2 shards
+    monkeypatch.setattr(handles, "SHARD_CHUNK", 2)  # a round trip to the server every 2 shards
     with Catalog.init(tmp_path / "c", pg_url) as cat:
         ds = cat.register("events", SCHEMA)
         ds.append_rows([{"id": i, "who": "x"} for i in range(10)], shard_records=1)

@@ -14,9 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import catalog.core as core
-import catalog.rewrite as rewrite
-from catalog import Catalog, read_records
+from catalog import Catalog, faults, read_records
 from catalog.cli import app
 from catalog.demo import DEMO_SCHEMA, demo_rows
 
@@ -29,8 +27,7 @@ CHILD = r"""
 import os, sqlite3, sys, time
 from pathlib import Path
 
-import catalog.rewrite as rewrite
-from catalog import Catalog
+from catalog import Catalog, faults
 
 root, verb, out, marker = sys.argv[1:5]
 
@@ -53,14 +50,7 @@ if verb == "backup":  # the backup's file has just been created: nothing copied 
     sqlite3.connect = connect
     Catalog.open(root).backup(out)
 else:  # every record written, not yet published
-    real_export_to = rewrite._export_to
-
-    def export_to(*args):
-        real_export_to(*args)
-        args[1].flush()
-        hold()
-
-    rewrite._export_to = export_to
+    faults.install(lambda name, info: name == "export.written" and hold())
     Catalog.open(root).dataset("demo").export(out)
 """
 
@@ -121,20 +111,18 @@ def test_a_file_made_meanwhile_is_never_overwritten(
 ) -> None:
     out = tmp_path / ("copy.db" if verb == "backup" else "demo.tfrecord")
 
-    def theirs_appears(real: Any) -> Any:
-        def step(*args: Any) -> Any:
-            result = real(*args)
+    def theirs_appears(name: str, info: dict[str, Any]) -> None:
+        if name in ("backup.write", "export.written"):
             out.write_text("someone else's")  # while the catalog was writing its copy
-            return result
 
-        return step
-
-    if verb == "backup":
-        monkeypatch.setattr(core.Catalog, "_backup_to", theirs_appears(core.Catalog._backup_to))
-        result = run("-C", str(root), "backup", str(out), ok=False)
-    else:
-        monkeypatch.setattr(rewrite, "_export_to", theirs_appears(rewrite._export_to))
-        result = run("-C", str(root), "export", "demo", str(out), ok=False)
+    faults.install(theirs_appears)
+    try:
+        if verb == "backup":
+            result = run("-C", str(root), "backup", str(out), ok=False)
+        else:
+            result = run("-C", str(root), "export", "demo", str(out), ok=False)
+    finally:
+        faults.install(None)
     assert result.exit_code == 1
     assert result.stderr == f"error: {out}: created by someone else meanwhile; left as it is, nothing written\n"
     assert out.read_text() == "someone else's"

@@ -1,157 +1,57 @@
-"""Schema migrations: discover scripts, plan, rewrite every shard through an executor, commit.
+"""Running migrations: plan, rewrite every shard through an executor, commit.
 
-A migration is ``<dir>/<dataset>/NNNN_slug.py`` declaring ``operations = [...]`` (see
-:mod:`catalog.migrate`). Each applied migration is one commit: a new schema version, the
-rewritten shards live, the old ones retired (still readable by version), and a row in the
-applied-migrations table with the script's sha256 (Flyway's schema history). A script
+Each applied migration is one commit through the commit protocol: a new schema version,
+the rewritten shards live, the old ones retired (still readable by version), and a row in
+the applied-migrations table with the script's sha256 (Flyway's schema history). A script
 edited after it was applied is refused.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import sys
 import time
-import types
-from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 
 from catalog import manifest as mf
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
+from catalog.commit.intents import Intent
+from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
+from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
+from catalog.executors import executor_for, run_jobs
 from catalog.manifest import AppliedMigrationRow
-from catalog.migrate import Operation, check_operations, compile_steps, evolve, from_json
-from catalog.rewrite import (
-    UNLIMITED,
-    Change,
-    Intent,
-    LiveChanged,
-    LiveShard,
-    NewShard,
-    Snapshot,
-    clear_attempt,
-    commit_change,
-    executor_for,
-    run_jobs,
-    snapshot,
+from catalog.migrations.operations import Operation, compile_steps, evolve, from_json
+from catalog.migrations.scripts import (
+    DEFAULT_DIR,
+    SLUG_RE,
+    TEMPLATE,
+    MigrationFile,
+    discover,
+    load_operations,
+    quick_operations,
+    sha256_of,
 )
+from catalog.rewrite import UNLIMITED, clear_attempt
 from catalog.schema import Schema, SchemaDiff
 from catalog.storage import ShardFile, ShardSink, Store, shard_batches
-from catalog.tfrecord.framing import open_regular
 
-if TYPE_CHECKING:
-    from catalog.core import Dataset, Progress
-
-# Names are checked with fullmatch: `$` also matches before a final newline.
-FILE_RE = re.compile(r"(\d{4,})_([A-Za-z0-9_]+)\.py")
-DEFAULT_DIR = "migrations"
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 
-TEMPLATE = '''"""{dataset} migration {number:04d}: {slug}.
-
-Applied in order by `catalog migrate {dataset}`; once applied, this file must not change
-(a new migration corrects an old one). Operations run in order on every record:
-
-    AddField(name, spec, default=...)      # or fn=lambda row: ... (computed from the row)
-    DropField(name)
-    RenameField(old, new)
-    CastField(name, spec, lossy=False)     # int64 <-> float32, string <-> bytes, shapes
-    Transform(fn, schema={{...}})            # any row -> row function, with the target schema
-
-`spec` is a feature's JSON form, as in a schema file: {{"dtype": "int64"}}.
-"""
-
-from catalog.migrate import AddField, CastField, DropField, RenameField, Transform  # noqa: F401
-
-operations = [
-    # AddField("height", {{"dtype": "int64"}}, default=256),
+__all__ = [
+    "MigrateReport",
+    "MigrationResult",
+    "MigrationStatus",
+    "migrate",
+    "new_migration",
+    "quick_operations",
+    "status",
 ]
-'''
-
-
-# --------------------------------------------------------------------------- scripts
-
-
-@dataclass(frozen=True)
-class MigrationFile:
-    id: str  # the file's stem, e.g. "0001_add_height"
-    number: int
-    path: Path
-    checksum: str  # "sha256:" + hex of the file's bytes
-
-    @classmethod
-    def read(cls, path: Path) -> MigrationFile:
-        m = FILE_RE.fullmatch(path.name)
-        if m is None:
-            raise MigrationError(f"{path}: not a migration file name (NNNN_slug.py, e.g. 0001_add_height.py)")
-        try:
-            with open_regular(path) as f:  # a FIFO would block, a directory is no script
-                data = f.read()
-        except CatalogError as e:
-            raise MigrationError(str(e)) from e
-        return cls(path.stem, int(m.group(1)), path, sha256_of(data))
-
-
-def sha256_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def discover(directory: Path, dataset: str) -> list[MigrationFile]:
-    """The dataset's migration files, in order (none when its folder does not exist)."""
-    folder = directory / dataset
-    if not folder.is_dir():
-        return []
-    files = [MigrationFile.read(p) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
-    files.sort(key=lambda f: (f.number, f.id))
-    seen: dict[int, MigrationFile] = {}
-    for f in files:
-        if f.number in seen:
-            raise MigrationError(f"{f.path}: number {f.number:04d} is taken by {seen[f.number].path.name} too")
-        seen[f.number] = f
-    return files
-
-
-_LOADED: dict[tuple[str, str], list[Operation]] = {}
-
-
-def load_operations(path: str | Path, checksum: str) -> list[Operation]:
-    """Run a migration script (the very bytes whose sha256 is ``checksum``) and return its operations.
-
-    Workers call this too: they import the script themselves, so functions in it (lambdas
-    included) never cross a process boundary.
-    """
-    key = (str(path), checksum)
-    if key in _LOADED:
-        return _LOADED[key]
-    try:
-        with open_regular(path, "cannot read migration") as f:
-            source = f.read()
-    except CatalogError as e:
-        raise MigrationError(str(e)) from e
-    except OSError as e:
-        raise MigrationError(f"{path}: cannot read migration: {e.strerror or e}") from e
-    if sha256_of(source) != checksum:
-        raise MigrationError(f"{path}: the migration changed while it was being applied; run `catalog migrate` again")
-    name = f"_catalog_migration_{checksum[7:23]}"
-    module = types.ModuleType(name)
-    module.__file__ = str(path)
-    sys.modules[name] = module  # dataclasses and pickling look functions' modules up here
-    try:
-        exec(compile(source, str(path), "exec"), module.__dict__)
-    except CatalogError as e:
-        raise MigrationError(f"{path}: {e}") from e
-    except Exception as e:  # the script's own bug: one line naming the file
-        raise MigrationError(f"{path}: the migration script failed: {type(e).__name__}: {e}") from e
-    ops = check_operations(getattr(module, "operations", None), str(path))
-    _LOADED[key] = ops
-    return ops
-
 
 # --------------------------------------------------------------------------- work units
 
@@ -307,7 +207,7 @@ class MigrationStatus:
         return dict(self.__dict__)
 
 
-def applied_rows(ds: Dataset) -> list[Any]:
+def applied_rows(ds: DatasetHandle) -> list[Any]:
     with mf.read_txn(ds.catalog.engine) as conn:
         return list(
             conn.execute(
@@ -318,7 +218,7 @@ def applied_rows(ds: Dataset) -> list[Any]:
         )
 
 
-def status(ds: Dataset, directory: Path) -> list[MigrationStatus]:
+def status(ds: DatasetHandle, directory: Path) -> list[MigrationStatus]:
     """Applied and pending migrations, oldest first, with their checksums."""
     files = {f.id: f for f in discover(directory, ds.name)}
     out = []
@@ -346,7 +246,7 @@ def status(ds: Dataset, directory: Path) -> list[MigrationStatus]:
     return out
 
 
-def pending_files(ds: Dataset, directory: Path, to: int | None) -> list[MigrationFile]:
+def pending_files(ds: DatasetHandle, directory: Path, to: int | None) -> list[MigrationFile]:
     files = discover(directory, ds.name)
     applied = {r.migration_id: r for r in applied_rows(ds)}
     for f in files:
@@ -367,10 +267,7 @@ def pending_files(ds: Dataset, directory: Path, to: int | None) -> list[Migratio
     return pending
 
 
-SLUG_RE = re.compile(r"[A-Za-z0-9_]+")
-
-
-def new_migration(ds: Dataset, directory: Path, slug: str) -> Path:
+def new_migration(ds: DatasetHandle, directory: Path, slug: str) -> Path:
     """Write the next numbered template, ``<directory>/<dataset>/NNNN_<slug>.py``."""
     slug = slug.replace("-", "_")
     if not SLUG_RE.fullmatch(slug):
@@ -386,42 +283,7 @@ def new_migration(ds: Dataset, directory: Path, slug: str) -> Path:
     return path
 
 
-def quick_operations(add: Sequence[str], drop: Sequence[str], rename: Sequence[str]) -> list[dict[str, Any]]:
-    """``--add FEATURE:DTYPE[=DEFAULT]``, ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
-    ops: list[dict[str, Any]] = []
-    for text in add:
-        m = re.fullmatch(r"([^:=]+):([A-Za-z0-9]+)(?:=(.*))?", text, re.DOTALL)  # the default as given, newlines too
-        if m is None:
-            raise MigrationError(f"--add {text!r}: use FEATURE:DTYPE[=DEFAULT], e.g. height:int64=256")
-        name, dtype, raw = m.groups()
-        if raw is None:
-            raise MigrationError(
-                f"--add {text!r}: a feature added without a default is refused (FEATURE:DTYPE=DEFAULT)"
-            )
-        ops.append({"op": "add", "name": name, "spec": {"dtype": dtype}, "default": _parse_default(text, dtype, raw)})
-    ops += [{"op": "drop", "name": name} for name in drop]
-    for text in rename:
-        old, sep, new = text.partition(":")
-        if not sep or not old or not new:
-            raise MigrationError(f"--rename {text!r}: use OLD:NEW")
-        ops.append({"op": "rename", "old": old, "new": new})
-    return ops
-
-
-def _parse_default(text: str, dtype: str, raw: str) -> Any:
-    try:
-        if dtype == "int64":
-            return int(raw)
-        if dtype == "float32":
-            return float(raw)
-    except ValueError:
-        raise MigrationError(f"--add {text!r}: {raw!r} is not a valid {dtype} value") from None
-    if dtype in ("string", "bytes"):
-        return raw
-    raise MigrationError(f"--add {text!r}: dtype {dtype!r} is not int64, float32, string or bytes (use a file)")
-
-
-def _pending(ds: Dataset, directory: Path, to: int | None, quick: list[dict[str, Any]] | None) -> list[Pending]:
+def _pending(ds: DatasetHandle, directory: Path, to: int | None, quick: list[dict[str, Any]] | None) -> list[Pending]:
     if quick:
         ops = [from_json(o) for o in quick]
         text = json.dumps(quick, sort_keys=True)
@@ -436,7 +298,7 @@ def _pending(ds: Dataset, directory: Path, to: int | None, quick: list[dict[str,
 
 
 def migrate(
-    ds: Dataset,
+    ds: DatasetHandle,
     directory: str | Path = DEFAULT_DIR,
     *,
     to: int | None = None,
@@ -449,8 +311,6 @@ def migrate(
     progress: Progress | None = None,
 ) -> MigrateReport:
     """Apply pending migrations in order (or one quick migration), one commit each."""
-    from catalog.core import default_author
-
     pending = _pending(ds, Path(directory), to, quick)
     snap = snapshot(ds)
     report = MigrateReport(ds.name, dry_run, snap.version, snap.schema_version)
@@ -478,7 +338,7 @@ def _result(p: Pending, sv: int, chain: list[Schema], snap: Snapshot) -> Migrati
 
 
 def _apply(
-    ds: Dataset, p: Pending, ex: Executor | None, message: str, author: str, progress: Progress | None
+    ds: DatasetHandle, p: Pending, ex: Executor | None, message: str, author: str, progress: Progress | None
 ) -> MigrationResult:
     start = time.monotonic()
     snap = snapshot(ds)
@@ -487,14 +347,14 @@ def _apply(
     script = str(p.script) if p.script else None
     spec = MigrationSpec(result.id, snap.schema.to_json(), script, p.checksum, tuple(p.quick_json or ()))
     message = message or f"migration {result.id}: " + "; ".join(result.operations)
-    with Intent(ds) as intent:
+    with Intent.of(ds) as intent:
         done: dict[int, ShardFile | None] = {}
         todo = list(snap.shards)
         for _round in range(CATCHUP_ROUNDS):
             done.update(_run(ds, spec, todo, intent, len(done), ex, progress))
             change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
             try:
-                commit = commit_change(ds, change)
+                committed = commit(ds, change)
             except LiveChanged as e:
                 if e.retired:
                     raise CommitConflictError(
@@ -504,7 +364,7 @@ def _apply(
                 snap = _with_appended(ds, snap, e.appended)  # appends landed: migrate them too
                 todo = [s for s in snap.shards if s.id in e.appended]
                 continue
-            result.version, result.seconds = commit.version, time.monotonic() - start
+            result.version, result.seconds = committed.version, time.monotonic() - start
             result.records, result.shards = snap.records, len(snap.shards)
             return result
         # raised inside the intent's block, so that its files go with it
@@ -535,7 +395,7 @@ def _change(
         "operations": json.dumps(p.quick_json) if p.quick_json is not None else None,
     }
     return Change(
-        "migrate", snap.version, snap.schema_version, set(done), added, message, author, intent,
+        "migrate", snap.version, snap.schema_version, added, message, author, intent, retire=set(done),
         new_schema=target, expect_live=set(done), migration=row,
     )  # fmt: skip
 
@@ -544,7 +404,7 @@ def _in_order(snap: Snapshot, done: dict[int, ShardFile | None]) -> list[LiveSha
     return [s for s in snap.shards if s.id in done]
 
 
-def _with_appended(ds: Dataset, snap: Snapshot, appended: set[int]) -> Snapshot:
+def _with_appended(ds: DatasetHandle, snap: Snapshot, appended: set[int]) -> Snapshot:
     now = snapshot(ds)
     known = {s.id for s in snap.shards}
     extra = [s for s in now.shards if s.id in appended and s.id not in known]
@@ -554,7 +414,7 @@ def _with_appended(ds: Dataset, snap: Snapshot, appended: set[int]) -> Snapshot:
 
 
 def _run(
-    ds: Dataset,
+    ds: DatasetHandle,
     spec: MigrationSpec,
     shards: list[LiveShard],
     intent: Intent,

@@ -1,0 +1,254 @@
+"""The public API: `Catalog` and `Dataset`. Thin: reading comes from the commit layer's
+handles, every change from an operation module (see ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from catalog import directory, ingest, maintenance, rewrite
+from catalog import manifest as mf
+from catalog.commit.handles import CatalogHandle, DatasetHandle
+from catalog.commit.protocol import create_dataset, drop_dataset
+from catalog.commit.values import (
+    DEFAULT_SHARD_RECORDS,
+    DEFAULT_SHARD_SIZE,
+    Commit,
+    GcReport,
+    Progress,
+    VerifyReport,
+    default_author,
+    validate_name,
+)
+from catalog.errors import AppendError
+from catalog.export import ExportReport, export_dataset
+from catalog.migrations import runner
+from catalog.migrations.runner import MigrateReport, MigrationStatus
+from catalog.rewrite import CompactReport
+from catalog.schema import Schema
+from catalog.tfrecord.framing import regular_file_problem
+from catalog.writer import Writer
+
+
+class Catalog(CatalogHandle):
+    """A catalog directory and its manifest. Create with :meth:`init`, reopen with :meth:`open`."""
+
+    # ---- opening
+    @classmethod
+    def init(
+        cls, path: str | os.PathLike[str], db_url: str | None = None, storage: str | os.PathLike[str] | None = None
+    ) -> Catalog:
+        """A new catalog directory. With ``db_url`` (or $CATALOG_DB_URL) naming a database that
+        already holds a manifest, the directory attaches to it: another machine joining."""
+        root, url = directory.create(path, db_url, storage)
+        return cls._connect(root, url, check=True)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, *, check: bool = True) -> Catalog:
+        root, url = directory.locate(path)
+        return cls._connect(root, url, check)
+
+    @classmethod
+    def _connect(cls, root: Path, url: str, check: bool) -> Catalog:
+        return cls(root, *directory.connect(root, url, check))
+
+    def copy_manifest(self, db_url: str, switch: bool = True) -> dict[str, int]:
+        """Copy the manifest, every row of it, into the empty database at ``db_url`` (SQLite or
+        PostgreSQL); with ``switch``, this catalog directory uses the copy from then on. Other
+        directories attached to the old manifest keep using it: attach them anew."""
+        return directory.copy_manifest(self, db_url, switch)
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def upgrade(self) -> tuple[int, int]:
+        """Bring the manifest to the current format; returns (from, to)."""
+        return mf.upgrade(self.engine)
+
+    # ---- datasets
+    def register(
+        self, name: str, schema: Schema | Mapping[str, Any] | str | os.PathLike[str], description: str = ""
+    ) -> Dataset:
+        validate_name(name)
+        create_dataset(self, name, _as_schema(schema), description, default_author())
+        return self.dataset(name)
+
+    def dataset(self, name: str) -> Dataset:
+        return Dataset(self, *self.dataset_row(name))
+
+    def drop(self, name: str) -> None:
+        """Remove a dataset from the manifest; its files are collected by the next gc."""
+        drop_dataset(self, self.dataset(name).id)
+
+    # ---- maintenance
+    def backup(self, out: str | os.PathLike[str]) -> Path:
+        """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
+        or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
+        under a partial name, fsynced, then published without replacing anything: a killed
+        backup leaves no file under ``out`` (the next one removes its partial file)."""
+        return directory.backup(self, out)
+
+    def verify(
+        self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None
+    ) -> VerifyReport:
+        """Check shards against the manifest; with ``executor``, in jobs on it (same report, same order)."""
+        return maintenance.verify_catalog(self, names, progress, executor)
+
+    def gc(
+        self,
+        grace: timedelta = timedelta(hours=1),
+        dry_run: bool = False,
+        *,
+        keep_versions: int | None = None,
+        older_than: timedelta | None = None,
+    ) -> GcReport:
+        """Remove unregistered files; with ``keep_versions`` and/or ``older_than`` also retired
+        shards that no kept version needs (time travel to older versions ends there)."""
+        return maintenance.collect_garbage(self, grace, dry_run, keep_versions, older_than)
+
+
+def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> Schema:
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, Mapping):
+        return Schema.from_json(dict(schema))
+    return Schema.load(schema)
+
+
+class Dataset(DatasetHandle):
+    """A handle on one dataset. It pins the schema version it read: appends validated
+    against it fail at commit if a newer schema version was committed meanwhile."""
+
+    # ---- appends
+    def append_rows(
+        self,
+        rows: Iterable[Mapping[str, Any]],
+        token: str | None = None,
+        message: str = "",
+        shard_size: int | None = None,
+        shard_records: int | None = None,
+        author: str | None = None,
+    ) -> Commit:
+        with self.writer(token, message, shard_size, shard_records, author) as w:
+            if not w.skipped:
+                for row in rows:
+                    w.write(row)
+        assert w.commit is not None
+        return w.commit
+
+    def append_files(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        token: str | None = None,
+        message: str = "",
+        shard_size: int | None = None,
+        shard_records: int | None = None,
+        *,
+        link: bool = False,
+        format: str = "auto",
+        author: str | None = None,
+        progress: Progress | None = None,
+        executor: Executor | None = None,
+    ) -> Commit:
+        """Validate and write the inputs as new shards, registered in one commit. With ``executor``
+        and several inputs, each input is a job on it (see ingest.ingest_files)."""
+        inputs = [Path(p) for p in paths]
+        for p in inputs:
+            problem = regular_file_problem(p)
+            if problem is not None:
+                raise AppendError(f"{p}: {problem}", str(p))
+        with self.writer(token, message, shard_size, shard_records, author) as w:
+            if not w.skipped and executor is not None and len(inputs) > 1:
+                ingest.ingest_files(w, inputs, format, link, progress, executor)
+            elif not w.skipped:
+                for p in inputs:
+                    ingest.ingest_file(w, p, format, link, progress)
+        assert w.commit is not None
+        return w.commit
+
+    def writer(
+        self,
+        token: str | None = None,
+        message: str = "",
+        shard_size: int | None = None,
+        shard_records: int | None = None,
+        author: str | None = None,
+    ) -> Writer:
+        """``with ds.writer() as w: w.write(row)`` commits on clean exit, registers nothing on error."""
+        return Writer(
+            self,
+            token,
+            message,
+            shard_size or DEFAULT_SHARD_SIZE,
+            shard_records or DEFAULT_SHARD_RECORDS,
+            author or default_author(),
+        )
+
+    def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
+        return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)
+
+    # ---- rewrites (see rewrite.py, export.py and catalog/migrations/)
+    def migrate(
+        self,
+        migrations: str | os.PathLike[str] = "migrations",
+        *,
+        to: int | None = None,
+        dry_run: bool = False,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        message: str = "",
+        author: str | None = None,
+        add: Sequence[str] = (),
+        drop: Sequence[str] = (),
+        rename: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> MigrateReport:
+        """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
+        with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration."""
+        quick = runner.quick_operations(add, drop, rename) if (add or drop or rename) else None
+        return runner.migrate(
+            self, Path(migrations), to=to, dry_run=dry_run, workers=workers, executor=executor, message=message,
+            author=author, quick=quick, progress=progress,
+        )  # fmt: skip
+
+    def migrations(self, migrations: str | os.PathLike[str] = "migrations") -> list[MigrationStatus]:
+        """Applied and pending migrations with their checksums."""
+        return runner.status(self, Path(migrations))
+
+    def restore(self, version: int, message: str = "", author: str | None = None) -> Commit:
+        """A new commit whose live shards and schema are exactly ``version``'s."""
+        return rewrite.restore(self, version, message, author)
+
+    def compact(
+        self,
+        target_size: int | None = None,
+        *,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        message: str = "",
+        author: str | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> CompactReport:
+        """Merge adjacent small shards (same records, same order) in one no-data-change commit."""
+        return rewrite.compact(
+            self, target_size or rewrite.DEFAULT_TARGET_SIZE, workers=workers, executor=executor, message=message,
+            author=author, dry_run=dry_run, progress=progress,
+        )  # fmt: skip
+
+    def export(
+        self,
+        out: str | os.PathLike[str],
+        version: int | None = None,
+        compression: str = "none",
+        progress: Progress | None = None,
+    ) -> ExportReport:
+        """One TFRecord file (none, gzip or zlib) holding the dataset at ``version``."""
+        return export_dataset(self, out, version, compression, progress)

@@ -1,0 +1,377 @@
+"""The one commit protocol: every change to a dataset (an append, a migration, a
+compaction, a restore) becomes visible here, in one transaction, or not at all.
+
+Before the locks: the new files are checked (a HEAD each on S3). Inside one transaction:
+a retried token answers with its earlier commit; the writer's intent is consumed (gc
+revokes a dead intent before deleting its files, so a consumed intent proves the files
+checked are still ours); the dataset row is read under its lock; the change is checked
+against it (schema version, live shards); the version is swapped (compare-and-swap: a lost
+race re-reads and tries again); then the commit, shard, schema and migration rows are
+written. See ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from catalog import faults
+from catalog import manifest as mf
+from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of
+from catalog.commit.intents import DELETE_INTENT
+from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo
+from catalog.errors import CommitConflictError, DatasetExistsError, DatasetNotFoundError
+from catalog.manifest import AppliedMigrationRow, CommitRow, DatasetRow, SchemaVersionRow, ShardRow, utcnow
+from catalog.schema import Schema
+from catalog.storage import ShardFile
+
+# Built once: every append runs them, and building a statement costs more than executing
+# it on SQLite. A commit reads the dataset's state under the row's lock: on PostgreSQL,
+# commits to one dataset then queue on that row (gapless versions, no retry storms).
+DATASET_STATE = select(
+    DatasetRow.version, DatasetRow.schema_version, DatasetRow.records, DatasetRow.bytes, DatasetRow.shard_count
+).where(DatasetRow.id == bindparam("ds"))
+DATASET_STATE_FOR_COMMIT = DATASET_STATE.with_for_update()
+COMMIT_BY_TOKEN = select(CommitRow).where(
+    CommitRow.dataset_id == bindparam("ds"), CommitRow.token == bindparam("token")
+)
+_SWAP_VERSION = (
+    update(DatasetRow)
+    .where(DatasetRow.id == bindparam("ds"), DatasetRow.version == bindparam("expected"))
+    .values(
+        version=bindparam("new"),
+        schema_version=bindparam("new_schema_version"),
+        records=bindparam("new_records"),
+        bytes=bindparam("new_bytes"),
+        shard_count=bindparam("new_shard_count"),
+    )
+)
+_LIVE = select(ShardRow.id, ShardRow.records, ShardRow.bytes).where(
+    ShardRow.dataset_id == bindparam("ds"), ShardRow.removed_version.is_(None)
+)
+_INSERT_COMMIT = insert(CommitRow)
+_INSERT_SHARD = insert(ShardRow)
+
+
+class LiveChanged(Exception):
+    """The live shards differ from what the rewrite planned for (appends landed meanwhile)."""
+
+    def __init__(self, appended: set[int], retired: set[int]) -> None:
+        super().__init__("live shards changed")
+        self.appended = appended
+        self.retired = retired
+
+
+class _Retry(Exception):
+    """The compare-and-swap lost to a concurrent commit: re-read and try again."""
+
+
+@dataclass(frozen=True)
+class NewShard:
+    file: ShardFile
+    seq: int | None = None  # read order; None: after everything live, in the order given (an append's)
+    schema_version: int | None = None  # None: the dataset's schema version at the commit
+
+
+@dataclass
+class Change:
+    """What one commit does."""
+
+    kind: str  # append | migrate | compact | restore
+    read_version: int
+    schema_version: int  # the schema version the work was validated or planned against
+    add: list[NewShard]
+    message: str
+    author: str
+    intent: str | None
+    token: str | None = None  # an append's: a retry with the same token answers with the first commit
+    retire: set[int] = field(default_factory=set)
+    new_schema: Schema | None = None  # registered as schema version + 1
+    expect_live: set[int] | None = None  # the live set must be exactly this (else LiveChanged)
+    migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
+    revert_after: int | None = None  # restore: migrations applied after this version are pending again
+
+
+def commit(ds: DatasetHandle, change: Change) -> Commit:
+    """Make ``change`` visible as the dataset's next version; a commit whose ``duplicate`` is
+    True is the earlier commit of the change's token (nothing new was registered)."""
+    for _ in range(COMMIT_RETRIES):
+        try:
+            return mf.with_lock_retry(lambda: _commit_txn(ds, change))
+        except (_Retry, IntegrityError):
+            continue  # a concurrent commit took our version number (or token): re-read
+    raise CommitConflictError(f"could not commit to {ds.name!r} after {COMMIT_RETRIES} attempts")
+
+
+def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
+    faults.point("commit.before", change=ch)
+    now = utcnow()
+    # Other writers queue on the dataset row's lock (on SQLite: the database's), so what
+    # needs no lock comes first: the files, the token (the unique (dataset, token)
+    # constraint still catches a twin committed meanwhile) and the intent.
+    ds.catalog.require_shards(s.file.path for s in ch.add)
+    with mf.write_txn(ds.catalog.engine) as conn:
+        prior = prior_commit(conn, ds, ch.token)
+        if prior is not None:
+            return prior
+        _claim_intent(conn, ch, ds.name)
+        row = conn.execute(DATASET_STATE_FOR_COMMIT, {"ds": ds.id}).first()
+        if row is None:
+            raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
+        _check_schema(ds, ch, row.schema_version)
+        retired = _retired(conn, ds, ch)
+        new = row.version + 1
+        schema_version = row.schema_version + (ch.new_schema is not None)
+        totals = {
+            "records": row.records - retired.records + sum(s.file.records for s in ch.add),
+            "bytes": row.bytes - retired.bytes + sum(s.file.bytes for s in ch.add),
+            "shard_count": row.shard_count - len(retired.ids) + len(ch.add),
+        }
+        swap = {"ds": ds.id, "expected": row.version, "new": new, "new_schema_version": schema_version}
+        if conn.execute(_SWAP_VERSION, {**swap, **{f"new_{k}": v for k, v in totals.items()}}).rowcount != 1:
+            raise _Retry()
+        if ch.new_schema is not None:
+            insert_schema(conn, ds.id, schema_version, ch.new_schema, new, now)
+        values = _commit_row(ds, ch, new, schema_version, now, totals)
+        conn.execute(_INSERT_COMMIT, values)
+        shards = _write_shards(conn, ds, ch, retired, new, schema_version)
+        _record_migration(conn, ds.id, ch, schema_version, new, now)
+    done = _commit_value(ds, values, shards, retired)
+    faults.point("commit.after", commit=done)
+    return done
+
+
+def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Commit | None:
+    """The commit already made under ``token``, with its own shard rows as registered: the
+    answer must not depend on the version still being readable (a compaction and a gc may
+    have taken those files since)."""
+    if token is None:
+        return None
+    row = conn.execute(COMMIT_BY_TOKEN, {"ds": ds.id, "token": token}).first()
+    if row is None:
+        return None
+    url = ds.catalog.store.url
+    added = conn.execute(
+        select(*SHARD_INFO_COLUMNS)
+        .where(ShardRow.dataset_id == ds.id, ShardRow.added_version == row.version)
+        .order_by(ShardRow.seq)
+    ).all()
+    return commit_of(ds.name, row, [ShardInfo(url(r[0]), *r) for r in added], duplicate=True)
+
+
+def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
+    # gc deletes a dead intent's row before it removes that intent's files, in a transaction
+    # of its own: a writer whose intent is gone may have lost files (maybe after
+    # require_shards looked), so it must not commit. Deleting the intent here is both that
+    # check and the commit's cleanup (undone if the transaction is).
+    if ch.intent is None:
+        return
+    if conn.execute(DELETE_INTENT, {"iid": ch.intent}).rowcount != 1:
+        what = f"this append to {name!r} expired (no heartbeat for {INTENT_STALE})"
+        if ch.kind != "append":
+            what = f"this {ch.kind} of {name!r} expired"
+        again = "run the append again" if ch.kind == "append" else "run it again"
+        raise CommitConflictError(
+            f"the write intent of {what} and gc may have collected its files: nothing was registered; {again}"
+        )
+
+
+def _check_schema(ds: DatasetHandle, ch: Change, schema_version: int) -> None:
+    if schema_version == ch.schema_version:
+        return
+    if ch.kind == "append":
+        raise CommitConflictError(
+            f"dataset {ds.name!r} is now at schema version {schema_version}, but this append was "
+            f"validated against schema version {ch.schema_version}: nothing was registered; "
+            "reopen the dataset and write rows in the new schema"
+        )
+    raise CommitConflictError(
+        f"dataset {ds.name!r} moved to schema version {schema_version} while this {ch.kind} worked from "
+        f"schema version {ch.schema_version}: nothing was registered; run it again"
+    )
+
+
+@dataclass(frozen=True)
+class _Retired:
+    ids: list[int]
+    records: int
+    bytes: int
+
+
+_NONE_RETIRED = _Retired([], 0, 0)
+
+
+def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
+    """The live shards ``ch`` retires, after checking the live set is what it planned for.
+    An append retires nothing and plans on no live set: it reads none."""
+    if not ch.retire and ch.expect_live is None:
+        return _NONE_RETIRED
+    live = {r.id: r for r in conn.execute(_LIVE, {"ds": ds.id})}
+    if ch.retire - live.keys() or (ch.expect_live is not None and live.keys() != ch.expect_live):
+        expected = ch.expect_live if ch.expect_live is not None else ch.retire
+        raise LiveChanged(set(live) - expected, expected - set(live))
+    ids = sorted(ch.retire)
+    return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids))
+
+
+def _commit_row(
+    ds: DatasetHandle, ch: Change, version: int, schema_version: int, now: datetime, totals: dict[str, int]
+) -> dict[str, Any]:
+    # records_added: an append's records; 0 for a rewrite, which keeps every record (history
+    # counts what each commit added and retired from the shard rows).
+    added = sum(s.file.records for s in ch.add) if ch.kind == "append" else 0
+    return {
+        "dataset_id": ds.id, "version": version, "kind": ch.kind, "schema_version": schema_version,
+        "created_at": now, "message": ch.message, "author": ch.author, "read_version": ch.read_version,
+        "token": ch.token, "records_added": added, "shards_added": len(ch.add), "intent": ch.intent, **totals,
+    }  # fmt: skip
+
+
+def _write_shards(
+    conn: Connection, ds: DatasetHandle, ch: Change, retired: _Retired, version: int, schema_version: int
+) -> list[ShardInfo]:
+    if retired.ids:
+        mf.update_shards(conn, retired.ids, removed_version=version)
+    url = ds.catalog.store.url
+    rows: list[dict[str, Any]] = [
+        {
+            "dataset_id": ds.id,
+            "path": s.file.path,
+            "records": s.file.records,
+            "bytes": s.file.bytes,
+            "checksum": s.file.checksum,
+            "compression": s.file.compression,
+            "schema_version": schema_version if s.schema_version is None else s.schema_version,
+            "added_version": version,
+            "removed_version": None,
+            "seq": (version << mf.SEQ_BITS) + i if s.seq is None else s.seq,
+        }
+        for i, s in enumerate(ch.add)
+    ]
+    if rows:
+        conn.execute(_INSERT_SHARD, rows)
+    return [
+        ShardInfo(
+            url(r["path"]),
+            r["path"],
+            r["records"],
+            r["bytes"],
+            r["checksum"],
+            r["compression"],
+            r["schema_version"],
+            version,
+        )
+        for r in rows
+    ]
+
+
+def _commit_value(ds: DatasetHandle, v: dict[str, Any], shards: list[ShardInfo], retired: _Retired) -> Commit:
+    """The commit as history will show it: what it added and what it retired."""
+    return Commit(
+        ds.name, v["version"], v["kind"], v["schema_version"], v["created_at"], v["message"], v["author"],
+        v["read_version"], v["token"], sum(s.records for s in shards), len(shards), v["records"], v["bytes"],
+        v["shard_count"], shards, records_removed=retired.records, shards_removed=len(retired.ids),
+    )  # fmt: skip
+
+
+def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schema, commit: int, now: datetime) -> None:
+    """Register ``schema`` as the dataset's schema ``version``, made by the commit of version ``commit``."""
+    conn.execute(
+        insert(SchemaVersionRow).values(
+            dataset_id=dataset_id,
+            version=version,
+            schema_json=json.dumps(schema.to_json()),
+            fingerprint=schema.fingerprint,
+            created_at=now,
+            commit_version=commit,
+        )
+    )
+
+
+def create_dataset(cat: CatalogHandle, name: str, sch: Schema, description: str, author: str) -> None:
+    """Register dataset ``name`` at version 1 (a "create" commit, no shards)."""
+    now = utcnow()
+
+    def txn() -> None:
+        with mf.write_txn(cat.engine) as conn:
+            if conn.execute(select(DatasetRow.id).where(DatasetRow.name == name)).first() is not None:
+                raise DatasetExistsError(f"dataset {name!r} already exists", name)
+            ds_id = conn.execute(
+                insert(DatasetRow).values(
+                    name=name,
+                    description=description,
+                    created_at=now,
+                    version=1,
+                    schema_version=1,
+                    records=0,
+                    bytes=0,
+                    shard_count=0,
+                )
+            ).inserted_primary_key[0]  # type: ignore[index]
+            insert_schema(conn, ds_id, 1, sch, 1, now)
+            conn.execute(
+                insert(CommitRow).values(
+                    dataset_id=ds_id,
+                    version=1,
+                    kind="create",
+                    schema_version=1,
+                    created_at=now,
+                    message=description,
+                    author=author,
+                    read_version=0,
+                    token=None,
+                    records_added=0,
+                    shards_added=0,
+                    records=0,
+                    bytes=0,
+                    shard_count=0,
+                )
+            )
+
+    try:
+        mf.with_lock_retry(txn)
+    except IntegrityError as e:
+        raise DatasetExistsError(f"dataset {name!r} already exists", name) from e
+
+
+def drop_dataset(cat: CatalogHandle, ds_id: int) -> None:
+    """Remove a dataset's rows from the manifest; its files are collected by the next gc."""
+
+    def txn() -> None:
+        with mf.write_txn(cat.engine) as conn:
+            for table in (ShardRow, CommitRow, SchemaVersionRow, AppliedMigrationRow):
+                conn.execute(delete(table).where(table.dataset_id == ds_id))
+            conn.execute(delete(DatasetRow).where(DatasetRow.id == ds_id))
+
+    mf.with_lock_retry(txn)
+
+
+def _record_migration(conn: Connection, ds_id: int, ch: Change, schema_version: int, version: int, now: Any) -> None:
+    if ch.migration is not None:
+        conn.execute(
+            insert(AppliedMigrationRow).values(
+                dataset_id=ds_id,
+                from_schema_version=ch.schema_version,
+                to_schema_version=schema_version,
+                applied_version=version,
+                applied_at=now,
+                author=ch.author,
+                **ch.migration,
+            )
+        )
+    if ch.revert_after is not None:
+        conn.execute(
+            update(AppliedMigrationRow)
+            .where(
+                AppliedMigrationRow.dataset_id == ds_id,
+                AppliedMigrationRow.applied_version > ch.revert_after,
+                AppliedMigrationRow.reverted_version.is_(None),
+            )
+            .values(reverted_version=version)
+        )

@@ -1,0 +1,220 @@
+"""Values of the commit layer: what a commit, a shard, a dataset and a report look like
+to callers, and the constants of the commit protocol (see ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from catalog.errors import InvalidNameError
+
+NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+DEFAULT_SHARD_SIZE = 256 << 20
+DEFAULT_SHARD_RECORDS = 1_000_000
+INTENT_STALE = timedelta(minutes=10)  # an intent without a heartbeat for this long is dead
+HEARTBEAT_EVERY = timedelta(seconds=30)
+COMMIT_RETRIES = 100
+SHARD_CHUNK = 10_000  # shard rows fetched at a time when streaming a shard list
+NO_DATA_CHANGE = ("create", "compact")  # commit kinds that leave the records as they were
+
+Progress = Callable[[int], None]  # called with a number of input bytes just processed
+
+
+@dataclass(slots=True)
+class ShardInfo:
+    path: str  # absolute
+    relpath: str
+    records: int
+    bytes: int
+    checksum: str
+    compression: str
+    schema_version: int
+    added_version: int
+    removed_version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.records,
+            "bytes": self.bytes,
+            "checksum": self.checksum,
+            "compression": self.compression,
+            "schema_version": self.schema_version,
+            "added_version": self.added_version,
+            "removed_version": self.removed_version,
+        }
+
+
+@dataclass(frozen=True)
+class Commit:
+    dataset: str
+    version: int
+    kind: str
+    schema_version: int
+    time: datetime
+    message: str
+    author: str
+    read_version: int
+    token: str | None
+    records: int  # records added by this commit
+    shard_count: int  # shards added by this commit
+    total_records: int
+    total_bytes: int
+    total_shards: int
+    shards: list[ShardInfo] = field(default_factory=list)
+    duplicate: bool = False  # True when a retried token returned an earlier commit
+    records_removed: int = 0  # in the shards this commit retired (a rewrite's or restore's)
+    shards_removed: int = 0
+
+    def to_json(self, with_shards: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "dataset": self.dataset,
+            "version": self.version,
+            "kind": self.kind,
+            "data_change": self.kind not in NO_DATA_CHANGE,
+            "schema_version": self.schema_version,
+            "time": iso(self.time),
+            "message": self.message,
+            "author": self.author,
+            "read_version": self.read_version,
+            "token": self.token,
+            "records": self.records,
+            "shard_count": self.shard_count,
+            "records_removed": self.records_removed,
+            "shards_removed": self.shards_removed,
+            "total_records": self.total_records,
+            "total_bytes": self.total_bytes,
+            "total_shards": self.total_shards,
+        }
+        if with_shards:
+            out["shards"] = [s.to_json() for s in self.shards]
+            out["duplicate"] = self.duplicate
+        return out
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    description: str
+    created: datetime
+    version: int
+    schema_version: int
+    schema: dict[str, Any]
+    records: int
+    bytes: int
+    shard_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "created": iso(self.created),
+            "version": self.version,
+            "schema_version": self.schema_version,
+            "schema": self.schema,
+            "records": self.records,
+            "bytes": self.bytes,
+            "shard_count": self.shard_count,
+        }
+
+
+@dataclass
+class Problem:
+    dataset: str | None
+    path: str
+    problem: str  # missing | size | checksum | records | unreadable | unregistered | link | manifest
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "path": self.path, "problem": self.problem, "detail": self.detail}
+
+
+@dataclass
+class VerifyReport:
+    checked: int = 0
+    bytes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.problem != "unregistered" for p in self.problems)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "bytes": self.bytes,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+@dataclass
+class GcReport:
+    removed: list[str] = field(default_factory=list)
+    bytes: int = 0
+    kept_young: int = 0
+    kept_live: int = 0
+    dry_run: bool = False
+    retired: list[str] = field(default_factory=list)  # retired shards collected (a subset of removed)
+    kept_retired: int = 0  # retired shards kept for time travel
+    links: list[str] = field(default_factory=list)  # symbolic links in the data area: never followed, kept
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "dry_run": self.dry_run,
+            "removed": self.removed,
+            "bytes": self.bytes,
+            "kept_young": self.kept_young,
+            "kept_live": self.kept_live,
+            "retired_removed": self.retired,
+            "kept_retired": self.kept_retired,
+            "links": self.links,
+        }
+
+
+def iso(t: datetime) -> str:
+    return t.replace(microsecond=t.microsecond).isoformat(timespec="milliseconds") + "Z"
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid dataset name {name!r}: use letters, digits, '.', '_' and '-', not starting with '.', "
+            "at most 128 characters",
+            name if isinstance(name, str) else None,
+        )
+    return name
+
+
+def default_author() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", "unknown")
+
+
+@dataclass(frozen=True)
+class ShardSum:
+    """Shards, records and bytes of a set of shards: what a commit's totals are checked against."""
+
+    shards: int
+    records: int
+    bytes: int
+
+    def __add__(self, other: ShardSum) -> ShardSum:
+        return ShardSum(self.shards + other.shards, self.records + other.records, self.bytes + other.bytes)
+
+    def __sub__(self, other: ShardSum) -> ShardSum:
+        return ShardSum(self.shards - other.shards, self.records - other.records, self.bytes - other.bytes)
+
+    def __str__(self) -> str:
+        return f"{self.records} records, {self.bytes} bytes in {self.shards} shards"
+
+
+NO_SHARDS = ShardSum(0, 0, 0)

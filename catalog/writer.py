@@ -1,0 +1,131 @@
+"""Appends: rows or validated records written into new shards under a write intent, then
+one commit through the commit protocol (catalog.commit.protocol)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from catalog import faults
+from catalog import manifest as mf
+from catalog.commit.handles import DatasetHandle, raise_explained
+from catalog.commit.intents import Intent
+from catalog.commit.protocol import DATASET_STATE, Change, NewShard, commit, prior_commit
+from catalog.commit.values import Commit
+from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
+from catalog.storage import ShardSink
+
+
+class Writer:
+    """Appends rows or validated records into new shards; one commit at the end."""
+
+    def __init__(
+        self, ds: DatasetHandle, token: str | None, message: str, shard_size: int, shard_records: int, author: str
+    ) -> None:
+        self.ds = ds
+        self.catalog = ds.catalog
+        self.token = token
+        self.message = message
+        self.author = author
+        self.shard_size = shard_size
+        self.shard_records = shard_records
+        self.commit: Commit | None = None
+        self.skipped = False  # a retried token: nothing to write
+        self.sink: ShardSink | None = None
+        self.intent = Intent(ds.catalog.engine, ds.catalog.store, ds.name)
+        self.read_version = ds.version
+
+    @property
+    def intent_id(self) -> str:
+        return self.intent.id
+
+    # ---- lifecycle
+    def __enter__(self) -> Writer:
+        prior = self._start()
+        if prior is not None:
+            self.commit, self.skipped = prior, True
+            return self
+        faults.point("intent.recorded", intent=self.intent.id)
+        self.sink = ShardSink(self.catalog.store, self.ds.name, self.intent.id, self.shard_size, self.shard_records)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self.skipped:
+            return
+        if exc is not None:
+            self._settle(exc)
+            return
+        try:
+            self.commit = self._commit()
+        except BaseException as e:
+            self._settle(e)
+            raise
+
+    def _settle(self, error: BaseException | None) -> None:
+        if self.sink is not None:
+            self.intent.settle(error, self.sink.abort)
+
+    def _start(self) -> Commit | None:
+        """Check the dataset and token, then record the intent before any file is written."""
+
+        def txn() -> Commit | None:
+            with mf.write_txn(self.catalog.engine, durable=False) as conn:  # the intent dies with its writer
+                row = conn.execute(DATASET_STATE, {"ds": self.ds.id}).first()
+                if row is None:
+                    raise DatasetNotFoundError(f"dataset {self.ds.name!r} was dropped", self.ds.name)
+                self._check_schema(row.schema_version)
+                prior = prior_commit(conn, self.ds, self.token)
+                if prior is not None:
+                    return prior
+                self.read_version = row.version
+                self.intent.open(conn)
+                return None
+
+        return mf.with_lock_retry(txn)
+
+    def _check_schema(self, schema_version: int) -> None:
+        if schema_version != self.ds.schema_version:
+            raise CommitConflictError(
+                f"dataset {self.ds.name!r} is now at schema version {schema_version}, but this append was "
+                f"validated against schema version {self.ds.schema_version}: nothing was registered; "
+                "reopen the dataset and write rows in the new schema"
+            )
+
+    # ---- writing
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Validate and encode one row into the current shard."""
+        try:
+            record = self.ds.schema.encode(row)
+        except ValidationError as e:
+            raise_explained(self.ds, e, lambda schema: schema.encode(row))
+        self.write_record(record)
+
+    def write_record(self, record: bytes) -> None:
+        """Write one serialized Example already validated against the dataset's schema."""
+        if self.sink is None:
+            raise CatalogError("the writer is not open (use it in a `with` block)")
+        self.sink.write(record)
+        # Rows written through write()/append_rows() must keep the intent alive too, or gc
+        # takes a busy writer for dead; a beat is one clock read when the last is recent.
+        self.intent.beat()
+
+    def heartbeat(self) -> None:
+        """Tell gc this writer is alive; cheap (one clock read) when the last beat is recent."""
+        self.intent.beat()
+
+    # ---- commit
+    def _commit(self) -> Commit:
+        assert self.sink is not None
+        faults.point("append.closing", intent=self.intent.id)
+        try:
+            shards = self.sink.close()
+        except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
+            raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
+        change = Change(
+            "append", self.read_version, self.ds.schema_version, [NewShard(s) for s in shards], self.message,
+            self.author, self.intent.id, token=self.token,
+        )  # fmt: skip
+        done = commit(self.ds, change)
+        if done.duplicate:  # a twin with our token committed first: our files are not needed
+            self._settle(None)
+        return done
