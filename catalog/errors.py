@@ -139,3 +139,12 @@ class Interrupted(KeyboardInterrupt):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.version,))
+
+
+def first_line(e: BaseException, named: bool = False) -> str:
+    """The first line of ``e``'s message (its class name when it has none), for one-line
+    errors; ``named``: led by the class name, for exceptions from other libraries."""
+    lines = str(e).strip().splitlines()
+    if not lines:
+        return type(e).__name__
+    return f"{type(e).__name__}: {lines[0]}" if named else lines[0]

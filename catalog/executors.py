@@ -28,7 +28,7 @@ from concurrent.futures import (
 )
 from typing import Any, Protocol, TypeVar
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, first_line
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -164,7 +164,7 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
             silence_logs=logging.CRITICAL,
         )
     except Exception as e:
-        raise CatalogError(f"cannot start a local Dask cluster: {_first_line(e)}") from None
+        raise CatalogError(f"cannot start a local Dask cluster: {first_line(e, named=True)}") from None
 
 
 def _connect(distributed: Any, address: str) -> Any:
@@ -174,16 +174,11 @@ def _connect(distributed: Any, address: str) -> Any:
     try:
         return distributed.Client(address, set_as_default=False)
     except Exception as e:  # refused, timed out, not an address, not a Dask scheduler...
-        reason = _first_line(e)
+        reason = first_line(e, named=True)
     # The half-made client still holds its event loop: finalize it now, while that loop
     # runs, or its __del__ at interpreter exit waits for a dead loop and prints a traceback.
     gc.collect()
     raise CatalogError(f"cannot reach the Dask scheduler at {address}: {reason}")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 # --------------------------------------------------------------------------- running jobs
@@ -318,8 +313,7 @@ def executor_failure(e: BaseException) -> CatalogError | None:
     if isinstance(e, CancelledError):
         return CatalogError(f"the executor dropped a job (lost the Dask scheduler?): {again}")
     if type(e).__module__.partition(".")[0] == "distributed":
-        lines = str(e).strip().splitlines()
-        detail = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+        detail = first_line(e, named=True)
         if type(e).__name__ == "KilledWorker":
             detail = "workers kept dying while running one job (killed, or out of memory?)"
         return CatalogError(f"the Dask cluster failed: {detail}: {again}")

@@ -30,7 +30,8 @@ from typing import Any
 Hook = Callable[[str, dict[str, Any]], None]
 
 POINTS = (
-    "intent.recorded", "append.closing", "commit.before", "commit.after", "gc.read", "verify.listed", "export.written", "backup.write",
+    "intent.recorded", "append.closing", "commit.before", "commit.after",
+    "gc.read", "verify.listed", "export.written", "backup.write",
 )  # fmt: skip
 
 _hook: Hook | None = None

@@ -43,7 +43,7 @@ from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from catalog.errors import CatalogError, ManifestError
+from catalog.errors import CatalogError, ManifestError, first_line
 
 try:
     import fcntl
@@ -337,8 +337,7 @@ def _database_error(e: Exception, where: str | None = None) -> ManifestError:
 
 
 def _first_line(e: Exception) -> str:
-    text = str(e.orig) if isinstance(e, DBAPIError) and e.orig is not None else str(e)
-    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return first_line(e.orig if isinstance(e, DBAPIError) and e.orig is not None else e)
 
 
 @contextmanager
