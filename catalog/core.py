@@ -53,7 +53,8 @@ from catalog.storage import (
     partial_path,
     publish_new,
 )
-from catalog.tfrecord.framing import is_url, read_record_batches
+from catalog.tfrecord.framing import read_record_batches
+from catalog.tfrecord.sources import is_url
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -865,7 +866,7 @@ class Dataset:
         """Validate and write the inputs as new shards, registered in one commit. With ``executor``
         and several inputs, each input is a job on it (see ingest.ingest_files)."""
         from catalog.ingest import ingest_file, ingest_files
-        from catalog.tfrecord.framing import regular_file_problem
+        from catalog.tfrecord.sources import regular_file_problem
 
         inputs = [Path(p) for p in paths]
         for p in inputs:

@@ -43,7 +43,7 @@ from catalog.rewrite import (
 )
 from catalog.schema import Schema, SchemaDiff
 from catalog.storage import ShardFile, ShardSink, Store, shard_batches
-from catalog.tfrecord.framing import open_regular
+from catalog.tfrecord.sources import open_regular
 
 if TYPE_CHECKING:
     from catalog.core import Dataset, Progress
