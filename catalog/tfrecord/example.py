@@ -111,7 +111,10 @@ def map_entry(key: bytes, value: bytes) -> bytes:
 def features_field(body: bytes) -> bytes:
     """The field ``features`` (1) around serialized map entries: an Example by itself, and
     after another Example more features of it (protobuf merges a message field given twice)."""
-    return TAG_1 + varint(len(body)) + body
+    n = len(body)
+    if n < 16384:  # the tag and a one- or two-byte length in one go: every row encode ends here
+        return bytes((0x0A, n) if n < 128 else (0x0A, (n & 0x7F) | 0x80, n >> 7)) + body
+    return TAG_1 + varint(n) + body
 
 
 def example_from_entries(entries: Iterable[bytes]) -> bytes:
@@ -250,8 +253,12 @@ _WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "length-delimited", 5: "fixed32"}
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """The varint at ``pos`` and the position after it; CodecError when it is cut off by the
     end of ``data`` or runs over ten bytes."""
-    if pos < len(data) and data[pos] < 0x80:  # one byte: most tags and lengths
-        return data[pos], pos + 1
+    try:
+        b = data[pos]
+    except IndexError:
+        raise CodecError(f"not a protobuf message: truncated varint at byte {pos}") from None
+    if b < 0x80:  # one byte: most tags and lengths
+        return b, pos + 1
     value = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -343,11 +350,10 @@ def split_entries(record: bytes) -> list[tuple[bytes, bytes]] | None:
     pos, end = 0, len(body)
     try:
         while pos < end:
-            if body[pos] != 0x0A:
-                return None
             n, p = read_varint(body, pos + 1)
             stop = p + n
-            if stop > end or p >= stop or body[p] != 0x0A:
+            # the entry's tag, then its key's, inside the entry (an empty entry has no key)
+            if body[pos] != 0x0A or not p < stop <= end or body[p] != 0x0A:
                 return None
             kn, kp = read_varint(body, p + 1)
             if kp + kn > stop:
