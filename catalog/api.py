@@ -30,7 +30,7 @@ from catalog.migrations import runner
 from catalog.migrations.runner import MigrateReport, MigrationStatus
 from catalog.rewrite import CompactReport
 from catalog.schema import Schema
-from catalog.tfrecord.framing import regular_file_problem
+from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
 
 

@@ -495,7 +495,7 @@ def cat(
     version: Annotated[int | None, typer.Option("--version", min=1, help="Dataset version (default: current).")] = None,
 ) -> None:
     """Print records as JSON Lines, per the schema."""
-    from catalog.jsonrows import row_to_json
+    from catalog.schema import row_to_json
 
     ds = open_catalog().dataset(name)
     version = ds.info(version).version  # one version for the schema and the records

@@ -20,7 +20,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.errors import CatalogError, CatalogNotFoundError, ManifestError
 from catalog.storage import Store, clear_dead_partials, new_catalog_id, partial_path, publish_new
-from catalog.tfrecord.framing import is_url
+from catalog.tfrecord.sources import is_url
 
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"

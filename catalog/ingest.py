@@ -15,17 +15,11 @@ from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.executors import run_jobs
-from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt
-from catalog.schema import Schema, json_problem
+from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, Store
-from catalog.tfrecord.framing import (
-    FOOTER_SIZE,
-    HEADER_SIZE,
-    detect_file_compression,
-    open_regular,
-    read_record_batches,
-)
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
+from catalog.tfrecord.sources import open_regular
 from catalog.writer import Writer
 
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import base64
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from catalog.codec import Kinded, decode_kinds
 from catalog.errors import CatalogError, CorruptRecordError
-from catalog.schema import Schema
+from catalog.schema import Kinded, Schema, decode_kinds, float32_json
 from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
@@ -54,10 +50,8 @@ def jsonable(value: Any) -> Any:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return {"base64": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-        return float(str(np.float32(value)))  # float32's shortest round-trip digits
+    if isinstance(value, float):  # a FloatList's value: a float32
+        return float32_json(value)
     if isinstance(value, list):
         return [jsonable(v) for v in value]
     return value

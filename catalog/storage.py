@@ -26,16 +26,8 @@ from typing import IO, Any
 from crc32c import crc32c
 
 from catalog.errors import CatalogError, ManifestError
-from catalog.tfrecord.framing import (
-    FOOTER_SIZE,
-    HEADER_SIZE,
-    RecordWriter,
-    is_url,
-    open_location,
-    read_record_batches,
-    remote_error,
-    remote_errors,
-)
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches
+from catalog.tfrecord.sources import is_url, open_location, remote_error, remote_errors
 
 CHECKSUM_ALGO = "crc32c"
 SHARD_SUFFIX = ".tfrecord"

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from catalog import fastdecode
 from catalog.errors import CodecError, SchemaError, ValidationError
 from catalog.schema import Schema, to_tf_feature_spec
+from catalog.schema import columnar as fastdecode
 from catalog.tfrecord import example as wire
 
 # --------------------------------------------------------------------------- helpers

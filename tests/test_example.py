@@ -20,7 +20,15 @@ from catalog.tfrecord import (
     encode_sequence_example,
     proto,
 )
-from catalog.tfrecord.example import parse_example, varint
+from catalog.tfrecord.example import (
+    append_entries,
+    features_body,
+    map_entry,
+    parse_example,
+    rekey_entry,
+    split_entries,
+    varint,
+)
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -396,3 +404,33 @@ def test_decode_rejects_invalid_bytes(data: bytes) -> None:
         decode_example(data)
     with pytest.raises(CodecError):
         decode_sequence_example(data)
+
+
+# --------------------------------------------------------------------------- splicing
+
+
+def test_split_rekey_and_append_entries_match_protobuf() -> None:
+    record = encode_example({"a": 1, "long": [b"x" * 200], "c": [1.5]})
+    entries = split_entries(record)
+    assert entries is not None and [key for key, _ in entries] == [b"a", b"long", b"c"]
+    assert features_body(record) == b"".join(entry for _, entry in entries)
+    renamed = rekey_entry(entries[1][1], b"b" * 130)  # a key whose length takes two bytes
+    extra = map_entry(b"d", proto.Feature(int64_list=proto.Int64List(value=[7])).SerializeToString())
+    spliced = append_entries(encode_example({}), b"".join([entries[0][1], renamed, extra]))
+    assert decode_example(spliced) == {"a": [1], "b" * 130: [b"x" * 200], "d": [7]}
+    unusual = encode_example({"a": 1}) + encode_example({"c": [1.5]})  # two features fields
+    assert decode_example(append_entries(unusual, extra)) == {"a": [1], "c": [1.5], "d": [7]}
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"\x12\x00",  # not a features field
+        b"\x0a\x02\x0a\x00" + b"\x0a\x00",  # features, then more of them: protobuf merges the two
+        b"\x0a\x02\x0a\x00",  # an empty entry (key "", no value): no key to read
+        b"\x0a\x06\x0a\x04\x0a\x05abc",  # a key running past its entry
+        b"\x0a\x04\x0a\x02\x12\x00",  # an entry holding its value but no key
+    ],
+)
+def test_split_entries_leaves_other_layouts_to_protobuf(record: bytes) -> None:
+    assert split_entries(record) is None

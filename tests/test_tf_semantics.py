@@ -21,11 +21,9 @@ from typer.testing import CliRunner
 
 from catalog import Catalog, RecordWriter, Schema, ValidationError
 from catalog.cli import app
-from catalog.codec import decode_kinds
 from catalog.ingest import _encode_line
-from catalog.jsonrows import row_to_json
 from catalog.migrate import AddField, CastField, RenameField, compile_steps, evolve
-from catalog.schema import to_tf_feature_spec
+from catalog.schema import decode_kinds, row_to_json, to_tf_feature_spec
 from catalog.tfrecord import decode_sequence_example, proto
 from catalog.tfrecord import example as wire
 

@@ -29,7 +29,8 @@ from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundErr
 from catalog.manifest import CommitRow, DatasetRow, SchemaVersionRow, ShardRow
 from catalog.schema import Schema
 from catalog.storage import Store, open_shard
-from catalog.tfrecord.framing import is_url, read_record_batches
+from catalog.tfrecord.framing import read_record_batches
+from catalog.tfrecord.sources import is_url
 
 # A ShardInfo's columns after its absolute path, in its field order.
 SHARD_INFO_COLUMNS = (

@@ -24,11 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from catalog.codec import unknown_fields_within
 from catalog.errors import MigrationError, SchemaError, ValidationError
-from catalog.schema import SHAPE_SUFFIX, Feature, Schema
+from catalog.schema import SHAPE_SUFFIX, Feature, Schema, unknown_fields_within, zero
 from catalog.tfrecord import proto
-from catalog.tfrecord.example import beyond_features, varint
+from catalog.tfrecord.example import (
+    append_entries,
+    beyond_features,
+    features_body,
+    features_field,
+    rekey_entry,
+    split_entries,
+)
 
 Row = dict[str, Any]
 Features = dict[str, dict[str, Any]]  # a schema's "features" object, in order
@@ -337,8 +343,7 @@ def _cast_list(dst: Feature, value: Any, lossy: bool) -> Any:
                 f"{len(values)} values do not fit shape {list(dst.shape)} (CastField(..., lossy=True) cuts or pads)",
                 dst.name,
             )
-        pad = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}[dst.dtype]
-        values = (values + [pad] * want)[:want]
+        values = (values + [zero(dst.dtype)] * want)[:want]
     if dst.is_scalar:
         return values[0]
     return values
@@ -432,7 +437,7 @@ def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn
 def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
     if all(isinstance(op, AddField) for op in ops):
         extra = b"".join(_constant_entry(op, after) for op, after in zip(ops, chain[1:], strict=True))  # type: ignore[arg-type]
-        return lambda record, _i: _append_entries(record, extra)
+        return lambda record, _i: append_entries(record, extra)
     edits: dict[bytes, bytes | None] = {}  # a record's own key -> its new key (None: drop)
     added: dict[str, bytes] = {}  # features added by this plan -> their entry, under their current name
     for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
@@ -444,16 +449,16 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
         elif isinstance(op, RenameField):
             if op.old in added:
                 entry = added.pop(op.old)
-                added[op.new] = _entry_with_key(entry, len(op.old.encode()), op.new.encode())
+                added[op.new] = rekey_entry(entry, op.new.encode())
             else:
                 _edit(edits, op.old, op.new, before.features[op.old])
     extra = b"".join(added.values())
     # A valid record holds other keys only as Features with no list type, absent to TF; they
     # are dropped, or one renamed or added onto could hide the new value (protobuf keeps the last).
-    known = {name.encode("utf-8") for name in chain[0]._codec.allowed}
+    known = {name.encode("utf-8") for name in chain[0].record_keys}
 
     def by_entries(record: bytes, _index: int) -> bytes:
-        entries = _split(record)
+        entries = split_entries(record)
         if entries is None:
             return _edit_message(record, edits, extra)
         kept = []
@@ -464,10 +469,9 @@ def _byte_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
                 new = edits[key]
                 if new is None:
                     continue
-                entry = _entry_with_key(entry, len(key), new)
+                entry = rekey_entry(entry, new)
             kept.append(entry)
-        body = b"".join(kept) + extra
-        return b"\x0a" + varint(len(body)) + body
+        return features_field(b"".join(kept) + extra)
 
     return by_entries
 
@@ -485,80 +489,13 @@ def _edit(edits: dict[bytes, bytes | None], old: str, new: str | None, feat: Fea
 
 def _constant_entry(op: AddField, after: Schema) -> bytes:
     feat = after.features[op.name]
-    record = Schema([feat]).encode({op.name: op.value_for(feat)})
-    _n, start = _read_varint(record, 1)
-    return record[start:]
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return b, pos + 1
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise IndexError("truncated varint")
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        pos += 1
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _body(record: bytes) -> bytes | None:
-    """The Features body of an Example laid out as every serializer writes it, else None."""
-    if not record:
-        return b""
-    if record[0] != 0x0A:
-        return None
-    try:
-        n, start = _read_varint(record, 1)
-    except IndexError:
-        return None
-    return record[start:] if start + n == len(record) else None
-
-
-def _append_entries(record: bytes, extra: bytes) -> bytes:
-    body = _body(record)
-    if body is None:  # unusual layout: a second Features message merges on concatenation
-        return record + b"\x0a" + varint(len(extra)) + extra
-    body += extra
-    return b"\x0a" + varint(len(body)) + body
-
-
-def _split(record: bytes) -> list[tuple[bytes, bytes]] | None:
-    """(key, whole map entry) pairs of an Example, or None for a layout this does not parse."""
-    body = _body(record)
-    if body is None:
-        return None
-    out = []
-    pos, end = 0, len(body)
-    try:
-        while pos < end:
-            if body[pos] != 0x0A:
-                return None
-            n, p = _read_varint(body, pos + 1)
-            stop = p + n
-            if stop > end or body[p] != 0x0A:
-                return None
-            kn, kp = _read_varint(body, p + 1)
-            out.append((body[kp : kp + kn], body[pos:stop]))
-            pos = stop
-    except IndexError:
-        return None
-    return out
-
-
-def _entry_with_key(entry: bytes, key_len: int, new: bytes) -> bytes:
-    _n, p = _read_varint(entry, 1)  # start of the entry's body
-    _kn, kp = _read_varint(entry, p + 1)
-    inner = b"\x0a" + varint(len(new)) + new + entry[kp + key_len :]
-    return b"\x0a" + varint(len(inner)) + inner
+    entries = features_body(Schema([feat]).encode({op.name: op.value_for(feat)}))
+    assert entries is not None  # the codec writes the usual layout
+    return entries
 
 
 def _edit_message(record: bytes, edits: Mapping[bytes, bytes | None], extra: bytes) -> bytes:
-    """The protobuf route for records whose layout _split does not take."""
+    """The protobuf route for records whose layout split_entries does not take."""
     try:
         ex = proto.Example.FromString(record)
     except Exception as e:
@@ -576,5 +513,5 @@ def _edit_message(record: bytes, edits: Mapping[bytes, bytes | None], extra: byt
         if new is not None:
             features[new.decode()].CopyFrom(value)
     if extra:
-        ex.MergeFromString(b"\x0a" + varint(len(extra)) + extra)
+        ex.MergeFromString(features_field(extra))
     return bytes(ex.SerializeToString())

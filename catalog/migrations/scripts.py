@@ -15,7 +15,7 @@ from typing import Any
 
 from catalog.errors import CatalogError, MigrationError
 from catalog.migrations.operations import Operation, check_operations
-from catalog.tfrecord.framing import open_regular
+from catalog.tfrecord.sources import open_regular
 
 # Names are checked with fullmatch: `$` also matches before a final newline.
 FILE_RE = re.compile(r"(\d{4,})_([A-Za-z0-9_]+)\.py")

@@ -1,4 +1,5 @@
-"""The TFRecord file format: record framing and the tf.train.Example codec."""
+"""The TFRecord file format: where records come from (`sources`), record framing (`framing`)
+and the tf.train.Example codec (`example`, over the private protobuf pool in `proto`)."""
 
 from catalog.tfrecord.example import (
     decode_example,

@@ -5,6 +5,9 @@ message objects); decoding parses with the protobuf runtime (upb) from a private
 The wire layout (see ``proto.py``): Example.features = 1; Features.feature = map (entry
 key = 1, value = 2); Feature oneof bytes_list = 1 | float_list = 2 | int64_list = 3;
 each list's ``value = 1`` (float and int64 packed).
+
+The same layout lets a feature be added, dropped or renamed by splicing map entries, with
+no parse (see "splicing"); a migration's byte-level steps are built from those helpers.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ TAG_3 = b"\x1a"  # int64_list
 _SMALL_VARINTS = [bytes([i]) for i in range(128)]
 
 BYTES, FLOAT, INT64 = "bytes_list", "float_list", "int64_list"
-_KIND_TAG = {BYTES: TAG_1, FLOAT: TAG_2, INT64: TAG_3}
 
 
 def varint(value: int) -> bytes:
@@ -106,9 +108,18 @@ def map_entry(key: bytes, value: bytes) -> bytes:
     return length_delimited(TAG_1, length_delimited(TAG_1, key) + length_delimited(TAG_2, value))
 
 
+def features_field(body: bytes) -> bytes:
+    """The field ``features`` (1) around serialized map entries: an Example by itself, and
+    after another Example more features of it (protobuf merges a message field given twice)."""
+    n = len(body)
+    if n < 16384:  # the tag and a one- or two-byte length in one go: every row encode ends here
+        return bytes((0x0A, n) if n < 128 else (0x0A, (n & 0x7F) | 0x80, n >> 7)) + body
+    return TAG_1 + varint(n) + body
+
+
 def example_from_entries(entries: Iterable[bytes]) -> bytes:
     """A serialized Example from already-serialized Features map entries."""
-    return length_delimited(TAG_1, b"".join(entries))
+    return features_field(b"".join(entries))
 
 
 # --------------------------------------------------------------------------- values
@@ -207,7 +218,7 @@ def encode_feature(name: str, value: Any) -> bytes:
     return bytes_feature([_as_bytes(name, v) for v in values])
 
 
-def _features_body(features: Mapping[str, Any]) -> bytes:
+def _entries(features: Mapping[str, Any]) -> bytes:
     entries = []
     for name, value in features.items():
         entries.append(map_entry(_name_bytes(name), encode_feature(name, value)))
@@ -216,7 +227,7 @@ def _features_body(features: Mapping[str, Any]) -> bytes:
 
 def encode_example(features: Mapping[str, Any]) -> bytes:
     """Serialize a mapping of feature name -> value(s) to a tf.train.Example."""
-    return length_delimited(TAG_1, _features_body(features))
+    return features_field(_entries(features))
 
 
 def encode_sequence_example(
@@ -230,7 +241,7 @@ def encode_sequence_example(
             raise CodecError(f"a feature list must be a list of steps, not {type(steps).__name__}", name)
         body = b"".join([length_delimited(TAG_1, encode_feature(name, step)) for step in steps])
         lists.append(map_entry(key, body))
-    return length_delimited(TAG_1, _features_body(context)) + length_delimited(TAG_2, b"".join(lists))
+    return features_field(_entries(context)) + length_delimited(TAG_2, b"".join(lists))
 
 
 # --------------------------------------------------------------------------- which message
@@ -239,7 +250,15 @@ EXAMPLE, SEQUENCE_EXAMPLE = "tf.train.Example", "tf.train.SequenceExample"
 _WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "length-delimited", 5: "fixed32"}
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it; CodecError when it is cut off by the
+    end of ``data`` or runs over ten bytes."""
+    try:
+        b = data[pos]
+    except IndexError:
+        raise CodecError(f"not a protobuf message: truncated varint at byte {pos}") from None
+    if b < 0x80:  # one byte: most tags and lengths
+        return b, pos + 1
     value = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -258,14 +277,14 @@ def top_level_fields(data: bytes) -> list[tuple[int, int, int, int]]:
     pos, n = 0, len(data)
     while pos < n:
         start = pos
-        tag, pos = _read_varint(data, pos)
+        tag, pos = read_varint(data, pos)
         number, wtype = tag >> 3, tag & 7
         if wtype == 0:
-            _, pos = _read_varint(data, pos)
+            _, pos = read_varint(data, pos)
         elif wtype in (1, 5):
             pos += 8 if wtype == 1 else 4
         elif wtype == 2:
-            length, pos = _read_varint(data, pos)
+            length, pos = read_varint(data, pos)
             pos += length
         else:
             raise CodecError(f"not a protobuf message this reads: wire type {wtype} at byte {start}")
@@ -294,10 +313,71 @@ def beyond_features(data: bytes) -> bytes:
     """The top-level fields of a record other than ``features`` (a SequenceExample's
     feature_lists), as they are: what a rewrite of the features must carry along."""
     if data[:1] == TAG_1:  # the usual layout, one features field spanning the record: nothing else
-        n, pos = _read_varint(data, 1)
+        n, pos = read_varint(data, 1)
         if pos + n == len(data):
             return b""
     return b"".join(data[a:b] for number, _w, a, b in top_level_fields(data) if number != 1)
+
+
+# --------------------------------------------------------------------------- splicing
+# An Example as every serializer writes it is one ``features`` field whose body is a run of
+# map entries ``0a len (0a klen key) (12 vlen Feature)``: adding, dropping or renaming a
+# feature is adding, dropping or rewriting entries, without parsing the values.
+
+
+def features_body(record: bytes) -> bytes | None:
+    """The map entries of an Example that is one ``features`` field spanning the record (as
+    every serializer writes it); None for any other layout."""
+    if not record:
+        return b""
+    if record[0] != 0x0A:
+        return None
+    try:
+        n, start = read_varint(record, 1)
+    except CodecError:
+        return None
+    return record[start:] if start + n == len(record) else None
+
+
+def split_entries(record: bytes) -> list[tuple[bytes, bytes]] | None:
+    """(key, whole map entry) of each entry of an Example, in order; None for a layout this
+    does not take (not :func:`features_body`'s, or an entry that does not start with its key),
+    which only protobuf's parse reads right."""
+    body = features_body(record)
+    if body is None:
+        return None
+    out = []
+    pos, end = 0, len(body)
+    try:
+        while pos < end:
+            n, p = read_varint(body, pos + 1)
+            stop = p + n
+            # the entry's tag, then its key's, inside the entry (an empty entry has no key)
+            if body[pos] != 0x0A or not p < stop <= end or body[p] != 0x0A:
+                return None
+            kn, kp = read_varint(body, p + 1)
+            if kp + kn > stop:
+                return None
+            out.append((body[kp : kp + kn], body[pos:stop]))
+            pos = stop
+    except CodecError:
+        return None
+    return out
+
+
+def append_entries(record: bytes, entries: bytes) -> bytes:
+    """An Example with serialized map entries added after its own."""
+    body = features_body(record)
+    if body is None:  # an unusual layout: a second features field merges into the first
+        return record + features_field(entries)
+    return features_field(body + entries)
+
+
+def rekey_entry(entry: bytes, key: bytes) -> bytes:
+    """A map entry (as :func:`split_entries` gives it) under another key, its value unchanged."""
+    _n, p = read_varint(entry, 1)
+    kn, kp = read_varint(entry, p + 1)
+    return length_delimited(TAG_1, length_delimited(TAG_1, key) + entry[kp + kn :])
 
 
 # --------------------------------------------------------------------------- decoding
@@ -315,11 +395,6 @@ def feature_values(feature: Any) -> list[Any]:
     if kind is None:
         return []
     return list(getattr(feature, kind).value)
-
-
-def feature_kind(feature: Any) -> str | None:
-    kind: str | None = feature.WhichOneof("kind")
-    return kind
 
 
 def parse_example(data: bytes) -> Any:

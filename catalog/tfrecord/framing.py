@@ -7,23 +7,24 @@ bytes in the file, so a lying header cannot exhaust memory. In a compressed stre
 size is unknown until the end, and a few KiB can inflate to GiBs: a record claiming more
 than ``LOOKAHEAD`` bytes is first read through (CRC only, nothing kept) and then re-read,
 so memory follows the largest record actually present, never what a header claims.
+
+Where the bytes come from (paths, URLs, bytes, streams) is ``sources.py``'s business.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, Literal, Union
+from typing import IO, Any, Literal
 
 import numpy as np
 from crc32c import crc32c
 
-from catalog.errors import CatalogError, CorruptRecordError, ObjectMissingError
+from catalog.errors import CatalogError, CorruptRecordError
+from catalog.tfrecord.sources import Source, open_source
 
 MASK_DELTA = 0xA282EAD8
 HEADER_SIZE = 12  # u64 length + u32 masked crc of the length
@@ -43,7 +44,6 @@ _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
 Compression = Literal["gzip", "zlib"] | None
-Source = Union[str, "os.PathLike[str]", IO[bytes], bytes, bytearray, memoryview]
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -75,7 +75,12 @@ def normalize_compression(compression: str | None) -> Compression:
         return None
     if name in ("gzip", "zlib"):
         return name  # type: ignore[return-value]
-    raise CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
+    raise unknown_compression(compression)
+
+
+def unknown_compression(compression: object) -> CatalogError:
+    """The error for a compression name that is none of none, gzip and zlib."""
+    return CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
 
 
 # --------------------------------------------------------------------------- writing
@@ -350,145 +355,6 @@ def detect_compression(head: bytes) -> Compression:
     return None
 
 
-def is_url(path: str) -> bool:
-    """``s3://bucket/key`` and the like: a location fsspec opens, not a local path."""
-    scheme, sep, _rest = path.partition("://")
-    return bool(sep) and scheme.isidentifier() and scheme != "file"
-
-
-def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
-    """An object store's failure as one line. botocore's and aiohttp's errors (an endpoint
-    down, a timeout) share no base class below Exception, and are no OSError."""
-    text = str(e).strip()
-    return CatalogError(f"{url}: {what}: {text.splitlines()[0] if text else type(e).__name__}")
-
-
-@contextlib.contextmanager
-def remote_errors(url: str, what: str) -> Iterator[None]:
-    """An object store's failures, other than a missing object, as one CatalogError line."""
-    try:
-        yield
-    except (CatalogError, FileNotFoundError, io.UnsupportedOperation):
-        raise
-    except Exception as e:  # OSError, and botocore's and aiohttp's own (an endpoint down)
-        raise remote_error(url, what, e) from e
-
-
-class RemoteFile(io.RawIOBase):
-    """An fsspec file whose failures, at whichever read, are one CatalogError line."""
-
-    def __init__(self, f: Any, url: str) -> None:
-        super().__init__()
-        self._f, self._url = f, url
-
-    def _guard(self, fn: Any, *args: Any) -> Any:
-        with remote_errors(self._url, "read failed"):
-            return fn(*args)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        return int(self._guard(self._f.readinto, b))
-
-    def seekable(self) -> bool:
-        return bool(self._f.seekable())
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return int(self._guard(self._f.seek, offset, whence))
-
-    def tell(self) -> int:
-        return int(self._f.tell())
-
-    def close(self) -> None:
-        try:
-            self._guard(self._f.close)
-        finally:
-            super().close()
-
-
-def open_url(url: str) -> IO[bytes]:
-    """A streaming read of an fsspec URL (s3fs for S3), errors as one CatalogError line."""
-    try:
-        import fsspec
-    except ImportError as e:
-        raise CatalogError(f"{url}: reading URLs needs fsspec (pip install 'tfrecord-catalog[s3]')") from e
-    try:
-        with remote_errors(url, "cannot open"):
-            f = fsspec.open(url, "rb").open()
-    except FileNotFoundError as e:
-        raise ObjectMissingError(f"{url}: no such object") from e
-    return RemoteFile(f, url)  # type: ignore[return-value]
-
-
-def open_location(path: str) -> IO[bytes]:
-    """A binary read of a local path (unbuffered) or of an fsspec URL (streamed)."""
-    return open_url(path) if is_url(path) else open(path, "rb", buffering=0)
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _not_regular(mode: int) -> str:
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return f"not a regular file ({kind})"
-
-
-def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` (symlinks followed) is no input file: "no such file", "not a regular file
-    (a FIFO)"...; None for a regular file."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):  # ValueError: a NUL in the name
-        return "no such file"
-    return None if stat.S_ISREG(mode) else _not_regular(mode)
-
-
-def open_regular(path: str | os.PathLike[str], failure: str = "cannot open") -> io.FileIO:
-    """Open a local input for reading, refusing anything but a regular file: a FIFO blocks
-    the open (and then every read), a device such as /dev/zero never ends, a directory is no
-    input. O_NONBLOCK lets the open of a FIFO return so fstat can tell (regular files ignore
-    it), and the check is on the opened file, so a swap after a check cannot slip through."""
-    name = os.fspath(path)
-    try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        problem = regular_file_problem(name)  # a socket cannot even be opened (ENXIO): say what it is
-        if problem is not None and problem != "no such file":
-            raise CatalogError(f"{name}: {problem}") from e
-        raise CatalogError(f"{name}: {failure}: {e.strerror or e}") from e
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise CatalogError(f"{name}: {_not_regular(mode)}")
-        os.set_blocking(fd, True)
-        return io.FileIO(fd, "rb", closefd=True)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
-    """Return (stream, path for messages, whether we own the stream)."""
-    if isinstance(source, str) and is_url(source):
-        return open_url(source), source, True
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        return open_regular(path), path, True
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return io.BytesIO(source), None, True
-    if hasattr(source, "read"):
-        name = getattr(source, "name", None)
-        return source, name if isinstance(name, str) else None, False
-    raise CatalogError(f"cannot read records from a {type(source).__name__}")
-
-
 def _remaining_size(stream: IO[bytes]) -> int | None:
     """Bytes left in a seekable stream, or None when that cannot be known."""
     try:
@@ -675,7 +541,7 @@ def read_record_batches(
     source: Source, compression: str | None = "auto", verify: bool = True
 ) -> Iterator[list[bytes]]:
     """Like :func:`read_records`, but yields lists of records (one per chunk read)."""
-    stream, path, owned = _open_source(source)
+    stream, path, owned = open_source(source)
     try:
         yield from _batches(stream, path, compression, verify)
     finally:
@@ -716,7 +582,7 @@ def read_records(source: Source, compression: str | None = "auto", verify: bool 
 
 def detect_file_compression(source: Source) -> Compression:
     """The compression "auto" would pick for a file, path or bytes."""
-    stream, _path, owned = _open_source(source)
+    stream, _path, owned = open_source(source)
     try:
         here = stream.tell() if stream.seekable() else None
         head = stream.read(HEADER_SIZE)

@@ -1,23 +1,23 @@
-"""Per-schema compiled row codec: encode rows, check and decode records, numpy batches.
+"""Per-schema compiled row codec: encode rows, check and decode records, infer features.
 
-Kept apart from ``schema.py`` (which owns the JSON form and the rules) because this is
-the hot path: each feature gets its own small encoder and decoder chosen once.
+Kept apart from ``features.py`` (the rules) and ``model.py`` (the JSON form) because this
+is the hot path: each feature gets its own small encoder and decoder chosen once. The
+per-record decoding here is the reference that the batch decoder (``columnar.py``) falls
+back to for every record it does not take.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from catalog.encoders import feature_encoder
 from catalog.errors import CodecError, SchemaError, ValidationError
+from catalog.schema.encoders import feature_encoder
+from catalog.schema.features import SHAPE_SUFFIX, Feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
-
-if TYPE_CHECKING:
-    from catalog.schema import Feature, Schema
 
 Kinded = dict[str, tuple[str | None, list[Any]]]
 
@@ -81,11 +81,10 @@ def kinds_from_values(decoded: Mapping[str, list[Any]]) -> Kinded:
 
 
 class RowCodec:
-    """Encoders and decoders for one schema, built once."""
+    """Encoders and decoders for one schema's features, built once."""
 
-    def __init__(self, schema: Schema) -> None:
-        self.schema = schema
-        self.features = schema.features
+    def __init__(self, features: Mapping[str, Feature]) -> None:
+        self.features = features
         self.encoders = {name: feature_encoder(f) for name, f in self.features.items()}
         self.default_entries: dict[str, bytes] = {
             name: self.encoders[name](f.default) for name, f in self.features.items() if f.has_default
@@ -95,7 +94,8 @@ class RowCodec:
                 self.default_entries[name] = b""  # absent: no entry at all
         # (name, encoder, default entry or None), in schema order: the encode loop's plan
         self.plan = [(name, enc, self.default_entries.get(name)) for name, enc in self.encoders.items()]
-        self.allowed = set(self.features) | {f.name + "/shape" for f in self.features.values() if f.stores_shape}
+        shapes = {f.name + SHAPE_SUFFIX for f in self.features.values() if f.stores_shape}
+        self.allowed = frozenset(self.features) | shapes  # every key a record may hold
 
     # ---- encoding
     def encode(self, row: Mapping[str, Any]) -> bytes:
@@ -118,8 +118,7 @@ class RowCodec:
         if present != len(row):
             extra = next(k for k in row if k not in self.features)
             raise ValidationError("not in the schema", str(extra))
-        body = b"".join(entries)
-        return b"\x0a" + wire.varint(len(body)) + body
+        return wire.features_field(b"".join(entries))
 
     # ---- checking records
     def check_decoded(self, decoded: Mapping[str, Any]) -> None:
@@ -179,9 +178,11 @@ class RowCodec:
     def _tensor_shape(feat: Feature, kinded: Kinded) -> tuple[int, ...]:
         if not feat.stores_shape:
             return feat.shape  # type: ignore[return-value]
-        got = kinded.get(feat.name + "/shape")
+        got = kinded.get(feat.name + SHAPE_SUFFIX)
         if got is None or got[0] not in (wire.INT64, None):
-            raise ValidationError(f"missing int64 feature '{feat.name}/shape' for a tensor of unknown shape", feat.name)
+            raise ValidationError(
+                f"missing int64 feature '{feat.name}{SHAPE_SUFFIX}' for a tensor of unknown shape", feat.name
+            )
         shape = tuple(got[1])
         if len(shape) != len(feat.shape) or any(d < 0 for d in shape):
             raise ValidationError(f"stored shape {list(shape)} does not fit {list(feat.shape)}", feat.name)
@@ -207,14 +208,9 @@ class RowCodec:
                 row[name] = _row_value(feat, got[1])
         return row
 
-    def decode_batch(self, records: Iterable[bytes]) -> dict[str, np.ndarray]:
-        # The vectorized path; it falls back to decode_batch_generic for records it does not handle.
-        from catalog.fastdecode import decode_batch  # imported here: fastdecode uses this module's helpers
-
-        return decode_batch(self, records)
-
     def decode_batch_generic(self, records: Iterable[bytes], indices: list[int] | None = None) -> dict[str, np.ndarray]:
-        """The per-record reference for ``decode_batch``; ``indices`` number the records in errors."""
+        """The per-record reference for :func:`columnar.decode_batch`; ``indices`` number the
+        records in errors."""
         columns: dict[str, list[Any]] = {name: [] for name in self.features}
         shapes: dict[str, list[tuple[int, ...]]] = {name: [] for name, f in self.features.items() if f.stores_shape}
         count = 0
@@ -230,7 +226,7 @@ class RowCodec:
                 if feat.stores_shape and got is not None:
                     shapes[name].append(self._tensor_shape(feat, kinded))
             count += 1
-        return {name: _column(f, columns[name], shapes.get(name), count) for name, f in self.features.items()}
+        return {name: build_column(f, columns[name], shapes.get(name), count) for name, f in self.features.items()}
 
 
 def _row_value(feat: Feature, values: list[Any]) -> Any:
@@ -254,7 +250,12 @@ def _default_values(feat: Feature) -> list[Any]:
     return [v.encode("utf-8") if isinstance(v, str) else v for v in values]  # the wire form
 
 
-def _column(feat: Feature, values: list[list[Any] | None], shapes: list[tuple[int, ...]] | None, n: int) -> np.ndarray:
+def build_column(
+    feat: Feature, values: list[list[Any] | None], shapes: list[tuple[int, ...]] | None, n: int
+) -> np.ndarray:
+    """The (n, ...) column of one feature from each record's wire values (None: absent),
+    defaults filled, as ``decode_batch`` returns it; ``shapes``: the stored shapes of the
+    present tensors of unknown dimensions, in order."""
     if feat.optional:  # one object per record, None where absent: no dtype holds "no value"
         out = np.empty(n, dtype=object)
         stored = iter(shapes or [])  # the shapes of the present tensors, in order
@@ -311,8 +312,6 @@ class _Seen:
 
 def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature]:
     """Infer features from sample records: dtype from the wire kind, shape from counts."""
-    from catalog.schema import Feature
-
     seen: dict[str, _Seen] = {}
     total = 0
     for rec in records:

@@ -3,21 +3,19 @@
 Each encoder has a fast path for the value types rows usually hold (a Python int for
 an int64 scalar, a float32 array of the right shape...) that builds wire bytes with as
 few Python operations as possible, and falls back to the general, fully checked path
-(:func:`catalog.schema._convert`) for everything else, including every error.
+(:func:`features.convert`) for everything else, including every error.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from catalog.schema.features import SHAPE_SUFFIX, Feature, convert
 from catalog.tfrecord import example as wire
-
-if TYPE_CHECKING:
-    from catalog.schema import Feature
 
 Encoder = Callable[[Any], bytes]
 PREFIX_CACHE_LIMIT = 4096
@@ -50,14 +48,12 @@ class EntryPrefix:
 
 
 def _general(feat: Feature, entry: EntryPrefix) -> Encoder:
-    """The checked path: normalise with _convert, then serialize."""
-    from catalog.schema import _convert
-
+    """The checked path: normalise with convert, then serialize."""
     if feat.tensor:
-        shape_entry = EntryPrefix(feat.name + "/shape")
+        shape_entry = EntryPrefix(feat.name + SHAPE_SUFFIX)
 
         def enc_tensor(value: Any) -> bytes:
-            arr = _convert(feat, value)
+            arr = convert(feat, value)
             out = entry(wire.bytes_feature([arr.tobytes()]))
             if feat.stores_shape:
                 out += shape_entry(wire.int64_feature(list(arr.shape)))
@@ -74,7 +70,7 @@ def _general(feat: Feature, entry: EntryPrefix) -> Encoder:
     scalar = feat.is_scalar
 
     def enc(value: Any) -> bytes:
-        v = _convert(feat, value)
+        v = convert(feat, value)
         values = [v] if scalar else v
         if utf8:
             values = [s.encode("utf-8") for s in values]

@@ -19,13 +19,15 @@ from typing import Any
 import numpy as np
 
 from catalog.errors import ValidationError
-from catalog.schema import Feature, Schema
+from catalog.schema.features import Feature
+from catalog.schema.model import Schema
 
 _FLOAT32_PARTS = (np.dtype(np.float32), np.dtype("<c8"))  # values with float32 parts: shortest float32 digits
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def float32_json(v: float) -> float | str:
+    """A float32 value in JSON: its shortest digits, or "NaN", "Infinity", "-Infinity"."""
     if math.isnan(v):
         return "NaN"
     if math.isinf(v):

@@ -1,43 +1,29 @@
-"""A dataset's feature schema: JSON form, validation, row codec, numpy batches, TF spec.
+"""One feature of a schema: its declaration, the rules its values follow, and their checks.
 
-JSON form::
-
-    {"features": {"id": {"dtype": "int64"},
-                  "vec": {"dtype": "float32", "shape": [8]},
-                  "tags": {"dtype": "string", "shape": [null]},
-                  "image": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor"}}}
-
-``shape`` omitted or ``[]``: exactly one value; ``[k, ...]``: fixed; ``[null]``: variable
-length. ``default`` makes a feature optional, filled with the default where a record lacks
-it; ``"optional": true`` makes it optional with no default (absent: ``None`` in a row).
-A ``"tensor"`` feature is one bytes value holding the array's little-endian ``tobytes()``;
-where its shape has unknown dimensions the actual shape is also stored as an int64 feature ``<name>/shape``.
+A feature is declared in a schema's JSON form (see ``model.py``) with a dtype, a shape and
+optionally a default, ``"optional"`` or ``"encoding": "tensor"``. :func:`parse_feature`
+turns that declaration into an immutable :class:`Feature`; :func:`convert` checks one row
+value against it and returns its normalised form, which every encoder writes. These are the
+rules; the codecs above only make the common cases fast.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from catalog.errors import CatalogError, CodecError, SchemaError, ValidationError
+from catalog.errors import SchemaError, ValidationError
 from catalog.tfrecord import example as wire
-from catalog.tfrecord.framing import open_regular
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
 FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description"}
 SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
-_ZERO = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}
+_ZEROS = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}
 # What a schema may declare. A record is one protobuf message (under 2 GiB), so no feature
 # holds more than 2^27 values (512 MiB of float32); a default is filled in memory and kept
 # in full in the manifest's schema JSON, so it fills at most 2^20 values.
@@ -49,7 +35,7 @@ MAX_SCHEMA_BYTES = 16 << 20
 
 @dataclass(frozen=True)
 class Feature:
-    """One feature of a schema (immutable; built by :meth:`Schema.from_json`)."""
+    """One feature of a schema (immutable; built by :func:`parse_feature`)."""
 
     name: str
     dtype: str
@@ -100,7 +86,7 @@ class Feature:
         if self.tensor:
             out["encoding"] = "tensor"
         if self.has_default:
-            out["default"] = _json_default(self.default)
+            out["default"] = default_as_json(self.default)
         if self.optional:
             out["optional"] = True
         if self.description:
@@ -108,7 +94,14 @@ class Feature:
         return out
 
 
-def _json_default(value: Any) -> Any:
+def zero(dtype: str) -> Any:
+    """The zero of a list feature's dtype (0, 0.0, "" or b""): what pads a list cut to a shape."""
+    return _ZEROS[dtype]
+
+
+def default_as_json(value: Any) -> Any:
+    """A feature's default (or any value of it) in the schema's JSON form: an array as nested
+    lists, bytes as text (JSON has no bytes)."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, bytes):
@@ -117,14 +110,6 @@ def _json_default(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- parsing
-
-
-def json_problem(e: RecursionError | ValueError) -> str:
-    """One line for the ways ``json.loads`` fails besides bad syntax (a JSONDecodeError): nesting
-    beyond the parser's recursion limit, an integer longer than Python converts."""
-    if isinstance(e, RecursionError):
-        return "not valid JSON: nested too deeply"
-    return f"not valid JSON here: an integer of more than {sys.get_int_max_str_digits()} digits"
 
 
 def _parse_shape(name: str, raw: Any, tensor: bool) -> tuple[int | None, ...]:
@@ -183,7 +168,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _parse_feature(name: str, raw: Any) -> Feature:
+def parse_feature(name: str, raw: Any) -> Feature:
     if not isinstance(name, str) or not name:
         raise SchemaError(f"feature names must be non-empty strings, got {name!r}")
     if not _is_utf8(name):
@@ -231,10 +216,10 @@ def _check_default(feat: Feature, raw: Any) -> Any:
         if feat.is_varlen:
             if not isinstance(raw, list):
                 raise ValidationError("the default of a variable-length feature is a list", feat.name)
-            return _convert(feat, raw)
+            return convert(feat, raw)
         if isinstance(raw, (int, float, str, bytes)) and not isinstance(raw, bool):
             raw = np.full(tuple(d or 0 for d in feat.shape), raw).tolist()  # a scalar fills the shape, as in TF
-        return _convert(feat, raw)
+        return convert(feat, raw)
     except ValidationError as e:
         raise SchemaError(f"bad default: {e}", feat.name) from e
 
@@ -297,7 +282,7 @@ def _flat(feat: Feature, value: Any) -> list[Any]:
     return items
 
 
-def _convert(feat: Feature, value: Any) -> Any:
+def convert(feat: Feature, value: Any) -> Any:
     """Validate a row value; return its normalised form (scalar, list or ndarray)."""
     if feat.tensor:
         return _tensor(feat, value)
@@ -369,204 +354,3 @@ def _check_float_range(feat: Feature, arr: np.ndarray, target: np.dtype[Any]) ->
 
 def _shape_text(shape: tuple[int | None, ...]) -> str:
     return "[" + ", ".join("null" if d is None else str(d) for d in shape) + "]"
-
-
-# --------------------------------------------------------------------------- the schema
-
-
-@dataclass(frozen=True)
-class SchemaDiff:
-    """What changed between two schemas."""
-
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    changed: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"added": self.added, "removed": self.removed, "changed": self.changed}
-
-
-class Schema:
-    """A dataset's feature schema (see the module docstring for the JSON form)."""
-
-    def __init__(self, features: Iterable[Feature]) -> None:
-        self.features: dict[str, Feature] = {f.name: f for f in features}
-        shape_names = {f.name + SHAPE_SUFFIX for f in self.features.values() if f.stores_shape}
-        clash = shape_names & set(self.features)
-        if clash:
-            raise SchemaError("name is reserved for the stored shape of a tensor", sorted(clash)[0])
-        self._shape_names = shape_names
-        from catalog.codec import RowCodec  # the compiled fast paths live beside the schema
-
-        self._codec = RowCodec(self)
-        self.encode = self._codec.encode  # type: ignore[method-assign]  # hot path: skip one call layer
-
-    # ---- JSON form
-    @classmethod
-    def from_json(cls, obj: Any) -> Schema:
-        if isinstance(obj, (str, bytes)):
-            try:
-                obj = json.loads(obj)
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"schema is not valid JSON: {e}") from e
-            except (RecursionError, ValueError) as e:
-                raise SchemaError(f"schema is {json_problem(e)}") from e
-        if not isinstance(obj, dict) or "features" not in obj:
-            raise SchemaError('a schema is an object {"features": {...}}')
-        unknown = set(obj) - {"features"}
-        if unknown:
-            raise SchemaError(f"unknown top-level key(s) {sorted(unknown)}")
-        feats = obj["features"]
-        if not isinstance(feats, dict):
-            raise SchemaError('"features" must be an object mapping names to feature specs')
-        return cls(_parse_feature(name, spec) for name, spec in feats.items())
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Schema:
-        try:
-            with open_regular(path, "cannot read schema") as f:
-                data = f.read(MAX_SCHEMA_BYTES + 1)
-        except CatalogError as e:
-            raise SchemaError(str(e)) from e
-        except OSError as e:
-            raise SchemaError(f"{os.fspath(path)}: cannot read schema: {e.strerror or e}") from e
-        if len(data) > MAX_SCHEMA_BYTES:
-            raise SchemaError(f"{os.fspath(path)}: larger than {MAX_SCHEMA_BYTES >> 20} MiB; not a schema")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise SchemaError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from e
-        try:
-            return cls.from_json(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"{os.fspath(path)}: not valid JSON: {e}") from e
-        except (RecursionError, ValueError) as e:
-            raise SchemaError(f"{os.fspath(path)}: {json_problem(e)}") from e
-        except SchemaError as e:
-            raise SchemaError(f"{os.fspath(path)}: {e}") from e
-
-    def to_json(self) -> dict[str, Any]:
-        return {"features": {name: f.to_json() for name, f in self.features.items()}}
-
-    @cached_property
-    def fingerprint(self) -> str:
-        """sha256 of the canonical JSON form: equal schemas, equal fingerprints."""
-        canon = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Schema) and self.fingerprint == other.fingerprint
-
-    def __hash__(self) -> int:
-        return hash(self.fingerprint)
-
-    def __repr__(self) -> str:
-        return f"Schema({json.dumps(self.to_json())})"
-
-    def diff(self, other: Schema) -> SchemaDiff:
-        """Features added, removed and changed going from ``self`` to ``other``."""
-        mine, theirs = self.features, other.features
-        changed = {
-            name: {"from": mine[name].to_json(), "to": theirs[name].to_json()}
-            for name in mine
-            if name in theirs and mine[name].to_json() != theirs[name].to_json()
-        }
-        return SchemaDiff(
-            added=[n for n in theirs if n not in mine], removed=[n for n in mine if n not in theirs], changed=changed
-        )
-
-    # ---- rows
-    def validate(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Check a row (dict of Python/numpy values); return it normalised, defaults filled."""
-        if not isinstance(row, Mapping):
-            raise ValidationError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
-        extra = [k for k in row if k not in self.features]
-        if extra:
-            raise ValidationError("not in the schema", str(extra[0]))
-        out: dict[str, Any] = {}
-        for name, feat in self.features.items():
-            if name in row and row[name] is not None:
-                out[name] = _convert(feat, row[name])
-            elif feat.has_default:
-                out[name] = feat.default
-            elif feat.optional:
-                out[name] = None
-            else:
-                raise ValidationError("missing (the feature has no default)", name)
-        return out
-
-    def encode(self, row: Mapping[str, Any]) -> bytes:
-        """Validate a row and serialize it to a tf.train.Example."""
-        return self._codec.encode(row)
-
-    # ---- records
-    def validate_record(self, data: bytes | Mapping[str, list[Any]]) -> None:
-        """Check a serialized Example (or its decoded dict) against the schema."""
-        from catalog.codec import decode_kinds  # the wire kinds: an empty list keeps its type
-
-        self._codec.check_decoded(data if isinstance(data, Mapping) else decode_kinds(data))
-
-    def decode(self, data: bytes) -> dict[str, Any]:
-        """Decode one record to a row: scalars as scalars, fixed shapes as arrays."""
-        return self._codec.decode(data)
-
-    def decode_batch(self, records: Iterable[bytes]) -> dict[str, np.ndarray]:
-        """Decode records into columnar numpy arrays (one array per feature)."""
-        return self._codec.decode_batch(records)
-
-    # ---- TensorFlow interop
-    def feature_spec(self) -> dict[str, dict[str, Any]]:
-        """The ``tf.io.parse_example`` spec as plain data (see :func:`to_tf_feature_spec`)."""
-        spec: dict[str, dict[str, Any]] = {}
-        for name, f in self.features.items():
-            if f.tensor:
-                # optional: FixedLenFeature needs a value or a default, VarLenFeature gives 0 or 1 per record
-                entry: dict[str, Any] = {"kind": "FixedLenFeature", "shape": [], "dtype": "string"}
-                if f.optional:
-                    entry = {"kind": "VarLenFeature", "dtype": "string"}
-                entry["decode_raw"] = {"dtype": f.dtype, "shape": list(f.shape), "little_endian": True}
-                spec[name] = entry
-                if f.stores_shape:
-                    shape_entry = {"kind": "FixedLenFeature", "shape": [len(f.shape)], "dtype": "int64"}
-                    if f.optional:
-                        shape_entry = {"kind": "VarLenFeature", "dtype": "int64"}
-                    spec[name + SHAPE_SUFFIX] = shape_entry
-                continue
-            tf_dtype = "string" if f.dtype in ("string", "bytes") else f.dtype
-            if f.is_varlen or f.optional:  # optional: none or all of its values in each record
-                spec[name] = {"kind": "VarLenFeature", "dtype": tf_dtype}
-                continue
-            entry = {"kind": "FixedLenFeature", "shape": list(f.shape), "dtype": tf_dtype}
-            if f.has_default:
-                d = f.default
-                entry["default_value"] = d.encode() if isinstance(d, str) else _json_default(d)
-            spec[name] = entry
-        return spec
-
-    # ---- inference
-    @classmethod
-    def infer(cls, records: Iterable[bytes | Mapping[str, Any]]) -> Schema:
-        """Infer a schema from sample records (serialized Examples, or dicts of values or of (kind, values))."""
-        from catalog.codec import infer_features
-
-        return cls(infer_features(records))
-
-
-def to_tf_feature_spec(spec: Mapping[str, Mapping[str, Any]], tf: Any) -> dict[str, Any]:
-    """Turn :meth:`Schema.feature_spec` data into ``tf.io`` objects, given the ``tf`` module."""
-    out: dict[str, Any] = {}
-    for name, s in spec.items():
-        dtype = getattr(tf, s["dtype"])
-        if s["kind"] == "VarLenFeature":
-            out[name] = tf.io.VarLenFeature(dtype)
-        elif "default_value" in s:
-            out[name] = tf.io.FixedLenFeature(s["shape"], dtype, default_value=s["default_value"])
-        else:
-            out[name] = tf.io.FixedLenFeature(s["shape"], dtype)
-    return out
-
-
-__all__ = ["CodecError", "Feature", "Schema", "SchemaDiff", "to_tf_feature_spec"]

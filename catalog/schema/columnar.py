@@ -1,4 +1,4 @@
-"""Vectorized fast path behind :meth:`RowCodec.decode_batch`.
+"""Columnar batch decoding: the vectorized fast path behind :meth:`Schema.decode_batch`.
 
 The generic path parses each record into protobuf objects and checks it feature by
 feature in Python, about ten microseconds a record. Here the records of a batch are
@@ -22,17 +22,15 @@ import math
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
+from catalog.schema.codec import RowCodec, build_column
+from catalog.schema.features import SHAPE_SUFFIX, Feature
 from catalog.tfrecord import example as wire
-
-if TYPE_CHECKING:
-    from catalog.codec import RowCodec
-    from catalog.schema import Feature
 
 Arr = npt.NDArray[Any]
 Values = Any  # of E entries: an (E, *shape) array, or a list of E per-record values (varlen)
@@ -75,7 +73,7 @@ class _Plan:
             columns.append(_column_of(feat))
             if feat.stores_shape:
                 ndim = len(feat.shape)
-                columns.append(_Column((feat.name + "/shape").encode("utf-8"), feat, "shape", ndim, (ndim,)))
+                columns.append(_Column((feat.name + SHAPE_SUFFIX).encode("utf-8"), feat, "shape", ndim, (ndim,)))
         # Keys are matched as little-endian 8-byte chunks, zeroed past the key's end, and found
         # with searchsorted on a hash of them: columns are kept in hash order, so a column's
         # id is its position in the sorted hashes.
@@ -97,10 +95,8 @@ class _Plan:
     def default(self, feat: Feature) -> tuple[bool, Any]:
         """(usable, fill value) for records without ``feat``: the generic path's own column for one."""
         if feat.name not in self._defaults:
-            from catalog.codec import _column
-
             try:
-                self._defaults[feat.name] = (True, _column(feat, [None], None, 1)[0])
+                self._defaults[feat.name] = (True, build_column(feat, [None], None, 1)[0])
             except Exception:  # the generic path fails on such records too: let it raise its error
                 self._defaults[feat.name] = (False, None)
         return self._defaults[feat.name]
@@ -677,7 +673,8 @@ def _fits(feat: Feature, shape: list[int], nbytes: int) -> bool:
 
 
 def decode_batch(codec: RowCodec, records: Iterable[bytes]) -> dict[str, Arr]:
-    """:meth:`RowCodec.decode_batch`: the same columns and errors, parsed a batch at a time."""
+    """The columns of ``records`` (one array per feature), as :meth:`RowCodec.decode_batch_generic`
+    returns them, with the same errors, parsed a batch at a time."""
     recs = records if isinstance(records, list) else list(records)
     if not recs or not codec.features or not _bytes_like(recs):
         return codec.decode_batch_generic(recs)
@@ -717,7 +714,7 @@ def _fast_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr]:
         col = plan.columns[i]
         r, values = found[i]
         if feat.stores_shape:
-            shapes = found[plan.index[(name + "/shape").encode("utf-8")]]
+            shapes = found[plan.index[(name + SHAPE_SUFFIX).encode("utf-8")]]
             out[name] = _shaped_tensor_array(batch, col, r, values, *shapes)
         else:
             out[name] = _column_array(batch, plan, col, r, values)
