@@ -52,6 +52,8 @@ from catalog.storage import (
     open_shard,
     partial_path,
     publish_new,
+    shard_missing,
+    store_for,
 )
 from catalog.tfrecord.framing import is_url, read_record_batches
 
@@ -323,7 +325,7 @@ class Catalog:
         # Names this catalog in its data area's marker (see gc); None for a manifest made
         # before ids existed: its first gc gives it one.
         self.catalog_id = catalog_id
-        self.store = Store(data_root)  # where shards live: a local directory or a URL
+        self.store = store_for(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
 
@@ -701,7 +703,7 @@ def _create_or_attach(
     before the manifest names it."""
     if not mf.has_manifest(engine):
         data_root = _new_data_root(root, storage, shared)
-        store = Store(data_root if is_url(data_root) else str(root / data_root))
+        store = store_for(data_root if is_url(data_root) else str(root / data_root))
         store.check()
         store.check_new()
         catalog_id = new_catalog_id()
@@ -725,7 +727,7 @@ def _create_or_attach(
     found = meta.get("data_root", DATA_DIR)
     if storage is not None and _new_data_root(root, storage, shared) != found:
         raise CatalogError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
-    _attach_owner(Store(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
+    _attach_owner(store_for(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
     return found
 
 
@@ -1205,7 +1207,7 @@ def _shard_batches(path: str, size: int) -> Iterator[list[bytes]]:
     except FileNotFoundError as e:
         if is_url(path):  # a URL's open says so itself
             raise
-        raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)") from e
+        raise shard_missing(path) from e
     with f:
         yield from read_record_batches(f)
 

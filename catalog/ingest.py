@@ -16,7 +16,7 @@ from catalog.errors import AppendError, CatalogError, CodecError, ValidationErro
 from catalog.jsonrows import row_from_json
 from catalog.rewrite import clear_attempt, run_jobs
 from catalog.schema import Schema, json_problem
-from catalog.storage import ShardFile, ShardSink, Store
+from catalog.storage import ShardFile, ShardSink, store_for
 from catalog.tfrecord.framing import (
     FOOTER_SIZE,
     HEADER_SIZE,
@@ -223,7 +223,7 @@ class _JobTarget:
 
 def ingest_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
-    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = _JobTarget(job)
     try:
         ingest_file(target, Path(job.path), job.format, job.link, None)

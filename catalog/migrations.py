@@ -42,7 +42,7 @@ from catalog.rewrite import (
     snapshot,
 )
 from catalog.schema import Schema, SchemaDiff
-from catalog.storage import ShardFile, ShardSink, Store, shard_batches
+from catalog.storage import ShardFile, ShardSink, shard_batches, store_for
 from catalog.tfrecord.framing import open_regular
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
-    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     index = 0
     try:

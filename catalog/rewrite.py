@@ -66,6 +66,8 @@ from catalog.storage import (
     partial_path,
     publish_new,
     shard_batches,
+    shard_missing,
+    store_for,
 )
 from catalog.tfrecord.framing import RecordWriter
 
@@ -555,7 +557,7 @@ def _copy_verified(src: CopySource, out: Any, crc: int, buf: bytearray) -> int:
     try:
         f = open_shard(src.path)
     except (FileNotFoundError, ObjectMissingError) as e:
-        raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
+        raise shard_missing(src.path) from e
     end = src.bytes + 1  # never read past the registered size: one byte more tells it is wrong
     with f:
         while n := f.readinto(view[: min(len(buf), end - size)]):
@@ -593,7 +595,7 @@ def clear_attempt(store: Store, dataset: str, prefix: str) -> None:
 
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard."""
-    store = Store(job.data_root)
+    store = store_for(job.data_root)
     clear_attempt(store, job.dataset, job.prefix)
     if any(s.compression != "none" for s in job.sources):
         return _reframe(job)
