@@ -20,7 +20,7 @@ OWNER_FILE = ".catalog-owner"  # at the top of the data area: the id of the cata
 # always inside the data area.
 _DATASET_PART = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
 _DATASET_RE = re.compile(_DATASET_PART)
-_REL_RE = re.compile(_DATASET_PART + r"(?:/(?!\.\.?$)[A-Za-z0-9._-]+)?")
+AREA_PATH_RE = re.compile(_DATASET_PART + r"(?:/(?!\.\.?$)[A-Za-z0-9._-]+)?")
 # Every file the catalog makes in a dataset folder: a shard "<intent id>(-<5 digits>)+.tfrecord"
 # (ShardSink's names; rewrites' and restore's add a unit number), or its temporary ".<shard>.tmp".
 # gc deletes nothing else, so no file of anyone else's is ever at risk.
@@ -62,8 +62,3 @@ def is_catalog_file(name: str) -> bool:
 def is_dataset_folder(name: str) -> bool:
     """Whether a name at the top of a data area could be a dataset folder the catalog made."""
     return _DATASET_RE.fullmatch(name) is not None
-
-
-def is_inside(rel: str) -> bool:
-    """Whether ``rel`` names a dataset folder or a file in one: never a place outside the area."""
-    return _REL_RE.fullmatch(rel) is not None
