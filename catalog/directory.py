@@ -19,7 +19,7 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.errors import CatalogError, CatalogNotFoundError, ManifestError
-from catalog.storage import Store, clear_dead_partials, new_catalog_id, partial_path, publish_new
+from catalog.storage import Store, clear_dead_partials, new_catalog_id, partial_path, publish_new, store_for
 from catalog.tfrecord.sources import is_url
 
 CATALOG_FILE = "catalog.json"
@@ -242,7 +242,7 @@ def _create_or_attach(
     before the manifest names it."""
     if not mf.has_manifest(engine):
         data_root = _new_data_root(root, storage, shared)
-        store = Store(data_root if is_url(data_root) else str(root / data_root))
+        store = store_for(data_root if is_url(data_root) else str(root / data_root))
         store.check()
         store.check_new()
         catalog_id = new_catalog_id()
@@ -266,7 +266,7 @@ def _create_or_attach(
     found = meta.get("data_root", DATA_DIR)
     if storage is not None and _new_data_root(root, storage, shared) != found:
         raise CatalogError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
-    _attach_owner(Store(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
+    _attach_owner(store_for(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
     return found
 
 

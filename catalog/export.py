@@ -13,8 +13,7 @@ from catalog import faults
 from catalog.commit.handles import DatasetHandle, Snapshot, snapshot
 from catalog.commit.values import Progress
 from catalog.errors import CatalogError
-from catalog.rewrite import copy_verified
-from catalog.storage import CHECKSUM_CHUNK, clear_dead_partials, partial_path, publish_new, shard_batches
+from catalog.storage import CHECKSUM_CHUNK, clear_dead_partials, copy_verified, partial_path, publish_new, shard_batches
 from catalog.tfrecord.framing import RecordWriter
 
 
@@ -82,7 +81,7 @@ def _export_to(snap: Snapshot, f: IO[bytes], compression: str, progress: Progres
     if compression == "none" and all(s.compression == "none" for s in snap.shards):
         buf = bytearray(CHECKSUM_CHUNK)  # framing concatenates: copy bytes, checking each shard's checksum
         for s in snap.shards:
-            copy_verified(s, f, 0, buf)
+            copy_verified(s.path, s.bytes, s.checksum, f, 0, buf)
             if progress:
                 progress(s.bytes)
         return

@@ -15,9 +15,8 @@ from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.executors import run_jobs
-from catalog.rewrite import clear_attempt
 from catalog.schema import Schema, json_problem, row_from_json
-from catalog.storage import ShardFile, ShardSink, Store
+from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import open_regular
 from catalog.writer import Writer
@@ -217,7 +216,7 @@ class _JobTarget:
 
 def ingest_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
-    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = _JobTarget(job)
     try:
         ingest_file(target, Path(job.path), job.format, job.link, None)

@@ -28,6 +28,7 @@ from catalog.storage import (
     is_catalog_file,
     new_catalog_id,
     shard_batches,
+    store_for,
     write_error,
 )
 
@@ -152,7 +153,7 @@ class CheckJob:
 
 def check_shards(job: CheckJob) -> list[tuple[str, str] | None]:
     """Module-level (picklable) worker: each shard's problem (or None), in order."""
-    store = Store(job.data_root)
+    store = store_for(job.data_root)
     return [_check_shard(store, rel, records, size, checksum) for rel, records, size, checksum in job.shards]
 
 

@@ -10,34 +10,32 @@ ones. Until that commit nothing is visible. Migrations are in catalog/migrations
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from crc32c import crc32c
-
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
 from catalog.commit.values import Commit, Progress, default_author
-from catalog.errors import CatalogError, CommitConflictError, ObjectMissingError, VersionNotFoundError
+from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
 from catalog.executors import executor_for, run_jobs
 from catalog.storage import (
     CHECKSUM_CHUNK,
     SHARD_SUFFIX,
+    UNLIMITED,
     ShardFile,
     ShardSink,
-    Store,
+    clear_attempt,
+    copy_verified,
     format_checksum,
-    open_shard,
     shard_batches,
+    store_for,
 )
 
 DEFAULT_TARGET_SIZE = 256 << 20
-UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 
 
 # --------------------------------------------------------------------------- byte copies
@@ -54,54 +52,9 @@ class ConcatJob:
     prefix: str  # file-name prefix, led by the intent id
 
 
-def copy_verified(src: LiveShard, out: Any, crc: int, buf: bytearray) -> int:
-    """Append ``src`` to ``out``, checking its registered checksum on the way; returns the new crc."""
-    view = memoryview(buf)
-    mine = 0
-    size = 0
-    f: Any  # a FileIO, or an fsspec file: both have readinto
-    try:
-        f = open_shard(src.path)
-    except (FileNotFoundError, ObjectMissingError) as e:
-        raise VersionNotFoundError(f"{src.path}: shard file is missing (collected by gc, or deleted by hand)") from e
-    end = src.bytes + 1  # never read past the registered size: one byte more tells it is wrong
-    with f:
-        while n := f.readinto(view[: min(len(buf), end - size)]):
-            chunk = view[:n]
-            mine = crc32c(chunk, mine)
-            crc = crc32c(chunk, crc)
-            out.write(chunk)
-            size += n
-    if format_checksum(mine) != src.checksum or size != src.bytes:
-        raise CatalogError(
-            f"{src.path}: checksum {format_checksum(mine)} ({size} bytes), {src.checksum} ({src.bytes} bytes) "
-            "registered: the shard is damaged (run `catalog verify`); nothing was written"
-        )
-    return crc
-
-
-def clear_attempt(store: Store, dataset: str, prefix: str) -> None:
-    """Remove the files of one job: what an earlier attempt left, or a failed run's.
-
-    Dask re-runs the task of a worker that died, and a rerun would fail on the files of the
-    attempt that died (temporary names are created exclusively, links refuse a taken name).
-    The prefix (intent id, unit) is this job's alone, and its files are numbered from 0
-    without gaps (see ShardSink), the newest perhaps still under its temporary name.
-    """
-    for index in itertools.count():
-        rel = f"{dataset}/{prefix}-{index:05d}{SHARD_SUFFIX}"
-        temp = None if store.remote else store.temp_for(rel)  # a remote store's spool is elsewhere
-        found = store.remove(rel)
-        if temp is not None and temp.exists():
-            temp.unlink(missing_ok=True)
-            found = True
-        if not found:
-            return
-
-
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard."""
-    store = Store(job.data_root)
+    store = store_for(job.data_root)
     clear_attempt(store, job.dataset, job.prefix)
     if any(s.compression != "none" for s in job.sources):
         return _reframe(job)
@@ -112,7 +65,7 @@ def concat_job(job: ConcatJob) -> ShardFile:
     try:
         with f:
             for src in job.sources:
-                crc = copy_verified(src, f, crc, buf)
+                crc = copy_verified(src.path, src.bytes, src.checksum, f, crc, buf)
             size = f.tell()
             store.publish(f, temp, rel)
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import catalog.storage as storage
+import catalog.storage.base as storage
 from catalog import Catalog, RecordWriter, encode_example
 from catalog.cli import app
 

@@ -28,7 +28,7 @@ from catalog.commit.values import (
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
 from catalog.manifest import CommitRow, DatasetRow, SchemaVersionRow, ShardRow
 from catalog.schema import Schema
-from catalog.storage import Store, open_shard
+from catalog.storage import open_shard, shard_missing, store_for
 from catalog.tfrecord.framing import read_record_batches
 from catalog.tfrecord.sources import is_url
 
@@ -54,7 +54,7 @@ class CatalogHandle:
         # Names this catalog in its data area's marker (see gc); None for a manifest made
         # before ids existed: its first gc gives it one.
         self.catalog_id = catalog_id
-        self.store = Store(data_root)  # where shards live: a local directory or a URL
+        self.store = store_for(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
 
@@ -420,7 +420,7 @@ def shard_batches(path: str, size: int) -> Iterator[list[bytes]]:
     except FileNotFoundError as e:
         if is_url(path):  # a URL's open says so itself
             raise
-        raise VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)") from e
+        raise shard_missing(path) from e
     with f:
         yield from read_record_batches(f)
 

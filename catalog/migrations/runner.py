@@ -37,9 +37,8 @@ from catalog.migrations.scripts import (
     quick_operations,
     sha256_of,
 )
-from catalog.rewrite import UNLIMITED, clear_attempt
 from catalog.schema import Schema, SchemaDiff
-from catalog.storage import ShardFile, ShardSink, Store, shard_batches
+from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 
@@ -103,7 +102,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
-    clear_attempt(Store(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
     index = 0
     try:

@@ -1,0 +1,80 @@
+"""Where shard bytes live: new immutable files, published atomically (see ARCHITECTURE.md).
+
+- :mod:`~catalog.storage.names`: the names the catalog gives its files and ids;
+- :mod:`~catalog.storage.files`: one shard file: safe reads, checksums, durable publishing;
+- :mod:`~catalog.storage.partial`: files written outside the data area (export, backup);
+- :mod:`~catalog.storage.base`: the :class:`Store` interface of a data area;
+- :mod:`~catalog.storage.local` and :mod:`~catalog.storage.remote`: a local directory, an
+  object store through fsspec; :func:`store_for` picks one from the data root;
+- :mod:`~catalog.storage.sink`: :class:`ShardSink`, a writer's records into shard files.
+"""
+
+from catalog.storage.base import Store, StoredFile
+from catalog.storage.factory import store_for
+from catalog.storage.files import (
+    CHECKSUM_ALGO,
+    CHECKSUM_CHUNK,
+    ShardFile,
+    copy_verified,
+    file_checksum,
+    format_checksum,
+    fsync_dir,
+    open_shard,
+    publish,
+    shard_batches,
+    shard_missing,
+    write_error,
+)
+from catalog.storage.local import LocalStore
+from catalog.storage.names import (
+    OWNER_FILE,
+    SHARD_SUFFIX,
+    SPOOL_PREFIX,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    intent_of,
+    is_catalog_file,
+    new_catalog_id,
+    new_intent_id,
+    shard_name,
+)
+from catalog.storage.partial import PARTIAL_PREFIX, clear_dead_partials, partial_path, publish_new
+from catalog.storage.remote import FsspecStore
+from catalog.storage.sink import UNLIMITED, ShardSink, clear_attempt
+
+__all__ = [
+    "CHECKSUM_ALGO",
+    "CHECKSUM_CHUNK",
+    "OWNER_FILE",
+    "PARTIAL_PREFIX",
+    "SHARD_SUFFIX",
+    "SPOOL_PREFIX",
+    "TEMP_PREFIX",
+    "TEMP_SUFFIX",
+    "FsspecStore",
+    "LocalStore",
+    "ShardFile",
+    "ShardSink",
+    "UNLIMITED",
+    "clear_attempt",
+    "copy_verified",
+    "Store",
+    "StoredFile",
+    "clear_dead_partials",
+    "file_checksum",
+    "format_checksum",
+    "fsync_dir",
+    "intent_of",
+    "is_catalog_file",
+    "new_catalog_id",
+    "new_intent_id",
+    "open_shard",
+    "partial_path",
+    "publish",
+    "publish_new",
+    "shard_batches",
+    "shard_missing",
+    "shard_name",
+    "store_for",
+    "write_error",
+]

@@ -1,0 +1,197 @@
+"""The data area's interface: what the catalog asks of the place its shard files live.
+
+One interface, one implementation per kind of place (see ARCHITECTURE.md): a local directory
+(:mod:`catalog.storage.local`) or an object store reached through fsspec
+(:mod:`catalog.storage.remote`); :func:`catalog.storage.factory.store_for` picks one from the
+data root. What both share (the ownership marker's protocol, the path checks, reading and
+checksumming a shard) is written once here.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, ClassVar
+
+from catalog.errors import CatalogError, ManifestError
+from catalog.storage.files import file_checksum, open_shard, write_error
+from catalog.storage.names import AREA_PATH_RE, OWNER_FILE
+
+# Bound once: url() runs once per shard (a million in `show --json`).
+_inside = AREA_PATH_RE.fullmatch
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file found in the data area by a listing: registered or not, the catalog's or not
+    (a shard's facts are :class:`ShardFile`'s). A spool file is one too, by its local path."""
+
+    rel: str  # "<dataset>/<file>" (a spool file: its local path)
+    size: int
+    mtime: float  # seconds since the epoch
+    shard: str = ""  # a spool file: the name of the shard it was to become
+
+    @property
+    def name(self) -> str:
+        return self.shard or self.rel.rsplit("/", 1)[-1]
+
+
+class Store(abc.ABC):
+    """The data area: a local directory, or any fsspec URL such as ``s3://bucket/prefix``.
+
+    A shard is written in full under a name no reader looks at, then published under its
+    final, never-reused name at once (a rename, or one upload): nothing is visible through
+    the catalog until the manifest commit registers it. Picklable (jobs carry it as its root
+    string).
+    """
+
+    remote: ClassVar[bool]  # whether shards live behind URLs rather than local paths
+    links_local_files: ClassVar[bool]  # whether a local file can become a shard without a copy
+    temp_mode: ClassVar[str]  # how open_temp opens the file temp_for made room for
+
+    def __init__(self, root: str, prefix: str) -> None:
+        self.root = root
+        # url() is called once per shard (a million in `show --json`): a prefix beats os.path.join.
+        self._prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+    def __reduce__(self) -> tuple[type[Store], tuple[str]]:
+        return (type(self), (self.root,))
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Fail with one line now, not at the first append, when the area cannot be reached."""
+
+    # ---- paths
+    def url(self, rel: str) -> str:
+        """Where the shard ``rel`` (``<dataset>/<file>``) is: a local path or a URL. Every path
+        the manifest names passes here, so one edited to ``../x`` or ``/x`` is refused here."""
+        if _inside(rel) is None:
+            raise ManifestError(
+                f"the manifest names a shard {rel!r} outside the data area (a shard is <dataset>/<file>)"
+            )
+        return self._prefix + rel
+
+    def open(self, rel: str) -> IO[bytes]:
+        return open_shard(self.url(rel))
+
+    def checksum(self, rel: str, limit: int | None = None) -> tuple[int, str]:
+        """(size, "crc32c:xxxxxxxx") of a stored shard, streamed (see file_checksum for ``limit``)."""
+        return file_checksum(self.url(rel), limit)
+
+    # ---- ownership
+    def url_of_marker(self) -> str:
+        return self._prefix + OWNER_FILE
+
+    def owner(self) -> str | None:
+        """The catalog id in the data area's marker, or None when there is none."""
+        try:
+            data = self._read_marker()
+        except FileNotFoundError:
+            return None
+        return data.decode("ascii", "replace").strip()
+
+    def check_new(self) -> None:
+        """Refuse, in one line, a data area for a new catalog that is not a new or empty
+        directory (or object prefix): it holds someone's files, or another catalog's."""
+        found = self.owner()
+        if found is not None:
+            raise CatalogError(f"{self.root}: already the data area of catalog {found}; each catalog needs its own")
+        if not self._is_empty():
+            raise CatalogError(
+                f"{self.root}: not empty and not a catalog's data area; give --storage a new or empty directory"
+            )
+
+    def claim(self, catalog_id: str) -> str:
+        """Mark the data area as catalog ``catalog_id``'s unless a marker is there already;
+        returns the owner the marker names now (another catalog's, when not ``catalog_id``)."""
+        found = self.owner()
+        if found is not None:
+            return found
+        return self._write_marker(catalog_id)
+
+    def unclaim(self, catalog_id: str) -> None:
+        """Remove the marker if it names ``catalog_id`` (an init undone)."""
+        if self.owner() == catalog_id:
+            self._remove_marker()
+
+    @abc.abstractmethod
+    def _read_marker(self) -> bytes:
+        """The marker's bytes; FileNotFoundError when there is none."""
+
+    @abc.abstractmethod
+    def _write_marker(self, catalog_id: str) -> str:
+        """Write a marker naming ``catalog_id``; the owner it names afterwards (see claim)."""
+
+    @abc.abstractmethod
+    def _remove_marker(self) -> None: ...
+
+    @abc.abstractmethod
+    def _is_empty(self) -> bool:
+        """Whether the area holds nothing yet (an area not made yet is empty)."""
+
+    # ---- finding and removing files
+    @abc.abstractmethod
+    def exists(self, rel: str) -> bool: ...
+
+    @abc.abstractmethod
+    def remove(self, rel: str) -> bool:
+        """Delete a shard; one already gone is fine. Whether there was one to delete."""
+
+    @abc.abstractmethod
+    def listing(self, datasets: set[str] | None = None, links: list[str] | None = None) -> list[StoredFile]:
+        """Every file in the dataset folders (all datasets, or those named), sorted by ``rel``.
+        Symbolic links are never followed (a linked folder could lead anywhere): with ``links``
+        given, the paths (relative) of those found are added to it."""
+
+    @abc.abstractmethod
+    def spool_files(self) -> list[StoredFile]:
+        """This machine's local files written for this area and not published yet, ``rel``
+        being their local path and ``name`` starting with the writer's intent id: a writer
+        that crashed before publishing leaves one behind; gc takes it like an unregistered
+        shard. None where shards are written in place (beside their final name)."""
+
+    @abc.abstractmethod
+    def tidy(self, keep: set[str]) -> None:
+        """Remove emptied folders of datasets not in ``keep``."""
+
+    # ---- writing
+    @abc.abstractmethod
+    def prepare(self, dataset: str) -> None:
+        """Make room for the files of ``dataset`` (its folder, where folders exist)."""
+
+    @abc.abstractmethod
+    def temp_for(self, rel: str) -> Path:
+        """Where to write ``rel`` before publishing it: beside it, or in a local spool."""
+
+    def open_temp(self, rel: str) -> tuple[Path, IO[bytes]]:
+        """A new file to write ``rel`` into (see temp_for), open for writing."""
+        try:
+            temp = self.temp_for(rel)
+            return temp, open(temp, self.temp_mode)
+        except FileNotFoundError:
+            raise  # the folder went (gc of an emptied dataset): the caller makes it again
+        except OSError as e:
+            raise write_error(self.url(rel), e) from e
+
+    @abc.abstractmethod
+    def publish(self, f: IO[bytes], temp: Path, rel: str, sync: bool = True) -> None:
+        """Close ``f`` (written at ``temp``) and make it the shard ``rel``: rename, or upload.
+        A FileNotFoundError means the temporary file was taken (by gc): the shard vanished."""
+
+    @abc.abstractmethod
+    def sync_dir(self, dataset: str) -> None:
+        """Make the publications in a dataset folder durable."""
+
+    @abc.abstractmethod
+    def link(self, source: str, rel: str) -> bool:
+        """Make ``rel`` hold the bytes of the stored shard ``source`` without reading them
+        here: a hard link, or a server-side copy. False when the filesystem cannot."""
+
+    @abc.abstractmethod
+    def adopt(self, source: Path, rel: str) -> bool:
+        """Make the local file ``source`` (outside the area) the shard ``rel`` without a copy;
+        False when it cannot be (another filesystem, or no links: see links_local_files)."""

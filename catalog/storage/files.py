@@ -1,0 +1,189 @@
+"""Shard files one at a time: reading one safely, checksumming it, publishing it durably.
+
+A shard is written under a temporary name while its record count and whole-file CRC32C
+are computed, fsynced, renamed to its final, never-reused name, and its directory fsynced;
+only then may a manifest transaction register it (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from crc32c import crc32c
+
+from catalog.errors import CatalogError, ObjectMissingError, VersionNotFoundError
+from catalog.tfrecord.framing import read_record_batches
+from catalog.tfrecord.sources import is_url, open_location
+
+CHECKSUM_ALGO = "crc32c"
+CHECKSUM_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    """A written shard file's facts, as it is published and before it is registered."""
+
+    path: str  # relative to the data area, "/"-separated
+    records: int
+    bytes: int
+    checksum: str  # "crc32c:" + 8 hex digits of the whole file
+    compression: str = "none"
+
+
+def format_checksum(crc: int) -> str:
+    return f"{CHECKSUM_ALGO}:{crc:08x}"
+
+
+def shard_missing(path: str) -> VersionNotFoundError:
+    """A registered shard that is not there: the one line for every reader that finds one gone."""
+    return VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)")
+
+
+def write_error(where: str | os.PathLike[str], e: OSError, what: str = "cannot write") -> CatalogError:
+    """A full disk, a read-only or unwritable data area: one line naming the place."""
+    return CatalogError(f"{os.fspath(where)}: {what}: {e.strerror or e}")
+
+
+class _Sized(io.RawIOBase):
+    """A shard read no further than its registered size, and found to be exactly that long:
+    a file grown or cut since it was registered is one line, never extra or missing records."""
+
+    def __init__(self, f: IO[bytes], path: str, size: int) -> None:
+        super().__init__()
+        self._f, self.name, self._size, self._pos = f, path, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        want = min(len(view), self._size - self._pos)
+        if want <= 0:
+            if want == 0 and len(view) and self._f.read(1):
+                raise CatalogError(f"{self.name}: more than the {self._size} bytes registered; run `catalog verify`")
+            return 0
+        n = self._f.readinto(view[:want])  # type: ignore[attr-defined]  # FileIO and RemoteFile have it
+        if not n:
+            raise CatalogError(f"{self.name}: {self._pos} bytes, {self._size} registered; run `catalog verify`")
+        self._pos += n
+        return int(n)
+
+    def seekable(self) -> bool:
+        return bool(self._f.seekable())
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = (0, self._pos, self._size)[whence]  # the end is the registered end
+        self._pos = self._f.seek(base + offset)
+        return self._pos
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def open_shard(path: str, size: int | None = None) -> IO[bytes]:
+    """Open a shard for reading: a URL, or a regular local file reached without following a
+    symbolic link at the file or at its dataset folder (the data area itself may be a link:
+    the user chose it). A FIFO, device or link is refused in one line, before any read. With
+    ``size`` (the registered size), reads stop there and a longer or shorter file is one line."""
+    if size is not None:
+        return _Sized(open_shard(path), path, size)  # type: ignore[return-value]
+    if is_url(path):
+        return open_location(path)
+    folder, name = os.path.split(path)
+    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        dir_fd = os.open(folder, nofollow | os.O_DIRECTORY)
+        try:  # O_NONBLOCK: opening a FIFO would wait for a writer
+            fd = os.open(name, nofollow | os.O_NONBLOCK, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and (os.path.islink(path) or os.path.islink(folder)):
+            raise CatalogError(f"{path}: a symbolic link; the catalog reads only regular files in its data area") from e
+        if e.errno == errno.ENOENT:
+            raise FileNotFoundError(e.errno, e.strerror, path) from e
+        raise CatalogError(f"{path}: cannot open: {e.strerror}") from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CatalogError(f"{path}: not a regular file; the catalog reads only regular files in its data area")
+    os.set_blocking(fd, True)
+    f = os.fdopen(fd, "rb", buffering=0)
+    f.name = path  # messages name the file, not its descriptor
+    return f
+
+
+def shard_batches(path: str, size: int | None = None) -> Iterator[list[bytes]]:
+    """The record batches of a shard, opened as :func:`open_shard` does."""
+    with open_shard(path, size) as f:
+        yield from read_record_batches(f)
+
+
+def file_checksum(path: str | os.PathLike[str], limit: int | None = None) -> tuple[int, str]:
+    """(size, "crc32c:xxxxxxxx") of a whole shard (or URL), read in large chunks; with ``limit``
+    (the registered size) at most one byte more is read: enough to know the size is wrong."""
+    crc = 0
+    size = 0
+    buf = bytearray(CHECKSUM_CHUNK)  # one buffer refilled: no 4 MiB allocation per chunk
+    view = memoryview(buf)
+    end = None if limit is None else limit + 1
+    with open_shard(os.fspath(path)) as f:
+        while n := f.readinto(view if end is None else view[: min(len(buf), end - size)]):  # type: ignore[attr-defined]  # FileIO and RemoteFile both have it
+            crc = crc32c(view[:n], crc)
+            size += n
+    return size, format_checksum(crc)
+
+
+def publish(f: IO[bytes], temp: Path, final: Path, sync: bool = True) -> None:
+    """Close a written temporary file under its final name: flush, fsync (``sync``), rename.
+    The caller fsyncs the directory (once for all the files it publishes there)."""
+    f.flush()
+    if sync:
+        os.fsync(f.fileno())
+    f.close()
+    os.rename(temp, final)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def copy_verified(path: str, size_registered: int, checksum: str, out: Any, crc: int, buf: bytearray) -> int:
+    """Append the shard at ``path`` to ``out``, checking its registered size and checksum on the
+    way; returns ``crc`` extended over its bytes."""
+    view = memoryview(buf)
+    mine = 0
+    size = 0
+    f: Any  # a FileIO, or an fsspec file: both have readinto
+    try:
+        f = open_shard(path)
+    except (FileNotFoundError, ObjectMissingError) as e:
+        raise shard_missing(path) from e
+    end = size_registered + 1  # never read past the registered size: one byte more tells it is wrong
+    with f:
+        while n := f.readinto(view[: min(len(buf), end - size)]):
+            chunk = view[:n]
+            mine = crc32c(chunk, mine)
+            crc = crc32c(chunk, crc)
+            out.write(chunk)
+            size += n
+    if format_checksum(mine) != checksum or size != size_registered:
+        raise CatalogError(
+            f"{path}: checksum {format_checksum(mine)} ({size} bytes), {checksum} ({size_registered} bytes) "
+            "registered: the shard is damaged (run `catalog verify`); nothing was written"
+        )
+    return crc

@@ -1,0 +1,64 @@
+"""The names of what the catalog makes in a data area, and how it knows them again.
+
+Every file a writer makes starts with its intent id, so gc can tell the files of a live
+writer from leftovers; gc deletes nothing whose name the catalog would not give.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+SHARD_SUFFIX = ".tfrecord"
+TEMP_PREFIX = "."
+TEMP_SUFFIX = ".tmp"
+SPOOL_PREFIX = "catalog-spool-"  # then the data area's tag, the shard's name, mkstemp's letters
+OWNER_FILE = ".catalog-owner"  # at the top of the data area: the id of the catalog that owns it
+# A file as the manifest names it: "<dataset>/<file>" (a dataset folder alone for writers), the
+# dataset as names are (never starting with "."), the file neither "." nor "..", no other "/":
+# always inside the data area.
+_DATASET_PART = r"[A-Za-z0-9_-][A-Za-z0-9._-]*"
+_DATASET_RE = re.compile(_DATASET_PART)
+AREA_PATH_RE = re.compile(_DATASET_PART + r"(?:/(?!\.\.?$)[A-Za-z0-9._-]+)?")
+# Every file the catalog makes in a dataset folder: a shard "<intent id>(-<5 digits>)+.tfrecord"
+# (ShardSink's names; rewrites' and restore's add a unit number), or its temporary ".<shard>.tmp".
+# gc deletes nothing else, so no file of anyone else's is ever at risk.
+_OWN_FILE_RE = re.compile(r"[0-9a-f]{28}(?:-[0-9]{5})+\.tfrecord|\.[0-9a-f]{28}(?:-[0-9]{5})+\.tfrecord\.tmp")
+
+
+def new_intent_id() -> str:
+    """Time-ordered and unique: 12 hex digits of milliseconds, then 16 random hex digits."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def new_catalog_id() -> str:
+    """A catalog's identity, recorded in its manifest and in its data area's marker."""
+    return secrets.token_hex(16)
+
+
+def shard_name(prefix: str, index: int) -> str:
+    """The ``index``-th shard file written under ``prefix`` (an intent id, perhaps a unit)."""
+    return f"{prefix}-{index:05d}{SHARD_SUFFIX}"
+
+
+def temp_name(name: str) -> str:
+    """The name a shard is written under, beside its final ``name``, until it is published."""
+    return f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+
+
+def intent_of(filename: str) -> str | None:
+    """The intent id a data file was written under, if its name has one."""
+    name = filename[len(TEMP_PREFIX) :] if filename.startswith(TEMP_PREFIX) else filename
+    head = name.split("-", 1)[0]
+    return head if len(head) == 28 else None
+
+
+def is_catalog_file(name: str) -> bool:
+    """Whether a file name in a dataset folder is one the catalog makes (see _OWN_FILE_RE)."""
+    return _OWN_FILE_RE.fullmatch(name) is not None
+
+
+def is_dataset_folder(name: str) -> bool:
+    """Whether a name at the top of a data area could be a dataset folder the catalog made."""
+    return _DATASET_RE.fullmatch(name) is not None

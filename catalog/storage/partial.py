@@ -1,0 +1,71 @@
+"""Files written outside the data area (export, backup) before they get their final name.
+
+A partial file is ".catalog-partial-<machine>-<pid>-<process start>-<final name>.tmp". The
+next export or backup into the directory removes those whose process is gone (a SIGKILL's),
+and a finished one takes a name that must still be free: a file someone created there
+meanwhile is never replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from catalog.errors import CatalogError
+from catalog.storage.files import fsync_dir
+
+PARTIAL_PREFIX = ".catalog-partial-"
+_PARTIAL_RE = re.compile(re.escape(PARTIAL_PREFIX) + r"([0-9a-f]{8})-([0-9]+)-([0-9]+)-.*")
+
+
+def _machine_tag() -> str:
+    """This machine since its last boot: a pid means nothing on another host, or after a reboot."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return hashlib.sha256(f"{os.uname().nodename}/{boot}".encode()).hexdigest()[:8]
+
+
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), None when there is no such process.
+    With the pid it names one process: a pid is reused, a (pid, start) pair is not."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rpartition(")")[2].split()[19])  # field 22; the name in (...) may hold spaces
+
+
+def partial_path(target: Path) -> Path:
+    """Where to write ``target`` before publishing it (see PARTIAL_PREFIX)."""
+    pid = os.getpid()
+    return target.with_name(f"{PARTIAL_PREFIX}{_machine_tag()}-{pid}-{_process_start(pid) or 0}-{target.name}.tmp")
+
+
+def clear_dead_partials(directory: Path) -> None:
+    """Remove partial files in ``directory`` left by processes of this machine that are gone."""
+    tag = _machine_tag()
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            m = _PARTIAL_RE.fullmatch(entry.name)
+            if m and m[1] == tag and _process_start(int(m[2])) != int(m[3]):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def publish_new(temp: Path, target: Path) -> None:
+    """Give the written, fsynced file ``temp`` the name ``target``, which must still be free:
+    a file someone created there meanwhile is never replaced (a hard link cannot replace)."""
+    try:
+        os.link(temp, target)
+    except FileExistsError as e:
+        raise CatalogError(f"{target}: created by someone else meanwhile; left as it is, nothing written") from e
+    except OSError as e:
+        raise CatalogError(f"{target}: cannot create: {e.strerror}") from e
+    finally:
+        temp.unlink(missing_ok=True)
+    fsync_dir(target.parent)

@@ -1,0 +1,178 @@
+"""ShardSink: the records of one writer into new shard files of one dataset.
+
+Files are named after the writer's intent id and numbered without gaps, published one by
+one as they fill, and all removed again by abort() when the writer registers nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+from catalog.errors import CatalogError
+from catalog.storage.base import Store
+from catalog.storage.factory import store_for
+from catalog.storage.files import ShardFile, format_checksum, write_error
+from catalog.storage.names import SHARD_SUFFIX, shard_name
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
+
+UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
+
+
+class ShardSink:
+    """Writes records into new shard files of one dataset, rolling at size or count limits."""
+
+    def __init__(
+        self,
+        data_root: Store | str | os.PathLike[str],
+        dataset: str,
+        intent_id: str,
+        shard_size: int,
+        shard_records: int,
+        sync: bool = True,
+    ) -> None:
+        self.store = data_root if isinstance(data_root, Store) else store_for(data_root)
+        self._folder = self.store.url(dataset)  # refuses a dataset name that would lead outside
+        self.dataset = dataset
+        self.intent_id = intent_id
+        self.shard_size = shard_size
+        self.shard_records = shard_records
+        self.sync = sync
+        self.shards: list[ShardFile] = []
+        # For abort(): the temporary (or spool) files not published yet, and every shard put
+        # in place under this sink's name (published, adopted, or taken from a job).
+        self.temps: list[Path] = []
+        self.placed: list[str] = []
+        self._publishing: str | None = None  # the shard being renamed or uploaded, for abort()
+        self._file: IO[bytes] | None = None
+        self._writer: RecordWriter | None = None
+        self._temp: Path | None = None
+        self._rel = ""  # the open shard's final name, "<dataset>/<file>"
+        self._bytes = 0
+        self._records = 0
+        self.store.prepare(dataset)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.shards) + self._records
+
+    def _next_rel(self) -> str:
+        index = len(self.temps) + len(self.placed)  # one index per file: never repeats
+        return f"{self.dataset}/{shard_name(self.intent_id, index)}"
+
+    def _open(self) -> RecordWriter:
+        self._rel = self._next_rel()
+        self.store.prepare(self.dataset)  # gc may have removed an empty folder meanwhile
+        self._temp, self._file = self.store.open_temp(self._rel)  # closed in _finish
+        self.temps.append(self._temp)
+        self._writer = RecordWriter(self._file)
+        return self._writer
+
+    def write(self, record: bytes) -> None:
+        size = len(record) + HEADER_SIZE + FOOTER_SIZE
+        writer = self._writer
+        if writer is None or (
+            self._records and (self._bytes + size > self.shard_size or self._records >= self.shard_records)
+        ):
+            self._finish()
+            writer = self._open()
+        try:
+            writer.write(record)
+        except OSError as e:
+            raise write_error(self._temp or self._folder, e) from e
+        self._bytes += size
+        self._records += 1
+
+    def write_many(self, records: Iterable[bytes]) -> None:
+        for r in records:
+            self.write(r)
+
+    def adopt(self, source: Path, records: int) -> ShardFile | None:
+        """Take an existing local file as a shard by hard link; None when it cannot be linked
+        (another filesystem, or an object store): the caller then copies the records."""
+        if not self.store.links_local_files:
+            return None  # before _finish: the open shard goes on taking the copied records
+        self._finish()
+        rel = self._next_rel()
+        if not self.store.adopt(source, rel):
+            return None
+        self.placed.append(rel)
+        size, checksum = self.store.checksum(rel)
+        shard = ShardFile(rel, records, size, checksum)
+        self.shards.append(shard)
+        return shard
+
+    def take(self, files: Iterable[ShardFile]) -> None:
+        """Shards published by jobs under this sink's intent: registered with its own at
+        commit, in this order, and removed by abort() like its own."""
+        for f in files:
+            self.placed.append(f.path)
+            self.shards.append(f)
+
+    def _finish(self) -> None:
+        writer, f, temp = self._writer, self._file, self._temp
+        if writer is None or f is None or temp is None:
+            return
+        self._writer = self._file = self._temp = None
+        rel = self._rel
+        try:
+            writer.close()
+        except OSError as e:
+            f.close()
+            raise write_error(temp, e) from e
+        # Until the lists below say where the shard is, abort() finds it here: a Ctrl-C that
+        # lands right after the rename (or upload) must not leave the published file behind.
+        self._publishing = rel
+        self.store.publish(f, temp, rel, self.sync)
+        self.temps.pop()  # renamed or uploaded (the temp file is always the newest entry)
+        self.placed.append(rel)
+        self.shards.append(ShardFile(rel, writer.records, writer.file_bytes, format_checksum(writer.checksum)))
+        self._publishing = None
+        self._bytes = self._records = 0
+
+    def close(self) -> list[ShardFile]:
+        """Publish the last shard and make every rename durable."""
+        self._finish()
+        if self.sync and self.placed:
+            self.store.sync_dir(self.dataset)
+        return self.shards
+
+    def abort(self) -> None:
+        """Remove every file this sink made (the caller registers nothing)."""
+        if self._file is not None:
+            self._file.close()
+        self._writer = self._file = self._temp = None
+        for path in self.temps:
+            with contextlib.suppress(OSError):  # gone, or a read-only area: gc takes what stays
+                path.unlink()
+        for rel in [self._publishing, *self.placed]:
+            if rel is not None:
+                with contextlib.suppress(CatalogError):  # as above
+                    self.store.remove(rel)
+        self._publishing = None
+        self.temps.clear()
+        self.placed.clear()
+        self.shards.clear()
+
+
+def clear_attempt(store: Store, dataset: str, prefix: str) -> None:
+    """Remove the files of one job: what an earlier attempt left, or a failed run's.
+
+    Dask re-runs the task of a worker that died, and a rerun would fail on the files of the
+    attempt that died (temporary names are created exclusively, links refuse a taken name).
+    The prefix (intent id, unit) is this job's alone, and its files are numbered from 0
+    without gaps (see ShardSink), the newest perhaps still under its temporary name.
+    """
+    for index in itertools.count():
+        rel = f"{dataset}/{prefix}-{index:05d}{SHARD_SUFFIX}"
+        temp = None if store.remote else store.temp_for(rel)  # a remote store's spool is elsewhere
+        found = store.remove(rel)
+        if temp is not None and temp.exists():
+            temp.unlink(missing_ok=True)
+            found = True
+        if not found:
+            return
