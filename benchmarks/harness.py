@@ -18,6 +18,7 @@ import importlib
 import importlib.metadata
 import io
 import json
+import logging
 import os
 import platform
 import pstats
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from google.protobuf.internal import api_implementation
 
 from catalog import Catalog, Dataset
 
@@ -119,8 +121,6 @@ def dist_version(*names: str) -> str:
 
 def protobuf_version() -> str:
     """protobuf's version and which implementation it runs (upb, cpp or python)."""
-    from google.protobuf.internal import api_implementation
-
     return f"{dist_version('protobuf')} ({api_implementation.Type()})"
 
 
@@ -884,8 +884,6 @@ S3_ENV = {
 def start_s3() -> tuple[Any, str]:
     """moto's S3 server, a thread of this process on loopback, with the AWS environment a user
     would have pointed at it: (the ThreadedMotoServer, its endpoint)."""
-    import logging
-
     try:
         from moto.server import ThreadedMotoServer
     except ImportError as e:
