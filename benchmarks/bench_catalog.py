@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +46,9 @@ from benchmarks.harness import (
     Result,
     arg_parser,
     bulk_shards,
-    catalog_command,
     check,
     dist_version,
+    fsync_path,
     import_tensorflow,
     log,
     machine_header,
@@ -121,24 +121,19 @@ FULL = Config(
     verify_shard_mib=256,
     verify_repeats=5,
 )
-QUICK = Config(
+# Smaller, for checking that the script works: only what differs from FULL.
+QUICK = replace(
+    FULL,
     commits=1_000,
-    head=200,
-    window=100,
     milestones=(100, 1_000),
-    flat_limit=1.25,
     side_commits=100,
-    procs=4,
     proc_commits=50,
     shards=10_000,
-    shards_per_commit=1_000,
-    small_shards=100,
     query_repeats=3,
     subprocess_repeats=2,
     ab_commits=30,
     jsonl_rows=20_000,
     ingest_rounds=2,
-    verify_shards=4,
     verify_shard_mib=32,
     verify_repeats=3,
 )
@@ -174,11 +169,7 @@ class DiskProbe:
             f.flush()
             os.fsync(f.fileno())
         os.rename(temp, final)
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.dir)
         dt = time.perf_counter() - t0
         final.unlink()
         return dt
@@ -533,6 +524,12 @@ def bench_queries(cfg: Config, root: Path, cat: Catalog, ds: Dataset, report: Re
         len(json.loads(str(outputs["`catalog show big --json`"]))["shards"]) == n, "CLI show --json lists every shard"
     )
     check("big" in str(outputs["`catalog list`"]), "CLI list shows the dataset")
+
+
+def catalog_command() -> list[str]:
+    """The CLI as a user runs it: the console script beside this Python, else ``python -m catalog``."""
+    script = Path(sys.executable).with_name("catalog")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "catalog"]
 
 
 # Start Python and import the library and its CLI: the floor under every CLI subprocess.

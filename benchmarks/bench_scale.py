@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,17 +99,8 @@ FULL = Config(
     subprocess_repeats=3,
     ab_commits=60,
 )
-QUICK = Config(
-    procs=8,
-    proc_commits=25,
-    rounds=1,
-    shards=100_000,
-    shards_per_commit=20_000,
-    small_shards=100,
-    query_repeats=3,
-    subprocess_repeats=2,
-    ab_commits=20,
-)
+# Smaller, for checking that the script works: only what differs from FULL.
+QUICK = replace(FULL, proc_commits=25, rounds=1, shards=100_000, query_repeats=3, subprocess_repeats=2, ab_commits=20)
 
 
 # --------------------------------------------------------------------------- the PostgreSQL server

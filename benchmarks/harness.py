@@ -679,12 +679,6 @@ def bulk_shards(ds: Dataset, record: bytes, n: int, per_commit: int) -> int:
     return commits
 
 
-def catalog_command() -> list[str]:
-    """The CLI as a user runs it: the console script beside this Python, else ``python -m catalog``."""
-    script = Path(sys.executable).with_name("catalog")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "catalog"]
-
-
 # --------------------------------------------------------------------------- TensorFlow as the peer
 
 # TF 2.21 prints these through absl before TF_CPP_MIN_LOG_LEVEL applies.
