@@ -1,15 +1,15 @@
-#!/usr/bin/env python
 """Migration throughput: the Dask executor on a LocalCluster against the local process pool.
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_dask.py                 # 200,000 Examples in 16 shards (2-3 minutes)
-    .venv/bin/python benchmarks/bench_dask.py --quick         # 20,000 Examples in 8 shards (about 30 s)
-    .venv/bin/python benchmarks/bench_dask.py --json out.json
+    .venv/bin/python -m benchmarks.bench_dask                 # 200,000 Examples in 16 shards (2-3 minutes)
+    .venv/bin/python -m benchmarks.bench_dask --quick         # 20,000 Examples in 8 shards (about 30 s)
+    .venv/bin/python -m benchmarks.bench_dask --json out.json
 
-The data is bench_migrate.py's: small tf.train.Examples (id, label, score, vec[16]), the same
-rows and the same migration scripts. Both sides call ``Dataset.migrate`` on a fresh copy of
-one catalog (copied, synced and page-cached outside the timer) with two workers:
+The data is bench_migrate's (the harness's labeled rows): small tf.train.Examples (id,
+label, score, vec[16]) and the same migration scripts. Both sides call ``Dataset.migrate``
+on a fresh copy of one catalog (copied, synced and page-cached outside the timer) with two
+workers:
 
 * local: ``workers=2``, today's default path: a fork process pool that each migrate starts
   and stops, inside its time;
@@ -27,22 +27,36 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import os
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench_migrate import NAME, SCHEMA_JSON, SCRIPTS, make_rows
-from common import arg_parser, dist_version, machine_header, page_cache, write_report
+from benchmarks.harness import (
+    LABELED_SCHEMA,
+    Contender,
+    FreshCatalog,
+    arg_parser,
+    check,
+    dist_version,
+    labeled_rows,
+    log,
+    machine_header,
+    print_header,
+    race,
+    write_migrations,
+    write_report,
+)
+from catalog import Catalog, Dataset
+from catalog.executors import open_executor
 
-KINDS = ("add", "transform")  # a byte-level migration (I/O and framing) and a row-level one (CPU)
+NAME = "small"
+KINDS = ["add", "transform"]  # a byte-level migration (I/O and framing) and a row-level one (CPU)
 WORKERS = 2
 
 
@@ -87,104 +101,61 @@ class Result:
         }
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def check(condition: bool, what: str) -> None:
-    if not condition:
-        raise SystemExit(f"sanity check failed: {what}")
-
-
-# --------------------------------------------------------------------------- data
-
-
-def build(tmp: Path, cfg: Config) -> tuple[Path, dict[str, Path]]:
-    """The pristine catalog (never migrated itself) and one migrations folder per kind."""
-    from catalog import Catalog
-
+def build(tmp: Path, cfg: Config) -> Path:
+    """The pristine catalog, never migrated itself."""
     pristine = tmp / "pristine"
     with Catalog.init(pristine) as cat:
-        commit = cat.register(NAME, SCHEMA_JSON).append_rows(
-            make_rows(cfg.records), shard_records=math.ceil(cfg.records / cfg.shards)
+        commit = cat.register(NAME, LABELED_SCHEMA).append_rows(
+            labeled_rows(cfg.records), shard_records=math.ceil(cfg.records / cfg.shards)
         )
     check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
-    folders = {}
-    for kind in KINDS:
-        folder = tmp / f"migrations-{kind}"
-        (folder / NAME).mkdir(parents=True)
-        (folder / NAME / f"0001_{kind}.py").write_text(SCRIPTS[kind].lstrip(), encoding="utf-8")
-        folders[kind] = folder
-    return pristine, folders
+    return pristine
 
 
-def fresh_copy(pristine: Path, work: Path) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-    shutil.copytree(pristine, root, dirs_exist_ok=True)
-    os.sync()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            page_cache(p)
-    return root
-
-
-def digest(root: Path) -> str:
+def digest(ds: Dataset) -> str:
     """sha256 of every record of the migrated dataset, in order."""
-    from catalog import Catalog
-
+    check(ds.schema_version == 2, f"schema version {ds.schema_version} after the migration, not 2")
     h = hashlib.sha256()
-    with Catalog.open(root) as cat:
-        ds = cat.dataset(NAME)
-        check(ds.schema_version == 2, f"{root}: schema version {ds.schema_version} after the migration, not 2")
-        for record in ds.records():
-            h.update(len(record).to_bytes(8, "little") + record)
+    for record in ds.records():
+        h.update(len(record).to_bytes(8, "little") + record)
     return h.hexdigest()
 
 
-# --------------------------------------------------------------------------- timing
+def side(
+    name: str, fresh: FreshCatalog, migrations: Path, executor: Executor | None, outputs: dict[str, str]
+) -> Contender:
+    """One Dataset.migrate on a fresh copy (the copy and the open are untimed). The warm-up
+    runs' records must be the same on both sides, byte for byte."""
 
-
-def timed_migrate(pristine: Path, work: Path, migrations: Path, executor: Executor | None) -> tuple[float, Path]:
-    """Seconds of one Dataset.migrate on a fresh copy (the copy and the open are untimed)."""
-    from catalog import Catalog
-
-    root = fresh_copy(pristine, work)
-    with Catalog.open(root) as cat:
-        ds = cat.dataset(NAME)
-        t0 = time.perf_counter()
+    def run() -> object:
         if executor is None:
-            ds.migrate(migrations, workers=WORKERS)
-        else:
-            ds.migrate(migrations, executor=executor)
-        seconds = time.perf_counter() - t0
-    return seconds, root
+            return fresh.ds.migrate(migrations, workers=WORKERS)
+        return fresh.ds.migrate(migrations, executor=executor)
+
+    def finish(_out: object, first: bool) -> None:
+        if first:
+            assert fresh.cat is not None
+            outputs[name] = digest(fresh.cat.dataset(NAME))
+            check(
+                len(set(outputs.values())) == 1,
+                f"{migrations.name}: the dask run's records differ from the local run's",
+            )
+        fresh.discard()
+
+    return Contender(run, fresh.prepare, finish)
 
 
-def race(kind: str, cfg: Config, pristine: Path, work: Path, migrations: Path, dask_ex: Executor) -> Result:
-    sides: dict[str, Executor | None] = {"local": None, "dask": dask_ex}
-    result = Result(kind, cfg.records)
-    outputs = {}
-    for side, ex in sides.items():  # warm-up: imports in the workers, the first pool; checked
-        _seconds, root = timed_migrate(pristine, work, migrations, ex)
-        outputs[side] = digest(root)
-        shutil.rmtree(root)
-    check(outputs["local"] == outputs["dask"], f"{kind}: the dask run's records differ from the local run's")
-    names = list(sides)
-    for rnd in range(cfg.repeats):
-        shift = rnd % len(names)
-        for side in names[shift:] + names[:shift]:
-            seconds, root = timed_migrate(pristine, work, migrations, sides[side])
-            getattr(result, side).append(seconds)
-            shutil.rmtree(root)
+def compare(kind: str, cfg: Config, pristine: Path, work: Path, migrations: Path, dask_ex: Executor) -> Result:
+    outputs: dict[str, str] = {}
+    contenders = {
+        name: side(name, FreshCatalog(pristine, work, NAME), migrations, ex, outputs)
+        for name, ex in (("local", None), ("dask", dask_ex))
+    }
+    t = race(contenders, cfg.repeats)
+    check(len(outputs) == 2, f"{kind}: a side's warm-up run was not checked")
+    result = Result(kind, cfg.records, t["local"].times, t["dask"].times)
     log(f"  {kind}: local best {min(result.local):.2f} s, dask best {min(result.dask):.2f} s")
     return result
-
-
-# --------------------------------------------------------------------------- report
-
-
-def machine() -> dict[str, Any]:
-    return machine_header(dask=dist_version("dask"), distributed=dist_version("distributed"))
 
 
 def table(results: list[Result]) -> str:
@@ -200,41 +171,42 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = arg_parser(__doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)")
-    args = parser.parse_args()
-    cfg = QUICK if args.quick else FULL
-    if args.repeats:
-        cfg = Config(cfg.records, cfg.shards, args.repeats)
-    info = machine()
-    started = time.perf_counter()
-    print("# TFRecord Catalog: migration throughput, Dask LocalCluster vs local process pool\n")
-    print(f"- date: {info['date']}; machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']})")
-    print(f"- load average at start {' '.join(map(str, info['loadavg_at_start']))}; temp catalogs on {info['tmp_fs']}")
-    print(f"- Python {info['python']}, dask {info['dask']}, distributed {info['distributed']}")
-    print(
-        f"- mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards; "
-        f"{cfg.repeats} interleaved timed rounds after an untimed, checked warm-up; best round shown"
-    )
-    sys.stdout.flush()
-
-    from catalog.executors import open_executor
-
+def run_all(cfg: Config) -> tuple[list[Result], float]:
+    """Both migrations, on a LocalCluster started once; returns the results and its start-up seconds."""
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bench_dask_", dir="/tmp") as d, contextlib.ExitStack() as stack:
         tmp = Path(d)
         work = tmp / "runs"
         work.mkdir()
         log("building the dataset ...")
-        pristine, migrations = build(tmp, cfg)
+        pristine = build(tmp, cfg)
+        migrations = write_migrations(tmp, NAME, KINDS)
         t0 = time.perf_counter()
         dask_ex = stack.enter_context(open_executor("dask", workers=WORKERS))
-        assert dask_ex is not None  # "dask" always opens one
+        check(dask_ex is not None, "open_executor('dask') gave no executor")
+        assert dask_ex is not None
         cluster_start = time.perf_counter() - t0
         log(f"LocalCluster of {WORKERS} workers started in {cluster_start:.1f} s")
         for kind in KINDS:
             log(f"[{kind}] ...")
-            results.append(race(kind, cfg, pristine, work, migrations[kind], dask_ex))
+            results.append(compare(kind, cfg, pristine, work, migrations[kind], dask_ex))
+    return results, cluster_start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)")
+    args = parser.parse_args(argv)
+    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    info = machine_header(dask=dist_version("dask"), distributed=dist_version("distributed"))
+    started = time.perf_counter()
+    print_header(
+        "TFRecord Catalog: migration throughput, Dask LocalCluster vs local process pool",
+        info,
+        f"temp catalogs on {info['tmp_fs']}",
+        f"mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards; "
+        f"{cfg.repeats} interleaved timed rounds after an untimed, checked warm-up; best round shown",
+    )
+    results, cluster_start = run_all(cfg)
     elapsed = time.perf_counter() - started
     print(f"- LocalCluster start-up (once, untimed above): {cluster_start:.2f} s\n")
     print(table(results))

@@ -1,11 +1,10 @@
-#!/usr/bin/env python
 """Format-layer benchmarks: TFRecord Catalog against TensorFlow, same run, same files.
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_format.py            # full run (a few minutes)
-    .venv/bin/python benchmarks/bench_format.py --quick    # smaller workload, fewer repeats
-    .venv/bin/python benchmarks/bench_format.py --json results.json
+    .venv/bin/python -m benchmarks.bench_format            # full run (a few minutes)
+    .venv/bin/python -m benchmarks.bench_format --quick    # smaller workload, fewer repeats
+    .venv/bin/python -m benchmarks.bench_format --json results.json
 
 Every comparison times the catalog code path and the TensorFlow code path on the same
 input in the same process, interleaving the runs (the order rotates every round) so
@@ -16,40 +15,50 @@ See benchmarks/README.md for what each row measures.
 
 from __future__ import annotations
 
-import os
-
-# Must be set before TensorFlow is imported, or its C++ logging goes to stderr.
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-
-import datetime
 import gc
-import json
-import platform
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+import crc32c
 import numpy as np
-from common import Timing, arg_parser, cpu_model, import_tensorflow, page_cache, usable_cpus
 
-# --------------------------------------------------------------------------- workload
+from benchmarks.harness import (
+    LABELED_SCHEMA,
+    LABELED_VEC,
+    Contender,
+    Timing,
+    Versus,
+    arg_parser,
+    check,
+    dist_version,
+    import_tensorflow,
+    labeled_rows,
+    log,
+    machine_header,
+    median_line,
+    page_cache,
+    print_header,
+    protobuf_version,
+    race,
+    tf_write,
+    versus,
+    versus_table,
+    write_report,
+)
+from catalog import CorruptRecordError, RecordWriter, Schema, read_record_batches, read_records
+from catalog.schema import to_tf_feature_spec
 
-VEC_LEN = 16  # with the three scalars this makes a ~140-byte serialized Example
-LABELS = [f"class_{i:03d}" for i in range(100)]
 LARGE_RECORD_BYTES = 256 * 1024
 CRC_BUFFER_BYTES = 64 * 1024 * 1024
 DECODE_BATCH = 1024
-SCHEMA_JSON = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "label": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [VEC_LEN]},
-    }
-}
+# TF reads big strings fastest in small batches (bigger ones cost it memory traffic):
+# batch(8) = 2 MiB per batch; per-record iteration is reported too, for information.
+LARGE_BATCH = 8
 
 
 @dataclass
@@ -66,178 +75,60 @@ FULL = Config(small_records=200_000, eager_records=20_000, large_records=400, re
 QUICK = Config(small_records=20_000, eager_records=5_000, large_records=100, repeats=3, budget=1.5)
 
 
-def make_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Rows of plain Python values (vec values are float32-exact, so both sides agree bit for bit)."""
-    rng = np.random.default_rng(seed)
-    scores = rng.random(n).astype(np.float32).tolist()
-    vecs = rng.standard_normal((n, VEC_LEN)).astype(np.float32).tolist()
-    return [{"id": i, "label": LABELS[i % len(LABELS)], "score": scores[i], "vec": vecs[i]} for i in range(n)]
-
-
-# --------------------------------------------------------------------------- timing
-
-
-def race(contenders: dict[str, Callable[[], object]], cfg: Config) -> dict[str, Timing]:
-    """Time every contender in interleaved rounds, rotating the order every round.
-
-    A warm-up round (untimed) runs first so one-off costs (imports, TF graph/function
-    setup, first-touch allocations) are not charged to whichever side happens to go first.
-    It also sizes the run: at least ``cfg.repeats`` rounds, more (up to ``max_rounds``)
-    while they fit in ``cfg.budget`` seconds, so fast comparisons get more samples and
-    their best round is less at the mercy of a noisy neighbour.
-    """
-    names = list(contenders)
-    timings = {name: Timing(name) for name in names}
-    t0 = time.perf_counter()
-    for name in names:
-        contenders[name]()
-    round_time = max(time.perf_counter() - t0, 1e-9)
-    rounds = max(cfg.repeats, min(cfg.max_rounds, int(cfg.budget / round_time)))
-    for rnd in range(rounds):
-        shift = rnd % len(names)
-        for name in names[shift:] + names[:shift]:
-            gc.collect()
-            t0 = time.perf_counter()
-            contenders[name]()
-            timings[name].times.append(time.perf_counter() - t0)
-    return timings
-
-
-# --------------------------------------------------------------------------- results
-
-
 @dataclass
-class Row:
-    benchmark: str
-    unit: str  # "rec/s", "MB/s" or "GB/s"
-    catalog_rate: float
-    tf_rate: float | None
-    target: float | None  # minimum catalog/TF ratio, None for informational rows
-    work: float  # records or bytes processed per run
-    catalog_times: list[float]
-    tf_times: list[float] | None
-    rounds: int = 0
-    catalog_median_rate: float = 0.0
-    tf_median_rate: float | None = None
-    note: str = ""
+class Work:
+    """The inputs every section shares: rows, their records, and TensorFlow-written files."""
+
+    tf: Any
+    cfg: Config
+    dir: str
+    schema: Schema
+    rows: list[dict[str, Any]]
+    records: list[bytes]
+    small: str  # every record
+    subset: str  # the first cfg.eager_records
+    large: str  # cfg.large_records of 256 KiB
+    large_bytes: int
 
     @property
-    def ratio(self) -> float | None:
-        return None if self.tf_rate is None else self.catalog_rate / self.tf_rate
+    def n(self) -> int:
+        return len(self.records)
 
     @property
-    def median_ratio(self) -> float | None:
-        return None if self.tf_median_rate is None else self.catalog_median_rate / self.tf_median_rate
+    def avg_size(self) -> float:
+        return sum(map(len, self.records)) / self.n
 
-    @property
-    def met(self) -> bool | None:
-        if self.target is None or self.ratio is None:
-            return None
-        return self.ratio >= self.target
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
 
-
-def compare_row(
-    benchmark: str, unit: str, work: float, cat: Timing, tf: Timing | None, target: float | None, note: str = ""
-) -> Row:
-    scale = {"rec/s": 1.0, "MB/s": 1e6, "GB/s": 1e9}[unit]
-    return Row(
-        benchmark=benchmark,
-        unit=unit,
-        catalog_rate=work / cat.best / scale,
-        tf_rate=None if tf is None else work / tf.best / scale,
-        target=target,
-        work=work,
-        catalog_times=cat.times,
-        tf_times=None if tf is None else tf.times,
-        rounds=len(cat.times),
-        catalog_median_rate=work / cat.median / scale,
-        tf_median_rate=None if tf is None else work / tf.median / scale,
-        note=note,
-    )
+    def race(self, contenders: dict[str, Callable[[], object]]) -> dict[str, Timing]:
+        return race({k: Contender(fn) for k, fn in contenders.items()}, self.cfg.repeats, self.cfg.budget)
 
 
-def fmt_rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "rec/s":
-        if value >= 1e6:
-            return f"{value / 1e6:.2f} M rec/s"
-        if value >= 1e3:
-            return f"{value / 1e3:.1f} k rec/s"
-        return f"{value:.0f} rec/s"
-    if unit == "GB/s":
-        return f"{value:.2f} GB/s"
-    return f"{value:,.0f} MB/s"
+def prepare(tf: Any, cfg: Config, d: str) -> Work:
+    """Encode the rows; TensorFlow writes the reference files (neutral ground), page-cached."""
+    schema = Schema.from_json(LABELED_SCHEMA)
+    rows = labeled_rows(cfg.small_records)
+    records = [schema.encode(r) for r in rows]
+    rng = np.random.default_rng(1)
+    large = [rng.bytes(LARGE_RECORD_BYTES) for _ in range(cfg.large_records)]
+    paths = [os.path.join(d, name) for name in ("small.tfrecord", "subset.tfrecord", "large.tfrecord")]
+    for path, recs in zip(paths, (records, records[: cfg.eager_records], large), strict=True):
+        tf_write(tf, path, recs)
+        page_cache(path)
+    small, subset, big = paths
+    w = Work(tf, cfg, d, schema, rows, records, small, subset, big, LARGE_RECORD_BYTES * len(large))
+    check_crc_is_verified(tf, w.subset, len(records[0]), w.path("bad_small"))
+    check_crc_is_verified(tf, w.large, LARGE_RECORD_BYTES, w.path("bad_large"))
+    # The inputs (and TensorFlow's modules) live for the whole run: move them out of the
+    # collector's sight, or every collection, timed or not, would rescan them.
+    gc.collect()
+    gc.freeze()
+    return w
 
 
-def markdown_table(rows: list[Row]) -> str:
-    lines = [
-        "| benchmark | catalog | TensorFlow | ratio | target | met? |",
-        "|---|---:|---:|---:|---:|:---:|",
-    ]
-    for r in rows:
-        ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
-        target = "—" if r.target is None else f">= {r.target:g}x"
-        met = {None: "—", True: "yes", False: "**NO**"}[r.met]
-        lines.append(
-            f"| {r.benchmark} | {fmt_rate(r.catalog_rate, r.unit)} | {fmt_rate(r.tf_rate, r.unit)} "
-            f"| {ratio} | {target} | {met} |"
-        )
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- machine
-
-
-def machine_info(tf: Any) -> dict[str, Any]:
-    import crc32c
-    import google.protobuf
-    from google.protobuf.internal import api_implementation
-
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": usable_cpus(),
-        "cpu": cpu_model(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "numpy": np.__version__,
-        "protobuf": f"{google.protobuf.__version__} ({api_implementation.Type()})",
-        "crc32c": f"{getattr(crc32c, '__version__', '?')} (hardware: {getattr(crc32c, 'hardware_based', '?')})",
-        "platform": platform.platform(),
-    }
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def same_file(a: str, b: str) -> bool:
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        return fa.read() == fb.read()
-
-
-def chunked(batches: Iterable[list[bytes]], size: int) -> Iterator[list[bytes]]:
-    """Regroup read_record_batches' per-read-chunk lists into lists of ``size`` records."""
-    pending: list[bytes] = []
-    for batch in batches:
-        pending += batch
-        if len(pending) >= size:
-            cut = len(pending) - len(pending) % size
-            for i in range(0, cut, size):
-                yield pending[i : i + size]
-            pending = pending[cut:]
-    if pending:
-        yield pending
-
-
-def check(condition: bool, what: str) -> None:
-    if not condition:
-        raise SystemExit(f"sanity check failed: {what}")
-
-
-def check_crc_is_verified(tf: Any, read_records: Any, path: str, first_len: int, bad_path: str) -> None:
+def check_crc_is_verified(tf: Any, path: str, first_len: int, bad_path: str) -> None:
     """Both readers must reject a flipped payload byte, or "CRC checked" would be untrue."""
-    from catalog.errors import CorruptRecordError
-
     with open(path, "rb") as f:
         data = bytearray(f.read())
     data[12 + first_len // 2] ^= 0x01  # inside the first record's payload: only its data CRC can tell
@@ -260,131 +151,79 @@ def check_crc_is_verified(tf: Any, read_records: Any, path: str, first_len: int,
     os.remove(bad_path)
 
 
-# --------------------------------------------------------------------------- benchmarks
+def same_file(a: str, b: str) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
-        __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
-    )
-    args = parser.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
-    if args.repeats:
-        cfg = replace(cfg, repeats=args.repeats)
+def chunked(batches: Iterable[list[bytes]], size: int) -> Iterator[list[bytes]]:
+    """Regroup read_record_batches' per-read-chunk lists into lists of ``size`` records."""
+    pending: list[bytes] = []
+    for batch in batches:
+        pending += batch
+        if len(pending) >= size:
+            cut = len(pending) - len(pending) % size
+            for i in range(0, cut, size):
+                yield pending[i : i + size]
+            pending = pending[cut:]
+    if pending:
+        yield pending
 
-    import crc32c
 
-    tf = import_tensorflow()
+# --------------------------------------------------------------------------- 1. write
 
-    from catalog.schema import Schema, to_tf_feature_spec
-    from catalog.tfrecord.framing import RecordWriter, read_record_batches, read_records
 
-    started = time.perf_counter()
-    info = machine_info(tf)
-    print("# TFRecord Catalog format benchmarks vs TensorFlow\n")
-    print(f"- date: {info['date']}")
-    print(f"- machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']})")
-    print(
-        f"- Python {info['python']}, TensorFlow {info['tensorflow']}, numpy {info['numpy']}, "
-        f"protobuf {info['protobuf']}, crc32c {info['crc32c']}"
-    )
-    print(
-        f"- mode: {'quick' if args.quick else 'full'}: {cfg.small_records:,} small records, "
-        f"{cfg.eager_records:,} for TF eager per-record, {cfg.large_records} x 256 KiB records; "
-        f"best of {cfg.repeats} to {cfg.max_rounds} interleaved rounds (as many as fit in "
-        f"{cfg.budget:g} s) after a warm-up round"
-    )
-    sys.stdout.flush()
-
-    schema = Schema.from_json(SCHEMA_JSON)
-    rows = make_rows(cfg.small_records)
-    records = [schema.encode(r) for r in rows]
-    n = len(records)
-    avg_size = sum(map(len, records)) / n
-    print(
-        f"- small record: tf.train.Example, 4 features (id int64, label string, score float32, "
-        f"vec float32[{VEC_LEN}]), {avg_size:.1f} bytes serialized on average\n"
-    )
-    sys.stdout.flush()
-
-    results: list[Row] = []
-    tmp = tempfile.TemporaryDirectory(prefix="bench_format_")
-    d = tmp.name
-
-    def p(name: str) -> str:
-        return os.path.join(d, name)
-
-    # Reference files are written by TensorFlow (neutral ground) and page-cached.
-    small_path, sub_path, large_path = p("small.tfrecord"), p("subset.tfrecord"), p("large.tfrecord")
-    with tf.io.TFRecordWriter(small_path) as w:
-        for r in records:
-            w.write(r)
-    with tf.io.TFRecordWriter(sub_path) as w:
-        for r in records[: cfg.eager_records]:
-            w.write(r)
-    rng = np.random.default_rng(1)
-    large = [rng.bytes(LARGE_RECORD_BYTES) for _ in range(cfg.large_records)]
-    with tf.io.TFRecordWriter(large_path) as w:
-        for r in large:
-            w.write(r)
-    large_bytes = LARGE_RECORD_BYTES * len(large)
-    del large
-    for path in (small_path, sub_path, large_path):
-        page_cache(path)
-    check_crc_is_verified(tf, read_records, sub_path, len(records[0]), p("bad_small"))
-    check_crc_is_verified(tf, read_records, large_path, LARGE_RECORD_BYTES, p("bad_large"))
-    # The inputs (and TensorFlow's modules) live for the whole run: move them out of the
-    # collector's sight, or every collection, timed or not, would rescan them.
-    gc.collect()
-    gc.freeze()
-
-    # ---- 1. write pre-serialized records -----------------------------------------------
+def bench_write(w: Work) -> list[Versus]:
     def cat_write_loop() -> None:
-        with RecordWriter(p("w_cat_loop")) as w:
-            for r in records:
-                w.write(r)
+        with RecordWriter(w.path("w_cat_loop")) as out:
+            for r in w.records:
+                out.write(r)
 
     def cat_write_many() -> None:
-        with RecordWriter(p("w_cat_many")) as w:
-            w.write_many(records)
+        with RecordWriter(w.path("w_cat_many")) as out:
+            out.write_many(w.records)
 
-    def tf_write_loop() -> None:
-        with tf.io.TFRecordWriter(p("w_tf")) as w:
-            for r in records:
-                w.write(r)
-
-    t = race({"cat_loop": cat_write_loop, "cat_many": cat_write_many, "tf": tf_write_loop}, cfg)
-    check(same_file(p("w_cat_loop"), small_path), "RecordWriter.write output differs from TFRecordWriter's")
-    check(same_file(p("w_cat_many"), small_path), "RecordWriter.write_many output differs from TFRecordWriter's")
-    label = f"write {avg_size:.0f} B pre-serialized records"
-    results.append(
-        compare_row(
+    t = w.race(
+        {
+            "cat_loop": cat_write_loop,
+            "cat_many": cat_write_many,
+            "tf": lambda: tf_write(w.tf, w.path("w_tf"), w.records),
+        }
+    )
+    check(same_file(w.path("w_cat_loop"), w.small), "RecordWriter.write output differs from TFRecordWriter's")
+    check(same_file(w.path("w_cat_many"), w.small), "RecordWriter.write_many output differs from TFRecordWriter's")
+    label = f"write {w.avg_size:.0f} B pre-serialized records"
+    return [
+        versus(
+            "write",
             f"{label}: `RecordWriter.write` loop vs `TFRecordWriter.write` loop",
             "rec/s",
-            n,
+            w.n,
             t["cat_loop"],
             t["tf"],
-            1.0,
-        )
-    )
-    results.append(
-        compare_row(
+            target=1.0,
+        ),
+        versus(
+            "write_many",
             f"{label}: `RecordWriter.write_many` vs `TFRecordWriter.write` loop",
             "rec/s",
-            n,
+            w.n,
             t["cat_many"],
             t["tf"],
-            1.0,
-        )
-    )
-    print(f"  [done] write pre-serialized ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+            target=1.0,
+        ),
+    ]
 
-    # ---- 2. build + serialize (+ write) Examples from rows ----------------------------------
+
+# --------------------------------------------------------------------------- 2. encode
+
+
+def seeds_example(tf: Any) -> Callable[[dict[str, Any]], bytes]:
+    """The way the seed scripts build Examples: one message object tree per row."""
     Example, Features, Feature = tf.train.Example, tf.train.Features, tf.train.Feature
     Int64List, FloatList, BytesList = tf.train.Int64List, tf.train.FloatList, tf.train.BytesList
 
-    def tf_example(row: dict[str, Any]) -> bytes:
-        # The way the seed scripts build Examples: one message object tree per row.
+    def build(row: dict[str, Any]) -> bytes:
         ex = Example(
             features=Features(
                 feature={
@@ -397,223 +236,265 @@ def main(argv: list[str] | None = None) -> int:
         )
         return ex.SerializeToString()
 
+    return build
+
+
+def bench_encode(w: Work) -> list[Versus]:
+    tf_example = seeds_example(w.tf)
     encoded: dict[str, list[bytes]] = {}
 
     def cat_encode() -> None:
-        encoded["cat"] = [schema.encode(row) for row in rows]
+        encoded["cat"] = [w.schema.encode(row) for row in w.rows]
 
     def tf_encode() -> None:
-        encoded["tf"] = [tf_example(row) for row in rows]
+        encoded["tf"] = [tf_example(row) for row in w.rows]
 
-    t = race({"cat": cat_encode, "tf": tf_encode}, cfg)
-    check(len(encoded["cat"]) == len(encoded["tf"]) == n, "encode counts differ")
-    step = max(1, n // 2000)
+    t = w.race({"cat": cat_encode, "tf": tf_encode})
+    check(len(encoded["cat"]) == len(encoded["tf"]) == w.n, "encode counts differ")
+    step = max(1, w.n // 2000)
+    parse = w.tf.train.Example.FromString
     for c, f in zip(encoded["cat"][::step], encoded["tf"][::step], strict=True):
-        check(Example.FromString(c) == Example.FromString(f), "schema.encode and tf.train.Example disagree")
+        check(parse(c) == parse(f), "schema.encode and tf.train.Example disagree")
     identical = encoded["cat"] == encoded["tf"]
     encoded.clear()
-    results.append(
-        compare_row(
-            "encode rows -> Example bytes: `schema.encode` vs `tf.train.Example(...)``.SerializeToString()`",
-            "rec/s",
-            n,
-            t["cat"],
-            t["tf"],
-            3.0,
-            note=f"messages equal to TF's (checked on a sample); bytes identical: {identical}",
-        )
+    row = versus(
+        "encode",
+        "encode rows -> Example bytes: `schema.encode` vs `tf.train.Example(...)``.SerializeToString()`",
+        "rec/s",
+        w.n,
+        t["cat"],
+        t["tf"],
+        target=3.0,
+        note=f"messages equal to TF's (checked on a sample); bytes identical: {identical}",
     )
+    return [row, bench_encode_write(w, tf_example)]
 
+
+def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> Versus:
     def cat_encode_write() -> None:
-        with RecordWriter(p("ew_cat")) as w:
-            for row in rows:
-                w.write(schema.encode(row))
+        with RecordWriter(w.path("ew_cat")) as out:
+            for row in w.rows:
+                out.write(w.schema.encode(row))
 
     def tf_encode_write() -> None:
-        with tf.io.TFRecordWriter(p("ew_tf")) as w:
-            for row in rows:
-                w.write(tf_example(row))
+        with w.tf.io.TFRecordWriter(w.path("ew_tf")) as out:
+            for row in w.rows:
+                out.write(tf_example(row))
 
-    t = race({"cat": cat_encode_write, "tf": tf_encode_write}, cfg)
-    check(os.path.getsize(p("ew_cat")) == os.path.getsize(p("ew_tf")), "encode+write file sizes differ")
-    results.append(
-        compare_row(
-            "encode + write rows: `schema.encode` + `RecordWriter.write` vs "
-            "`tf.train.Example` + `TFRecordWriter.write`",
-            "rec/s",
-            n,
-            t["cat"],
-            t["tf"],
-            3.0,
-        )
+    t = w.race({"cat": cat_encode_write, "tf": tf_encode_write})
+    check(os.path.getsize(w.path("ew_cat")) == os.path.getsize(w.path("ew_tf")), "encode+write file sizes differ")
+    return versus(
+        "encode+write",
+        "encode + write rows: `schema.encode` + `RecordWriter.write` vs `tf.train.Example` + `TFRecordWriter.write`",
+        "rec/s",
+        w.n,
+        t["cat"],
+        t["tf"],
+        target=3.0,
     )
-    print(f"  [done] encode ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
-    # ---- 3. read small records (CRC verified on both sides) ---------------------------------
+
+# --------------------------------------------------------------------------- 3. read small records
+
+
+def bench_read_small(w: Work) -> list[Versus]:
+    """CRC verified on both sides; TF's dataset is built once, outside the timer."""
     counts: dict[str, int] = {}
-    # TF datasets are built once, outside the timed region (only iteration is timed).
-    tf_small_batched = tf.data.TFRecordDataset(small_path).batch(DECODE_BATCH)
+    tf_batched = w.tf.data.TFRecordDataset(w.small).batch(DECODE_BATCH)
 
     def cat_read_records() -> None:
         k = 0
-        for _r in read_records(small_path):
+        for _r in read_records(w.small):
             k += 1
         counts["cat_records"] = k
 
     def cat_read_batches() -> None:
         k = 0
-        for batch in read_record_batches(small_path):
+        for batch in read_record_batches(w.small):
             k += len(batch)
         counts["cat_batches"] = k
 
     def tf_read_batched() -> None:
         k = 0
-        for batch in tf_small_batched:
+        for batch in tf_batched:
             k += len(batch.numpy())
         counts["tf_batched"] = k
 
-    t = race({"records": cat_read_records, "batches": cat_read_batches, "tf": tf_read_batched}, cfg)
-    check(counts["cat_records"] == counts["cat_batches"] == counts["tf_batched"] == n, f"read counts {counts}")
-    label = f"read {avg_size:.0f} B records, CRC checked"
-    results.append(
-        compare_row(
+    t = w.race({"records": cat_read_records, "batches": cat_read_batches, "tf": tf_read_batched})
+    check(counts["cat_records"] == counts["cat_batches"] == counts["tf_batched"] == w.n, f"read counts {counts}")
+    label = f"read {w.avg_size:.0f} B records, CRC checked"
+    return [
+        versus(
+            "read",
             f"{label}: `read_records` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
             "rec/s",
-            n,
+            w.n,
             t["records"],
             t["tf"],
-            1.0,
-        )
-    )
-    results.append(
-        compare_row(
+            target=1.0,
+        ),
+        versus(
+            "read_batches",
             f"{label}: `read_record_batches` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
             "rec/s",
-            n,
+            w.n,
             t["batches"],
             t["tf"],
-            1.0,
-        )
-    )
+            target=1.0,
+        ),
+        bench_read_subset(w, label),
+    ]
 
-    tf_sub = tf.data.TFRecordDataset(sub_path)
-    m = cfg.eager_records
+
+def bench_read_subset(w: Work, label: str) -> Versus:
+    counts: dict[str, int] = {}
+    tf_sub = w.tf.data.TFRecordDataset(w.subset)
+    m = w.cfg.eager_records
 
     def cat_read_sub() -> None:
         k = 0
-        for _r in read_records(sub_path):
+        for _r in read_records(w.subset):
             k += 1
-        counts["cat_sub"] = k
+        counts["cat"] = k
 
     def tf_read_eager() -> None:
         k = 0
         for r in tf_sub:
             r.numpy()
             k += 1
-        counts["tf_eager"] = k
+        counts["tf"] = k
 
-    t = race({"cat": cat_read_sub, "tf": tf_read_eager}, cfg)
-    check(counts["cat_sub"] == counts["tf_eager"] == m, f"subset read counts {counts}")
-    results.append(
-        compare_row(
-            f"{label} ({m // 1000}k subset): `read_records` vs TF eager per-record "
-            "`for r in TFRecordDataset: r.numpy()`",
-            "rec/s",
-            m,
-            t["cat"],
-            t["tf"],
-            30.0,
-        )
+    t = w.race({"cat": cat_read_sub, "tf": tf_read_eager})
+    check(counts["cat"] == counts["tf"] == m, f"subset read counts {counts}")
+    return versus(
+        "read_eager",
+        f"{label} ({m // 1000}k subset): `read_records` vs TF eager per-record `for r in TFRecordDataset: r.numpy()`",
+        "rec/s",
+        m,
+        t["cat"],
+        t["tf"],
+        target=30.0,
     )
-    print(f"  [done] read small ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
-    # ---- 4. read large records -------------------------------------------------------------
-    # TF reads big strings fastest in small batches (bigger ones cost it memory traffic):
-    # batch(8) = 2 MiB per batch; per-record iteration is reported too, for information.
-    large_batch = 8
-    tf_large = tf.data.TFRecordDataset(large_path).batch(large_batch)
-    tf_large_each = tf.data.TFRecordDataset(large_path)
+
+# --------------------------------------------------------------------------- 4. read large records
+
+
+def bench_read_large(w: Work) -> list[Versus]:
+    counts: dict[str, int] = {}
+    tf_large = w.tf.data.TFRecordDataset(w.large).batch(LARGE_BATCH)
+    tf_large_each = w.tf.data.TFRecordDataset(w.large)
 
     def cat_read_large() -> None:
         total = 0
-        for r in read_records(large_path):
+        for r in read_records(w.large):
             total += len(r)
-        counts["cat_large"] = total
+        counts["cat"] = total
 
     def tf_read_large() -> None:
         total = 0
         for batch in tf_large:
             total += sum(map(len, batch.numpy()))
-        counts["tf_large"] = total
+        counts["tf"] = total
 
     def tf_read_large_each() -> None:
         total = 0
         for r in tf_large_each:
             total += len(r.numpy())
-        counts["tf_large_each"] = total
+        counts["tf_each"] = total
 
-    t = race({"cat": cat_read_large, "tf": tf_read_large, "tf_each": tf_read_large_each}, cfg)
-    check(
-        counts["cat_large"] == counts["tf_large"] == counts["tf_large_each"] == large_bytes,
-        f"large read bytes {counts}",
-    )
-    results.append(
-        compare_row(
-            f"read 256 KiB records, CRC checked: `read_records` vs `TFRecordDataset.batch({large_batch})` + `.numpy()`",
+    t = w.race({"cat": cat_read_large, "tf": tf_read_large, "tf_each": tf_read_large_each})
+    check(counts["cat"] == counts["tf"] == counts["tf_each"] == w.large_bytes, f"large read bytes {counts}")
+    return [
+        versus(
+            "read_large",
+            f"read 256 KiB records, CRC checked: `read_records` vs `TFRecordDataset.batch({LARGE_BATCH})` + `.numpy()`",
             "MB/s",
-            large_bytes,
+            w.large_bytes,
             t["cat"],
             t["tf"],
-            1.0,
-        )
-    )
-    results.append(
-        compare_row(
+            target=1.0,
+        ),
+        versus(
+            "read_large_each",
             "(info) same, vs TF per-record `for r in TFRecordDataset: r.numpy()`",
             "MB/s",
-            large_bytes,
+            w.large_bytes,
             t["cat"],
             t["tf_each"],
-            None,
-        )
-    )
-    print(f"  [done] read large ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        ),
+    ]
 
-    # ---- 5. decode to columnar numpy batches (reading included on both sides) ---------------
-    spec = to_tf_feature_spec(schema.feature_spec(), tf)
-    tf_decode_ds = tf.data.TFRecordDataset(small_path).batch(DECODE_BATCH).map(lambda x: tf.io.parse_example(x, spec))
-    tf_decode_par = (
-        tf.data.TFRecordDataset(small_path)
+
+# --------------------------------------------------------------------------- 5. decode to numpy
+
+
+def tf_decode_runner(ds: Any, counts: dict[str, int], key: str) -> Callable[[], None]:
+    def run() -> None:
+        k = 0
+        for batch in ds:
+            cols = {name: v.numpy() for name, v in batch.items()}
+            k += len(cols["id"])
+        counts[key] = k
+
+    return run
+
+
+def bench_decode(w: Work) -> list[Versus]:
+    """Columnar numpy batches, reading included on both sides."""
+    tf = w.tf
+    spec = to_tf_feature_spec(w.schema.feature_spec(), tf)
+    tf_ds = tf.data.TFRecordDataset(w.small).batch(DECODE_BATCH).map(lambda x: tf.io.parse_example(x, spec))
+    tf_par = (
+        tf.data.TFRecordDataset(w.small)
         .batch(DECODE_BATCH)
         .map(lambda x: tf.io.parse_example(x, spec), num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
+    counts: dict[str, int] = {}
 
     def cat_decode() -> None:
         k = 0
-        for chunk in chunked(read_record_batches(small_path), DECODE_BATCH):
-            cols = schema.decode_batch(chunk)
+        for chunk in chunked(read_record_batches(w.small), DECODE_BATCH):
+            cols = w.schema.decode_batch(chunk)
             k += len(cols["id"])
-        counts["cat_decode"] = k
+        counts["cat"] = k
 
-    def tf_decode(ds: Any, key: str) -> Callable[[], None]:
-        def run() -> None:
-            k = 0
-            for batch in ds:
-                cols = {name: v.numpy() for name, v in batch.items()}
-                k += len(cols["id"])
-            counts[key] = k
-
-        return run
-
-    t = race(
-        {"cat": cat_decode, "tf": tf_decode(tf_decode_ds, "tf"), "tf_par": tf_decode(tf_decode_par, "tf_par")},
-        cfg,
+    t = w.race(
+        {
+            "cat": cat_decode,
+            "tf": tf_decode_runner(tf_ds, counts, "tf"),
+            "tf_par": tf_decode_runner(tf_par, counts, "tf_par"),
+        }
     )
-    check(counts["cat_decode"] == counts["tf"] == counts["tf_par"] == n, f"decode counts {counts}")
-    # Untimed: every decoded value must equal TensorFlow's.
-    cat_parts = [schema.decode_batch(c) for c in chunked(read_record_batches(small_path), DECODE_BATCH)]
-    tf_parts = [{k: v.numpy() for k, v in b.items()} for b in tf_decode_ds]
+    check(counts["cat"] == counts["tf"] == counts["tf_par"] == w.n, f"decode counts {counts}")
+    check_decoded_equal(w, tf_ds)
+    label = "decode to numpy columns, read included: `read_record_batches` + `decode_batch` per 1024 vs "
+    return [
+        versus(
+            "decode",
+            label + "`TFRecordDataset.batch(1024).map(parse_example)`",
+            "rec/s",
+            w.n,
+            t["cat"],
+            t["tf"],
+            target=1.0,
+        ),
+        versus(
+            "decode_parallel",
+            "(info) same, vs TF with `num_parallel_calls=AUTOTUNE` + `prefetch`",
+            "rec/s",
+            w.n,
+            t["cat"],
+            t["tf_par"],
+        ),
+    ]
+
+
+def check_decoded_equal(w: Work, tf_ds: Any) -> None:
+    """Untimed: every decoded value must equal TensorFlow's."""
+    cat_parts = [w.schema.decode_batch(c) for c in chunked(read_record_batches(w.small), DECODE_BATCH)]
+    tf_parts = [{k: v.numpy() for k, v in b.items()} for b in tf_ds]
     for name in ("id", "score", "vec"):
         check(
             np.array_equal(np.concatenate([c[name] for c in cat_parts]), np.concatenate([f[name] for f in tf_parts])),
@@ -621,61 +502,72 @@ def main(argv: list[str] | None = None) -> int:
         )
     cat_labels = [str(x).encode("utf-8") for c in cat_parts for x in c["label"]]
     check(cat_labels == [x for f in tf_parts for x in f["label"]], "decoded 'label' differs from TF's")
-    del cat_parts, tf_parts
-    label = "decode to numpy columns, read included: `read_record_batches` + `decode_batch` per 1024 vs "
-    results.append(
-        compare_row(label + "`TFRecordDataset.batch(1024).map(parse_example)`", "rec/s", n, t["cat"], t["tf"], 1.0)
-    )
-    results.append(
-        compare_row(
-            "(info) same, vs TF with `num_parallel_calls=AUTOTUNE` + `prefetch`",
-            "rec/s",
-            n,
-            t["cat"],
-            t["tf_par"],
-            None,
-        )
-    )
-    print(f"  [done] decode ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
-    # ---- 6. CRC32C throughput, for context --------------------------------------------------
+
+# --------------------------------------------------------------------------- 6. CRC32C, for context
+
+
+def bench_crc(w: Work) -> list[Versus]:
     buf = np.random.default_rng(2).bytes(CRC_BUFFER_BYTES)
-    t = race({"crc": lambda: crc32c.crc32c(buf)}, cfg)
-    results.append(
-        compare_row(
-            "(info) CRC32C of a 64 MiB buffer, `crc32c` package", "GB/s", CRC_BUFFER_BYTES, t["crc"], None, None
-        )
-    )
+    t = w.race({"crc": lambda: crc32c.crc32c(buf)})
+    return [
+        versus("crc32c", "(info) CRC32C of a 64 MiB buffer, `crc32c` package", "GB/s", CRC_BUFFER_BYTES, t["crc"], None)
+    ]
 
-    tmp.cleanup()
-    elapsed = time.perf_counter() - started
+
+SECTIONS: list[tuple[str, Callable[[Work], list[Versus]]]] = [
+    ("write pre-serialized", bench_write),
+    ("encode", bench_encode),
+    ("read small", bench_read_small),
+    ("read large", bench_read_large),
+    ("decode", bench_decode),
+    ("crc32c", bench_crc),
+]
+
+
+def print_results(results: list[Versus], elapsed: float) -> None:
     print()
-    print(markdown_table(results))
+    print(versus_table(results, "TensorFlow"))
     print(
-        f"\nratio = catalog rate / TensorFlow rate (best round of each side); higher is better for catalog. "
+        "\nratio = catalog rate / TensorFlow rate (best round of each side); higher is better for catalog. "
         f"Total time {elapsed:.0f} s."
     )
-    print(
-        "\nratios from the medians instead of the best rounds (a noise gauge): "
-        + ", ".join(f"{r.median_ratio:.2f}x ({r.rounds})" for r in results if r.median_ratio is not None)
-    )
-    notes = [r for r in results if r.note]
-    for r in notes:
-        print(f"- {r.benchmark.split(':')[0]}: {r.note}")
+    print("\nratios from the medians instead of the best rounds (a noise gauge): " + median_line(results))
+    for r in results:
+        if r.note:
+            print(f"- {r.benchmark.split(':')[0]}: {r.note}")
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(
+        __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
+    )
+    args = parser.parse_args(argv)
+    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    tf = import_tensorflow()
+    started = time.perf_counter()
+    crc_info = f"{dist_version('crc32c')} (hardware: {getattr(crc32c, 'hardware_based', '?')})"
+    info = machine_header(tensorflow=tf.__version__, numpy=np.__version__, protobuf=protobuf_version(), crc32c=crc_info)
+    results: list[Versus] = []
+    with tempfile.TemporaryDirectory(prefix="bench_format_") as d:
+        w = prepare(tf, cfg, d)
+        print_header(
+            "TFRecord Catalog format benchmarks vs TensorFlow",
+            info,
+            f"mode: {'quick' if args.quick else 'full'}: {cfg.small_records:,} small records, {cfg.eager_records:,} "
+            f"for TF eager per-record, {cfg.large_records} x 256 KiB records; best of {cfg.repeats} to "
+            f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+            f"small record: tf.train.Example, 4 features (id int64, label string, score float32, "
+            f"vec float32[{LABELED_VEC}]), {w.avg_size:.1f} bytes serialized on average",
+        )
+        for title, section in SECTIONS:
+            results += section(w)
+            log(f"  [done] {title} ({time.perf_counter() - started:.0f} s)")
+    elapsed = time.perf_counter() - started
+    print_results(results, elapsed)
     if args.json:
-        payload = {
-            "machine": info,
-            "mode": "quick" if args.quick else "full",
-            "config": asdict(cfg),
-            "avg_small_record_bytes": avg_size,
-            "elapsed_seconds": elapsed,
-            "results": [{**asdict(r), "ratio": r.ratio, "median_ratio": r.median_ratio, "met": r.met} for r in results],
-        }
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2)
-            fh.write("\n")
-        print(f"\nJSON written to {args.json}")
+        extra = {"avg_small_record_bytes": w.avg_size, "elapsed_seconds": elapsed}
+        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
     return 0
 
 

@@ -1,12 +1,11 @@
-#!/usr/bin/env python
 """Rewrite benchmarks: dataset migrations, compact and export, against the seeds' way.
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_migrate.py            # full run (about 3-4 minutes on 2 cores)
-    .venv/bin/python benchmarks/bench_migrate.py --quick    # smaller workload (about 40 s)
-    .venv/bin/python benchmarks/bench_migrate.py --json results.json
-    .venv/bin/python benchmarks/bench_migrate.py --profile all   # cProfile every catalog side, not only misses
+    .venv/bin/python -m benchmarks.bench_migrate            # full run (about 3-4 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.bench_migrate --quick    # smaller workload (about 40 s)
+    .venv/bin/python -m benchmarks.bench_migrate --json results.json
+    .venv/bin/python -m benchmarks.bench_migrate --profile all   # cProfile every catalog side, not only misses
 
 The peer is the seeds' way of changing a TFRecord dataset: iterate every shard eagerly with
 ``tf.data.TFRecordDataset``, parse each record into a ``tf.train.Example``, modify it, and
@@ -20,94 +19,59 @@ stdout. See benchmarks/README.md for what each row measures.
 
 from __future__ import annotations
 
-import os
-
-# Must be set before TensorFlow is imported, or its C++ logging goes to stderr.
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-
 import gc
 import math
+import os
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import (
+import sqlalchemy
+from crc32c import crc32c
+
+from benchmarks.harness import (
+    ENRICHED_SCHEMA,
+    HEIGHT,
+    LABELED_SCHEMA,
+    LABELED_VEC,
+    MIB,
+    Contender,
+    FreshCatalog,
     Timing,
+    Versus,
     arg_parser,
+    check,
     dist_version,
+    fsync_path,
     import_tensorflow,
+    labeled_rows,
+    log,
     machine_header,
+    median_line,
     page_cache,
+    print_header,
     profile_text,
+    protobuf_version,
+    race,
     usable_cpus,
+    versus_table,
+    write_migrations,
     write_report,
 )
+from catalog import Catalog, Schema, read_record_batches
 
-# --------------------------------------------------------------------------- workload
-
-VEC_LEN = 16  # as bench_format: with the three scalars, a ~140-byte serialized Example
-LABELS = [f"class_{i:03d}" for i in range(100)]
 NAME = "small"
 BLOB_NAME = "blobs"
 BLOB_BYTES = 256 * 1024
-MIB = 1 << 20
-HEIGHT = 256
-SCHEMA_JSON: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "label": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [VEC_LEN]},
-    }
-}
-BLOB_SCHEMA_JSON: dict[str, Any] = {"features": {"data": {"dtype": "bytes"}}}
-# The Transform's target schema: the source's, plus a computed float feature.
-ENRICHED_JSON: dict[str, Any] = {"features": {**SCHEMA_JSON["features"], "magnitude": {"dtype": "float32"}}}
-
-# One migration script per benchmark (migrations/<dataset>/0001_<slug>.py). Workers import
-# the script themselves, so the Transform's function is defined in it.
-SCRIPTS: dict[str, str] = {
-    "add": f"""
-from catalog.migrate import AddField
-
-operations = [AddField("height", {{"dtype": "int64"}}, default={HEIGHT})]
-""",
-    "rename": """
-from catalog.migrate import RenameField
-
-operations = [RenameField("label", "category")]
-""",
-    "drop": """
-from catalog.migrate import DropField
-
-operations = [DropField("score")]
-""",
-    "transform": f"""
-import math
-
-import numpy as np
-
-from catalog.migrate import Transform
-
-
-def enrich(row):
-    vec = row["vec"]
-    row["magnitude"] = row["score"] * math.sqrt(float(np.dot(vec, vec)))
-    row["label"] = row["label"].upper()
-    return row
-
-
-operations = [Transform(enrich, schema={ENRICHED_JSON!r})]
-""",
-}
+BLOB_SCHEMA: dict[str, Any] = {"features": {"data": {"dtype": "bytes"}}}
 
 
 @dataclass
@@ -121,46 +85,19 @@ class Config:
     budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
     max_rounds: int = 15
 
+    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
+        return race(contenders, self.repeats, self.budget, self.max_rounds)
+
 
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)
 QUICK = Config(records=20_000, shards=8, peer_shards=2, blob_mib=64, blob_shards=16, repeats=3, budget=1.5)
 
+# --------------------------------------------------------------------------- settling before a run
 
-def make_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Rows of plain Python values (vec values are float32-exact), as in bench_format."""
-    rng = np.random.default_rng(seed)
-    scores = rng.random(n).astype(np.float32).tolist()
-    vecs = rng.standard_normal((n, VEC_LEN)).astype(np.float32).tolist()
-    return [{"id": i, "label": LABELS[i % len(LABELS)], "score": scores[i], "vec": vecs[i]} for i in range(n)]
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def check(condition: bool, what: str) -> None:
-    if not condition:
-        raise SystemExit(f"sanity check failed: {what}")
-
-
-# --------------------------------------------------------------------------- timing
-
-
-@dataclass
-class Contender:
-    """One side of a comparison. ``prepare`` and ``finish`` run outside the timer, around every run."""
-
-    run: Callable[[], object]
-    prepare: Callable[[], None] = lambda: None
-    finish: Callable[[object, bool], None] = lambda _out, _first: None  # (result, is the warm-up run)
-    recycle: int = 0  # bytes of page-cache memory to recycle before each run (see settle)
-
-
-SCRATCH: list[Path] = []  # where settle() writes its scratch file (set in main)
 RECYCLE_CHUNK = os.urandom(4 * MIB)
 
 
-def recycle_memory(nbytes: int) -> None:
+def recycle_memory(scratch: Path, nbytes: int) -> None:
     """Write ``nbytes`` into a scratch file and delete it: memory the next run's new page cache can reuse.
 
     Our VMs (Firecracker, free page reporting) hand memory the guest freed a few seconds ago
@@ -169,244 +106,46 @@ def recycle_memory(nbytes: int) -> None:
     writes new data pays that VM cost, and how much of it varies run to run. Every contender
     of a comparison gets the same step.
     """
-    if nbytes <= 0 or not SCRATCH:
+    if nbytes <= 0:
         return
-    path = SCRATCH[0] / "recycle.scratch"
+    path = scratch / "recycle.scratch"
     with open(path, "wb") as f:
         for _ in range(0, nbytes, len(RECYCLE_CHUNK)):
             f.write(RECYCLE_CHUNK)
     path.unlink()  # never synced: its dirty pages are dropped, not written
 
 
-def settle(recycle: int = 0) -> None:
+def settler(scratch: Path, recycle: int) -> Callable[[], None]:
     """Before every timed run: write back every dirty page, recycle memory, collect garbage.
 
     Without the sync, one run's unsynced output (the peer never fsyncs; the catalog copies
     its fresh dataset in ``prepare``) would be written back during the next run's fsync,
     because ext4 commits other files' new data with the journal.
     """
-    os.sync()
-    recycle_memory(recycle)
-    gc.collect()
 
-
-def race(contenders: dict[str, Contender], cfg: Config) -> dict[str, Timing]:
-    """Time every contender in interleaved rounds, rotating the order every round.
-
-    An untimed warm-up run of every contender comes first (imports, TF first-use costs, the
-    catalog's connections); its results are checked by each contender's ``finish``. It also
-    sizes the run: at least ``cfg.repeats`` rounds, more (up to ``max_rounds``) while they
-    fit in ``cfg.budget`` seconds.
-    """
-    names = list(contenders)
-    timings = {name: Timing(name) for name in names}
-    round_time = 0.0
-    for name in names:
-        c = contenders[name]
-        c.prepare()
-        settle(c.recycle)
-        t0 = time.perf_counter()
-        out = c.run()
-        round_time += time.perf_counter() - t0
-        c.finish(out, True)
-    rounds = max(cfg.repeats, min(cfg.max_rounds, int(cfg.budget / max(round_time, 1e-9))))
-    for rnd in range(rounds):
-        shift = rnd % len(names)
-        for name in names[shift:] + names[:shift]:
-            c = contenders[name]
-            c.prepare()
-            settle(c.recycle)
-            t0 = time.perf_counter()
-            out = c.run()
-            timings[name].times.append(time.perf_counter() - t0)
-            c.finish(out, False)
-    return timings
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class Row:
-    key: str  # short name: the median line, --profile, JSON
-    benchmark: str
-    unit: str  # "rec/s" or "GB/s"
-    catalog_work: float  # records or bytes per catalog run
-    catalog_times: list[float]
-    peer_work: float = 0.0
-    peer_times: list[float] | None = None
-    target: float | None = None
-    absolute: bool = False  # target is a catalog rate (GB/s), not a ratio
-    note: str = ""
-
-    def _rate(self, work: float, seconds: float) -> float:
-        return work / seconds / (1e9 if self.unit == "GB/s" else 1.0)
-
-    @property
-    def catalog_rate(self) -> float:
-        return self._rate(self.catalog_work, min(self.catalog_times))
-
-    @property
-    def peer_rate(self) -> float | None:
-        return None if not self.peer_times else self._rate(self.peer_work, min(self.peer_times))
-
-    @property
-    def catalog_median_rate(self) -> float:
-        return self._rate(self.catalog_work, statistics.median(self.catalog_times))
-
-    @property
-    def peer_median_rate(self) -> float | None:
-        return None if not self.peer_times else self._rate(self.peer_work, statistics.median(self.peer_times))
-
-    @property
-    def ratio(self) -> float | None:
-        peer = self.peer_rate
-        return None if peer is None else self.catalog_rate / peer
-
-    @property
-    def median_ratio(self) -> float | None:
-        peer = self.peer_median_rate
-        return None if peer is None else self.catalog_median_rate / peer
-
-    @property
-    def rounds(self) -> int:
-        return len(self.catalog_times)
-
-    @property
-    def met(self) -> bool | None:
-        if self.target is None:
-            return None
-        value = self.catalog_rate if self.absolute else self.ratio
-        return None if value is None else value >= self.target
-
-    @property
-    def median_met(self) -> bool | None:
-        if self.target is None:
-            return None
-        value = self.catalog_median_rate if self.absolute else self.median_ratio
-        return None if value is None else value >= self.target
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "catalog_rate": self.catalog_rate,
-            "peer_rate": self.peer_rate,
-            "ratio": self.ratio,
-            "catalog_median_rate": self.catalog_median_rate,
-            "peer_median_rate": self.peer_median_rate,
-            "median_ratio": self.median_ratio,
-            "met": self.met,
-            "median_met": self.median_met,
-        }
-
-
-def fmt_rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "GB/s":
-        return f"{value:.2f} GB/s"
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} M rec/s"
-    if value >= 1e3:
-        return f"{value / 1e3:.1f} k rec/s"
-    return f"{value:.0f} rec/s"
-
-
-def markdown_table(rows: list[Row]) -> str:
-    lines = ["| benchmark | catalog | peer | ratio | target | met? |", "|---|---:|---:|---:|---:|:---:|"]
-    for r in rows:
-        ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
-        if r.target is None:
-            target = "—"
-        elif r.absolute:
-            target = f">= {r.target:g} {r.unit}"
-        else:
-            target = f">= {r.target:g}x"
-        met = {None: "—", True: "yes", False: "**NO**"}[r.met]
-        lines.append(
-            f"| {r.benchmark} | {fmt_rate(r.catalog_rate, r.unit)} | {fmt_rate(r.peer_rate, r.unit)} "
-            f"| {ratio} | {target} | {met} |"
-        )
-    return "\n".join(lines)
-
-
-def median_line(rows: list[Row]) -> str:
-    parts = []
-    for r in rows:
-        if r.absolute:
-            parts.append(f"{r.key} {r.catalog_median_rate:.2f} GB/s ({r.rounds})")
-        elif r.median_ratio is not None:
-            parts.append(f"{r.key} {r.median_ratio:.2f}x ({r.rounds})")
-    return "; ".join(parts)
-
-
-# --------------------------------------------------------------------------- machine
-
-
-def machine_info(tf: Any) -> dict[str, Any]:
-    import google.protobuf
-    import sqlalchemy
-    from google.protobuf.internal import api_implementation
-
-    return machine_header(
-        tensorflow=tf.__version__,
-        numpy=np.__version__,
-        protobuf=f"{google.protobuf.__version__} ({api_implementation.Type()})",
-        sqlalchemy=sqlalchemy.__version__,
-        sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
-    )
-
-
-# --------------------------------------------------------------------------- catalog side
-
-
-def cache_tree(root: Path) -> int:
-    """Read every file under ``root`` once (page cache); returns the bytes read."""
-    return sum(page_cache(p) for p in sorted(root.rglob("*")) if p.is_file())
-
-
-class FreshCatalog:
-    """Every run gets its own copy of a pristine catalog: copied, synced and page-cached untimed."""
-
-    def __init__(self, pristine: Path, work: Path, dataset: str) -> None:
-        self.pristine = pristine
-        self.work = work
-        self.dataset = dataset
-        self.n = 0
-        self.cat: Any = None
-        self.ds: Any = None
-        self.root: Path | None = None
-
-    def prepare(self) -> None:
-        from catalog import Catalog
-
-        self.n += 1
-        self.root = self.work / f"run{self.n:03d}"
-        shutil.copytree(self.pristine, self.root)
+    def settle() -> None:
         os.sync()
-        cache_tree(self.root)
-        self.cat = Catalog.open(self.root)
-        self.ds = self.cat.dataset(self.dataset)
+        recycle_memory(scratch, recycle)
+        gc.collect()
 
-    def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-        if self.root is not None:
-            shutil.rmtree(self.root)
-        self.cat = self.ds = self.root = None
+    return settle
 
 
 def migrate_contender(
-    fresh: FreshCatalog, migrations: Path, workers: int | None, verify: Callable[[Any, Any], None], recycle: int
+    fresh: FreshCatalog,
+    migrations: Path,
+    workers: int | None,
+    verify: Callable[[Catalog, Any], None],
+    settle: Callable[[], object],
 ) -> Contender:
     def finish(report: object, first: bool) -> None:
         if first:
+            assert fresh.cat is not None
             verify(fresh.cat, report)
         fresh.discard()
 
     return Contender(
-        run=lambda: fresh.ds.migrate(migrations, workers=workers), prepare=fresh.prepare, finish=finish, recycle=recycle
+        run=lambda: fresh.ds.migrate(migrations, workers=workers), prepare=fresh.prepare, finish=finish, settle=settle
     )
 
 
@@ -417,7 +156,12 @@ Modify = Callable[[Any], None]  # modifies a tf.train.Example in place
 
 
 def peer_contender(
-    tf: Any, sources: list[str], work: Path, modify: Modify, verify: Callable[[Path], None], recycle: int
+    tf: Any,
+    sources: list[str],
+    work: Path,
+    modify: Modify,
+    verify: Callable[[Path], None],
+    settle: Callable[[], object],
 ) -> Contender:
     """``for raw in TFRecordDataset(shard): parse, modify, TFRecordWriter.write``, one output per shard.
 
@@ -452,7 +196,7 @@ def peer_contender(
             verify(state["out"])
         shutil.rmtree(state["out"])
 
-    return Contender(run=run, prepare=prepare, finish=finish, recycle=recycle)
+    return Contender(run=run, prepare=prepare, finish=finish, settle=settle)
 
 
 def peer_add(ex: Any) -> None:
@@ -507,27 +251,25 @@ def texts(column: Iterable[Any]) -> list[str]:
     return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in column]
 
 
+FEATURES_AFTER = {
+    "add": {"id", "label", "score", "vec", "height"},
+    "rename": {"id", "category", "score", "vec"},
+    "drop": {"id", "label", "vec"},
+    "transform": {"id", "label", "score", "vec", "magnitude"},
+}
+
+
 def check_columns(kind: str, cols: dict[str, np.ndarray], exp: Expected, who: str) -> None:
     """The decoded output of one migration must hold exactly what the migration promises."""
-    n = len(exp.ids)
+    check(set(cols) == FEATURES_AFTER[kind], f"{who} {kind}: features {sorted(cols)}")
     check(np.array_equal(cols["id"], exp.ids), f"{who} {kind}: ids differ from the source's (order or values)")
     check(np.array_equal(cols["vec"], exp.vecs), f"{who} {kind}: vec differs from the source's")
-    if kind == "add":
-        check(set(cols) == {"id", "label", "score", "vec", "height"}, f"{who} add: features {sorted(cols)}")
-        check(np.array_equal(cols["height"], np.full(n, HEIGHT, np.int64)), f"{who} add: height is not {HEIGHT}")
-        check(texts(cols["label"]) == exp.labels, f"{who} add: label differs")
-        check(np.array_equal(cols["score"], exp.scores), f"{who} add: score differs")
-    elif kind == "rename":
-        check(set(cols) == {"id", "category", "score", "vec"}, f"{who} rename: features {sorted(cols)}")
+    if "score" in cols:
+        check(np.array_equal(cols["score"], exp.scores), f"{who} {kind}: score differs")
+    if kind == "rename":
         check(texts(cols["category"]) == exp.labels, f"{who} rename: category is not the old label")
-        check(np.array_equal(cols["score"], exp.scores), f"{who} rename: score differs")
-    elif kind == "drop":
-        check(set(cols) == {"id", "label", "vec"}, f"{who} drop: features {sorted(cols)}")
-        check(texts(cols["label"]) == exp.labels, f"{who} drop: label differs")
     elif kind == "transform":
-        check(set(cols) == {"id", "label", "score", "vec", "magnitude"}, f"{who} transform: features {sorted(cols)}")
         check(texts(cols["label"]) == [s.upper() for s in exp.labels], f"{who} transform: label is not upper-cased")
-        check(np.array_equal(cols["score"], exp.scores), f"{who} transform: score differs")
         want = exp.scores.astype(np.float64) * np.sqrt((exp.vecs.astype(np.float64) ** 2).sum(axis=1))
         check(
             np.allclose(cols["magnitude"], want, rtol=1e-5, atol=1e-6),
@@ -535,24 +277,24 @@ def check_columns(kind: str, cols: dict[str, np.ndarray], exp: Expected, who: st
             f"{float(np.max(np.abs(cols['magnitude'] - want))):.3g})",
         )
     else:
-        raise ValueError(kind)
+        check(texts(cols["label"]) == exp.labels, f"{who} {kind}: label differs")
+    if kind == "add":
+        n = len(exp.ids)
+        check(np.array_equal(cols["height"], np.full(n, HEIGHT, np.int64)), f"{who} add: height is not {HEIGHT}")
 
 
 TARGET_SCHEMAS: dict[str, dict[str, Any]] = {
-    "add": {"features": {**SCHEMA_JSON["features"], "height": {"dtype": "int64", "default": HEIGHT}}},
+    "add": {"features": {**LABELED_SCHEMA["features"], "height": {"dtype": "int64", "default": HEIGHT}}},
     "rename": {
-        "features": {("category" if k == "label" else k): v for k, v in SCHEMA_JSON["features"].items()},
+        "features": {("category" if k == "label" else k): v for k, v in LABELED_SCHEMA["features"].items()},
     },
-    "drop": {"features": {k: v for k, v in SCHEMA_JSON["features"].items() if k != "score"}},
-    "transform": ENRICHED_JSON,
+    "drop": {"features": {k: v for k, v in LABELED_SCHEMA["features"].items() if k != "score"}},
+    "transform": ENRICHED_SCHEMA,
 }
 
 
-def catalog_verifier(kind: str, exp: Expected, n_records: int, n_shards: int) -> Callable[[Any, Any], None]:
-    def verify(cat: Any, report: Any) -> None:
-        from catalog import Schema
-        from catalog.tfrecord.framing import read_record_batches
-
+def catalog_verifier(kind: str, exp: Expected, n_records: int, n_shards: int) -> Callable[[Catalog, Any], None]:
+    def verify(cat: Catalog, report: Any) -> None:
         check(len(report.migrations) == 1, f"catalog {kind}: {len(report.migrations)} migrations applied, not 1")
         m = report.migrations[0]
         check(m.records == n_records and m.shards == n_shards, f"catalog {kind}: report {m.records} records")
@@ -572,9 +314,6 @@ def catalog_verifier(kind: str, exp: Expected, n_records: int, n_shards: int) ->
 
 def peer_verifier(kind: str, exp: Expected) -> Callable[[Path], None]:
     def verify(out: Path) -> None:
-        from catalog import Schema
-        from catalog.tfrecord.framing import read_record_batches
-
         records = [r for p in sorted(out.iterdir()) for batch in read_record_batches(str(p)) for r in batch]
         check(len(records) == len(exp.ids), f"peer {kind}: {len(records)} records written, not {len(exp.ids)}")
         check_columns(kind, Schema.from_json(TARGET_SCHEMAS[kind]).decode_batch(records), exp, "peer")
@@ -583,16 +322,6 @@ def peer_verifier(kind: str, exp: Expected) -> Callable[[Path], None]:
 
 
 # --------------------------------------------------------------------------- 1-4. migrations
-
-
-def write_migrations(root: Path) -> dict[str, Path]:
-    dirs = {}
-    for kind, text in SCRIPTS.items():
-        folder = root / f"migrations-{kind}"
-        (folder / NAME).mkdir(parents=True)
-        (folder / NAME / f"0001_{kind}.py").write_text(text.lstrip(), encoding="utf-8")
-        dirs[kind] = folder
-    return dirs
 
 
 @dataclass
@@ -636,95 +365,110 @@ CASES = [
 ]
 
 
-def bench_migrations(
-    tf: Any,
-    cfg: Config,
-    tmp: Path,
-    rows: list[dict[str, Any]],
-    results: list[Row],
-    profiles: dict[str, Callable[[], object]],
-) -> None:
-    from catalog import Catalog
+@dataclass
+class Migrations:
+    """What every migration case shares: the pristine catalog, the peer's shards, the checks."""
 
+    tf: Any
+    cfg: Config
+    pristine: Path
+    work: Path
+    folders: dict[str, Path]  # migrations folder by kind
+    sources: list[str]  # the peer's shards
+    peer_records: int
+    exp: Expected
+    settle: Callable[[], None]
+
+
+def build_small(tf: Any, cfg: Config, tmp: Path, rows: list[dict[str, Any]]) -> Migrations:
+    """The pristine catalog (only ever copied), the peer's page-cached shards, the scripts."""
     pristine = tmp / "pristine-small"
     t0 = time.perf_counter()
-    cat = Catalog.init(pristine)
-    ds = cat.register(NAME, SCHEMA_JSON)
     per_shard = math.ceil(cfg.records / cfg.shards)
-    commit = ds.append_rows(rows, shard_records=per_shard, message="benchmark data")
+    with Catalog.init(pristine) as cat:
+        ds = cat.register(NAME, LABELED_SCHEMA)
+        commit = ds.append_rows(rows, shard_records=per_shard, message="benchmark data")
+        files = ds.files()
     check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
-    files = ds.files()
     shard_bytes = sum(os.path.getsize(p) for p in files)
-    cat.close()  # the pristine copy is only ever copied from now on
-    log(f"  built {cfg.records:,} records in {cfg.shards} shards ({shard_bytes / MIB:.1f} MiB) "
-        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    log(
+        f"  built {cfg.records:,} records in {cfg.shards} shards ({shard_bytes / MIB:.1f} MiB) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     sources = files[: cfg.peer_shards]
     for p in sources:
         page_cache(p)
     peer_records = sum(1 for p in sources for _ in tf.data.TFRecordDataset(p))
-    exp = Expected.of(rows)
     check(peer_records == per_shard * cfg.peer_shards, f"peer subset holds {peer_records} records")
-    migrations = write_migrations(tmp)
-    recycle = 2 * shard_bytes  # more than any run writes (the copy is made in prepare, before the recycling)
     work = tmp / "runs"
     work.mkdir()
-    started = time.perf_counter()
-    for case in CASES:
-        contenders: dict[str, Contender] = {}
-        verify = catalog_verifier(case.kind, exp, cfg.records, cfg.shards)
-        fresh = FreshCatalog(pristine, work, NAME)
-        contenders["catalog"] = migrate_contender(fresh, migrations[case.kind], case.workers, verify, recycle)
-        if case.info_workers is not None:
-            fresh_info = FreshCatalog(pristine, work, NAME)
-            contenders["info"] = migrate_contender(
-                fresh_info, migrations[case.kind], case.info_workers, verify, recycle
-            )
-        contenders["peer"] = peer_contender(
-            tf, sources, work, case.modify, peer_verifier(case.kind, exp.head(peer_records)), recycle
+    folders = write_migrations(tmp, NAME, [c.kind for c in CASES])
+    # More than any run writes (the copy is made in prepare, before the recycling).
+    settle = settler(tmp, 2 * shard_bytes)
+    return Migrations(tf, cfg, pristine, work, folders, sources, peer_records, Expected.of(rows), settle)
+
+
+def bench_case(m: Migrations, case: MigrationCase) -> list[Versus]:
+    verify = catalog_verifier(case.kind, m.exp, m.cfg.records, m.cfg.shards)
+    folder = m.folders[case.kind]
+    contenders = {
+        "catalog": migrate_contender(FreshCatalog(m.pristine, m.work, NAME), folder, case.workers, verify, m.settle)
+    }
+    if case.info_workers is not None:
+        fresh = FreshCatalog(m.pristine, m.work, NAME)
+        contenders["info"] = migrate_contender(fresh, folder, case.info_workers, verify, m.settle)
+    peer_check = peer_verifier(case.kind, m.exp.head(m.peer_records))
+    contenders["peer"] = peer_contender(m.tf, m.sources, m.work, case.modify, peer_check, m.settle)
+    t = m.cfg.race(contenders)
+    workers = case.workers or f"default ({usable_cpus()})"
+    rows = [
+        Versus(
+            case.kind,
+            f"{case.kind}: `ds.migrate` {case.label}, workers={workers} vs parse + {case.peer_text} + write",
+            "rec/s",
+            m.cfg.records,
+            t["catalog"].times,
+            m.peer_records,
+            t["peer"].times,
+            case.target,
         )
-        t = race(contenders, cfg)
-        workers = case.workers or f"default ({usable_cpus()})"
-        results.append(
-            Row(
-                case.kind,
-                f"{case.kind}: `ds.migrate` {case.label}, workers={workers} vs parse + {case.peer_text} + write",
+    ]
+    if case.info_workers is not None:
+        rows.append(
+            Versus(
+                f"({case.kind}, workers={case.info_workers})",
+                f"(info) {case.kind}: same, workers={case.info_workers}",
                 "rec/s",
-                cfg.records,
-                t["catalog"].times,
-                peer_records,
+                m.cfg.records,
+                t["info"].times,
+                m.peer_records,
                 t["peer"].times,
-                case.target,
             )
         )
-        if case.info_workers is not None:
-            results.append(
-                Row(
-                    f"({case.kind}, workers={case.info_workers})",
-                    f"(info) {case.kind}: same, workers={case.info_workers}",
-                    "rec/s",
-                    cfg.records,
-                    t["info"].times,
-                    peer_records,
-                    t["peer"].times,
-                )
-            )
-        profiles[case.kind] = profile_target(pristine, work, migrations[case.kind], recycle)
-        log(f"  [done] {case.kind} ({time.perf_counter() - started:.0f} s)")
+    return rows
 
 
-def profile_target(pristine: Path, work: Path, migrations: Path, recycle: int) -> Callable[[], object]:
+def profile_migration(m: Migrations, folder: Path) -> Callable[[], str]:
     """One catalog migration for cProfile, with workers=1 so the work shows in this process."""
 
-    def run() -> object:
-        fresh = FreshCatalog(pristine, work, NAME)
+    def run() -> str:
+        fresh = FreshCatalog(m.pristine, m.work, NAME)
         fresh.prepare()
-        settle(recycle)
+        m.settle()
         try:
-            return profile_text(lambda: fresh.ds.migrate(migrations, workers=1))
+            return profile_text(lambda: fresh.ds.migrate(folder, workers=1))
         finally:
             fresh.discard()
 
     return run
+
+
+def bench_migrations(m: Migrations, results: list[Versus], profiles: dict[str, Callable[[], str]]) -> None:
+    started = time.perf_counter()
+    for case in CASES:
+        results += bench_case(m, case)
+        profiles[case.kind] = profile_migration(m, m.folders[case.kind])
+        log(f"  [done] {case.kind} ({time.perf_counter() - started:.0f} s)")
 
 
 # --------------------------------------------------------------------------- 5. compact and export
@@ -732,10 +476,6 @@ def profile_target(pristine: Path, work: Path, migrations: Path, recycle: int) -
 
 def stream_digest(paths: Iterable[str]) -> tuple[int, int]:
     """(records, crc32c over every record in order) of TFRecord files, CRCs checked."""
-    from crc32c import crc32c
-
-    from catalog.tfrecord.framing import read_record_batches
-
     n, crc = 0, 0
     for p in paths:
         for batch in read_record_batches(p):
@@ -745,228 +485,314 @@ def stream_digest(paths: Iterable[str]) -> tuple[int, int]:
     return n, crc
 
 
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+@dataclass
+class Blobs:
+    """The pristine blob catalog: its shards' facts, and what every compact/export run shares."""
+
+    cfg: Config
+    pristine: Path
+    work: Path
+    files: list[str]
+    sizes: list[int]
+    records: int
+    digest: tuple[int, int]
+    settle: Callable[[], None]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def text(self) -> str:
+        return f"{len(self.files)} shards of 256 KiB records ({self.nbytes / MIB:.0f} MiB, page-cached)"
 
 
-def bench_compact_export(cfg: Config, tmp: Path, results: list[Row], profiles: dict[str, Callable[[], object]]) -> None:
-    from catalog import Catalog
-
+def build_blobs(cfg: Config, tmp: Path) -> Blobs:
     pristine = tmp / "pristine-blobs"
-    cat = Catalog.init(pristine)
-    ds = cat.register(BLOB_NAME, BLOB_SCHEMA_JSON)
-    rng = np.random.default_rng(5)
-    pool = [ds.schema.encode({"data": rng.bytes(BLOB_BYTES)}) for _ in range(16)]
     total = cfg.blob_mib * MIB // BLOB_BYTES
-    per_shard = total // cfg.blob_shards
     t0 = time.perf_counter()
-    with ds.writer(message="blobs", shard_records=per_shard) as w:
-        for i in range(total):
-            w.write_record(pool[i % len(pool)])
-    check(w.commit is not None and w.commit.shard_count == cfg.blob_shards, "blob shards committed")
-    files = ds.files()
+    with Catalog.init(pristine) as cat:
+        ds = cat.register(BLOB_NAME, BLOB_SCHEMA)
+        rng = np.random.default_rng(5)
+        pool = [ds.schema.encode({"data": rng.bytes(BLOB_BYTES)}) for _ in range(16)]
+        with ds.writer(message="blobs", shard_records=total // cfg.blob_shards) as w:
+            for i in range(total):
+                w.write_record(pool[i % len(pool)])
+        check(w.commit is not None and w.commit.shard_count == cfg.blob_shards, "blob shards committed")
+        files = ds.files()
     sizes = [os.path.getsize(p) for p in files]
-    nbytes = sum(sizes)
-    source_digest = stream_digest(files)
-    check(source_digest[0] == total, "blob records")
-    cat.close()
-    log(f"  built {total} x 256 KiB records in {len(files)} shards ({nbytes / MIB:.0f} MiB) "
-        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    # Two compaction groups, so both workers of the default pool have one.
-    target_size = math.ceil(len(sizes) / 2) * max(sizes)
-    groups = 2
+    digest = stream_digest(files)
+    check(digest[0] == total, "blob records")
+    log(
+        f"  built {total} x 256 KiB records in {len(files)} shards ({sum(sizes) / MIB:.0f} MiB) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     work = tmp / "blob-runs"
     work.mkdir()
+    return Blobs(cfg, pristine, work, files, sizes, total, digest, settler(tmp, sum(sizes) + 64 * MIB))
 
-    recycle = nbytes + 64 * MIB  # more than one run writes
-    size_text = f"{len(files)} shards of 256 KiB records ({nbytes / MIB:.0f} MiB, page-cached)"
 
-    # ---- compact: a fresh copy per run; with and without recycling memory first
-    def compact_contender(recycled: int, workers: int | None) -> Contender:
-        fresh = FreshCatalog(pristine, work, BLOB_NAME)
+COMPACT_GROUPS = 2  # so both workers of the default pool have one
 
-        def finish(report: object, first: bool) -> None:
-            rep: Any = report
-            check(rep.commit is not None and rep.groups == groups, f"compact made {rep.groups} groups, not {groups}")
-            check(rep.bytes == nbytes and rep.shards_after == groups, f"compact report {rep.to_json()}")
-            if first:
-                d = fresh.cat.dataset(BLOB_NAME)
-                check(len(d.files()) == groups, "compacted shard count")
-                check(stream_digest(d.files()) == source_digest, "compacted records differ from the source's")
-                check(d.verify().ok, "verify after compact")
-            fresh.discard()
 
-        return Contender(
-            run=lambda: fresh.ds.compact(target_size=target_size, workers=workers),
-            prepare=fresh.prepare,
-            finish=finish,
-            recycle=recycled,
-        )
+def compact_contender(b: Blobs, settle: Callable[[], object], workers: int | None) -> Contender:
+    fresh = FreshCatalog(b.pristine, b.work, BLOB_NAME)
+    target_size = math.ceil(len(b.sizes) / COMPACT_GROUPS) * max(b.sizes)
 
-    t = race(
-        {
-            "compact": compact_contender(recycle, None),
-            "one": compact_contender(recycle, 1),
-            "cold": compact_contender(0, None),
-        },
-        cfg,
+    def finish(report: object, first: bool) -> None:
+        rep: Any = report
+        check(rep.commit is not None and rep.groups == COMPACT_GROUPS, f"compact made {rep.groups} groups")
+        check(rep.bytes == b.nbytes and rep.shards_after == COMPACT_GROUPS, f"compact report {rep.to_json()}")
+        if first:
+            assert fresh.cat is not None
+            d = fresh.cat.dataset(BLOB_NAME)
+            check(len(d.files()) == COMPACT_GROUPS, "compacted shard count")
+            check(stream_digest(d.files()) == b.digest, "compacted records differ from the source's")
+            check(d.verify().ok, "verify after compact")
+        fresh.discard()
+
+    return Contender(
+        run=lambda: fresh.ds.compact(target_size=target_size, workers=workers),
+        prepare=fresh.prepare,
+        finish=finish,
+        settle=settle,
     )
-    results.append(
-        Row(
+
+
+def bench_compact(b: Blobs) -> list[Versus]:
+    """A fresh copy per run; with and without recycling memory first."""
+    t = b.cfg.race(
+        {
+            "compact": compact_contender(b, b.settle, None),
+            "one": compact_contender(b, b.settle, 1),
+            "cold": compact_contender(b, settler(b.work, 0), None),
+        }
+    )
+    return [
+        Versus(
             "compact",
-            f"compact: `ds.compact`, {size_text} -> {groups} shards, workers=default ({usable_cpus()}); "
+            f"compact: `ds.compact`, {b.text} -> {COMPACT_GROUPS} shards, workers=default ({usable_cpus()}); "
             "fsync + commit included",
             "GB/s",
-            nbytes,
+            b.nbytes,
             t["compact"].times,
             target=1.0,
             absolute=True,
-        )
-    )
-    results.append(Row("(compact, workers=1)", "(info) compact: same, workers=1", "GB/s", nbytes, t["one"].times))
-    results.append(
-        Row(
+        ),
+        Versus("(compact, workers=1)", "(info) compact: same, workers=1", "GB/s", b.nbytes, t["one"].times),
+        Versus(
             "(compact, no recycling)",
             "(info) compact: same, without recycling page-cache memory before the run (the VM's cost of fresh memory)",
             "GB/s",
-            nbytes,
+            b.nbytes,
             t["cold"].times,
-        )
-    )
-    log("  [done] compact")
+        ),
+    ]
 
-    # ---- export, and plain copies of the same shard files as the ceiling
-    shared = work / "export-catalog"
-    shutil.copytree(pristine, shared)
-    cat = Catalog.open(shared)
-    ds = cat.dataset(BLOB_NAME)
-    src = ds.files()
-    check(len(src) == len(files), "export catalog shards")
-    outs = {"n": 0}
 
-    def out_dir() -> Path:
-        return work / f"out{outs['n']:03d}"
+class ExportRuns:
+    """``ds.export`` into a fresh folder per run, and plain copies of the same shards (the ceiling)."""
 
-    def fresh_out() -> None:
-        outs["n"] += 1
-        out_dir().mkdir()
-        for p in src:
+    def __init__(self, b: Blobs, cat: Catalog) -> None:
+        self.b = b
+        self.ds = cat.dataset(BLOB_NAME)
+        self.src = self.ds.files()
+        check(len(self.src) == len(b.files), "export catalog shards")
+        self.n = 0
+
+    @property
+    def out(self) -> Path:
+        return self.b.work / f"out{self.n:03d}"
+
+    def prepare(self) -> None:
+        self.n += 1
+        self.out.mkdir()
+        for p in self.src:
             page_cache(p)
 
-    def export() -> object:
-        return ds.export(out_dir() / "export.tfrecord")
+    def export(self) -> object:
+        return self.ds.export(self.out / "export.tfrecord")
 
-    def export_finish(report: object, first: bool) -> None:
+    def export_finish(self, report: object, first: bool) -> None:
         rep: Any = report
-        check(rep.bytes == nbytes and rep.records == total, f"export report {rep.to_json()}")
-        exported = out_dir() / "export.tfrecord"
-        check(os.path.getsize(exported) == nbytes, "export size")
+        check(rep.bytes == self.b.nbytes and rep.records == self.b.records, f"export report {rep.to_json()}")
+        exported = self.out / "export.tfrecord"
+        check(os.path.getsize(exported) == self.b.nbytes, "export size")
         if first:
-            check(stream_digest([str(exported)]) == source_digest, "exported records differ from the dataset's")
-        shutil.rmtree(out_dir())
+            check(stream_digest([str(exported)]) == self.b.digest, "exported records differ from the dataset's")
+        shutil.rmtree(self.out)
 
-    def copy(sync: bool) -> Callable[[], object]:
+    def copy(self, sync: bool) -> Callable[[], object]:
         def run() -> object:
-            d = out_dir()
-            for i, p in enumerate(src):
-                dst = d / f"copy-{i:05d}.tfrecord"
+            for i, p in enumerate(self.src):
+                dst = self.out / f"copy-{i:05d}.tfrecord"
                 shutil.copyfile(p, dst)
                 if sync:
                     fsync_path(dst)
             if sync:
-                fsync_path(d)
+                fsync_path(self.out)
             return None
 
         return run
 
-    def copy_finish(_out: object, first: bool) -> None:
-        copied = sorted(out_dir().iterdir())
-        check(len(copied) == len(src) and sum(p.stat().st_size for p in copied) == nbytes, "copied bytes")
-        shutil.rmtree(out_dir())
+    def copy_finish(self, _out: object, first: bool) -> None:
+        copied = sorted(self.out.iterdir())
+        check(len(copied) == len(self.src) and sum(p.stat().st_size for p in copied) == self.b.nbytes, "copied bytes")
+        shutil.rmtree(self.out)
 
-    t = race(
+    def profile(self) -> str:
+        self.prepare()
+        self.b.settle()
+        try:
+            return profile_text(self.export)
+        finally:
+            shutil.rmtree(self.out)
+
+
+def bench_export(b: Blobs, runs: ExportRuns) -> list[Versus]:
+    def side(run: Callable[[], object], finish: Callable[[object, bool], None], recycled: bool = True) -> Contender:
+        return Contender(run, runs.prepare, finish, b.settle if recycled else settler(b.work, 0))
+
+    t = b.cfg.race(
         {
-            "export": Contender(run=export, prepare=fresh_out, finish=export_finish, recycle=recycle),
-            "cold": Contender(run=export, prepare=fresh_out, finish=export_finish),
-            "copy": Contender(run=copy(False), prepare=fresh_out, finish=copy_finish, recycle=recycle),
-            "copy_sync": Contender(run=copy(True), prepare=fresh_out, finish=copy_finish, recycle=recycle),
-        },
-        cfg,
+            "export": side(runs.export, runs.export_finish),
+            "cold": side(runs.export, runs.export_finish, recycled=False),
+            "copy": side(runs.copy(False), runs.copy_finish),
+            "copy_sync": side(runs.copy(True), runs.copy_finish),
+        }
     )
-    results.append(
-        Row(
+    n, export = b.nbytes, t["export"].times
+    return [
+        Versus(
             "export",
-            f"export: `ds.export(compression='none')`, {size_text} -> 1 file; fsync included",
+            f"export: `ds.export(compression='none')`, {b.text} -> 1 file; fsync included",
             "GB/s",
-            nbytes,
-            t["export"].times,
+            n,
+            export,
             target=1.0,
             absolute=True,
-        )
-    )
-    results.append(
-        Row(
+        ),
+        Versus(
             "(export, no recycling)",
             "(info) export: same, without recycling page-cache memory before the run",
             "GB/s",
-            nbytes,
+            n,
             t["cold"].times,
-        )
-    )
-    results.append(
-        Row(
+        ),
+        Versus(
             "(export / copyfile)",
             "(info) export vs `shutil.copyfile` of every shard, no fsync (the page-cache ceiling)",
             "GB/s",
-            nbytes,
-            t["export"].times,
-            nbytes,
+            n,
+            export,
+            n,
             t["copy"].times,
-        )
-    )
-    results.append(
-        Row(
+        ),
+        Versus(
             "(export / copyfile + fsync)",
             "(info) export vs `shutil.copyfile` of every shard + fsync of each and of the folder",
             "GB/s",
-            nbytes,
-            t["export"].times,
-            nbytes,
+            n,
+            export,
+            n,
             t["copy_sync"].times,
-        )
-    )
+        ),
+    ]
+
+
+def profile_compact(b: Blobs) -> Callable[[], str]:
+    target_size = math.ceil(len(b.sizes) / COMPACT_GROUPS) * max(b.sizes)
+
+    def run() -> str:
+        fresh = FreshCatalog(b.pristine, b.work, BLOB_NAME)
+        fresh.prepare()
+        b.settle()
+        try:
+            return profile_text(lambda: fresh.ds.compact(target_size=target_size, workers=1))
+        finally:
+            fresh.discard()
+
+    return run
+
+
+def bench_compact_export(
+    cfg: Config, tmp: Path, results: list[Versus], profiles: dict[str, Callable[[], str]], stack: ExitStack
+) -> None:
+    b = build_blobs(cfg, tmp)
+    results += bench_compact(b)
+    log("  [done] compact")
+    shared = b.work / "export-catalog"
+    shutil.copytree(b.pristine, shared)
+    runs = ExportRuns(b, stack.enter_context(Catalog.open(shared)))
+    results += bench_export(b, runs)
     log("  [done] export")
-
-    def profile_export() -> object:
-        fresh_out()
-        settle(recycle)
-        try:
-            return profile_text(export)
-        finally:
-            shutil.rmtree(out_dir())
-
-    def profile_compact() -> object:
-        f = FreshCatalog(pristine, work, BLOB_NAME)
-        f.prepare()
-        settle(recycle)
-        try:
-            return profile_text(lambda: f.ds.compact(target_size=target_size, workers=1))
-        finally:
-            f.discard()
-
-    profiles["compact"] = profile_compact
-    profiles["export"] = profile_export
-    profiles["_close"] = cat.close
-
-
-# --------------------------------------------------------------------------- profiles
+    profiles["compact"] = profile_compact(b)
+    profiles["export"] = runs.profile
 
 
 # --------------------------------------------------------------------------- main
+
+
+def print_results(results: list[Versus], elapsed: float) -> list[Versus]:
+    """The table, the median line and the count of targets met; returns the missed rows."""
+    print(versus_table(results, "peer"))
+    print(
+        "\nratio = catalog rate / peer rate (best round of each side); the peer is the seeds' per-record eager "
+        f"loop, without fsync. Total time {elapsed:.0f} s."
+    )
+    print(
+        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
+    )
+    missed = [r for r in results if r.met() is False]
+    print(
+        f"\n{sum(r.met() is True for r in results)} targets met, {len(missed)} missed"
+        + (": " + "; ".join(r.key for r in missed) if missed else "")
+        + "."
+    )
+    sys.stdout.flush()
+    return missed
+
+
+def print_profiles(choice: str, results: list[Versus], profiles: dict[str, Callable[[], str]]) -> dict[str, str]:
+    keys = {
+        "all": [r.key for r in results if r.target is not None],
+        "missed": [r.key for r in results if r.met() is False],
+        "none": [],
+    }[choice]
+    if keys:
+        print("\n## Profiles (catalog side, workers=1, cProfile)\n")
+    texts = {}
+    for key in keys:
+        log(f"[profile] {key} ...")
+        texts[key] = profiles[key]()
+        print(f"### {key}\n\n```\n{texts[key]}\n```\n", flush=True)
+    return texts
+
+
+def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
+    info = machine_header(
+        tensorflow=tf.__version__,
+        numpy=np.__version__,
+        protobuf=protobuf_version(),
+        sqlalchemy=sqlalchemy.__version__,
+        sqlite=sqlite3.sqlite_version,
+        crc32c=dist_version("crc32c"),
+    )
+    per_shard = math.ceil(cfg.records / cfg.shards)
+    print_header(
+        "TFRecord Catalog: migrate, compact and export benchmarks vs the seeds' way",
+        info,
+        f"temp catalogs on {info['tmp_fs']}",
+        f"mode: {'quick' if quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards (catalog side), "
+        f"the first {cfg.peer_shards} shards ({cfg.peer_shards * per_shard:,} records) for the peer's eager loop; "
+        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; best of {cfg.repeats} to "
+        f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        "small record: tf.train.Example, 4 features (id int64, label string, score float32, "
+        f"vec float32[{LABELED_VEC}])",
+        "before every timed run, untimed: `os.sync()`, then a scratch file as large as the run's output (or more) "
+        "is written and deleted, on both sides (recycled page-cache memory; see benchmarks/README.md)",
+    )
+    return info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -982,92 +808,26 @@ def main(argv: list[str] | None = None) -> int:
         help="cProfile the catalog side (workers=1) of missed targets (default), of every target, or of none",
     )
     args = parser.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
-    if args.repeats:
-        cfg = replace(cfg, repeats=args.repeats)
-
+    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
     tf = import_tensorflow()
     started = time.perf_counter()
-    info = machine_info(tf)
-    per_shard = math.ceil(cfg.records / cfg.shards)
-    print("# TFRecord Catalog: migrate, compact and export benchmarks vs the seeds' way\n")
-    print(f"- date: {info['date']}")
-    print(
-        f"- machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']}); load average at start "
-        f"{' '.join(map(str, info['loadavg_at_start']))}"
-    )
-    print(
-        f"- Python {info['python']}, TensorFlow {info['tensorflow']}, numpy {info['numpy']}, "
-        f"protobuf {info['protobuf']}, SQLAlchemy {info['sqlalchemy']} (SQLite {info['sqlite']}), "
-        f"crc32c {info['crc32c']}"
-    )
-    print(f"- temp catalogs on {info['tmp_fs']}")
-    print(
-        f"- mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards (catalog side), "
-        f"the first {cfg.peer_shards} shards ({cfg.peer_shards * per_shard:,} records) for the peer's eager loop; "
-        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; best of {cfg.repeats} to "
-        f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round"
-    )
-    print(
-        f"- small record: tf.train.Example, 4 features (id int64, label string, score float32, vec float32[{VEC_LEN}])"
-    )
-    print(
-        "- before every timed run, untimed: `os.sync()`, then a scratch file as large as the run's output (or more) "
-        "is written and deleted, on both sides (recycled page-cache memory; see benchmarks/README.md)"
-    )
-    print()
-    sys.stdout.flush()
-
-    rows = make_rows(cfg.records)
+    info = header(cfg, args.quick, tf)
+    rows = labeled_rows(cfg.records)
     gc.collect()
     gc.freeze()  # the rows and TensorFlow's modules live for the whole run: keep them out of every collection
-    results: list[Row] = []
-    profiles: dict[str, Callable[[], object]] = {}
-    profile_out: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="bench_migrate_", dir="/tmp") as d:
-        tmp = Path(d)
-        SCRATCH.append(tmp)
+    results: list[Versus] = []
+    profiles: dict[str, Callable[[], str]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench_migrate_", dir="/tmp") as d, ExitStack() as stack:
         log("[1-4] migrations ...")
-        bench_migrations(tf, cfg, tmp, rows, results, profiles)
+        bench_migrations(build_small(tf, cfg, Path(d), rows), results, profiles)
         log("[5] compact and export ...")
-        bench_compact_export(cfg, tmp, results, profiles)
+        bench_compact_export(cfg, Path(d), results, profiles, stack)
         elapsed = time.perf_counter() - started
-
-        print(markdown_table(results))
-        print(
-            "\nratio = catalog rate / peer rate (best round of each side); the peer is the seeds' per-record eager "
-            f"loop, without fsync. Total time {elapsed:.0f} s."
-        )
-        print(
-            "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): "
-            + median_line(results)
-        )
-        missed = [r for r in results if r.met is False]
-        print(
-            f"\n{sum(r.met is True for r in results)} targets met, {len(missed)} missed"
-            + (": " + "; ".join(r.key for r in missed) if missed else "")
-            + "."
-        )
-        sys.stdout.flush()
-
-        keys = [r.key for r in results if r.target is not None]
-        if args.profile == "missed":
-            keys = [r.key for r in missed]
-        elif args.profile == "none":
-            keys = []
-        if keys:
-            print("\n## Profiles (catalog side, workers=1, cProfile)\n")
-            for key in keys:
-                log(f"[profile] {key} ...")
-                text = str(profiles[key]())
-                profile_out[key] = text
-                print(f"### {key}\n\n```\n{text}\n```\n")
-            sys.stdout.flush()
-        profiles["_close"]()
-
+        print_results(results, elapsed)
+        texts = print_profiles(args.profile, results, profiles)
     if args.json:
         results_json = [r.to_json() for r in results]
-        write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=profile_out)
+        write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=texts)
     return 0
 
 

@@ -1,18 +1,18 @@
-#!/usr/bin/env python
 """Append and read throughput: shards on a loopback S3 server (moto) against a local data area.
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_s3.py                 # ~256 MiB in 8 shards per append (about 3-5 minutes)
-    .venv/bin/python benchmarks/bench_s3.py --quick         # ~32 MiB in 4 shards (under a minute)
-    .venv/bin/python benchmarks/bench_s3.py --json out.json # also save every timing (and profiles) as JSON
-    .venv/bin/python benchmarks/bench_s3.py --profile all   # cProfile the S3 side of every row
+    .venv/bin/python -m benchmarks.bench_s3                 # ~256 MiB in 8 shards per append (about 3-5 minutes)
+    .venv/bin/python -m benchmarks.bench_s3 --quick         # ~32 MiB in 4 shards (under a minute)
+    .venv/bin/python -m benchmarks.bench_s3 --json out.json # also save every timing (and profiles) as JSON
+    .venv/bin/python -m benchmarks.bench_s3 --profile all   # cProfile the S3 side of every row
 
-The script starts moto's S3 server itself (``start_s3()`` from tests/servers.py: a thread of
-this process, on loopback), creates a bucket, and makes two catalogs side by side, both with
-the SQLite manifest: one with the local data area, one with ``storage="s3://<bucket>/data"``.
-The same pre-encoded Examples (bench_catalog.py's rows: id int64, text string, score float32,
-vec float32[8]) go to both. Rows measured, each side once per round in a rotating order:
+The script starts moto's S3 server itself (``start_s3()`` of the harness: a thread of this
+process, on loopback), creates a bucket, and makes two catalogs side by side, both with the
+SQLite manifest: one with the local data area, one with ``storage="s3://<bucket>/data"``.
+The same pre-encoded Examples (the harness's text rows: id int64, text string, score
+float32, vec float32[8]) go to both. Rows measured, each side once per round in a rotating
+order:
 
 * append: ``Dataset.writer()`` + ``write_record`` of every record, commit included, into a new
   dataset (removed with ``drop`` + ``gc`` after each run, outside the timer);
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -39,15 +40,36 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench_catalog import MIB, SCHEMA_JSON, check, log, make_rows
-from common import arg_parser, dist_version, machine_header, page_cache, profile_text, write_report
+import fsspec
+from crc32c import crc32c
+
+from benchmarks.harness import (
+    MIB,
+    TEXT_SCHEMA,
+    arg_parser,
+    check,
+    dist_version,
+    loadavg,
+    log,
+    machine_header,
+    page_cache,
+    print_header,
+    profile_text,
+    rotation,
+    skip_shard_fsync,
+    start_s3,
+    text_rows,
+    write_report,
+)
+from catalog import Catalog, Commit, Schema
 
 SIDES = ("local", "s3")
+BUCKET = "bench-s3"
 READ_BATCH = 8192  # rows per numpy batch in the decode row
 PROFILE_BELOW = 0.5  # profile a row's S3 side when S3 / local falls below this (--profile auto)
 
@@ -63,7 +85,7 @@ FULL = Config(records=1_880_000, shards=8, repeats=5)  # ~256 MiB framed, 32 MiB
 QUICK = Config(records=235_000, shards=4, repeats=3)  # ~32 MiB framed, 8 MiB shards
 
 
-# --------------------------------------------------------------------------- the server and its meters
+# --------------------------------------------------------------------------- the server's meters
 
 
 class RequestCounter:
@@ -91,26 +113,14 @@ class RequestCounter:
             return Counter(self.counts)
 
 
-def start_server() -> tuple[Any, RequestCounter | None]:
-    """moto's server via tests/servers.py, the AWS environment a user would have, and a counter
-    wrapped around the server's app (None if moto's internals moved)."""
-    import os
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from servers import S3_ENV, Unavailable, start_s3
-
-    try:
-        server = start_s3()
-    except Unavailable as e:
-        raise SystemExit(f"no S3 server: {e}") from e
-    os.environ.update(S3_ENV)
-    os.environ["AWS_ENDPOINT_URL"] = server.endpoint
-    wsgi = getattr(server.server, "_server", None)  # ThreadedMotoServer's werkzeug server
-    counter = None
-    if wsgi is not None and hasattr(wsgi, "app"):
-        counter = RequestCounter(wsgi.app)
-        wsgi.app = counter
-    return server, counter
+def count_requests(server: Any) -> RequestCounter | None:
+    """Wrap a counter around the server's app (None if moto's internals moved)."""
+    wsgi = getattr(server, "_server", None)  # ThreadedMotoServer's werkzeug server
+    if wsgi is None or not hasattr(wsgi, "app"):
+        return None
+    counter = RequestCounter(wsgi.app)
+    wsgi.app = counter
+    return counter
 
 
 def thread_cpu(thread: threading.Thread | None) -> float:
@@ -260,22 +270,20 @@ def table(rows: list[Row]) -> str:
 
 
 def make_records(n: int) -> list[bytes]:
-    """bench_catalog's rows, encoded once (in chunks: two million row dicts would take gigabytes)."""
-    from catalog import Schema
-
-    schema = Schema.from_json(SCHEMA_JSON)
+    """The text rows, encoded once (in chunks: two million row dicts would take gigabytes)."""
+    schema = Schema.from_json(TEXT_SCHEMA)
     out: list[bytes] = []
     for start in range(0, n, 100_000):
-        out += [schema.encode(r) for r in make_rows(min(100_000, n - start), seed=start, start=start)]
+        out += [schema.encode(r) for r in text_rows(min(100_000, n - start), seed=start, start=start)]
     return out
 
 
 class Bare:
     """The transfer alone: s3fs put_file / cat_file of the same bytes, no catalog code."""
 
-    def __init__(self, fs: Any, base: str, local_files: list[str], s3_files: list[str], nbytes: int) -> None:
-        self.fs = fs
-        self.base = base
+    def __init__(self, local_files: list[str], s3_files: list[str], nbytes: int) -> None:
+        self.fs = fsspec.filesystem("s3")
+        self.base = f"s3://{BUCKET}/bare"
         self.local_files = local_files
         self.s3_files = s3_files
         self.nbytes = nbytes
@@ -302,8 +310,6 @@ class Side:
     """One catalog (local data area, or S3) and the operations timed on it."""
 
     def __init__(self, name: str, root: Path, storage: str | None, records: list[bytes], cfg: Config) -> None:
-        from catalog import Catalog
-
         self.name = name
         self.cat = Catalog.init(root, storage=storage)
         self.records = records
@@ -311,17 +317,16 @@ class Side:
         self.shards = cfg.shards
         self.runs = 0
 
-    def append(self, dataset: str, sync: bool = True) -> Any:
-        ds = self.cat.register(dataset, SCHEMA_JSON)
+    def append(self, dataset: str, sync: bool = True) -> Commit:
+        ds = self.cat.register(dataset, TEXT_SCHEMA)
         with ds.writer(message="bench", shard_size=1 << 40, shard_records=self.shard_records) as w:
             if not sync:
-                assert w.sink is not None
-                w.sink.sync = False
+                skip_shard_fsync(w)
             for rec in self.records:
                 w.write_record(rec)
         commit = w.commit
+        check(commit is not None and commit.records == len(self.records), f"{self.name}: append committed all")
         assert commit is not None
-        check(commit.records == len(self.records), f"{self.name}: append committed all")
         check(commit.shard_count == self.shards, f"{self.name}: {commit.shard_count} shards, not {self.shards}")
         return commit
 
@@ -352,26 +357,21 @@ class Side:
         check(rep.ok and rep.checked == self.shards, f"{self.name}: verify report {rep.to_json()}")
         return int(rep.bytes)
 
-
-def stream_digest(side: Side) -> tuple[int, str]:
-    """(records, crc32c of every record in order) of the read dataset."""
-    from crc32c import crc32c
-
-    crc, n = 0, 0
-    for rec in side.cat.dataset("events").records():
-        crc = crc32c(len(rec).to_bytes(8, "little") + rec, crc)
-        n += 1
-    return n, f"{crc:08x}"
+    def digest(self) -> tuple[int, str]:
+        """(records, crc32c of every record in order) of the read dataset."""
+        crc, n = 0, 0
+        for rec in self.cat.dataset("events").records():
+            crc = crc32c(len(rec).to_bytes(8, "little") + rec, crc)
+            n += 1
+        return n, f"{crc:08x}"
 
 
 def race(row: Row, contenders: dict[str, Callable[[], Run]], repeats: int) -> Row:
     """One untimed warm-up per contender, then ``repeats`` rounds in a rotating order."""
     for fn in contenders.values():
         fn()
-    names = list(contenders)
     for rnd in range(repeats):
-        shift = rnd % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotation(list(contenders), rnd):
             run = contenders[name]()
             (row.runs[name] if name in SIDES else row.extra.setdefault(name, [])).append(run)
     log(f"[done] {row.benchmark}: local {row.cell('local')}, S3 {row.cell('s3')}, S3/local {row.ratio:.2f}x")
@@ -387,159 +387,99 @@ def measured(meter: Meter, fn: Callable[[], object], expect: object) -> Callable
     return go
 
 
-# --------------------------------------------------------------------------- main
+# --------------------------------------------------------------------------- the rows
 
 
-def machine() -> dict[str, Any]:
-    import sqlite3
-
-    return machine_header(
-        s3fs=dist_version("s3fs"),
-        fsspec=dist_version("fsspec"),
-        aiobotocore=dist_version("aiobotocore"),
-        botocore=dist_version("botocore"),
-        moto=dist_version("moto"),
-        werkzeug=dist_version("werkzeug"),
-        sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
-    )
-
-
-def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Row], dict[str, Any]]:
-    import fsspec
-
+def build_sides(cfg: Config, tmp: Path) -> tuple[dict[str, Side], dict[str, Any]]:
+    """Both catalogs, each with the read dataset ``events`` (untimed; also warms every
+    connection), checked to hold the same records."""
     log(f"encoding {cfg.records:,} records ...")
     records = make_records(cfg.records)
-    bucket = "bench-s3"
-    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(bucket)
-    local = Side("local", tmp / "local", None, records, cfg)
-    s3 = Side("s3", tmp / "s3", f"s3://{bucket}/data", records, cfg)
-    sides = {"local": local, "s3": s3}
-
-    # The read dataset, once per side (untimed; also warms every connection), checked equal.
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(BUCKET)
+    sides = {
+        "local": Side("local", tmp / "local", None, records, cfg),
+        "s3": Side("s3", tmp / "s3", f"s3://{BUCKET}/data", records, cfg),
+    }
     facts: dict[str, Any] = {}
     for side in sides.values():
         t0 = time.perf_counter()
         commit = side.append("events")
         facts[f"{side.name}_build_seconds"] = time.perf_counter() - t0
         facts["bytes"] = commit.total_bytes
-    local_files = local.cat.dataset("events").files()
-    for p in local_files:
+    for p in sides["local"].cat.dataset("events").files():
         page_cache(p)
-    digests = {name: stream_digest(side) for name, side in sides.items()}
+    digests = {name: side.digest() for name, side in sides.items()}
     check(digests["local"] == digests["s3"], f"record streams differ: {digests}")
     check(digests["local"][0] == cfg.records, "records read back")
-    nbytes = int(facts["bytes"])
     facts["record_digest"] = digests["local"]
-    mib = nbytes / MIB
-    log(f"datasets built: {cfg.records:,} records, {mib:.1f} MiB in {cfg.shards} shards per side")
+    log(f"datasets built: {cfg.records:,} records, {facts['bytes'] / MIB:.1f} MiB in {cfg.shards} shards per side")
+    return sides, facts
 
-    bare = Bare(s3.cat.store.fs, f"s3://{bucket}/bare", local_files, s3.cat.dataset("events").files(), nbytes)
-    get = measured(meter, bare.get, nbytes)
 
-    rows: list[Row] = []
+def bench_append(cfg: Config, sides: dict[str, Side], bare: Bare, meter: Meter) -> Row:
+    local, s3 = sides["local"], sides["s3"]
     nosync = "local, no fsync"
-    app = Row(
-        f"append {mib:.0f} MiB, {cfg.shards} shards: writer + write_record, commit included",
-        nbytes,
+    row = Row(
+        f"append {bare.nbytes / MIB:.0f} MiB, {cfg.shards} shards: writer + write_record, commit included",
+        bare.nbytes,
         cfg.records,
         baseline=nosync,
         bare="bare PUT",
     )
-    race(
-        app,
-        {
-            "local": lambda: local.timed_append(meter),
-            "s3": lambda: s3.timed_append(meter),
-            nosync: lambda: local.timed_append(meter, sync=False),
-            "bare PUT": lambda: bare.timed_put(meter),
-        },
-        cfg.repeats,
-    )
-    app.notes.append(
-        f"{nosync} {app.rate(nosync):,.0f} MB/s, S3 / that {app.rate('s3') / app.rate(nosync):.2f}x (the S3 path "
+    contenders = {
+        "local": lambda: local.timed_append(meter),
+        "s3": lambda: s3.timed_append(meter),
+        nosync: lambda: local.timed_append(meter, sync=False),
+        "bare PUT": lambda: bare.timed_put(meter),
+    }
+    race(row, contenders, cfg.repeats)
+    row.notes.append(
+        f"{nosync} {row.rate(nosync):,.0f} MB/s, S3 / that {row.rate('s3') / row.rate(nosync):.2f}x (the S3 path "
         "fsyncs nothing: it spools each shard to a temp file, PUTs it, HEADs it at commit)"
     )
-    rows.append(app)
-    expect = (cfg.records, nbytes - 16 * cfg.records)
+    return row
+
+
+def bench_reads(cfg: Config, sides: dict[str, Side], bare: Bare, meter: Meter) -> list[Row]:
+    get = measured(meter, bare.get, bare.nbytes)
+    expect = (cfg.records, bare.nbytes - 16 * cfg.records)
     read_rows = [
         ("read: Dataset.records() (raw records, CRC-checked)", "read_records", expect),
         (f"read + decode: Dataset.batches({READ_BATCH}) to numpy", "read_batches", cfg.records),
-        ("verify: Catalog.verify (size + streamed CRC32C per shard)", "verify", nbytes),
+        ("verify: Catalog.verify (size + streamed CRC32C per shard)", "verify", bare.nbytes),
     ]
+    rows = []
     for title, method, want in read_rows:
-        row = Row(title, nbytes, cfg.records)
+        row = Row(title, bare.nbytes, cfg.records)
         contenders = {n: measured(meter, getattr(s, method), want) for n, s in sides.items()}
-        race(row, {**contenders, "bare GET": get}, cfg.repeats)
-        rows.append(row)
+        rows.append(race(row, {**contenders, "bare GET": get}, cfg.repeats))
+    return rows
+
+
+def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Row], dict[str, Any]]:
+    sides, facts = build_sides(cfg, tmp)
+    local, s3 = sides["local"], sides["s3"]
+    bare = Bare(local.cat.dataset("events").files(), s3.cat.dataset("events").files(), int(facts["bytes"]))
+    rows = [bench_append(cfg, sides, bare, meter), *bench_reads(cfg, sides, bare, meter)]
     for r in rows:
         r.notes.append(f"{r.bare} (s3fs alone, same bytes) {r.rate(r.bare):,.0f} MB/s")
-
-    profiled: dict[str, Callable[[], object]] = {
-        rows[0].benchmark: lambda: s3.timed_append(meter),
-        rows[1].benchmark: s3.read_records,
-        rows[2].benchmark: s3.read_batches,
-        rows[3].benchmark: s3.verify,
-    }
-    for r in rows:
+    profiled: list[Callable[[], object]] = [lambda: s3.timed_append(meter), s3.read_records, s3.read_batches, s3.verify]
+    for r, fn in zip(rows, profiled, strict=True):
         if profile == "all" or (profile == "auto" and r.ratio < PROFILE_BELOW):
             log(f"[profile] S3 side of {r.benchmark} ...")
-            r.profile = profile_text(profiled[r.benchmark])
+            r.profile = profile_text(fn)
     local.cat.close()
     s3.cat.close()
     return rows, facts
 
 
-def main() -> int:
-    parser = arg_parser(__doc__, "~32 MiB instead of ~256 MiB, 3 rounds", "timed rounds per row (default 5, quick 3)")
-    parser.add_argument(
-        "--profile",
-        choices=("auto", "all", "none"),
-        default="auto",
-        help=f"cProfile the S3 side of rows below {PROFILE_BELOW}x of local (default), of every row, or none",
-    )
-    args = parser.parse_args()
-    cfg = QUICK if args.quick else FULL
-    if args.repeats:
-        cfg = Config(cfg.records, cfg.shards, args.repeats)
-    info = machine()
-    started = time.perf_counter()
-    server, counter = start_server()
-    try:
-        print("# TFRecord Catalog: append and read throughput, S3 (moto on loopback) vs local data area\n")
-        print(f"- date: {info['date']}; machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']})")
-        print(
-            f"- load average at start {' '.join(map(str, info['loadavg_at_start']))}; "
-            f"local catalogs and the S3 spool on {info['tmp_fs']}"
-        )
-        print(
-            f"- Python {info['python']}, s3fs {info['s3fs']}, fsspec {info['fsspec']}, aiobotocore "
-            f"{info['aiobotocore']}, botocore {info['botocore']}, moto {info['moto']}, werkzeug {info['werkzeug']}, "
-            f"SQLite {info['sqlite']}"
-        )
-        print(
-            f"- mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards per dataset; "
-            f"{cfg.repeats} interleaved timed rounds after an untimed warm-up; best round shown"
-        )
-        print(
-            "- the S3 server is moto's ThreadedMotoServer in this very process: it shares the 2 CPUs and the GIL "
-            "with the client, so the S3 column bounds our client's overhead; it is not a real S3's throughput"
-        )
-        sys.stdout.flush()
-        with tempfile.TemporaryDirectory(prefix="bench_s3_", dir="/tmp") as d:
-            rows, facts = run_all(cfg, Path(d), Meter(counter), args.profile)
-    finally:
-        server.stop()
-    elapsed = time.perf_counter() - started
-    try:
-        import os
+# --------------------------------------------------------------------------- main
 
-        load_end = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load_end = []
+
+def print_results(rows: list[Row], facts: dict[str, Any], elapsed: float) -> None:
     print(
         f"- building the read dataset (untimed): local {facts['local_build_seconds']:.2f} s, "
-        f"S3 {facts['s3_build_seconds']:.2f} s; load average at the end {' '.join(map(str, load_end))}\n"
+        f"S3 {facts['s3_build_seconds']:.2f} s; load average at the end {' '.join(map(str, loadavg()))}\n"
     )
     print(table(rows))
     print("\nWhere the S3 time goes (best runs; CPU seconds by thread; moto = the process's other threads):\n")
@@ -561,8 +501,40 @@ def main() -> int:
         for r in profiled:
             print(f"### {r.benchmark}\n\n```\n{r.profile}\n```\n")
     sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__, "~32 MiB instead of ~256 MiB, 3 rounds", "timed rounds per row (default 5, quick 3)")
+    parser.add_argument(
+        "--profile",
+        choices=("auto", "all", "none"),
+        default="auto",
+        help=f"cProfile the S3 side of rows below {PROFILE_BELOW}x of local (default), of every row, or none",
+    )
+    args = parser.parse_args(argv)
+    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    versions = ("s3fs", "fsspec", "aiobotocore", "botocore", "moto", "werkzeug")
+    info = machine_header(**{name: dist_version(name) for name in versions}, sqlite=sqlite3.sqlite_version)
+    started = time.perf_counter()
+    server, _endpoint = start_s3()
+    try:
+        print_header(
+            "TFRecord Catalog: append and read throughput, S3 (moto on loopback) vs local data area",
+            info,
+            f"local catalogs and the S3 spool on {info['tmp_fs']}",
+            f"mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards per dataset; "
+            f"{cfg.repeats} interleaved timed rounds after an untimed warm-up; best round shown",
+            "the S3 server is moto's ThreadedMotoServer in this very process: it shares the 2 CPUs and the GIL "
+            "with the client, so the S3 column bounds our client's overhead; it is not a real S3's throughput",
+        )
+        with tempfile.TemporaryDirectory(prefix="bench_s3_", dir="/tmp") as d:
+            rows, facts = run_all(cfg, Path(d), Meter(count_requests(server)), args.profile)
+    finally:
+        server.stop()
+    elapsed = time.perf_counter() - started
+    print_results(rows, facts, elapsed)
     if args.json:
-        extra = {"facts": facts, "loadavg_at_end": load_end, "elapsed_seconds": elapsed}
+        extra = {"facts": facts, "loadavg_at_end": loadavg(), "elapsed_seconds": elapsed}
         write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], **extra)
     return 0
 

@@ -1,0 +1,892 @@
+"""The benchmarks' shared harness: the one module every benchmark imports.
+
+Output (progress on stderr, the report on stdout), the machine header, options and the JSON
+report, timing (interleaved rounds in a rotating order, cProfile), the two result tables
+(catalog against a peer, and the measured/target table), the shared workloads, TensorFlow as
+the peer, worker processes started behind a common start line, and throwaway servers
+(PostgreSQL from the machine's own binaries, moto's S3). It uses the catalog's public API
+only, except ``skip_shard_fsync`` (see there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime
+import gc
+import importlib
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import platform
+import pstats
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from google.protobuf.internal import api_implementation
+
+from catalog import Catalog, Dataset
+
+REPO = Path(__file__).resolve().parent.parent  # holds benchmarks/ and catalog/
+MIB = 1 << 20
+
+# --------------------------------------------------------------------------- output
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def check(condition: bool, what: str) -> None:
+    """A benchmark that did the wrong work stops instead of printing figures for it."""
+    if not condition:
+        raise SystemExit(f"sanity check failed: {what}")
+
+
+def ms(seconds: float) -> str:
+    v = seconds * 1e3
+    if v >= 100:
+        return f"{v:,.0f} ms"
+    if v >= 10:
+        return f"{v:.1f} ms"
+    return f"{v:.2f} ms"
+
+
+UNIT_SCALE = {"rec/s": 1.0, "MB/s": 1e6, "GB/s": 1e9}
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "GB/s":
+        return f"{value:.2f} GB/s"
+    if unit == "MB/s":
+        return f"{value:,.0f} MB/s"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M rec/s"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f} k rec/s"
+    return f"{value:.0f} rec/s"
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 0
+
+
+def loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def dist_version(*names: str) -> str:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def protobuf_version() -> str:
+    """protobuf's version and which implementation it runs (upb, cpp or python)."""
+    return f"{dist_version('protobuf')} ({api_implementation.Type()})"
+
+
+def filesystem_of(path: str) -> str:
+    """The mount (device, type) holding ``path``, from /proc/mounts."""
+    best = ("?", "?", "")
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            for line in f:
+                dev, mnt, fstype = line.split()[:3]
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[2]):
+                    best = (dev, fstype, mnt)
+    except OSError:
+        pass
+    return f"{best[0]} ({best[1]}) mounted on {best[2] or '?'}"
+
+
+STANDARD_KEYS = ("date", "nproc", "cpu", "platform", "python", "tmp_fs", "loadavg_at_start")
+
+
+def machine_header(**versions: Any) -> dict[str, Any]:
+    """What every report starts with: date, CPUs, platform, Python, then ``versions`` (the
+    packages that benchmark depends on), /tmp's filesystem and the load at the start."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "nproc": usable_cpus(),
+        "cpu": cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        **versions,
+        "tmp_fs": filesystem_of("/tmp"),
+        "loadavg_at_start": loadavg(),
+    }
+
+
+def print_header(title: str, info: dict[str, Any], *lines: str) -> None:
+    """The report's title, the machine, the versions in ``info``, then one bullet per line."""
+    versions = ", ".join(f"{k} {v}" for k, v in info.items() if k not in STANDARD_KEYS and isinstance(v, str))
+    print(f"# {title}\n")
+    print(f"- date: {info['date']}")
+    print(
+        f"- machine: {info['nproc']} CPU(s), {info['cpu']} ({info['platform']}); load average at start "
+        f"{' '.join(map(str, info['loadavg_at_start']))}"
+    )
+    print(f"- Python {info['python']}, {versions}")
+    for line in lines:
+        print(f"- {line}")
+    print()
+    sys.stdout.flush()
+
+
+def arg_parser(doc: str | None, quick: str, repeats: str | None = None) -> argparse.ArgumentParser:
+    """The options every benchmark has: --quick (its meaning in ``quick``), --json PATH, and,
+    with ``repeats``, --repeats N."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
+    if repeats is not None:
+        parser.add_argument("--repeats", type=int, help=repeats)
+    return parser
+
+
+def write_report(
+    path: str, machine: dict[str, Any], quick: bool, config: Any, results: list[Any], **extra: Any
+) -> None:
+    """The run's JSON report (``--json PATH``): the machine, the mode, the config (a
+    dataclass), the results (JSON-ready), then what else that benchmark keeps."""
+    doc = {"machine": machine, "mode": "quick" if quick else "full", "config": asdict(config), "results": results}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**doc, **extra}, f, indent=1)
+        f.write("\n")
+    print(f"results written to {path}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+@dataclass
+class Timing:
+    """One contender's round times (seconds)."""
+
+    name: str
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _ignore(_out: object, _first: bool) -> None:
+    return None
+
+
+@dataclass
+class Contender:
+    """One side of a comparison. ``prepare``, ``settle`` and ``finish`` run outside the timer."""
+
+    run: Callable[[], object]
+    prepare: Callable[[], None] = _nothing
+    finish: Callable[[object, bool], None] = _ignore  # (result, is the warm-up run)
+    settle: Callable[[], object] = gc.collect  # last thing before the clock starts
+
+
+def rotation(names: list[str], rnd: int) -> list[str]:
+    """Round ``rnd``'s order: rotated by one every round, so noise and caches land on every side."""
+    shift = rnd % len(names)
+    return names[shift:] + names[:shift]
+
+
+def _timed_once(c: Contender) -> tuple[float, object]:
+    c.prepare()
+    c.settle()
+    t0 = time.perf_counter()
+    out = c.run()
+    return time.perf_counter() - t0, out
+
+
+def race(
+    contenders: dict[str, Contender], repeats: int, budget: float = 0.0, max_rounds: int = 15
+) -> dict[str, Timing]:
+    """Time every contender in interleaved rounds, the order rotating every round.
+
+    An untimed warm-up run of every contender comes first (imports, first-use costs,
+    connections) and is checked by each contender's ``finish``. It also sizes the run: at
+    least ``repeats`` rounds, more (up to ``max_rounds``) while they fit in ``budget``
+    seconds, so fast comparisons get more samples.
+    """
+    round_time = 0.0
+    for c in contenders.values():
+        seconds, out = _timed_once(c)
+        round_time += seconds
+        c.finish(out, True)
+    rounds = max(repeats, min(max_rounds, int(budget / max(round_time, 1e-9))))
+    timings = {name: Timing(name) for name in contenders}
+    for rnd in range(rounds):
+        for name in rotation(list(contenders), rnd):
+            seconds, out = _timed_once(contenders[name])
+            timings[name].times.append(seconds)
+            contenders[name].finish(out, False)
+    return timings
+
+
+def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list[float], object]:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (gc.collect() before each)."""
+    out: object = None
+    for _ in range(warmup):
+        out = fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def profile_text(fn: Callable[[], object], top: int = 25) -> str:
+    """cProfile of one call of ``fn``: the top ``top`` by cumulative time, then the top 15 by own time."""
+    prof = cProfile.Profile()
+    gc.collect()
+    prof.enable()
+    fn()
+    prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.strip_dirs()
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(15)
+    # Keep the tables, drop pstats' preamble lines about ordering and restriction.
+    lines = [
+        line.rstrip()
+        for line in out.getvalue().splitlines()
+        if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def page_cache(path: str | Path) -> int:
+    """Read a file once so later reads are served from the page cache; returns its size."""
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(16 << 20):
+            n += len(chunk)
+    return n
+
+
+def cache_tree(root: Path) -> int:
+    """Read every file under ``root`` once (page cache); returns the bytes read."""
+    return sum(page_cache(p) for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def opened(root: Path) -> Iterator[Catalog]:
+    """A fresh handle on the catalog at ``root``, as a new process would have it."""
+    cat = Catalog.open(root)
+    try:
+        yield cat
+    finally:
+        cat.close()
+
+
+class FreshCatalog:
+    """Every run gets its own copy of a pristine catalog: copied, synced and page-cached untimed."""
+
+    def __init__(self, pristine: Path, work: Path, dataset: str) -> None:
+        self.pristine = pristine
+        self.work = work
+        self.dataset = dataset
+        self.n = 0
+        self.cat: Catalog | None = None
+        self._ds: Dataset | None = None
+        self.root: Path | None = None
+
+    def prepare(self) -> None:
+        self.n += 1
+        self.root = Path(tempfile.mkdtemp(prefix=f"run{self.n:03d}-", dir=self.work))
+        shutil.copytree(self.pristine, self.root, dirs_exist_ok=True)
+        os.sync()
+        cache_tree(self.root)
+        self.cat = Catalog.open(self.root)
+        self._ds = self.cat.dataset(self.dataset)
+
+    @property
+    def ds(self) -> Dataset:
+        check(self._ds is not None, "FreshCatalog used before prepare()")
+        assert self._ds is not None
+        return self._ds
+
+    def discard(self) -> None:
+        if self.cat is not None:
+            self.cat.close()
+        if self.root is not None:
+            shutil.rmtree(self.root)
+        self.cat = self._ds = self.root = None
+
+
+# --------------------------------------------------------------------------- catalog against a peer
+
+
+@dataclass
+class Versus:
+    """A row of the catalog-against-peer table: rates of the best rounds and their ratio."""
+
+    key: str  # short name: the median line, --profile, JSON
+    benchmark: str
+    unit: str  # "rec/s", "MB/s" or "GB/s"
+    catalog_work: float  # records or bytes per catalog run
+    catalog_times: list[float]
+    peer_work: float = 0.0
+    peer_times: list[float] | None = None
+    target: float | None = None  # minimum ratio (or catalog rate when ``absolute``); None: information
+    absolute: bool = False
+    note: str = ""
+
+    def _rate(self, work: float, seconds: float) -> float:
+        return work / seconds / UNIT_SCALE[self.unit]
+
+    def catalog_rate(self, pick: Callable[[list[float]], float] = min) -> float:
+        """The catalog's rate from its best round, or from the round ``pick`` chooses."""
+        return self._rate(self.catalog_work, pick(self.catalog_times))
+
+    def peer_rate(self, pick: Callable[[list[float]], float] = min) -> float | None:
+        return None if not self.peer_times else self._rate(self.peer_work, pick(self.peer_times))
+
+    def ratio(self, pick: Callable[[list[float]], float] = min) -> float | None:
+        peer = self.peer_rate(pick)
+        return None if peer is None else self.catalog_rate(pick) / peer
+
+    def met(self, pick: Callable[[list[float]], float] = min) -> bool | None:
+        value = self.catalog_rate(pick) if self.absolute else self.ratio(pick)
+        return None if self.target is None or value is None else value >= self.target
+
+    @property
+    def rounds(self) -> int:
+        return len(self.catalog_times)
+
+    def to_json(self) -> dict[str, Any]:
+        med = statistics.median
+        return {
+            **asdict(self),
+            "catalog_rate": self.catalog_rate(),
+            "peer_rate": self.peer_rate(),
+            "catalog_median_rate": self.catalog_rate(med),
+            "peer_median_rate": self.peer_rate(med),
+            "ratio": self.ratio(),
+            "median_ratio": self.ratio(med),
+            "met": self.met(),
+            "median_met": self.met(med),
+        }
+
+
+def versus(key: str, benchmark: str, unit: str, work: float, cat: Timing, peer: Timing | None, **kw: Any) -> Versus:
+    """A row where both sides did the same ``work``."""
+    return Versus(key, benchmark, unit, work, cat.times, work, None if peer is None else peer.times, **kw)
+
+
+def versus_table(rows: list[Versus], peer: str) -> str:
+    lines = [f"| benchmark | catalog | {peer} | ratio | target | met? |", "|---|---:|---:|---:|---:|:---:|"]
+    for r in rows:
+        ratio = r.ratio()
+        target = "—" if r.target is None else f">= {r.target:g} {r.unit}" if r.absolute else f">= {r.target:g}x"
+        met = {None: "—", True: "yes", False: "**NO**"}[r.met()]
+        lines.append(
+            f"| {r.benchmark} | {fmt_rate(r.catalog_rate(), r.unit)} | {fmt_rate(r.peer_rate(), r.unit)} "
+            f"| {'—' if ratio is None else f'{ratio:.2f}x'} | {target} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def median_line(rows: list[Versus]) -> str:
+    """The same rows from the median rounds: a noise gauge (rounds in parentheses)."""
+    parts = []
+    for r in rows:
+        if r.absolute:
+            parts.append(f"{r.key} {r.catalog_rate(statistics.median):.2f} {r.unit} ({r.rounds})")
+        elif (ratio := r.ratio(statistics.median)) is not None:
+            parts.append(f"{r.key} {ratio:.2f}x ({r.rounds})")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- measured against a target
+
+
+@dataclass
+class Result:
+    section: str
+    benchmark: str
+    measured: str
+    target: str = "—"
+    met: bool | None = None
+    note: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Profiled:
+    """The catalog side of a result row, runnable again under cProfile."""
+
+    benchmark: str
+    fn: Callable[[], object]
+    what: str
+
+
+class Report:
+    """The measured/target table, built section by section, and the profiles of its rows."""
+
+    def __init__(self) -> None:
+        self.results: list[Result] = []
+        self.profiles: dict[str, Profiled] = {}
+        self.catalogs: list[Catalog] = []  # kept open for the profiles; closed before the temp directory goes
+
+    def add(self, result: Result, profile: Callable[[], object] | None = None, what: str = "") -> Result:
+        self.results.append(result)
+        if profile is not None:
+            self.profiles[result.benchmark] = Profiled(result.benchmark, profile, what)
+        status = {None: "info", True: "met", False: "MISSED"}[result.met]
+        log(f"[{status}] {result.benchmark}: {result.measured} (target {result.target})")
+        return result
+
+    def run(self, steps: list[tuple[str, str, Callable[[], None]]], sections: set[str]) -> None:
+        """Run the (key, title, step) sections asked for, logging each one's time."""
+        for key, title, step in steps:
+            if key not in sections:
+                continue
+            t0 = time.perf_counter()
+            log(f"[{key}] {title} ...")
+            step()
+            log(f"[{key}] done in {time.perf_counter() - t0:.1f} s")
+
+    def summary(self, started: float, note: str = "") -> list[Result]:
+        """Print the table and the count of targets met; returns the missed rows."""
+        lines = ["| # | benchmark | measured | target | met? | notes |", "|---|---|---:|---:|:---:|---|"]
+        for r in self.results:
+            met = {None: "—", True: "yes", False: "**NO**"}[r.met]
+            lines.append(f"| {r.section} | {r.benchmark} | {r.measured} | {r.target} | {met} | {r.note} |")
+        print("\n".join(lines))
+        missed = [r for r in self.results if r.met is False]
+        print(
+            f"\n{sum(r.met is True for r in self.results)} targets met, {len(missed)} missed"
+            + (": " + "; ".join(r.benchmark for r in missed) if missed else "")
+            + f". Run time {time.perf_counter() - started:.0f} s{note}."
+        )
+        sys.stdout.flush()
+        return missed
+
+    def print_profiles(self, choice: str, missed: list[Result]) -> dict[str, str]:
+        """cProfile the catalog side of the rows ``choice`` names (all, missed, none); rows
+        sharing one profile function run it once. Returns the texts by benchmark."""
+        chosen = {"all": self.results, "missed": missed, "none": []}[choice]
+        rows = [r for r in chosen if r.benchmark in self.profiles]
+        if rows:
+            print("\n## Profiles (catalog side, cProfile)\n")
+        texts: dict[str, str] = {}
+        done: dict[int, str] = {}
+        for r in rows:
+            p = self.profiles[r.benchmark]
+            if id(p.fn) not in done:
+                log(f"[profile] {r.benchmark} ...")
+                done[id(p.fn)] = profile_text(p.fn)
+            texts[r.benchmark] = done[id(p.fn)]
+            print(f"### {r.benchmark}: {p.what}\n\n```\n{texts[r.benchmark]}\n```\n")
+            sys.stdout.flush()
+        return texts
+
+    def close(self) -> None:
+        for c in self.catalogs:
+            c.close()
+
+
+# --------------------------------------------------------------------------- workloads
+
+# "labeled": small tf.train.Examples of about 140 bytes (the format, migrate and dask benchmarks).
+LABELED_VEC = 16
+LABELS = [f"class_{i:03d}" for i in range(100)]
+LABELED_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "label": {"dtype": "string"},
+        "score": {"dtype": "float32"},
+        "vec": {"dtype": "float32", "shape": [LABELED_VEC]},
+    }
+}
+
+
+def labeled_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Rows of plain Python values (vec values are float32-exact, so every side agrees bit for bit)."""
+    rng = np.random.default_rng(seed)
+    scores = rng.random(n).astype(np.float32).tolist()
+    vecs = rng.standard_normal((n, LABELED_VEC)).astype(np.float32).tolist()
+    return [{"id": i, "label": LABELS[i % len(LABELS)], "score": scores[i], "vec": vecs[i]} for i in range(n)]
+
+
+# "text": rows with a free-text field (the catalog, load, S3 and scale benchmarks).
+TEXT_VEC = 8
+TEXT_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "text": {"dtype": "string"},
+        "score": {"dtype": "float32"},
+        "vec": {"dtype": "float32", "shape": [TEXT_VEC]},
+    }
+}
+WORDS = [
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
+    "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi",
+]  # fmt: skip
+
+
+def text_rows(n: int, seed: int = 0, start: int = 0) -> list[dict[str, Any]]:
+    """Rows of plain Python values; floats have at most 6 decimals, as JSON from elsewhere would."""
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.random(n), 6).tolist()
+    vecs = np.round(rng.standard_normal((n, TEXT_VEC)), 6).tolist()
+    lengths = rng.integers(2, 9, n).tolist()
+    rows = []
+    for i in range(n):
+        k = start + i
+        text = " ".join(WORDS[(k + j) % len(WORDS)] for j in range(lengths[i])) + f" #{k}"
+        rows.append({"id": k, "text": text, "score": scores[i], "vec": vecs[i]})
+    return rows
+
+
+# One migration script per kind, on the labeled rows (migrations/<dataset>/0001_<kind>.py).
+# Workers import the script themselves, so the Transform's function is defined in it.
+HEIGHT = 256
+ENRICHED_SCHEMA: dict[str, Any] = {"features": {**LABELED_SCHEMA["features"], "magnitude": {"dtype": "float32"}}}
+MIGRATION_SCRIPTS: dict[str, str] = {
+    "add": f"""
+from catalog.migrate import AddField
+
+operations = [AddField("height", {{"dtype": "int64"}}, default={HEIGHT})]
+""",
+    "rename": """
+from catalog.migrate import RenameField
+
+operations = [RenameField("label", "category")]
+""",
+    "drop": """
+from catalog.migrate import DropField
+
+operations = [DropField("score")]
+""",
+    "transform": f"""
+import math
+
+import numpy as np
+
+from catalog.migrate import Transform
+
+
+def enrich(row):
+    vec = row["vec"]
+    row["magnitude"] = row["score"] * math.sqrt(float(np.dot(vec, vec)))
+    row["label"] = row["label"].upper()
+    return row
+
+
+operations = [Transform(enrich, schema={ENRICHED_SCHEMA!r})]
+""",
+}
+
+
+def write_migrations(root: Path, dataset: str, kinds: list[str]) -> dict[str, Path]:
+    """One migrations folder per kind under ``root``, holding that kind's script for ``dataset``."""
+    folders = {}
+    for kind in kinds:
+        folder = root / f"migrations-{kind}"
+        (folder / dataset).mkdir(parents=True)
+        (folder / dataset / f"0001_{kind}.py").write_text(MIGRATION_SCRIPTS[kind].lstrip(), encoding="utf-8")
+        folders[kind] = folder
+    return folders
+
+
+def skip_shard_fsync(writer: Any) -> None:
+    """Turn off the shard files' fsyncs of an open ``Dataset.writer()`` (setup and context
+    rows only). The one internal the harness touches: ``Writer.sink`` has the only switch."""
+    sink = writer.sink
+    check(sink is not None, "the writer has no open shard sink")
+    sink.sync = False
+
+
+def bulk_shards(ds: Dataset, record: bytes, n: int, per_commit: int) -> int:
+    """Add ``n`` one-record shards through the writer, ``per_commit`` per commit, file fsyncs off
+    (setup only); returns the commits made. Everything else is the ordinary append path."""
+    commits = 0
+    left = n
+    while left:
+        k = min(per_commit, left)
+        with ds.writer(message="bulk", shard_records=1) as w:
+            skip_shard_fsync(w)
+            for _ in range(k):
+                w.write_record(record)
+        check(w.commit is not None and w.commit.shard_count == k, "bulk commit shard count")
+        left -= k
+        commits += 1
+    return commits
+
+
+# --------------------------------------------------------------------------- TensorFlow as the peer
+
+# TF 2.21 prints these through absl before TF_CPP_MIN_LOG_LEVEL applies.
+TF_IMPORT_NOISE = ("All log messages before absl::InitializeLog()", "oneDNN custom operations are on")
+
+
+def import_tensorflow() -> Any:
+    """Import TensorFlow quietly: its C++ logging off, fd 2 captured during the import and
+    passed through but for its import notices."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read once, when TensorFlow loads
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode("utf-8", "replace").splitlines():
+                if line.strip() and not any(noise in line for noise in TF_IMPORT_NOISE):
+                    print(line, file=sys.stderr)
+    return tf
+
+
+def tf_write(tf: Any, path: str, records: list[bytes]) -> None:
+    """Write ``records`` with TensorFlow's writer: the neutral ground both sides read."""
+    with tf.io.TFRecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+
+
+# --------------------------------------------------------------------------- worker processes
+
+_WORKER = "import sys\nfrom benchmarks.harness import worker_main\nworker_main(sys.argv[1:])\n"
+_GO = "go\n"
+_READY = "ready"
+
+
+def worker_main(argv: list[str]) -> None:
+    """A worker process's body: ``argv`` is ``module:function`` and its keyword arguments as
+    JSON. The function gets a ``start`` callable to call once it is ready: it returns when
+    every worker is. Its JSON-ready result goes to stdout, as the last line."""
+    module, _, name = argv[0].partition(":")
+    fn = getattr(importlib.import_module(module), name)
+
+    def start() -> None:
+        print(_READY, flush=True)
+        if sys.stdin.readline() != _GO:
+            raise SystemExit("the benchmark went away before the start")
+
+    result = fn(start, **json.loads(argv[1]))
+    print(json.dumps(result), flush=True)
+
+
+class _Worker:
+    """One worker process; its stderr goes to a file, shown when it fails."""
+
+    def __init__(self, target: str, job: dict[str, Any], err: Path, cwd: Path, env: dict[str, str]) -> None:
+        self.err = err
+        argv = [sys.executable, "-c", _WORKER, target, json.dumps(job)]
+        with open(err, "wb") as f:
+            pipe = subprocess.PIPE
+            self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=f, cwd=cwd, env=env, text=True)
+
+    def failed(self) -> str:
+        return f"a worker exited {self.proc.wait()}: {self.err.read_text()[-800:]}"
+
+    def line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            check(False, self.failed())
+        return line
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(_GO)
+        self.proc.stdin.flush()
+
+    def reap(self) -> None:
+        if self.proc.poll() is None:  # only when the run failed: no worker outlives the benchmark
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _reap(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.reap()
+
+
+def run_workers(target: str, jobs: list[dict[str, Any]], cwd: Path = REPO) -> tuple[float, list[Any]]:
+    """Run ``target`` (``module:function``) in one new process per entry of ``jobs`` (its
+    keyword arguments), released together once all are ready. Returns the seconds from the
+    release to the last result, and the results in ``jobs``' order. ``cwd`` is the first place
+    the workers import ``catalog`` from (another checkout's, say); ``benchmarks`` comes from here."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    with ExitStack() as stack:
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_workers_")))
+        workers: list[_Worker] = []
+        stack.callback(_reap, workers)
+        workers += [_Worker(target, job, logs / f"{i}.err", cwd, env) for i, job in enumerate(jobs)]
+        for w in workers:
+            while w.line().strip() != _READY:
+                pass
+        t0 = time.perf_counter()
+        for w in workers:
+            w.go()
+        results = [json.loads(w.line()) for w in workers]
+        wall = time.perf_counter() - t0
+        for w in workers:
+            if w.proc.wait(timeout=60) != 0:
+                check(False, w.failed())
+    return wall, results
+
+
+# --------------------------------------------------------------------------- throwaway servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# A throwaway cluster as the test suite runs it: the server's own durability off, for speed.
+PG_FAST = {
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
+
+
+@dataclass
+class Postgres:
+    bindir: Path
+    home: Path  # owned by the server's user: data directory, socket, log
+    port: int
+    as_user: list[str]  # the command prefix that runs server binaries as a non-root user
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def run(self, *args: str) -> None:
+        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            logfile = self.home / "log"
+            tail = logfile.read_text()[-2000:] if logfile.exists() else ""
+            raise SystemExit(f"{Path(args[0]).name} failed: {done.stderr.strip()[-800:]} {tail}")
+
+    def stop(self) -> None:
+        try:
+            self.run(str(self.bindir / "pg_ctl"), "-D", str(self.home / "data"), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _pg_bindir() -> Path:
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[4]))
+    check(bool(versions), "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql`")
+    return versions[-1].parent
+
+
+def start_postgres(settings: dict[str, str]) -> Postgres:
+    """initdb + pg_ctl start on a free loopback port with ``settings``; as user ``postgres``
+    when we are root (initdb refuses to run as root). ``stop()`` removes it all."""
+    bindir = _pg_bindir()
+    home = Path(tempfile.mkdtemp(prefix="catalog-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        check(shutil.which("runuser") is not None, "running as root without runuser: cannot start PostgreSQL")
+        shutil.chown(home, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    pg = Postgres(bindir, home, free_port(), as_user)
+    data = str(home / "data")
+    pg.run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in settings.items())])
+    pg.run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", str(home / "log"), "-w", "-t", "60", "start")
+    return pg
+
+
+# What any AWS client reads; the catalog never stores credentials.
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "catalog-bench-key",
+    "AWS_SECRET_ACCESS_KEY": "catalog-bench-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def start_s3() -> tuple[Any, str]:
+    """moto's S3 server, a thread of this process on loopback, with the AWS environment a user
+    would have pointed at it: (the ThreadedMotoServer, its endpoint)."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as e:
+        raise SystemExit(f"no S3 server: moto's server is not installed (pip install '.[test]'): {e}") from e
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(S3_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    return server, endpoint
