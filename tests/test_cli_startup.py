@@ -67,6 +67,10 @@ def test_inspect_loads_no_manifest(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["records"] == 5
     assert not {m for m in modules if m.startswith("sqlalchemy")}
     assert "catalog.manifest" not in modules
+    proc, modules = loaded("inspect", str(tmp_path / "schema.json"))  # its error line too
+    message = proc.stderr.partition("LOADED")[0]
+    assert proc.returncode == 1 and message.startswith("error: ") and "not a TFRecord file" in message, message
+    assert not {m for m in modules if m.startswith("sqlalchemy")}
 
 
 @pytest.mark.parametrize("module", ["typer", "catalog.cli.commands", "catalog.cli.datasets"])

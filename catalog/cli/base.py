@@ -1,9 +1,9 @@
 """What every verb shares: the typer app and its global options, the command wrapper
 (errors, output, resources), the catalog a command opens, progress bars and executors.
 
-Start-up matters here: this module imports typer and ``catalog.errors`` only. The library
-(SQLAlchemy, NumPy, protobuf) is imported by the verbs that use it, inside them, so
-``catalog --help`` and ``catalog inspect`` never pay for a manifest.
+Start-up matters here: from outside the CLI, this module imports typer and ``catalog.errors``
+only. The library (SQLAlchemy, NumPy, protobuf) is imported by the verbs that use it,
+inside them, so ``catalog --help`` and ``catalog inspect`` never pay for a manifest.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main_options(
     ctx.obj = _state
 
 
-def verb(fn: Callable[..., Output | None]) -> Callable[..., None]:
+def verb(fn: Callable[..., Output]) -> Callable[..., None]:
     """A command: runs ``fn``, writes the :class:`Output` it returns (as JSON when its
     ``as_json`` parameter is set), then closes what it opened (:func:`hold`). A
     CatalogError becomes one stderr line and exit 1, Ctrl-C one line and exit 130, unless
@@ -76,9 +76,8 @@ def verb(fn: Callable[..., Output | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             with _command_scope():
-                out = fn(*args, **kwargs)
-                if out is not None:  # written inside the scope: text and rows may stream from the catalog
-                    emit(out, kwargs.get("as_json", False))
+                # Written inside the scope: text and rows may stream from the catalog.
+                emit(fn(*args, **kwargs), kwargs.get("as_json", False))
         except CatalogError as e:
             if _globals().traceback:
                 raise
@@ -110,9 +109,9 @@ def hold(resource: AbstractContextManager[T]) -> T:
 
 
 def _redact(message: str) -> str:
-    # A password can only be in a message once the manifest layer has handled a database URL;
-    # a command that never loaded it (inspect) need not load SQLAlchemy to say so.
-    if "catalog.manifest" not in sys.modules:
+    # A password can only be in a message once a database URL went through SQLAlchemy: a
+    # command that never loaded it (inspect) need not load it, and the manifest, to say so.
+    if "sqlalchemy" not in sys.modules:
         return message
     from catalog.manifest import redact
 
