@@ -2,29 +2,61 @@
 
 The format layer (framing, Example codec, schema) is importable without TensorFlow
 and byte-compatible with it.
+
+The public names below are loaded on first use (PEP 562): ``import catalog`` costs
+nothing, so the ``catalog`` command starts without SQLAlchemy, NumPy or protobuf unless
+its verb needs them, and ``from catalog import Schema`` loads the schema layer only.
 """
 
-from catalog.api import Catalog, Dataset
-from catalog.commit.values import Commit, DatasetInfo, ShardInfo
-from catalog.errors import (
-    CatalogError,
-    CodecError,
-    CorruptRecordError,
-    SchemaError,
-    ValidationError,
-)
-from catalog.schema import Schema
-from catalog.tfrecord import (
-    RecordWriter,
-    decode_example,
-    decode_sequence_example,
-    encode_example,
-    encode_sequence_example,
-    read_record_batches,
-    read_records,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from catalog.api import Catalog, Dataset
+    from catalog.commit.values import Commit, DatasetInfo, ShardInfo
+    from catalog.errors import (
+        CatalogError,
+        CodecError,
+        CorruptRecordError,
+        SchemaError,
+        ValidationError,
+    )
+    from catalog.schema import Schema
+    from catalog.tfrecord import (
+        RecordWriter,
+        decode_example,
+        decode_sequence_example,
+        encode_example,
+        encode_sequence_example,
+        read_record_batches,
+        read_records,
+    )
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_HOMES = {
+    "Catalog": "catalog.api",
+    "Commit": "catalog.commit.values",
+    "Dataset": "catalog.api",
+    "DatasetInfo": "catalog.commit.values",
+    "ShardInfo": "catalog.commit.values",
+    "CatalogError": "catalog.errors",
+    "CodecError": "catalog.errors",
+    "CorruptRecordError": "catalog.errors",
+    "SchemaError": "catalog.errors",
+    "ValidationError": "catalog.errors",
+    "Schema": "catalog.schema",
+    "RecordWriter": "catalog.tfrecord",
+    "decode_example": "catalog.tfrecord",
+    "decode_sequence_example": "catalog.tfrecord",
+    "encode_example": "catalog.tfrecord",
+    "encode_sequence_example": "catalog.tfrecord",
+    "read_record_batches": "catalog.tfrecord",
+    "read_records": "catalog.tfrecord",
+}
 
 __all__ = [
     "Catalog",
@@ -46,3 +78,18 @@ __all__ = [
     "read_record_batches",
     "read_records",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use and kept here after."""
+    home = _HOMES.get(name)
+    if home is None:
+        # AttributeError (not KeyError): `from catalog import manifest` then imports the submodule.
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

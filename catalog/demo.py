@@ -1,4 +1,5 @@
-"""The demo dataset: a small, realistic Example file for README's first command."""
+"""The demo dataset: a small, realistic Example file for README's first command, and the
+demo's one step in Python (``catalog demo`` runs the rest as commands)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from catalog.api import Catalog
+from catalog.commit.values import Commit
 from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.tfrecord.framing import RecordWriter
@@ -41,6 +44,13 @@ def demo_rows(n: int, start: int = 0) -> list[dict[str, object]]:
             }
         )
     return rows
+
+
+def append_demo_rows(root: Path, n: int) -> Commit:
+    """Append ``n`` demo rows to the demo catalog's dataset from Python, after the ``n``
+    records of the demo's input files (the ids go on)."""
+    with Catalog.open(root) as cat:
+        return cat.dataset("demo").append_rows(demo_rows(n, start=n), message="rows from Python")
 
 
 DEMO_MARKER = ".catalog-demo"

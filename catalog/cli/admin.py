@@ -1,0 +1,159 @@
+"""Verbs on the catalog as a whole: init, backup, copy-manifest, upgrade, verify, gc."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, progress_bar, verb
+from catalog.cli.options import AsJson, ExecutorKind, Scheduler, parse_duration
+from catalog.cli.output import Output, human
+
+if TYPE_CHECKING:
+    from catalog.commit.values import GcReport
+
+
+@verb
+def init(
+    directory: Annotated[Path, typer.Argument(help="Directory for the new catalog.")],
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            "--db-url",
+            help="SQLAlchemy URL of the manifest, e.g. postgresql+psycopg://user@host/db (default: $CATALOG_DB_URL, "
+            "else SQLite in DIR). An existing manifest there is attached to.",
+        ),
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            metavar="PATH|URL",
+            help="Where shards live: a directory, or e.g. s3://bucket/prefix (default: DIR/data).",
+        ),
+    ] = None,
+) -> Output:
+    """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
+    from catalog.api import Catalog
+    from catalog.manifest import has_password, safe_url
+
+    cat = hold(Catalog.init(directory, db_url, storage))
+    where = f"manifest {safe_url(str(cat.engine.url))}, " if cat.engine.dialect.name != "sqlite" else ""
+    text = [f"initialized catalog in {cat.root} ({where}data area {cat.store.root})"]
+    if db_url and has_password(db_url):
+        text.append("note: the password was not recorded; give it with CATALOG_DB_URL, PGPASSWORD or ~/.pgpass")
+    return Output(text=text)
+
+
+@verb
+def backup(out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")]) -> Output:
+    """Write a consistent copy of the manifest to a new SQLite file."""
+    path = open_catalog().backup(out)
+    return Output(text=[f"manifest backed up to {path}"])
+
+
+@verb
+def copy_manifest(
+    db_url: Annotated[str, typer.Argument(help="URL of an empty database: PostgreSQL, or a new SQLite file.")],
+    switch: Annotated[
+        bool, typer.Option("--switch/--no-switch", help="Point this catalog directory at the copy afterwards.")
+    ] = True,
+    as_json: AsJson = False,
+) -> Output:
+    """Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing."""
+    from catalog.manifest import safe_url
+
+    cat = open_catalog()
+    counts = cat.copy_manifest(db_url, switch)
+    text = [f"copied {sum(counts.values())} rows ({counts.get('shards', 0)} shards) to {safe_url(db_url)}"]
+    if switch:
+        text.append(f"{cat.root} now uses the copy; other catalog directories on the old manifest must attach anew")
+    return Output(text=text, json=lambda: {"ok": True, "target": safe_url(db_url), "switched": switch, "rows": counts})
+
+
+@verb
+def upgrade() -> Output:
+    """Bring an older manifest to the current format."""
+    from catalog.api import Catalog
+    from catalog.directory import find_root
+
+    cat = hold(Catalog.open(find_root(catalog_option()), check=False))
+    start, end = cat.upgrade()
+    return Output(text=[f"manifest format {start} -> {end}" if start != end else f"manifest already at format {end}"])
+
+
+@verb
+def verify(
+    names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: all).")] = None,
+    as_json: AsJson = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Shards checked at once (default: 1).")
+    ] = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+) -> Output:
+    """Check every shard against the manifest: presence, size, checksum, records."""
+    c = open_catalog()
+    with executor_of(executor, scheduler, workers, jobs=workers) as ex, progress_bar("verify", None) as progress:
+        report = c.verify(names or None, progress, executor=ex)
+    bad = sum(p.problem != "unregistered" for p in report.problems)
+    extra = len(report.problems) - bad
+    summary = f"{report.checked} shards, {human(report.bytes)} checked: {bad} problems"
+    if extra:
+        summary += f", {extra} unregistered files"
+    return Output(
+        text=(f"{p.problem}: {p.path}: {p.detail}" for p in report.problems),
+        json=report.to_json,
+        summary=("ok: " if report.ok else "FAILED: ") + summary,
+        failed=not report.ok,
+    )
+
+
+@verb
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be removed.")] = False,
+    grace: Annotated[
+        timedelta,
+        typer.Option(
+            "--grace",
+            parser=parse_duration,
+            metavar="DURATION",
+            help="Leave unregistered files younger than this (default 1h).",
+        ),
+    ] = timedelta(hours=1),
+    keep_versions: Annotated[
+        int | None,
+        typer.Option("--keep-versions", min=1, help="Also remove retired shards the newest K versions do not need."),
+    ] = None,
+    older_than: Annotated[
+        timedelta | None,
+        typer.Option(
+            "--older-than",
+            parser=parse_duration,
+            metavar="DURATION",
+            help="Also remove retired shards retired longer ago than this.",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> Output:
+    """Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too."""
+    report = open_catalog().gc(grace, dry_run, keep_versions=keep_versions, older_than=older_than)
+    return Output(text=_gc_text(report, dry_run), json=report.to_json)
+
+
+def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
+    verb = "would remove" if dry_run else "removed"
+    for p in report.removed:
+        yield f"{verb} {p}"
+    for p in report.links:
+        yield f"left alone (a symbolic link, never followed) {p}"
+    retired = f" ({len(report.retired)} retired shards)" if report.retired else ""
+    yield (
+        f"{verb} {len(report.removed)} files{retired} ({human(report.bytes)}); kept {report.kept_young} younger "
+        f"than the grace period, {report.kept_live} of live writers and {report.kept_retired} retired shards "
+        "for time travel"
+    )

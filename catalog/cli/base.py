@@ -1,0 +1,168 @@
+"""What every verb shares: the typer app and its global options, the command wrapper
+(errors, output, resources), the catalog a command opens, progress bars and executors.
+
+Start-up matters here: from outside the CLI, this module imports typer and ``catalog.errors``
+only. The library (SQLAlchemy, NumPy, protobuf) is imported by the verbs that use it,
+inside them, so ``catalog --help`` and ``catalog inspect`` never pay for a manifest.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from catalog.cli.output import Output, emit
+from catalog.errors import CatalogError, Interrupted
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from catalog.api import Catalog
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="TFRecord Catalog: a manifest for TFRecord datasets.",
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Globals:
+    catalog: Path | None = None
+    traceback: bool = False
+
+
+# Set by the callback on every invocation (the CLI runs one command per process or per
+# CliRunner call), so the error handler can see --traceback without threading a context.
+_state = Globals()
+# The resources of the running commands, innermost last (the demo runs commands inside its own).
+_scopes: list[ExitStack] = []
+
+
+def _globals() -> Globals:
+    return _state
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    catalog: Annotated[
+        Path | None, typer.Option("--catalog", "-C", help="Catalog directory (else $CATALOG_ROOT, else search up).")
+    ] = None,
+    traceback: Annotated[bool, typer.Option("--traceback", help="Show the traceback of errors.")] = False,
+) -> None:
+    global _state
+    _state = Globals(catalog=catalog, traceback=traceback)
+    ctx.obj = _state
+
+
+def verb(fn: Callable[..., Output]) -> Callable[..., None]:
+    """A command: runs ``fn``, writes the :class:`Output` it returns (as JSON when its
+    ``as_json`` parameter is set), then closes what it opened (:func:`hold`). A
+    CatalogError becomes one stderr line and exit 1, Ctrl-C one line and exit 130, unless
+    --traceback was given; anything else is a bug and keeps its traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            with _command_scope():
+                # Written inside the scope: text and rows may stream from the catalog.
+                emit(fn(*args, **kwargs), kwargs.get("as_json", False))
+        except CatalogError as e:
+            if _globals().traceback:
+                raise
+            typer.echo(f"error: {_redact(str(e))}", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt as e:
+            if _globals().traceback:
+                raise
+            # Interrupted says how a write ended; any other command was only reading.
+            typer.echo(str(e) if isinstance(e, Interrupted) else "interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+@contextmanager
+def _command_scope() -> Iterator[None]:
+    with ExitStack() as stack:
+        _scopes.append(stack)
+        try:
+            yield
+        finally:
+            _scopes.pop()
+
+
+def hold(resource: AbstractContextManager[T]) -> T:
+    """Enter ``resource`` for the running command: it is exited once the command's output is written."""
+    return _scopes[-1].enter_context(resource)
+
+
+def _redact(message: str) -> str:
+    # A password can only be in a message once a database URL went through SQLAlchemy: a
+    # command that never loaded it (inspect) need not load it, and the manifest, to say so.
+    if "sqlalchemy" not in sys.modules:
+        return message
+    from catalog.manifest import redact
+
+    return redact(message)
+
+
+def open_catalog() -> Catalog:
+    """The catalog of --catalog (else $CATALOG_ROOT, else search up), closed after the command."""
+    from catalog.api import Catalog
+
+    return hold(Catalog.open(_globals().catalog))
+
+
+def catalog_option() -> Path | None:
+    """--catalog as given (None: $CATALOG_ROOT, else search up)."""
+    return _globals().catalog
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None, unit: str = "bytes") -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on a terminal (``unit``: bytes or records); nothing (None) otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns: list[ProgressColumn] = [TextColumn("{task.description}"), BarColumn()]
+    if unit == "bytes":
+        columns += [DownloadColumn(), TransferSpeedColumn()]
+    else:
+        columns += [MofNCompleteColumn(), TextColumn(unit)]
+    with Progress(*columns, TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def executor_of(
+    kind: str, scheduler: str | None, workers: int | None = None, needed: bool = True, jobs: int | None = None
+) -> AbstractContextManager[Executor | None]:
+    """open_executor(...); or no executor at all when no job will run (a dry run starts no cluster).
+    ``jobs``: a local pool for that many jobs (None: no local pool; the library decides)."""
+    from catalog.executors import check_executor, open_executor
+
+    check_executor(kind, scheduler)
+    return open_executor(kind, scheduler, workers, jobs) if needed else nullcontext(None)

@@ -1,0 +1,182 @@
+"""Verbs on one dataset or the list of them: register, list, show, append, drop, cat, history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
+from catalog.cli.options import AsJson, DatasetName, ExecutorKind, InputFormat, Message, Scheduler, Version, parse_bytes
+from catalog.cli.output import Output, human
+
+if TYPE_CHECKING:
+    from catalog.api import Dataset
+    from catalog.commit.values import Commit, DatasetInfo, ShardInfo
+
+
+@verb
+def register(
+    name: DatasetName,
+    schema: Annotated[Path, typer.Option("--schema", help="Schema JSON file.")],
+    description: Annotated[str, typer.Option("--description", help="What the dataset is.")] = "",
+) -> Output:
+    """Register a dataset with its schema (dataset version 1, schema version 1)."""
+    ds = open_catalog().register(name, schema, description)
+    return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
+
+
+@verb
+def list_(as_json: AsJson = False) -> Output:
+    """List datasets."""
+    infos = open_catalog().list()
+    keep = ("name", "description", "version", "schema_version", "shard_count", "records", "bytes", "created")
+    return Output(text=_list_text(infos), json=lambda: [{k: i.to_json()[k] for k in keep} for i in infos])
+
+
+def _list_text(infos: list[DatasetInfo]) -> Iterator[str]:
+    if not infos:
+        yield "no datasets"
+        return
+    yield f"{'NAME':24} {'VERSION':>7} {'SCHEMA':>6} {'SHARDS':>7} {'RECORDS':>12} {'SIZE':>10}"
+    for i in infos:
+        size = human(i.bytes)
+        yield f"{i.name:24} {i.version:>7} {i.schema_version:>6} {i.shard_count:>7} {i.records:>12} {size:>10}"
+
+
+@verb
+def show(
+    name: DatasetName,
+    as_json: AsJson = False,
+    version: Version = None,
+    no_shards: Annotated[bool, typer.Option("--no-shards", help="Leave out the shard list.")] = False,
+) -> Output:
+    """Show a dataset: version, schema, totals and shards."""
+    ds = open_catalog().dataset(name)
+    info = ds.info(version)
+    shards: Iterator[ShardInfo] = iter(()) if no_shards else ds.iter_shards(info.version)
+    rows = None if no_shards else ("shards", (s.to_json() for s in shards))
+    return Output(text=_show_text(info, shards), json=info.to_json, rows=rows)
+
+
+def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
+    yield f"dataset:        {info.name}"
+    if info.description:
+        yield f"description:    {info.description}"
+    yield f"version:        {info.version}"
+    yield f"schema version: {info.schema_version}"
+    yield f"records:        {info.records}"
+    yield f"size:           {human(info.bytes)} in {info.shard_count} shards"
+    yield "schema:"
+    for fname, spec in info.schema["features"].items():
+        yield f"  {fname}: {_feature_text(spec)}"
+    for s in shards:
+        yield f"  {s.path}  {s.records} records  {human(s.bytes)}  {s.checksum}"
+
+
+def _feature_text(spec: dict[str, Any]) -> str:
+    text = spec["dtype"]
+    if spec.get("shape"):
+        text += "[" + ", ".join("null" if d is None else str(d) for d in spec["shape"]) + "]"
+    if spec.get("encoding"):
+        text += f" ({spec['encoding']})"
+    if "default" in spec:
+        text += f" = {json.dumps(spec['default'])}"
+    return text
+
+
+@verb
+def append(
+    name: DatasetName,
+    inputs: Annotated[list[Path], typer.Argument(help="TFRecord (any compression) or JSON Lines files.")],
+    fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
+    shard_size: Annotated[
+        int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
+    ] = None,
+    shard_records: Annotated[
+        int | None, typer.Option("--shard-records", min=1, help="Roll shards at N records.")
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")] = None,
+    message: Message = "",
+    author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
+    link: Annotated[bool, typer.Option("--link", help="Adopt valid uncompressed TFRecord files by hard link.")] = False,
+    as_json: AsJson = False,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Inputs validated and written at once (default: 1).")
+    ] = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+) -> Output:
+    """Append inputs as new shards, all or nothing, in one commit."""
+    ds = open_catalog().dataset(name)
+    total = sum(p.stat().st_size for p in inputs if p.is_file())
+    # Jobs run one input each: a single input runs here, and needs no cluster.
+    with (
+        executor_of(executor, scheduler, workers, needed=len(inputs) > 1, jobs=len(inputs) if workers else None) as ex,
+        progress_bar(f"append {name}", total) as progress,
+    ):
+        commit = ds.append_files(
+            inputs,
+            token=token,
+            message=message,
+            shard_size=shard_size,
+            shard_records=shard_records,
+            link=link,
+            format=fmt,
+            author=author,
+            progress=progress,
+            executor=ex,
+        )
+    what = "already committed (token seen before)" if commit.duplicate else "committed"
+    text = f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"
+    return Output(text=[text], json=commit.to_json)
+
+
+@verb
+def drop(name: DatasetName) -> Output:
+    """Remove a dataset from the catalog (its files go at the next gc)."""
+    open_catalog().drop(name)
+    return Output(text=[f"dropped {name}; run `catalog gc` to remove its files"])
+
+
+@verb
+def cat(
+    name: DatasetName,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N records.")] = None,
+    version: Version = None,
+) -> Output:
+    """Print records as JSON Lines, per the schema."""
+    from catalog.schema import row_to_json
+
+    ds = open_catalog().dataset(name)
+    version = ds.info(version).version  # one version for the schema and the records
+    schema = ds.schema_at(version)
+    return Output(records=(row_to_json(schema, row) for row in _first(ds, version, limit)))
+
+
+def _first(ds: Dataset, version: int, limit: int | None) -> Iterator[dict[str, Any]]:
+    """The records of ``version``, at most ``limit``; the reader starts even for none (its
+    errors, a missing shard, say, are reported all the same)."""
+    for i, row in enumerate(ds.read(version)):
+        if limit is not None and i >= limit:
+            break
+        yield row
+
+
+@verb
+def history(name: DatasetName, as_json: AsJson = False) -> Output:
+    """The dataset's commits, oldest first."""
+    commits = open_catalog().dataset(name).history()
+    return Output(text=_history_text(commits), json=lambda: [c.to_json(with_shards=False) for c in commits])
+
+
+def _history_text(commits: list[Commit]) -> Iterator[str]:
+    for c in commits:
+        msg = f"  {c.message}" if c.message else ""
+        yield (
+            f"v{c.version:<4} {c.kind:8} schema v{c.schema_version}  {c.time:%Y-%m-%d %H:%M:%S}  "
+            f"{c.author}  +{c.records} -{c.records_removed} records, +{c.shard_count} -{c.shards_removed} shards{msg}"
+        )

@@ -1,0 +1,115 @@
+"""Verbs that start from files rather than a catalog: ``inspect`` and ``demo``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from catalog.cli.base import app, verb
+from catalog.cli.output import Output
+from catalog.errors import CatalogError
+
+if TYPE_CHECKING:
+    from catalog.inspection import FileReport
+
+
+@verb
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A TFRecord file (raw, gzip or zlib).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Decoded examples to show.")] = 3,
+) -> Output:
+    """Count, check and describe the records of a TFRecord file."""
+    from catalog.inspection import inspect_file
+
+    report = inspect_file(file, limit=limit)
+    return Output(text=_inspect_text(report), json=report.to_json)
+
+
+def _inspect_text(report: FileReport) -> Iterator[str]:
+    yield f"file:        {report.path}"
+    yield f"records:     {report.records}"
+    yield f"bytes:       {report.bytes} on disk, {report.data_bytes} framed"
+    yield f"compression: {report.compression}"
+    yield f"crc:         {report.crc} (every record's length and data CRC checked)"
+    yield f"message:     {report.message or 'not tf.train.Example'}"
+    if report.note:
+        yield f"note:        {report.note}"
+    if report.schema is not None:
+        yield "schema:"
+        yield json.dumps(report.schema, indent=2)
+    for i, ex in enumerate(report.examples):
+        yield f"example {i}: {json.dumps(ex, ensure_ascii=False)}"
+
+
+@verb
+def demo(
+    out: Annotated[Path, typer.Argument(help="Directory for the demo (inputs and catalog).")] = Path("demo-out"),
+    records: Annotated[int, typer.Option("--records", min=1, help="Records per demo input.")] = 1000,
+    migrations: Annotated[
+        Path | None, typer.Option("--migrations", help="Folder holding demo/ migrations (default: the repo's).")
+    ] = None,
+) -> Output:
+    """Run the end-to-end demo, echoing each command: append, read, verify, migrate, time travel, compact, export."""
+    from catalog.demo import copy_migrations, demo_migrations, prepare_demo_dir, write_demo
+
+    source = migrations or demo_migrations()
+    root = prepare_demo_dir(out)
+    write_demo(out / "inputs", records)
+    mig = copy_migrations(source, out)
+    return Output(text=_demo_transcript(out, root, mig, records))
+
+
+def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator[str]:
+    """The demo, run as its transcript is written: each step's command line comes first,
+    then the step runs and writes its own output."""
+    inputs = out / "inputs"
+    c = ["-C", str(root)]
+    yield from _demo_step(["init", str(root)])
+    schema = str(inputs / "schema.json")
+    yield from _demo_step([*c, "register", "demo", "--schema", schema, "--description", "demo dataset"])
+    yield from _demo_rows(root, records)
+    steps = [
+        ["append", "demo", str(inputs / "demo.tfrecord.gz"), "-m", "records from a gzip TFRecord file"],
+        ["list"],
+        ["show", "demo", "--no-shards"],
+        ["cat", "demo", "--limit", "2"],
+        ["verify"],
+        ["migrations", "list", "demo", "--migrations", str(mig)],
+        ["migrate", "demo", "--migrations", str(mig), "--dry-run"],
+        ["migrate", "demo", "--migrations", str(mig)],
+        ["migrate", "demo", "--add", "height:int64=4", "--add", "width:int64=4", "-m", "image size"],
+        ["cat", "demo", "--limit", "1"],
+        ["cat", "demo", "--version", "3", "--limit", "1"],
+        ["compact", "demo"],
+        ["export", "demo", str(out / "demo-export.tfrecord.gz"), "--compression", "gzip"],
+        ["history", "demo"],
+        ["verify"],
+    ]
+    for step in steps:
+        yield from _demo_step([*c, *step])
+    yield (
+        f"\ndone: the catalog is in {root}, its migrations in {mig}; try `catalog -C {root} show demo --version 3` "
+        f"or `catalog -C {root} migrations list demo --migrations {mig}`"
+    )
+
+
+def _demo_step(args: list[str]) -> Iterator[str]:
+    yield f"\n$ catalog {shlex.join(args)}"
+    # The app is complete by now: the demo is itself one of its commands.
+    code = app(args, prog_name="catalog", standalone_mode=False)
+    if code:
+        raise CatalogError(f"demo step `catalog {shlex.join(args)}` failed")
+
+
+def _demo_rows(root: Path, records: int) -> Iterator[str]:
+    from catalog.demo import append_demo_rows
+
+    yield "\n>>> Catalog.open(root).dataset('demo').append_rows(rows, message='rows from Python')"
+    commit = append_demo_rows(root, records)
+    yield f"version {commit.version}: {commit.records} records in {len(commit.shards)} new shard(s)"

@@ -1,0 +1,81 @@
+"""Option types shared by the verbs, and the parsers of sizes and durations.
+
+A bad value is a usage error (exit 2) raised by the parser, before any verb runs. Closed
+sets of values are ``Literal`` types: the parser refuses anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+BYTES_RE = re.compile(r"\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*", re.IGNORECASE)  # fullmatch
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
+DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")  # fullmatch
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_bytes(text: str) -> int:
+    """BYTES: an integer with an optional KiB/MiB/GiB suffix (bad input: usage error, exit 2)."""
+    m = BYTES_RE.fullmatch(text)
+    if not m or int(m.group(1)) == 0:
+        raise typer.BadParameter(f"{text!r} is not a size: use an integer with an optional KiB, MiB or GiB suffix")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def parse_duration(text: str | timedelta) -> timedelta:
+    """DURATION: seconds, or N followed by s, m, h or d."""
+    if isinstance(text, timedelta):  # typer hands the default through the parser too
+        return text
+    m = DURATION_RE.fullmatch(text)
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a duration: use seconds or N[smhd], e.g. 90, 15m, 2h, 7d")
+    try:
+        return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2)])
+    except OverflowError:  # beyond timedelta's range (float("9" * 400) is even infinite)
+        raise typer.BadParameter(f"{text!r} is too long a duration: at most {timedelta.max.days}d") from None
+
+
+# The ``--json`` flag: the command wrapper reads it by this parameter name (``as_json``).
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+DatasetName = Annotated[str, typer.Argument(help="Dataset name.")]
+Version = Annotated[int | None, typer.Option("--version", min=1, help="Dataset version (default: current).")]
+Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
+InputFormat = Literal["auto", "tfrecord", "jsonl"]
+MigrationsDir = Annotated[
+    Path,
+    typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),
+]
+Workers = Annotated[
+    int | None, typer.Option("--workers", min=1, help="Parallel worker processes (default: the core count).")
+]
+# Where per-shard jobs run (migrate, compact, verify, append): see catalog.executors.
+ExecutorKind = Annotated[
+    Literal["local", "dask"],
+    typer.Option("--executor", case_sensitive=False, help="Run per-shard jobs in local processes or on Dask."),
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (else $CATALOG_DASK_SCHEDULER; else a local cluster is started).",
+    ),
+]

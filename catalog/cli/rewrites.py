@@ -1,0 +1,194 @@
+"""Verbs that rewrite a dataset's shards or history: migrate (and its scripts), restore,
+compact, export."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
+from catalog.cli.options import (
+    AsJson,
+    DatasetName,
+    DryRun,
+    ExecutorKind,
+    Message,
+    MigrationsDir,
+    Scheduler,
+    Version,
+    Workers,
+    parse_bytes,
+)
+from catalog.cli.output import Output, human
+
+if TYPE_CHECKING:
+    from catalog.migrations.runner import MigrateReport, MigrationStatus
+    from catalog.rewrite import CompactReport
+
+
+@verb
+def migrate(
+    name: DatasetName,
+    migrations: MigrationsDir = Path("migrations"),
+    to: Annotated[int | None, typer.Option("--to", metavar="NNNN", help="Apply up to this migration number.")] = None,
+    dry_run: DryRun = False,
+    workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    message: Message = "",
+    add: Annotated[
+        list[str] | None,
+        typer.Option("--add", metavar="FEATURE:DTYPE=DEFAULT", help="Quick migration: add a scalar feature."),
+    ] = None,
+    drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
+    rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
+    as_json: AsJson = False,
+) -> Output:
+    """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
+    ds = open_catalog().dataset(name)
+    quick: dict[str, Any] = {"add": add or (), "drop": drop or (), "rename": rename or ()}
+    total = None
+    if sys.stderr.isatty() and not dry_run:  # the bar's total: records times pending migrations
+        plan = ds.migrate(migrations, to=to, dry_run=True, **quick)
+        total = sum(m.records for m in plan.migrations)
+    with (
+        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
+        progress_bar(f"migrate {name}", total, "records") as progress,
+    ):
+        report = ds.migrate(
+            migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, message=message, progress=progress,
+            **quick,
+        )  # fmt: skip
+    return Output(text=_migrate_text(name, report, dry_run), json=report.to_json)
+
+
+def _migrate_text(name: str, report: MigrateReport, dry_run: bool) -> Iterator[str]:
+    if not report.migrations:
+        yield f"{name}: no pending migrations (schema version {report.schema_version})"
+        return
+    for m in report.migrations:
+        head = "would apply" if dry_run else "applied"
+        where = "" if m.version is None else f" -> version {m.version}"
+        yield (
+            f"{head} {m.id}: schema v{m.from_schema_version} -> v{m.to_schema_version}{where}, "
+            f"{m.records} records in {m.shards} shards" + ("" if dry_run else f" ({m.seconds:.2f} s)")
+        )
+        for op in m.operations:
+            yield f"  {op}"
+        diff = m.diff
+        for label, names in (("added", diff.added), ("removed", diff.removed), ("changed", list(diff.changed))):
+            if names:
+                yield f"  {label}: {', '.join(names)}"
+
+
+@verb
+def migrations_new(
+    name: DatasetName,
+    slug: Annotated[str, typer.Argument(help="What it does, e.g. add_height.")],
+    migrations: MigrationsDir = Path("migrations"),
+) -> Output:
+    """Write the next numbered migration template for a dataset."""
+    from catalog.migrations.runner import new_migration
+
+    path = new_migration(open_catalog().dataset(name), migrations, slug)
+    return Output(text=[f"wrote {path}; fill in `operations`, then run `catalog migrate {name} --dry-run`"])
+
+
+@verb
+def migrations_list(
+    name: DatasetName,
+    migrations: MigrationsDir = Path("migrations"),
+    as_json: AsJson = False,
+) -> Output:
+    """Applied and pending migrations, with their checksums."""
+    rows = open_catalog().dataset(name).migrations(migrations)
+    return Output(text=_migrations_text(name, migrations, rows), json=lambda: [r.to_json() for r in rows])
+
+
+def _migrations_text(name: str, migrations: Path, rows: list[MigrationStatus]) -> Iterator[str]:
+    if not rows:
+        yield f"{name}: no migrations in {migrations / name}"
+        return
+    yield f"{'MIGRATION':32} {'STATUS':8} {'SCHEMA':>9} {'VERSION':>7}  CHECKSUM"
+    for r in rows:
+        schema = f"v{r.from_schema_version}->v{r.to_schema_version}" if r.to_schema_version else ""
+        yield f"{r.id:32} {r.status:8} {schema:>9} {r.version or '':>7}  {r.checksum[:19]}"
+
+
+@verb
+def restore(
+    name: DatasetName,
+    version: Annotated[int, typer.Option("--version", min=1, help="The version to bring back.")],
+    message: Message = "",
+    as_json: AsJson = False,
+) -> Output:
+    """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
+    commit = open_catalog().dataset(name).restore(version, message)
+    text = (
+        f"restored {name} to version {version} as version {commit.version} (schema version "
+        f"{commit.schema_version}): {commit.total_records} records in {commit.total_shards} shards"
+    )
+    return Output(text=[text], json=commit.to_json)
+
+
+@verb
+def compact(
+    name: DatasetName,
+    target_size: Annotated[
+        int | None,
+        typer.Option("--target-size", parser=parse_bytes, metavar="BYTES", help="Merged shard size (default 256 MiB)."),
+    ] = None,
+    workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    message: Message = "",
+    dry_run: DryRun = False,
+    as_json: AsJson = False,
+) -> Output:
+    """Merge small shards into fewer: same records, same order, one no-data-change commit."""
+    ds = open_catalog().dataset(name)
+    with (
+        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
+        progress_bar(f"compact {name}", ds.info().bytes) as progress,
+    ):
+        report = ds.compact(
+            target_size, workers=workers, executor=ex, message=message, dry_run=dry_run, progress=progress
+        )
+    return Output(text=_compact_text(name, report, dry_run), json=report.to_json)
+
+
+def _compact_text(name: str, report: CompactReport, dry_run: bool) -> Iterator[str]:
+    if not report.groups:
+        yield f"{name}: nothing to compact ({report.shards_before} shards)"
+        return
+    head = "would merge" if dry_run else "merged"
+    tail = "" if report.commit is None else f" as version {report.commit.version}"
+    yield (
+        f"{head} {report.shards_before - report.shards_after + report.groups} shards into {report.groups} "
+        f"({human(report.bytes)}): {report.shards_before} -> {report.shards_after} shards{tail}"
+    )
+
+
+@verb
+def export(
+    name: DatasetName,
+    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (never overwritten).")],
+    version: Version = None,
+    compression: Annotated[
+        Literal["none", "gzip", "zlib"], typer.Option("--compression", case_sensitive=False, help="Compression.")
+    ] = "none",
+    as_json: AsJson = False,
+) -> Output:
+    """Write the dataset (at version N) as one TFRecord file that TensorFlow reads."""
+    ds = open_catalog().dataset(name)
+    with progress_bar(f"export {name}", ds.info(version).bytes) as progress:
+        report = ds.export(out, version, compression, progress)
+    text = (
+        f"exported {name} version {report.version}: {report.records} records to {report.path} "
+        f"({human(report.bytes)}, compression {report.compression})"
+    )
+    return Output(text=[text], json=report.to_json)

@@ -1,0 +1,115 @@
+"""Start-up: what `import catalog` and each kind of command load, Ctrl-C while they load,
+and the catalog a command opens being closed after its output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import catalog
+from catalog import Catalog
+from catalog.cli import app
+from catalog.demo import write_demo
+
+runner = CliRunner()
+# The console script pip writes for `catalog = "catalog.cli:main"`, and a report of the modules it loaded.
+CONSOLE_SCRIPT = "import sys\nfrom catalog.cli import main\nsys.argv[0] = 'catalog'\nsys.exit(main())\n"
+LOADED = "import atexit, sys\natexit.register(lambda: sys.stderr.write('LOADED ' + ' '.join(sys.modules) + '\\n'))\n"
+
+
+def loaded(*args: str, code: str = CONSOLE_SCRIPT) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    proc = subprocess.run([sys.executable, "-c", LOADED + code, *args], capture_output=True, text=True, timeout=120)
+    return proc, set(proc.stderr.rpartition("LOADED ")[2].split())
+
+
+def heavy(modules: set[str]) -> set[str]:
+    """SQLAlchemy, NumPy and protobuf: what a command that needs no manifest and decodes nothing must not load."""
+    return {m for m in modules if m.split(".")[0] in ("sqlalchemy", "numpy") or m.startswith("google.protobuf")}
+
+
+def test_import_catalog_loads_nothing_heavy() -> None:
+    proc, modules = loaded(code="import catalog\n")
+    assert proc.returncode == 0, proc.stderr
+    assert not heavy(modules)
+    assert not {m for m in modules if m.startswith("catalog.")}
+
+
+def test_public_names_resolve_lazily() -> None:
+    for name in catalog.__all__:
+        assert getattr(catalog, name) is not None, name
+    assert set(catalog.__all__) <= set(dir(catalog))
+    namespace: dict[str, Any] = {}
+    exec("from catalog import *", namespace)
+    assert namespace["Catalog"] is Catalog
+    with pytest.raises(AttributeError, match="no_such_name"):
+        catalog.no_such_name  # noqa: B018
+
+
+def test_help_loads_no_library() -> None:
+    proc, modules = loaded("--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: catalog" in proc.stdout
+    assert not heavy(modules)
+    library = {m for m in modules if m.startswith("catalog.") and not m.startswith("catalog.cli")}
+    assert library <= {"catalog.errors"}
+
+
+def test_inspect_loads_no_manifest(tmp_path: Path) -> None:
+    write_demo(tmp_path, n=5)
+    proc, modules = loaded("inspect", str(tmp_path / "demo.tfrecord"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["records"] == 5
+    assert not {m for m in modules if m.startswith("sqlalchemy")}
+    assert "catalog.manifest" not in modules
+    proc, modules = loaded("inspect", str(tmp_path / "schema.json"))  # its error line too
+    message = proc.stderr.partition("LOADED")[0]
+    assert proc.returncode == 1 and message.startswith("error: ") and "not a TFRecord file" in message, message
+    assert not {m for m in modules if m.startswith("sqlalchemy")}
+
+
+@pytest.mark.parametrize("module", ["typer", "catalog.cli.commands", "catalog.cli.datasets"])
+def test_ctrl_c_while_the_command_loads(module: str) -> None:
+    """A real SIGINT, raised while Python imports ``module`` (a finder ahead of the others
+    sees the import first): one line, exit 130, no traceback."""
+    hook = (
+        "import signal, sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name == {module!r}:\n"
+        "            signal.raise_signal(signal.SIGINT)\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", hook + CONSOLE_SCRIPT, "list"], capture_output=True, text=True, timeout=120
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted: nothing was done\n")
+
+
+def test_commands_close_their_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[Path] = []
+    close = Catalog.close
+
+    def counting_close(self: Catalog) -> None:
+        closed.append(self.root)
+        close(self)
+
+    monkeypatch.setattr(Catalog, "close", counting_close)
+    root = tmp_path / "cat"
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"features": {"id": {"dtype": "int64"}}}))
+    commands = [
+        ["init", str(root)],
+        ["-C", str(root), "register", "d", "--schema", str(schema)],
+        ["-C", str(root), "show", "d", "--json"],
+        ["-C", str(root), "show", "nope"],  # an error closes it too
+        ["-C", str(root), "upgrade"],
+    ]
+    for n, args in enumerate(commands, 1):
+        runner.invoke(app, args)
+        assert closed == [root.resolve()] * n, args
