@@ -25,10 +25,8 @@ from catalog.commit.values import (
     validate_name,
 )
 from catalog.errors import AppendError
-from catalog.export import ExportReport, export_dataset
+from catalog.export import export_dataset
 from catalog.migrations import runner
-from catalog.migrations.runner import MigrateReport, MigrationStatus
-from catalog.rewrite import CompactReport
 from catalog.schema import Schema
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
@@ -194,61 +192,10 @@ class Dataset(DatasetHandle):
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)
 
-    # ---- rewrites (see rewrite.py, export.py and catalog/migrations/)
-    def migrate(
-        self,
-        migrations: str | os.PathLike[str] = "migrations",
-        *,
-        to: int | None = None,
-        dry_run: bool = False,
-        workers: int | None = None,
-        executor: Executor | None = None,
-        message: str = "",
-        author: str | None = None,
-        add: Sequence[str] = (),
-        drop: Sequence[str] = (),
-        rename: Sequence[str] = (),
-        progress: Progress | None = None,
-    ) -> MigrateReport:
-        """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
-        with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration."""
-        quick = runner.quick_operations(add, drop, rename) if (add or drop or rename) else None
-        return runner.migrate(
-            self, Path(migrations), to=to, dry_run=dry_run, workers=workers, executor=executor, message=message,
-            author=author, quick=quick, progress=progress,
-        )  # fmt: skip
-
-    def migrations(self, migrations: str | os.PathLike[str] = "migrations") -> list[MigrationStatus]:
-        """Applied and pending migrations with their checksums."""
-        return runner.status(self, Path(migrations))
-
-    def restore(self, version: int, message: str = "", author: str | None = None) -> Commit:
-        """A new commit whose live shards and schema are exactly ``version``'s."""
-        return rewrite.restore(self, version, message, author)
-
-    def compact(
-        self,
-        target_size: int | None = None,
-        *,
-        workers: int | None = None,
-        executor: Executor | None = None,
-        message: str = "",
-        author: str | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-    ) -> CompactReport:
-        """Merge adjacent small shards (same records, same order) in one no-data-change commit."""
-        return rewrite.compact(
-            self, target_size or rewrite.DEFAULT_TARGET_SIZE, workers=workers, executor=executor, message=message,
-            author=author, dry_run=dry_run, progress=progress,
-        )  # fmt: skip
-
-    def export(
-        self,
-        out: str | os.PathLike[str],
-        version: int | None = None,
-        compression: str = "none",
-        progress: Progress | None = None,
-    ) -> ExportReport:
-        """One TFRecord file (none, gzip or zlib) holding the dataset at ``version``."""
-        return export_dataset(self, out, version, compression, progress)
+    # ---- rewrites: the operations themselves, bound as methods (see rewrite.py, export.py
+    # and catalog/migrations/runner.py for their parameters)
+    migrate = runner.migrate
+    migrations = runner.status
+    restore = rewrite.restore
+    compact = rewrite.compact
+    export = export_dataset

@@ -145,7 +145,7 @@ def plan_compaction(shards: Sequence[LiveShard], target_size: int) -> list[list[
 
 def compact(
     ds: DatasetHandle,
-    target_size: int = DEFAULT_TARGET_SIZE,
+    target_size: int | None = None,
     *,
     workers: int | None = None,
     executor: Executor | None = None,
@@ -154,9 +154,10 @@ def compact(
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> CompactReport:
+    """Merge adjacent small shards (same records, same order) in one no-data-change commit."""
     start = time.monotonic()
     snap = snapshot(ds)
-    groups = plan_compaction(snap.shards, target_size)
+    groups = plan_compaction(snap.shards, target_size or DEFAULT_TARGET_SIZE)
     merged = sum(len(g) for g in groups)
     report = CompactReport(
         ds.name, None, len(groups), len(snap.shards), len(snap.shards) - merged + len(groups),

@@ -9,8 +9,10 @@ edited after it was applied is refused.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,8 +219,9 @@ def applied_rows(ds: DatasetHandle) -> list[Any]:
         )
 
 
-def status(ds: DatasetHandle, directory: Path) -> list[MigrationStatus]:
+def status(ds: DatasetHandle, migrations: str | os.PathLike[str] = DEFAULT_DIR) -> list[MigrationStatus]:
     """Applied and pending migrations, oldest first, with their checksums."""
+    directory = Path(migrations)
     files = {f.id: f for f in discover(directory, ds.name)}
     out = []
     for r in applied_rows(ds):
@@ -298,7 +301,7 @@ def _pending(ds: DatasetHandle, directory: Path, to: int | None, quick: list[dic
 
 def migrate(
     ds: DatasetHandle,
-    directory: str | Path = DEFAULT_DIR,
+    migrations: str | os.PathLike[str] = DEFAULT_DIR,
     *,
     to: int | None = None,
     dry_run: bool = False,
@@ -306,11 +309,15 @@ def migrate(
     executor: Executor | None = None,
     message: str = "",
     author: str | None = None,
-    quick: list[dict[str, Any]] | None = None,
+    add: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    rename: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> MigrateReport:
-    """Apply pending migrations in order (or one quick migration), one commit each."""
-    pending = _pending(ds, Path(directory), to, quick)
+    """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
+    with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration."""
+    quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
+    pending = _pending(ds, Path(migrations), to, quick)
     snap = snapshot(ds)
     report = MigrateReport(ds.name, dry_run, snap.version, snap.schema_version)
     if dry_run:
