@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from catalog import directory, ingest, maintenance, rewrite
+from catalog import directory, ingest, maintenance, provision, rewrite
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.protocol import create_dataset, drop_dataset
@@ -42,7 +42,7 @@ class Catalog(CatalogHandle):
     ) -> Catalog:
         """A new catalog directory. With ``db_url`` (or $CATALOG_DB_URL) naming a database that
         already holds a manifest, the directory attaches to it: another machine joining."""
-        root, url = directory.create(path, db_url, storage)
+        root, url = provision.create(path, db_url, storage)
         return cls._connect(root, url, check=True)
 
     @classmethod
@@ -58,7 +58,7 @@ class Catalog(CatalogHandle):
         """Copy the manifest, every row of it, into the empty database at ``db_url`` (SQLite or
         PostgreSQL); with ``switch``, this catalog directory uses the copy from then on. Other
         directories attached to the old manifest keep using it: attach them anew."""
-        return directory.copy_manifest(self, db_url, switch)
+        return provision.copy_manifest(self, db_url, switch)
 
     def __enter__(self) -> Catalog:
         return self
@@ -91,7 +91,7 @@ class Catalog(CatalogHandle):
         or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
         under a partial name, fsynced, then published without replacing anything: a killed
         backup leaves no file under ``out`` (the next one removes its partial file)."""
-        return directory.backup(self, out)
+        return provision.backup(self, out)
 
     def verify(
         self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None

@@ -24,6 +24,8 @@ from catalog.errors import CatalogError, Interrupted
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
+    from sqlalchemy import Engine
+
     from catalog.api import Catalog
 
 app = typer.Typer(
@@ -123,6 +125,26 @@ def open_catalog() -> Catalog:
     from catalog.api import Catalog
 
     return hold(Catalog.open(_globals().catalog))
+
+
+def open_manifest() -> Engine:
+    """Only the manifest of the catalog ``open_catalog`` would open, disposed after the
+    command: for verbs that read the manifest alone (list), which then load neither the
+    schema codec nor the storage layer."""
+    from catalog import directory
+
+    root, url = directory.locate(_globals().catalog)
+    engine = directory.connect(root, url, check=True)[0]
+    hold(_disposing(engine))
+    return engine
+
+
+@contextmanager
+def _disposing(engine: Engine) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        engine.dispose()
 
 
 def catalog_option() -> Path | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
+from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_bar, verb
 from catalog.cli.options import AsJson, DatasetName, ExecutorKind, InputFormat, Message, Scheduler, Version, parse_bytes
 from catalog.cli.output import Output, human
 
@@ -32,7 +32,9 @@ def register(
 @verb
 def list_(as_json: AsJson = False) -> Output:
     """List datasets."""
-    infos = open_catalog().list()
+    from catalog.commit.listing import list_datasets
+
+    infos = list_datasets(open_manifest())
     keep = ("name", "description", "version", "schema_version", "shard_count", "records", "bytes", "created")
     return Output(text=_list_text(infos), json=lambda: [{k: i.to_json()[k] for k in keep} for i in infos])
 

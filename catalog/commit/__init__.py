@@ -1,12 +1,5 @@
-"""The commit layer: values, handles on the manifest's read side, write intents and the
-one commit protocol every change goes through (see ARCHITECTURE.md)."""
-
-from catalog.commit.handles import CatalogHandle, DatasetHandle, LiveShard, Snapshot, snapshot
-from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
-from catalog.commit.values import Commit, DatasetInfo, GcReport, Problem, Progress, ShardInfo, VerifyReport
-
-__all__ = [
-    "CatalogHandle", "Change", "Commit", "DatasetHandle", "DatasetInfo", "GcReport", "Intent", "LiveChanged",
-    "LiveShard", "NewShard", "Problem", "Progress", "ShardInfo", "Snapshot", "VerifyReport", "commit", "snapshot",
-]  # fmt: skip
+"""The commit layer (see ARCHITECTURE.md), bottom to top: `values` (what callers get back),
+`listing` (the datasets' summary, from the manifest alone), `handles` (the manifest's read
+side: live shards, snapshots, history), `intents` (write intents and their heartbeat) and
+`protocol` (the one commit protocol every change goes through). Import the module you
+need: this package imports none of them, so the light ones stay light."""

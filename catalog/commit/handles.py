@@ -16,6 +16,7 @@ from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.engine import Connection
 
 from catalog import manifest as mf
+from catalog.commit.listing import check_totals, list_datasets
 from catalog.commit.values import (
     NO_SHARDS,
     SHARD_CHUNK,
@@ -62,29 +63,7 @@ class CatalogHandle:
         self.engine.dispose()
 
     def list(self) -> list[DatasetInfo]:
-        commit_totals = (
-            CommitRow.shard_count.label("commit_shards"),
-            CommitRow.records.label("commit_records"),
-            CommitRow.bytes.label("commit_bytes"),
-        )
-        with mf.read_txn(self.engine) as conn:
-            rows = conn.execute(
-                select(*DatasetRow.__table__.c, SchemaVersionRow.schema_json, *commit_totals)
-                .join(
-                    SchemaVersionRow,
-                    and_(
-                        SchemaVersionRow.dataset_id == DatasetRow.id,
-                        SchemaVersionRow.version == DatasetRow.schema_version,
-                    ),
-                )
-                .outerjoin(  # outer: a dataset whose current commit is missing is damage to report
-                    CommitRow, and_(CommitRow.dataset_id == DatasetRow.id, CommitRow.version == DatasetRow.version)
-                )
-                .order_by(DatasetRow.name)
-            ).all()
-        for r in rows:
-            _check_totals(self.engine, r, ShardSum(r.commit_shards, r.commit_records, r.commit_bytes))
-        return [_info(r, json.loads(r.schema_json)) for r in rows]
+        return list_datasets(self.engine)
 
     def lookup(self, name: str) -> DatasetHandle:
         """The dataset ``name`` as it is now (its version and schema pinned)."""
@@ -149,33 +128,6 @@ def _not_found(name: str, names: list[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"no dataset named {name!r}{hint}"
-
-
-def _info(row: Any, schema: dict[str, Any]) -> DatasetInfo:
-    return DatasetInfo(
-        row.name,
-        row.description,
-        row.created_at,
-        row.version,
-        row.schema_version,
-        schema,
-        row.records,
-        row.bytes,
-        row.shard_count,
-    )
-
-
-def _check_totals(engine: Engine, row: Any, commit: ShardSum, version: int | None = None) -> None:
-    """The totals of dataset ``row`` against those of its commit at ``version`` (default: the
-    current one; every commit writes both): equal there, and never negative."""
-    said = ShardSum(row.shard_count, row.records, row.bytes)
-    where = f"dataset {row.name!r} version {row.version if version is None else version}"
-    if commit.shards is None:
-        raise mf.damaged(engine, f"{where}: no commit row")
-    if min(commit.shards, commit.records, commit.bytes) < 0:
-        raise mf.damaged(engine, f"{where}: its commit says {commit}")
-    if version in (None, row.version) and said != commit:
-        raise mf.damaged(engine, f"{where}: the dataset row says {said}, its commit {commit}")
 
 
 def load_schema(conn: Connection, dataset_id: int, version: int) -> Schema:
@@ -290,7 +242,7 @@ class DatasetHandle:
             v, sv = self._resolve_version(conn, version)
             schema = load_schema(conn, self.id, sv).to_json()
             c = conn.execute(select(CommitRow).where(CommitRow.dataset_id == self.id, CommitRow.version == v)).one()
-        _check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
+        check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count)
 
     def records(self, version: int | None = None) -> Iterator[bytes]:

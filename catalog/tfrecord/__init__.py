@@ -1,19 +1,40 @@
 """The TFRecord file format: where records come from (`sources`), record framing (`framing`)
-and the tf.train.Example codec (`example`, over the private protobuf pool in `proto`)."""
+and the tf.train.Example codec (`example`, over the private protobuf pool in `proto`).
 
-from catalog.tfrecord.example import (
-    decode_example,
-    decode_sequence_example,
-    encode_example,
-    encode_sequence_example,
-)
-from catalog.tfrecord.framing import (
-    RecordWriter,
-    detect_compression,
-    masked_crc32c,
-    read_record_batches,
-    read_records,
-)
+The names below load on first use (PEP 562): a module that needs only `sources` (a path or
+URL check) does not pay for NumPy and protobuf."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from catalog.tfrecord.example import (
+        decode_example,
+        decode_sequence_example,
+        encode_example,
+        encode_sequence_example,
+    )
+    from catalog.tfrecord.framing import (
+        RecordWriter,
+        detect_compression,
+        masked_crc32c,
+        read_record_batches,
+        read_records,
+    )
+
+_HOMES = {
+    "decode_example": "catalog.tfrecord.example",
+    "decode_sequence_example": "catalog.tfrecord.example",
+    "encode_example": "catalog.tfrecord.example",
+    "encode_sequence_example": "catalog.tfrecord.example",
+    "RecordWriter": "catalog.tfrecord.framing",
+    "detect_compression": "catalog.tfrecord.framing",
+    "masked_crc32c": "catalog.tfrecord.framing",
+    "read_record_batches": "catalog.tfrecord.framing",
+    "read_records": "catalog.tfrecord.framing",
+}
 
 __all__ = [
     "RecordWriter",
@@ -26,3 +47,16 @@ __all__ = [
     "read_record_batches",
     "read_records",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'catalog.tfrecord' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
