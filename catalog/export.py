@@ -14,7 +14,7 @@ from catalog.commit.handles import DatasetHandle, Snapshot, snapshot
 from catalog.commit.values import Progress
 from catalog.errors import CatalogError
 from catalog.storage import CHECKSUM_CHUNK, clear_dead_partials, copy_verified, partial_path, publish_new, shard_batches
-from catalog.tfrecord.framing import RecordWriter
+from catalog.tfrecord.framing import RecordWriter, unknown_compression
 
 
 @dataclass
@@ -51,7 +51,7 @@ def export_dataset(
 ) -> ExportReport:
     """One TFRecord file holding the dataset at ``version``, written atomically (temp, fsync, rename)."""
     if compression not in EXPORT_COMPRESSIONS:
-        raise CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
+        raise unknown_compression(compression)
     start = time.monotonic()
     target = Path(out)
     if os.path.lexists(target):

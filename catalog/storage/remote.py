@@ -19,7 +19,7 @@ from catalog.errors import CatalogError
 from catalog.storage.base import Store, StoredFile
 from catalog.storage.files import write_error
 from catalog.storage.names import SPOOL_PREFIX, TEMP_SUFFIX
-from catalog.tfrecord.sources import remote_error, remote_errors
+from catalog.tfrecord.sources import S3_EXTRA, remote_error, remote_errors, require_fsspec
 
 
 class FsspecStore(Store):
@@ -42,10 +42,7 @@ class FsspecStore(Store):
     def fs(self) -> Any:
         """The fsspec filesystem of the data area (credentials from its usual places)."""
         if self._fs is None:
-            try:
-                import fsspec
-            except ImportError as e:
-                raise CatalogError(f"{self.root}: object storage needs `pip install 'tfrecord-catalog[s3]'`") from e
+            fsspec = require_fsspec(f"{self.root}: object storage needs `{S3_EXTRA}`")
             protocol = self.root.split("://", 1)[0]
             try:
                 # No listings cache: a writer's exists() must see what another process just uploaded.

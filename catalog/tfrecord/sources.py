@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any, Union
 
-from catalog.errors import CatalogError, ObjectMissingError
+from catalog.errors import CatalogError, ObjectMissingError, first_line
 
 Source = Union[str, "os.PathLike[str]", IO[bytes], bytes, bytearray, memoryview]
 
@@ -41,8 +41,7 @@ def is_url(path: str) -> bool:
 def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
     """An object store's failure as one line. botocore's and aiohttp's errors (an endpoint
     down, a timeout) share no base class below Exception, and are no OSError."""
-    text = str(e).strip()
-    return CatalogError(f"{url}: {what}: {text.splitlines()[0] if text else type(e).__name__}")
+    return CatalogError(f"{url}: {what}: {first_line(e)}")
 
 
 @contextlib.contextmanager
