@@ -10,6 +10,9 @@ names below are a contract the tests rely on, kept through refactors:
   (info: ``intent``, the intent id).
 - ``append.closing``: an append's rows are all written; its last shard is about to be
   published and the commit to begin (info: ``intent``).
+- ``shard.closing``: a shard's records are all written to its temporary file, not yet
+  flushed, fsynced or published (info: ``temp``, its path; ``records``; ``flush``, to push
+  the buffered bytes into the file first).
 - ``commit.before``: every new shard is published; the commit transaction has not begun
   (info: ``change``, the Change about to be committed).
 - ``commit.after``: the commit is durable; the caller has not been told yet
@@ -30,7 +33,7 @@ from typing import Any
 Hook = Callable[[str, dict[str, Any]], None]
 
 POINTS = (
-    "intent.recorded", "append.closing", "commit.before", "commit.after",
+    "intent.recorded", "shard.closing", "append.closing", "commit.before", "commit.after",
     "gc.read", "verify.listed", "export.written", "backup.write",
 )  # fmt: skip
 

@@ -71,17 +71,14 @@ if stage == "after_intent":  # the intent is recorded, no file exists yet
 
     faults.install(on_point)
 elif stage == "mid_write":  # the 2nd shard has records in its temp file, not fsynced, not renamed
-    original_finish = storage.ShardSink._finish
-
-    def finish(self):
-        if self._writer is not None:
+    def on_point(name, info):
+        if name == "shard.closing":
             state["finishing"] += 1
             if state["finishing"] == 2:
-                self._writer.flush()
-                hold({"temp": str(self._temp), "size": os.path.getsize(self._temp)})
-        original_finish(self)
+                info["flush"]()
+                hold({"temp": str(info["temp"]), "size": os.path.getsize(info["temp"])})
 
-    storage.ShardSink._finish = finish
+    faults.install(on_point)
 elif stage == "before_commit":  # every shard renamed and its directory fsynced; no transaction yet
     def on_point(name, info):
         if name == "commit.before":

@@ -153,19 +153,6 @@ def job(j):
 
 setattr(job_module, job_name, job)
 
-import catalog.storage as storage
-
-original_write = storage.ShardSink.write
-
-
-def sink_write(self, record):
-    original_write(self, record)
-    if kill == "mid_shard" and state["jobs"] == 2 and self._records == 3:  # the 2nd job's shard, half written
-        self._writer.flush()
-        hold(kill, {"temp": str(self._temp)})
-
-
-storage.ShardSink.write = sink_write
 
 
 def commit_before(ch):
@@ -186,6 +173,9 @@ def commit_after(commit):
 def on_point(name, info):
     if name == "intent.recorded":
         intent_recorded(info)
+    elif name == "shard.closing" and kill == "mid_shard" and state["jobs"] == 2:  # the 2nd job's shard, unpublished
+        info["flush"]()
+        hold(kill, {"temp": str(info["temp"])})
     elif name == "commit.before":
         commit_before(info["change"])
     elif name == "commit.after":

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
+from catalog import faults
 from catalog.errors import CatalogError
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
@@ -119,6 +120,7 @@ class ShardSink:
             return
         self._writer = self._file = self._temp = None
         rel = self._rel
+        faults.point("shard.closing", temp=temp, records=writer.records, flush=writer.flush)
         try:
             writer.close()
         except OSError as e:
