@@ -12,7 +12,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 import catalog.migrations.runner as migrations
-from catalog import Catalog
+from catalog import Catalog, faults
 from catalog import manifest as mf
 from catalog.cli import app
 from catalog.errors import CommitConflictError
@@ -36,20 +36,20 @@ def _data_files(cat: Catalog) -> set[str]:
 
 
 def test_appends_that_keep_landing_fail_the_migration_cleanly(
-    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    real_run = migrations._run
     appended: list[int] = []
 
-    def run_then_append(*args: Any, **kwargs: Any) -> Any:
-        out = real_run(*args, **kwargs)
-        # another writer commits after every pass over the shards
-        n = 100 + len(appended)
-        Catalog.open(cat.root).dataset("events").append_rows([{"id": n, "text": "late"}])
-        appended.append(n)
-        return out
+    def append_before_each_migration_commit(name: str, info: dict[str, Any]) -> None:
+        # another writer commits after every pass over the shards, as the migration commits
+        if name == "commit.before" and info["change"].kind == "migrate":
+            n = 100 + len(appended)
+            with Catalog.open(cat.root) as other:
+                other.dataset("events").append_rows([{"id": n, "text": "late"}])
+            appended.append(n)
 
-    monkeypatch.setattr(migrations, "_run", run_then_append)
+    faults.install(append_before_each_migration_commit)
+    request.addfinalizer(lambda: faults.install(None))
     monkeypatch.setattr(migrations, "CATCHUP_ROUNDS", 3)
     before = cat.dataset("events").info()
     with pytest.raises(CommitConflictError, match="appends to 'events' kept landing during the migration"):
@@ -62,7 +62,7 @@ def test_appends_that_keep_landing_fail_the_migration_cleanly(
     registered = {Path(p).name for p in cat.dataset("events").files()}
     assert _data_files(cat) == registered
     # once the appends stop, the same migration goes through with every record
-    monkeypatch.setattr(migrations, "_run", real_run)
+    faults.install(None)
     cat.dataset("events").migrate(tmp_path / "m", add=["n:int64=1"], workers=1)
     rows = list(cat.dataset("events").read())
     assert [r["id"] for r in rows] == list(range(20)) + appended and {r["n"] for r in rows} == {1}
