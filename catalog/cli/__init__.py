@@ -13,7 +13,7 @@ during start-up is caught like one during a verb.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from catalog.cli.commands import app
@@ -28,14 +28,25 @@ def main() -> None:
     try:
         # Imported here, not above: the console script's own `from catalog.cli import main`
         # runs outside any handler, so the slow part of start-up must happen in this one.
+        from catalog.cli import base
         from catalog.cli.commands import app
 
         app(prog_name="catalog")
     except KeyboardInterrupt:
-        # Once a verb runs, typer turns Ctrl-C into exit 130 itself (the verb says what it
-        # did): one escaping here came while Python loaded the command, before any verb.
-        sys.stderr.write(STARTUP_INTERRUPTED + "\n")
-        raise SystemExit(130) from None
+        # Once a verb runs, Ctrl-C is its to report (it says what it did): one escaping
+        # here came while Python loaded the command, before any verb.
+        _interrupted_at_start()
+    except SystemExit as e:
+        # typer ends a Ctrl-C that comes while it reads the arguments (and loads pydantic to
+        # convert them) with a silent exit 130: no verb had started, so nothing was done either.
+        if e.code == 130 and not base.verb_started():
+            _interrupted_at_start()
+        raise
+
+
+def _interrupted_at_start() -> NoReturn:
+    sys.stderr.write(STARTUP_INTERRUPTED + "\n")
+    raise SystemExit(130) from None
 
 
 def __getattr__(name: str) -> Any:

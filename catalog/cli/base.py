@@ -49,10 +49,16 @@ class Globals:
 _state = Globals()
 # The resources of the running commands, innermost last (the demo runs commands inside its own).
 _scopes: list[ExitStack] = []
+_verb_started = False
 
 
 def _globals() -> Globals:
     return _state
+
+
+def verb_started() -> bool:
+    """Whether a verb of this process has begun: a Ctrl-C before one has done nothing."""
+    return _verb_started
 
 
 @app.callback()
@@ -76,6 +82,8 @@ def verb(fn: Callable[..., Output]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        global _verb_started
+        _verb_started = True
         try:
             with _command_scope():
                 # Written inside the scope: text and rows may stream from the catalog.
