@@ -5,9 +5,9 @@ writes it as text or ``--json``. A :class:`~catalog.errors.CatalogError` becomes
 on stderr and exit code 1 (``--traceback`` shows the traceback instead); anything else is
 a bug and keeps its traceback.
 
-This module is what the console script imports first, so it imports nothing: the command
-itself (``commands``: typer, the verbs) is loaded inside :func:`main`, where a Ctrl-C
-during start-up is caught like one during a verb.
+This module is what the console script imports first, outside any handler, so it imports
+nothing of the command: that (``commands``: typer, the verbs) is loaded inside
+:func:`main`, where a Ctrl-C during start-up is one line and exit 130, as in a verb.
 """
 
 from __future__ import annotations
