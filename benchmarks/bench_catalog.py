@@ -48,7 +48,6 @@ from benchmarks.harness import (
     bulk_shards,
     check,
     dist_version,
-    fsync_path,
     import_tensorflow,
     log,
     machine_header,
@@ -65,6 +64,7 @@ from benchmarks.harness import (
 )
 from catalog import Catalog, Dataset, Schema, read_record_batches, read_records
 from catalog.cli import app
+from catalog.storage import fsync_dir
 
 ROWS_PER_APPEND = 100
 BLOB_SCHEMA: dict[str, Any] = {"features": {"data": {"dtype": "bytes"}}}
@@ -169,7 +169,7 @@ class DiskProbe:
             f.flush()
             os.fsync(f.fileno())
         os.rename(temp, final)
-        fsync_path(self.dir)
+        fsync_dir(self.dir)
         dt = time.perf_counter() - t0
         final.unlink()
         return dt

@@ -50,7 +50,6 @@ from benchmarks.harness import (
     arg_parser,
     check,
     dist_version,
-    fsync_path,
     import_tensorflow,
     labeled_rows,
     log,
@@ -67,6 +66,7 @@ from benchmarks.harness import (
     write_report,
 )
 from catalog import Catalog, Schema, read_record_batches
+from catalog.storage import fsync_dir
 
 NAME = "small"
 BLOB_NAME = "blobs"
@@ -628,9 +628,9 @@ class ExportRuns:
                 dst = self.out / f"copy-{i:05d}.tfrecord"
                 shutil.copyfile(p, dst)
                 if sync:
-                    fsync_path(dst)
+                    fsync_dir(dst)
             if sync:
-                fsync_path(self.out)
+                fsync_dir(self.out)
             return None
 
         return run

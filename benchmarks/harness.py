@@ -324,14 +324,6 @@ def cache_tree(root: Path) -> int:
     return sum(page_cache(p) for p in sorted(root.rglob("*")) if p.is_file())
 
 
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextmanager
 def opened(root: Path) -> Iterator[Catalog]:
     """A fresh handle on the catalog at ``root``, as a new process would have it."""

@@ -185,7 +185,7 @@ def _connect(distributed: Any, address: str) -> Any:
 
 
 class Heartbeat(Protocol):
-    """What run_jobs keeps alive while jobs run: an Intent, or an append's writer."""
+    """What run_jobs keeps alive while jobs run: a write intent (catalog.commit.intents.Intent)."""
 
     def beat(self) -> None: ...
 

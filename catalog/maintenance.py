@@ -15,7 +15,7 @@ from sqlalchemy import delete, select
 from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
-from catalog.commit.intents import intents_dead, live_intents
+from catalog.commit.intents import intent_states, intents_dead, live_intents
 from catalog.commit.values import GcReport, Problem, Progress, VerifyReport
 from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError
 from catalog.executors import run_jobs
@@ -231,8 +231,7 @@ def collect_garbage(
         mf.check_not_moved(conn)  # a moved manifest does not know the copy's newer shards
         registered = set(conn.execute(select(ShardRow.path).where(ShardRow.collected_at.is_(None))).scalars())
         datasets = set(conn.execute(select(DatasetRow.name)).scalars())
-        live = live_intents(conn)
-        dead = intents_dead(conn)
+        live, dead = intent_states(conn)
     faults.point("gc.read", dead=dead)
     if dead and not dry_run:
         # Revoke dead intents before touching their files: a writer that wakes up after this

@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -841,7 +841,7 @@ def fetch_column(conn: Connection, query: Any) -> list[Any]:
         result.close()
 
 
-def update_shards(conn: Connection, ids: list[int], **values: Any) -> None:
+def update_shards(conn: Connection, ids: Sequence[int], **values: Any) -> None:
     """``UPDATE shards SET values WHERE id IN ids``, in chunks of ID_CHUNK ids."""
     for i in range(0, len(ids), ID_CHUNK):
         conn.execute(update(ShardRow).where(ShardRow.id.in_(ids[i : i + ID_CHUNK])).values(**values))

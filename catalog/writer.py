@@ -10,9 +10,9 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import DATASET_STATE, Change, NewShard, commit, prior_commit
+from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schema, commit, prior_commit
 from catalog.commit.values import Commit
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
+from catalog.errors import CatalogError, DatasetNotFoundError, ValidationError
 from catalog.storage import ShardSink
 
 
@@ -73,7 +73,7 @@ class Writer:
                 row = conn.execute(DATASET_STATE, {"ds": self.ds.id}).first()
                 if row is None:
                     raise DatasetNotFoundError(f"dataset {self.ds.name!r} was dropped", self.ds.name)
-                self._check_schema(row.schema_version)
+                check_schema(self.ds.name, "append", self.ds.schema_version, row.schema_version)
                 prior = prior_commit(conn, self.ds, self.token)
                 if prior is not None:
                     return prior
@@ -82,14 +82,6 @@ class Writer:
                 return None
 
         return mf.with_lock_retry(txn)
-
-    def _check_schema(self, schema_version: int) -> None:
-        if schema_version != self.ds.schema_version:
-            raise CommitConflictError(
-                f"dataset {self.ds.name!r} is now at schema version {schema_version}, but this append was "
-                f"validated against schema version {self.ds.schema_version}: nothing was registered; "
-                "reopen the dataset and write rows in the new schema"
-            )
 
     # ---- writing
     def write(self, row: Mapping[str, Any]) -> None:

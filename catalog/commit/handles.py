@@ -29,8 +29,7 @@ from catalog.commit.values import (
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
 from catalog.manifest import CommitRow, DatasetRow, SchemaVersionRow, ShardRow
 from catalog.schema import Schema
-from catalog.storage import open_shard, shard_missing, store_for
-from catalog.tfrecord.framing import read_record_batches
+from catalog.storage import shard_batches, shard_missing, store_for
 from catalog.tfrecord.sources import is_url
 
 # A ShardInfo's columns after its absolute path, in its field order.
@@ -248,7 +247,7 @@ class DatasetHandle:
     def records(self, version: int | None = None) -> Iterator[bytes]:
         """The raw serialized records at ``version``, shard by shard, CRC-checked."""
         for path, size in self._sized_files(version):
-            for batch in shard_batches(path, size):
+            for batch in registered_batches(path, size):
                 yield from batch
 
     def _pin(self, version: int | None) -> int:
@@ -262,7 +261,7 @@ class DatasetHandle:
         version = self._pin(version)
         schema = self.schema_at(version)
         for path, size in self._sized_files(version):
-            for batch in shard_batches(path, size):
+            for batch in registered_batches(path, size):
                 for rec in batch:
                     yield schema.decode(rec)
 
@@ -274,7 +273,7 @@ class DatasetHandle:
         schema = self.schema_at(version)
         pending: list[bytes] = []
         for path, size in self._sized_files(version):
-            for batch in shard_batches(path, size):
+            for batch in registered_batches(path, size):
                 pending.extend(batch)
                 while len(pending) >= batch_size:
                     yield schema.decode_batch(pending[:batch_size])
@@ -352,7 +351,7 @@ def live_at(conn: Connection, dataset_id: int, version: int) -> Any:
 
 
 def _check_readable(conn: Connection, name: str, version: int, live: Any) -> None:
-    """Fail when gc collected a shard that ``version`` needs (``live``: its _live_at query)."""
+    """Fail when gc collected a shard that ``version`` needs (``live``: its live_at query)."""
     gone = (
         live.with_only_columns(ShardRow.id)
         .where(ShardRow.collected_at.is_not(None), ShardRow.removed_version.is_not(None))
@@ -366,15 +365,15 @@ def _check_readable(conn: Connection, name: str, version: int, live: Any) -> Non
         )
 
 
-def shard_batches(path: str, size: int) -> Iterator[list[bytes]]:
+def registered_batches(path: str, size: int) -> Iterator[list[bytes]]:
+    """storage.shard_batches of a shard the manifest names: a missing local file is one line
+    saying the shard is gone (a URL's open says so itself)."""
     try:
-        f = open_shard(path, size)  # a regular file in the data area, never through a link
+        yield from shard_batches(path, size)
     except FileNotFoundError as e:
-        if is_url(path):  # a URL's open says so itself
+        if is_url(path):
             raise
         raise shard_missing(path) from e
-    with f:
-        yield from read_record_batches(f)
 
 
 def commit_of(name: str, r: Any, shards: list[ShardInfo] | None = None, duplicate: bool = False) -> Commit:
@@ -398,7 +397,7 @@ def commit_of(name: str, r: Any, shards: list[ShardInfo] | None = None, duplicat
     )
 
 
-# --------------------------------------------------------------------------- writer
+# --------------------------------------------------------------------------- snapshots
 
 
 @dataclass(frozen=True)

@@ -103,16 +103,29 @@ class Intent:
 
 
 def live_intents(conn: Connection) -> set[str]:
-    return set(conn.execute(select(IntentRow.id)).scalars()) - set(intents_dead(conn))
+    return intent_states(conn)[0]
+
+
+def intent_states(conn: Connection) -> tuple[set[str], list[str]]:
+    """(live, dead) intents, from one read of the table (see intents_dead)."""
+    live: set[str] = set()
+    dead: list[str] = []
+    for intent_id, is_dead in _judged(conn, None, lock=False):
+        (dead.append if is_dead else live.add)(intent_id)
+    return live, dead
 
 
 def intents_dead(conn: Connection, among: Sequence[str] | None = None, lock: bool = False) -> list[str]:
     """Intents whose writer is gone (of ``among`` only, if given): no heartbeat for
     INTENT_STALE, or, at once, a writer process of this machine that no longer runs.
     ``lock``: FOR UPDATE, for revoking them."""
+    return [intent_id for intent_id, is_dead in _judged(conn, among, lock) if is_dead]
+
+
+def _judged(conn: Connection, among: Sequence[str] | None, lock: bool) -> list[tuple[str, bool]]:
     query = select(IntentRow.id, IntentRow.heartbeat_at, IntentRow.process)
     if among is not None:
         query = query.where(IntentRow.id.in_(among))
     cutoff = utcnow() - INTENT_STALE
     rows = conn.execute(query.with_for_update() if lock else query).all()
-    return [r.id for r in rows if r.heartbeat_at < cutoff or mf.process_is_dead(r.process)]
+    return [(r.id, r.heartbeat_at < cutoff or mf.process_is_dead(r.process)) for r in rows]

@@ -124,7 +124,7 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         row = conn.execute(DATASET_STATE_FOR_COMMIT, {"ds": ds.id}).first()
         if row is None:
             raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
-        _check_schema(ds, ch, row.schema_version)
+        check_schema(ds.name, ch.kind, ch.schema_version, row.schema_version)
         retired = _retired(conn, ds, ch)
         new = row.version + 1
         schema_version = row.schema_version + (ch.new_schema is not None)
@@ -182,29 +182,31 @@ def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
         )
 
 
-def _check_schema(ds: DatasetHandle, ch: Change, schema_version: int) -> None:
-    if schema_version == ch.schema_version:
+def check_schema(name: str, kind: str, planned: int, found: int) -> None:
+    """Refuse a change worked out against schema version ``planned`` of dataset ``name`` when
+    the dataset is at ``found`` now (a migration landed meanwhile)."""
+    if found == planned:
         return
-    if ch.kind == "append":
+    if kind == "append":
         raise CommitConflictError(
-            f"dataset {ds.name!r} is now at schema version {schema_version}, but this append was "
-            f"validated against schema version {ch.schema_version}: nothing was registered; "
+            f"dataset {name!r} is now at schema version {found}, but this append was "
+            f"validated against schema version {planned}: nothing was registered; "
             "reopen the dataset and write rows in the new schema"
         )
     raise CommitConflictError(
-        f"dataset {ds.name!r} moved to schema version {schema_version} while this {ch.kind} worked from "
-        f"schema version {ch.schema_version}: nothing was registered; run it again"
+        f"dataset {name!r} moved to schema version {found} while this {kind} worked from "
+        f"schema version {planned}: nothing was registered; run it again"
     )
 
 
 @dataclass(frozen=True)
 class _Retired:
-    ids: list[int]
+    ids: tuple[int, ...]
     records: int
     bytes: int
 
 
-_NONE_RETIRED = _Retired([], 0, 0)
+_NONE_RETIRED = _Retired((), 0, 0)
 
 
 def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
@@ -216,7 +218,7 @@ def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
     if ch.retire - live.keys() or (ch.expect_live is not None and live.keys() != ch.expect_live):
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
         raise LiveChanged(set(live) - expected, expected - set(live))
-    ids = sorted(ch.retire)
+    ids = tuple(sorted(ch.retire))
     return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids))
 
 

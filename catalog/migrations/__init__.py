@@ -1,18 +1,5 @@
-"""Schema migrations: the operations scripts declare (`operations`, also importable as
-`catalog.migrate`), the scripts themselves (`scripts`) and running them (`runner`)."""
-
-from catalog.migrations.runner import (
-    MigrateReport,
-    MigrationResult,
-    MigrationStatus,
-    migrate,
-    new_migration,
-    quick_operations,
-    status,
-)
-from catalog.migrations.scripts import MigrationFile, discover, load_operations, sha256_of
-
-__all__ = [
-    "MigrateReport", "MigrationFile", "MigrationResult", "MigrationStatus", "discover", "load_operations",
-    "migrate", "new_migration", "quick_operations", "sha256_of", "status",
-]  # fmt: skip
+"""Schema migrations, bottom to top: `operations` (what scripts declare; scripts import it
+as `catalog.migrate`), `scripts` (finding, loading and writing the script files) and
+`runner` (planning, rewriting every shard, one commit per migration). Import the module
+you need: this package imports none of them, so a script's `from catalog.migrate import
+AddField` loads the operations alone."""
