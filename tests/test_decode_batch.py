@@ -56,14 +56,32 @@ def check_batch(schema: Schema, records: Sequence[bytes]) -> tuple[str, Any]:
     """Decode with both paths; assert they agree; return the outcome."""
     fast = outcome(lambda: schema.decode_batch(list(records)))
     generic = outcome(lambda: schema._codec.decode_batch_generic(list(records)))
-    assert fast[0] == generic[0], (fast, generic)
-    if fast[0] == "error":
-        assert fast[1] == generic[1]
-    else:
-        assert list(fast[1]) == list(generic[1])
-        for name in generic[1]:
-            same(fast[1][name], generic[1][name], name)
+    others = [generic]
+    if all(type(r) is bytes for r in records):  # records read from a shard, parsed where they lie
+        others.append(outcome(lambda: schema.decode_spans(*laid_out(schema, records))))
+    for other in others:
+        assert fast[0] == other[0], (fast, other)
+        if fast[0] == "error":
+            assert fast[1] == other[1]
+        else:
+            assert list(fast[1]) == list(other[1])
+            for name in other[1]:
+                same(fast[1][name], other[1][name], name)
     return fast
+
+
+def laid_out(schema: Schema, records: Sequence[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The records in one buffer as a shard read holds them: in another order (reversed), other
+    bytes around them (stand-ins for the framing), the pad at the end; and where each is. The
+    in-place decode must take its fast path here (no copies), and agree."""
+    parts, starts, at = [], [0] * len(records), 0
+    for i in reversed(range(len(records))):
+        framing = bytes([0xFF, i % 256, 0x0A, 0x80])[: 1 + i % 4]  # non-zero junk, as a header is
+        parts += [framing, records[i]]
+        starts[i] = at + len(framing)
+        at += len(framing) + len(records[i])
+    parts += [b"\xa5\x5a", bytes(schema.spans_pad)]  # the last record's footer, then the pad
+    return b"".join(parts), np.array(starts, dtype=np.int64), np.array([len(r) for r in records], dtype=np.int64)
 
 
 def slow_records(schema: Schema, records: Sequence[bytes]) -> list[int]:
@@ -157,6 +175,23 @@ RICH_RECORDS = [RICH.encode(rich_row(i)) for i in range(9)]
 def test_encoded_rows_take_the_fast_path(schema: Schema, records: list[bytes]) -> None:
     check_batch(schema, records)
     assert slow_records(schema, records) == []
+
+
+@pytest.mark.parametrize(("schema", "records"), [(BASIC, BASIC_RECORDS), (RICH, RICH_RECORDS)], ids=["basic", "rich"])
+def test_spans_are_parsed_where_they_lie(schema: Schema, records: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode_spans takes its fast path on a read's buffer (no record copied out), and gives
+    decode_batch's columns; without the pad it copies the records out, with the same result."""
+    expected = schema.decode_batch(records)
+    raw, starts, lengths = laid_out(schema, records)
+    for name, column in schema.decode_spans(raw[: -schema.spans_pad], starts, lengths).items():
+        same(column, expected[name], name)
+
+    def copied(*_args: Any) -> None:
+        raise AssertionError("the records were copied out")
+
+    monkeypatch.setattr(fastdecode, "decode_batch", copied)
+    for name, column in schema.decode_spans(raw, starts, lengths).items():
+        same(column, expected[name], name)
 
 
 def test_columns_contract() -> None:

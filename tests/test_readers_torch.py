@@ -217,6 +217,89 @@ def test_output_tensors_and_transforms(ds: Dataset) -> None:
     assert consume(ds.torch(transform=_add_one, columns=["id"]), 2, "fork")[:3] == [1, 2, 3]
 
 
+def same_values(a: Any, b: Any) -> None:
+    """Equal, type for type: tensors in dtype, shape and value."""
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            same_values(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            same_values(x, y)
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (a, b)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize(("method", "batch_size"), [("fork", 7), ("spawn", 7), ("fork", None)])
+def test_worker_batches_arrive_whole_in_one_buffer(ds: Dataset, method: str, batch_size: int | None) -> None:
+    """What workers yield reaches the trainer equal, value for value, to what the trainer's own
+    process reads (tensors, variable-length lists of tensors, texts), as plain dicts whose
+    tensors share one buffer: one transfer a batch, not one a tensor."""
+    mine = list(DataLoader(ds.torch(batch_size=batch_size, shuffle=True), batch_size=None, num_workers=0))
+    loader = DataLoader(
+        ds.torch(batch_size=batch_size, shuffle=True), batch_size=None, num_workers=2, multiprocessing_context=method
+    )
+    theirs = list(loader)
+    assert len(theirs) == len(mine)
+    for a, b in zip(mine, theirs, strict=True):
+        same_values(a, b)
+        tensors = [v for v in b.values() if isinstance(v, torch.Tensor)]
+        tensors += [t for v in b.values() if isinstance(v, list) for t in v if isinstance(t, torch.Tensor)]
+        assert len({t.untyped_storage().data_ptr() for t in tensors}) == 1
+
+
+def test_carried_values_keep_every_dtype_and_shape() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    from catalog.readers import carry
+
+    base = torch.arange(24, dtype=torch.float64).reshape(4, 6)
+    value = {
+        "f64": base,
+        "strided": base[:, ::2],  # not contiguous: copied into the buffer
+        "scalar": torch.tensor(7, dtype=torch.int16),
+        "row": torch.arange(5)[3],  # a 0-d view into a larger storage (a row of a batch)
+        "expanded": torch.tensor([5]).expand(3),  # stride 0
+        "bool": torch.tensor([True, False, True]),
+        "bf16": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        "c64": torch.tensor([1 + 2j], dtype=torch.complex64),
+        "empty": torch.zeros((0, 3), dtype=torch.int32),
+        "ragged": [torch.ones(2), None, torch.zeros(0)],
+        "nested": ({"deep": torch.full((2,), 3, dtype=torch.uint8)}, "text"),
+        "texts": ["a", "b"],
+        "grad": torch.ones(2, requires_grad=True),  # left to torch's own reducer
+    }
+    for inline in (carry.INLINE, 0):  # through the pickle, and through one shared-memory segment
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(carry, "INLINE", inline)
+            back = pickle.loads(ForkingPickler.dumps(carry.Carried(value)))
+        assert type(back) is dict
+        grad = back.pop("grad")
+        assert grad.requires_grad and torch.equal(grad, value["grad"])
+        same_values({k: v for k, v in value.items() if k != "grad"}, back)
+        assert back["f64"].untyped_storage().data_ptr() == back["nested"][0]["deep"].untyped_storage().data_ptr()
+
+
+def test_a_batch_that_cannot_be_packed_still_arrives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packing runs in the Queue's feeder thread, where an error would drop the batch and leave
+    the trainer waiting forever: a failure falls back to torch's own way."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from catalog.readers import carry
+
+    def broken(_value: Any) -> Any:
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(carry, "pack", broken)
+    value = {"x": torch.arange(3), "s": ["a"]}
+    back = pickle.loads(ForkingPickler.dumps(carry.Carried(value)))
+    assert type(back) is dict and torch.equal(back["x"], value["x"]) and back["s"] == ["a"]
+
+
 def test_the_torch_dataset_pickles(ds: Dataset) -> None:
     tds = ds.torch(batch_size=5, shuffle=True, seed=3, rank=1, world_size=2)
     tds.load_state_dict({"epoch": 4, "samples": 12})

@@ -45,6 +45,21 @@ class Decoder:
             raise self._named(records, e, where) from e
         return out if self.columns is None else {name: out[name] for name in self.columns}
 
+    @property
+    def pad(self) -> int:
+        """Zero bytes ``spans`` wants after a read's last record (Schema.spans_pad)."""
+        return self.schema.spans_pad
+
+    def spans(self, read: tuple[bytes, np.ndarray, np.ndarray], where: Where) -> dict[str, np.ndarray]:
+        """``batch`` of the records a RecordReader.read_spans gave, parsed where they lie."""
+        raw, starts, lengths = read
+        try:
+            out = self.schema.decode_spans(raw, starts, lengths)
+        except (ValidationError, CodecError) as e:
+            records = [raw[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+            raise self._named(records, e, where) from e
+        return out if self.columns is None else {name: out[name] for name in self.columns}
+
     def row(self, record: bytes, where: Where, i: int = 0) -> dict[str, Any]:
         """One record (row ``i`` for ``where``) as a row (Schema.decode), the selected features only."""
         try:

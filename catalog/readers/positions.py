@@ -122,14 +122,21 @@ class RecordReader:
         return shard, positions - self.firsts[shard] + self.starts[shard]
 
     def read(self, positions: np.ndarray) -> list[bytes]:
-        """The records at ``positions`` (int64, each in range), in that order: sorted by
-        (shard, offset), records less than a gap apart fetched in one read, all checked at once."""
-        if not len(positions):
-            return []
-        with self.local.lock, self._closing():
-            return self._read(positions)
+        """The records at ``positions`` (int64, each in range), in that order (see read_spans)."""
+        raw, starts, lengths = self.read_spans(positions)
+        return [raw[a:b] for a, b in zip(starts.tolist(), (starts + lengths).tolist(), strict=True)]
 
-    def _read(self, positions: np.ndarray) -> list[bytes]:
+    def read_spans(self, positions: np.ndarray, pad: int = 0) -> tuple[bytes, np.ndarray, np.ndarray]:
+        """The records at ``positions`` where one buffer holds them: (buffer, each record's
+        start in it, its length), in the order of ``positions``. Sorted by (shard, offset),
+        records less than a gap apart are fetched in one read; every header and CRC is checked.
+        The buffer ends with ``pad`` zero bytes (what Schema.decode_spans wants)."""
+        if not len(positions):
+            return bytes(pad), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        with self.local.lock, self._closing():
+            return self._read(positions, pad)
+
+    def _read(self, positions: np.ndarray, pad: int) -> tuple[bytes, np.ndarray, np.ndarray]:
         shard, rec = self.locate(positions)
         order = np.lexsort((rec, shard))
         shard, rec = shard[order], rec[order]
@@ -143,13 +150,14 @@ class RecordReader:
         first = np.flatnonzero(new_run)
         last = np.append(first[1:], len(rec)) - 1
         span_starts, span_ends = starts[first], ends[last]  # sorted within a shard: ends never decrease
-        buf = b"".join(self._fetch(shard[first], span_starts, span_ends))
+        buf = b"".join([*self._fetch(shard[first], span_starts, span_ends), bytes(pad)])
         base = np.cumsum(span_ends - span_starts) - span_ends  # where each run's file offset 0 falls in buf
         at = starts + np.repeat(base, last - first + 1)
-        found = self._check(buf, at, ends - starts - FRAMING, shard, rec, starts)
+        lengths = ends - starts - FRAMING
+        self._check(buf, at, lengths, shard, rec, starts)
         back = np.empty(len(order), dtype=np.int64)
         back[order] = np.arange(len(order))
-        return [found[i] for i in back.tolist()]
+        return buf, (at + HEADER_SIZE)[back], lengths[back]
 
     def read_one(self, position: int) -> bytes:
         """The record at ``position``: ``read`` for one record, without its per-batch work."""
@@ -233,9 +241,9 @@ class RecordReader:
 
     def _check(
         self, buf: bytes, at: np.ndarray, lengths: np.ndarray, shard: np.ndarray, recs: np.ndarray, offsets: np.ndarray
-    ) -> list[bytes]:
-        """The payloads of the framed records at ``at`` in ``buf`` (their data ``lengths``),
-        every header and CRC checked; a mismatch names the shard, the record and its offset."""
+    ) -> None:
+        """Check the framed records at ``at`` in ``buf`` (their data ``lengths``): every header
+        and CRC; a mismatch names the shard, the record and its offset."""
         raw = np.frombuffer(buf, dtype=np.uint8)
         headers = raw[at[:, None] + _HEADER]
         stated = np.ascontiguousarray(headers[:, :8]).view("<u8").ravel()
@@ -243,8 +251,9 @@ class RecordReader:
         bad_header = (stated != lengths.astype(np.uint64)) | (header_crcs != self._header_crcs(lengths))
         payload_at = at + HEADER_SIZE
         ends = payload_at + lengths
-        payloads = [buf[a:b] for a, b in zip(payload_at.tolist(), ends.tolist(), strict=True)]
-        crcs = np.fromiter(map(crc32c, payloads), dtype=np.uint32, count=len(payloads))
+        view = memoryview(buf)  # slices of a view: no copy of each record
+        payloads = map(view.__getitem__, map(slice, payload_at.tolist(), ends.tolist()))
+        crcs = np.fromiter(map(crc32c, payloads), dtype=np.uint32, count=len(at))
         footers = np.ascontiguousarray(raw[ends[:, None] + _FOOTER]).view("<u4").ravel()
         masked = ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(0xA282EAD8)
         bad = np.flatnonzero(bad_header | (masked != footers))
@@ -252,7 +261,6 @@ class RecordReader:
             j = int(bad[0])
             found = "a damaged record header" if bad_header[j] else "a data CRC mismatch"
             raise self._damaged(int(shard[j]), int(recs[j]), int(offsets[j]), found)
-        return payloads
 
     def _damaged(self, i: int, rec: int, offset: int, found: str) -> CorruptShardError:
         return CorruptShardError(self.shards[i].url, f"record {rec} (byte {offset})", "an intact record", found)

@@ -20,6 +20,8 @@
   optional value as None. With ``batch_size`` the dataset yields batches (use
   ``DataLoader(ds, batch_size=None)``) and ``transform`` is applied to each batch; without,
   it yields rows (0-d tensors for scalars) and ``transform`` is applied to each row.
+- Transfer: in a DataLoader worker, each item that is a plain dict is yielded as a
+  ``carry.Carried`` (still a dict), which crosses to the trainer as one buffer (see carry.py).
 
 torch is imported when a dataset is made, never by ``import catalog``.
 """
@@ -37,6 +39,7 @@ import numpy as np
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError
 from catalog.readers.batches import check_batch_size, decoded
+from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.order import EpochOrder, check_ranks, output_count
 from catalog.readers.positions import RecordReader
@@ -192,17 +195,22 @@ class TorchReader:
         if main:
             self._taken = 0
         order = self.order(worker=not main)
+        carry = carried if not main else _same  # a worker's items cross to the trainer packed
         for batch in decoded(self._reader, self.decoder, order, self.batch_size, worker, workers):
             tensors = to_tensors(batch)
             if self.batch_size is not None:
                 if main:
                     self._taken += len(next(iter(batch.values())))
-                yield tensors if self.transform is None else self.transform(tensors)
+                yield carry(tensors if self.transform is None else self.transform(tensors))
                 continue
             for row in _rows(tensors, len(next(iter(batch.values())))):
                 if main:
                     self._taken += 1
-                yield row if self.transform is None else self.transform(row)
+                yield carry(row if self.transform is None else self.transform(row))
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _rows(tensors: dict[str, Any], n: int) -> Iterator[dict[str, Any]]:

@@ -71,7 +71,8 @@ class DataSource:
             reader = self._reader
             return self.decoder.row(reader.read_one(i), lambda _j: reader.where_one(i))
         positions = self._positions(key)
-        return self.decoder.batch(self._reader.read(positions), self._reader.where_of(positions))
+        reader = self._reader
+        return self.decoder.spans(reader.read_spans(positions, self.decoder.pad), reader.where_of(positions))
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """Rows at ``indices``, read together (what a DataLoader fetches for one batch from a

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,18 +154,31 @@ class _Batch:
     """The records joined into one zero-padded uint8 buffer, and which records go slow."""
 
     def __init__(self, records: list[bytes], pad: int) -> None:
-        self.n = len(records)
-        self.raw = b"".join([*records, bytes(pad)])
-        self.buf = np.frombuffer(self.raw, dtype=np.uint8)
-        lens = np.fromiter(map(len, records), dtype=np.int64, count=self.n)
-        self.ends = np.cumsum(lens)
-        self.starts = self.ends - lens
+        raw = b"".join([*records, bytes(pad)])
+        lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+        ends = np.cumsum(lens)
+        self._set(raw, ends - lens, ends)
+        # len() of an odd buffer (a memoryview of non-bytes items) is not its byte size
+        self.ok = int(ends[-1]) + pad == len(raw)
+
+    @classmethod
+    def spans(cls, raw: bytes, starts: Arr, ends: Arr) -> _Batch:
+        """The records ``raw[starts[i]:ends[i]]`` where they lie, with other bytes between
+        them (a shard's framing); ``raw`` ends with the pad: zero bytes after every record."""
+        batch = cls.__new__(cls)
+        batch._set(raw, starts, ends)
+        batch.ok = True
+        return batch
+
+    def _set(self, raw: bytes, starts: Arr, ends: Arr) -> None:
+        self.n = len(starts)
+        self.raw = raw
+        self.buf = np.frombuffer(raw, dtype=np.uint8)
+        self.starts, self.ends = starts, ends
         self.slow = np.zeros(self.n, dtype=bool)
         # Unaligned little-endian words starting at every byte: one gather reads 4 or 8 bytes.
         self.w32 = np.ndarray((len(self.buf) - 3,), dtype="<u4", buffer=self.buf, strides=(1,))
         self.w64 = np.ndarray((len(self.buf) - 7,), dtype="<u8", buffer=self.buf, strides=(1,))
-        # len() of an odd buffer (a memoryview of non-bytes items) is not its byte size
-        self.ok = int(self.ends[-1]) + pad == len(self.raw)
 
     def keep(self, ok: Arr, rec: Arr, *arrays: Arr) -> list[Arr]:
         """Mark the records of failed items slow; return the arrays restricted to the rest."""
@@ -682,10 +695,40 @@ def decode_batch(codec: RowCodec, records: Iterable[bytes]) -> dict[str, Arr]:
     batch = _Batch(recs, plan.pad)
     if not batch.ok:
         return codec.decode_batch_generic(recs)
+    return _with_slow(codec, batch, plan, recs.__getitem__)
+
+
+def spans_pad(codec: RowCodec) -> int:
+    """Zero bytes :func:`decode_spans` needs at the end of its buffer, after every record."""
+    return _plan(codec).pad if codec.features else 0
+
+
+def decode_spans(codec: RowCodec, raw: bytes, starts: Arr, lengths: Arr) -> dict[str, Arr]:
+    """:func:`decode_batch` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, in that
+    order, parsed where they lie (a read of a shard's bytes, its framing between them: no copy
+    of each record, no join). ``raw`` must end with ``spans_pad(codec)`` zero bytes, after
+    every record, or the records are copied out first."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = starts + np.asarray(lengths, dtype=np.int64)
+
+    def record(i: int) -> bytes:
+        return raw[int(starts[i]) : int(ends[i])]
+
+    if not len(starts) or not codec.features or not isinstance(raw, bytes):
+        return decode_batch(codec, [record(i) for i in range(len(starts))])
+    plan = _plan(codec)
+    tail = len(raw) - plan.pad  # reads run past a record's end: into others' bytes, or this pad
+    if int(ends.max()) > tail or raw[tail:].count(0) != plan.pad:
+        return decode_batch(codec, [record(i) for i in range(len(starts))])
+    return _with_slow(codec, _Batch.spans(raw, starts, ends), plan, record)
+
+
+def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[int], bytes]) -> dict[str, Arr]:
+    """The fast path's columns, the records it could not take decoded one by one."""
     out = _fast_columns(batch, plan)
     slow = np.flatnonzero(batch.slow).tolist()
     if slow:
-        redone = codec.decode_batch_generic([recs[i] for i in slow], slow)
+        redone = codec.decode_batch_generic([record(i) for i in slow], slow)
         for name, column in out.items():
             column[slow] = redone[name]
     return out

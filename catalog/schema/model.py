@@ -29,7 +29,7 @@ import numpy as np
 
 from catalog.errors import CatalogError, SchemaError, ValidationError
 from catalog.schema.codec import RowCodec, decode_kinds, infer_features
-from catalog.schema.columnar import decode_batch
+from catalog.schema.columnar import decode_batch, decode_spans, spans_pad
 from catalog.schema.features import (
     MAX_SCHEMA_BYTES,
     SHAPE_SUFFIX,
@@ -196,6 +196,18 @@ class Schema:
     def decode_batch(self, records: Iterable[bytes]) -> dict[str, np.ndarray]:
         """Decode records into columnar numpy arrays (one array per feature)."""
         return decode_batch(self._codec, records)
+
+    def decode_spans(self, raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+        """``decode_batch`` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, parsed
+        where they lie (other bytes may lie between them: a read of a shard, its framing
+        included); ``raw`` should end with ``spans_pad`` zero bytes after every record, else
+        the records are copied out first."""
+        return decode_spans(self._codec, raw, starts, lengths)
+
+    @property
+    def spans_pad(self) -> int:
+        """Zero bytes ``decode_spans`` wants after the last record in its buffer."""
+        return spans_pad(self._codec)
 
     # ---- TensorFlow interop
     def feature_spec(self) -> dict[str, dict[str, Any]]:
