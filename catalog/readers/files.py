@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from catalog.commit.plans import PlannedShard
-from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError
+from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError
 from catalog.storage import damaged_shard, open_shard, shard_missing, size_mismatch
 from catalog.storage.index import read_index
 from catalog.tfrecord.framing import read_record_batches
@@ -29,12 +29,16 @@ def remote_fs(url: str) -> Any:
 
 
 def stored_size(url: str) -> int:
-    """The size of a stored object now: one HEAD."""
+    """The size of a shard file now: one HEAD on an object store, one stat on a local disk."""
     try:
-        with remote_errors(url, "cannot open"):  # the HEAD is the first step of opening it
-            return int(remote_fs(url).size(url))
+        if is_url(url):
+            with remote_errors(url, "cannot open"):  # the HEAD is the first step of opening it
+                return int(remote_fs(url).size(url))
+        return os.stat(url).st_size
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(url) from e
+    except OSError as e:
+        raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
 
 
 def size_error(shard: PlannedShard, found: int) -> CorruptShardError:

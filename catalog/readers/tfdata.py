@@ -26,7 +26,6 @@ TensorFlow is an optional extra (``tfrecord-catalog[tf]``), imported when this i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,9 +36,9 @@ import numpy as np
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import PlannedShard, plan
 from catalog.errors import CatalogError, CorruptShardError
+from catalog.readers.files import stored_size
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
-from catalog.storage import shard_missing
-from catalog.tfrecord.sources import S3_EXTRA, is_url, remote_errors, require_fsspec
+from catalog.tfrecord.sources import is_url
 
 TF_EXTRA = "pip install 'tfrecord-catalog[tf]'"
 # TFRecordDataset's spelling of each compression the manifest records.
@@ -169,29 +168,11 @@ def check_sizes(shards: Sequence[PlannedShard]) -> None:
     heads: dict[str, int] = {}
     if remote:
         with ThreadPoolExecutor(min(HEADS_AT_ONCE, len(remote))) as pool:
-            heads = dict(zip(remote, pool.map(file_size, remote), strict=True))
+            heads = dict(zip(remote, pool.map(stored_size, remote), strict=True))
     for url, size in registered.items():
-        found = heads[url] if url in heads else file_size(url)
+        found = heads[url] if url in heads else stored_size(url)
         if found != size:
             raise CorruptShardError(url, "size", f"{size} bytes", f"{found} bytes")
-
-
-def file_size(url: str) -> int:
-    """The size of a shard file (a local path or a URL) as the file system or object store says."""
-    if is_url(url):
-        fsspec = require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
-        try:
-            with remote_errors(url, "cannot stat"):
-                fs, path = fsspec.core.url_to_fs(url)
-                return int(fs.size(path))
-        except FileNotFoundError as e:
-            raise shard_missing(url) from e
-    try:
-        return os.stat(url).st_size
-    except FileNotFoundError as e:
-        raise shard_missing(url) from e
-    except OSError as e:
-        raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
 
 
 def partition(shards: list[PlannedShard], context: Any) -> tuple[list[PlannedShard], tuple[int, int] | None]:
