@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-INLINE = 1 << 20  # bytes: smaller buffers travel in the pickle, larger in one shared segment
+INLINE = 256 << 10  # bytes: smaller buffers travel in the pickle, larger in one shared segment
 ALIGN = 64  # each tensor's bytes start at a multiple of this (any dtype's alignment)
 _CONTAINERS = (dict, list, tuple)
 
