@@ -272,6 +272,7 @@ def test_carried_values_keep_every_dtype_and_shape() -> None:
         "nested": ({"deep": torch.full((2,), 3, dtype=torch.uint8)}, "text"),
         "texts": ["a", "b"],
         "grad": torch.ones(2, requires_grad=True),  # left to torch's own reducer
+        "big": torch.arange(20_000, dtype=torch.float32).reshape(100, 200),  # >= carry.LARGE
     }
     for inline in (carry.INLINE, 0):  # through the pickle, and through one shared-memory segment
         with pytest.MonkeyPatch.context() as mp:
@@ -281,7 +282,10 @@ def test_carried_values_keep_every_dtype_and_shape() -> None:
         grad = back.pop("grad")
         assert grad.requires_grad and torch.equal(grad, value["grad"])
         same_values({k: v for k, v in value.items() if k != "grad"}, back)
-        assert back["f64"].untyped_storage().data_ptr() == back["nested"][0]["deep"].untyped_storage().data_ptr()
+        storage = {k: v.untyped_storage().data_ptr() for k, v in back.items() if isinstance(v, torch.Tensor)}
+        assert storage["f64"] == back["nested"][0]["deep"].untyped_storage().data_ptr() == storage["scalar"]
+        # keeping a small column must not keep the large tensors' bytes alive: its own copy
+        assert storage["big"] != storage["f64"] and back["f64"].untyped_storage().nbytes() < (64 << 10)
 
 
 def test_a_batch_that_cannot_be_packed_still_arrives(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,8 @@ segment and a connection); above, in one shared-memory segment (one descriptor, 
 through the pipe). The trainer receives what the worker yielded, as plain containers.
 
 Only CPU tensors without autograd history are packed; anything else is pickled as it is.
+Tensors under LARGE bytes are laid out first and view one copy of that part in the trainer:
+a label or id column kept across an epoch must not keep every batch's images alive.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 INLINE = 256 << 10  # bytes: smaller buffers travel in the pickle, larger in one shared segment
+LARGE = 64 << 10  # bytes: a tensor this large views the buffer; smaller ones share a copy of their part
 ALIGN = 64  # each tensor's bytes start at a multiple of this (any dtype's alignment)
 _CONTAINERS = (dict, list, tuple)
 
@@ -58,27 +61,30 @@ def carried(value: Any) -> Any:
 
 
 def pack(value: Any) -> tuple[Any, ...]:
-    """``(unpack, (buffer, structure))`` for pickle: ``value`` with each packable tensor
-    replaced by a Slot into ``buffer``."""
+    """``(unpack, (buffer, structure, small))`` for pickle: ``value`` with each packable tensor
+    replaced by a Slot into ``buffer``, the small tensors first (``small``: where they end)."""
     import torch
 
     packer = _Packer(torch)
     structure = packer.walk(value)
-    total = packer.total
+    small, total = packer.layout()
     if total > INLINE:  # one segment; torch's reducer passes its descriptor
         whole = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
     else:
         whole = torch.empty(total, dtype=torch.uint8)
     for t, slot in packer.tensors:
         _view(whole, slot).copy_(t)  # into a view of its own type and shape: any strides, any dtype
-    return (unpack, (whole if total > INLINE else whole.numpy(), structure))
+    return (unpack, (whole if total > INLINE else whole.numpy(), structure, small))
 
 
-def unpack(buffer: Any, structure: Any) -> Any:
-    """The carried value: ``structure`` with each Slot a tensor viewing ``buffer``."""
+def unpack(buffer: Any, structure: Any, small: int) -> Any:
+    """The carried value: ``structure`` with each Slot a tensor viewing ``buffer``; the small
+    tensors view a copy of their part when large ones follow, so that keeping a label column
+    (or ids) does not keep a batch's images alive."""
     import torch
 
-    return _filled(structure, torch.from_numpy(buffer) if isinstance(buffer, np.ndarray) else buffer)
+    whole = torch.from_numpy(buffer) if isinstance(buffer, np.ndarray) else buffer
+    return _filled(structure, whole, whole[:small].clone() if small < len(whole) else whole)
 
 
 class _Packer:
@@ -88,7 +94,6 @@ class _Packer:
     def __init__(self, torch: Any) -> None:
         self.torch = torch
         self.tensors: list[tuple[Any, Slot]] = []
-        self.total = 0
 
     def walk(self, value: Any) -> Any:
         kind = type(value)
@@ -99,11 +104,23 @@ class _Packer:
                 return value
             return kind(self.walk(v) for v in value)
         if isinstance(value, self.torch.Tensor) and self._packable(value):
-            slot = Slot(value.dtype, tuple(value.shape), self.total)
+            slot = Slot(value.dtype, tuple(value.shape), -1)
             self.tensors.append((value, slot))
-            self.total += -(-value.numel() * value.element_size() // ALIGN) * ALIGN
             return slot
         return value
+
+    def layout(self) -> tuple[int, int]:
+        """Place the tensors, small ones first; (where the small ones end, bytes in all)."""
+        sizes = [t.numel() * t.element_size() for t, _slot in self.tensors]
+        at = 0
+        for large in (False, True):
+            for (_t, slot), size in zip(self.tensors, sizes, strict=True):
+                if (size >= LARGE) is large:
+                    slot.offset = at
+                    at += -(-size // ALIGN) * ALIGN
+            if not large:
+                small = at
+        return small, at
 
     def _packable(self, t: Any) -> bool:
         """Plain CPU tensors whose bytes are their values (no subclass, autograd, lazy conjugate
@@ -121,16 +138,18 @@ def _holds(items: list[Any] | tuple[Any, ...], kind: type) -> bool:
     return any(k in _CONTAINERS or issubclass(k, kind) for k in set(map(type, items)))
 
 
-def _filled(structure: Any, whole: Any) -> Any:
+def _filled(structure: Any, whole: Any, small: Any) -> Any:
+    """``structure`` with each Slot its tensor: a view of ``small`` (the small tensors' part)
+    or of ``whole``."""
     kind = type(structure)
     if kind is dict:
-        return {k: _filled(v, whole) for k, v in structure.items()}
+        return {k: _filled(v, whole, small) for k, v in structure.items()}
     if kind is list or kind is tuple:
         if not _holds(structure, Slot):
             return structure
-        return kind(_filled(v, whole) for v in structure)
+        return kind(_filled(v, whole, small) for v in structure)
     if kind is Slot:
-        return _view(whole, structure)
+        return _view(small if structure.offset < len(small) else whole, structure)
     return structure
 
 
