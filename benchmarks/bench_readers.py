@@ -207,8 +207,9 @@ def tfrecord_loader(ds: Dataset, folder: Path, splits: dict[str, float]) -> Batc
 
 class TransferFloor(torch.utils.data.IterableDataset):
     """``batches`` batches like ``template`` (copied anew each time, as a reader makes new ones),
-    dealt to DataLoader workers as ds.torch deals its batches, with nothing read: what a
-    DataLoader costs to carry a reader's batches from its workers to the trainer."""
+    dealt to DataLoader workers as ds.torch deals its batches, with nothing read, as plain
+    dicts: what torch's own transfer costs to carry a reader's batches from its workers to the
+    trainer (ds.torch packs each batch into one buffer instead, readers/carry.py)."""
 
     def __init__(self, template: dict[str, Any], batches: int) -> None:
         self.template = template
@@ -435,7 +436,8 @@ def loaders(cfg: Config, ds: Dataset, what: str, server: TfServer, folder: Path,
 
 def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any]) -> None:
     """Section 1's information: the catalog's reader with no DataLoader (this process, one
-    core), and the DataLoader's own floor (the same batches carried from 2 workers, nothing read)."""
+    core), and torch's own transfer (the same batches as plain dicts carried from 2 workers,
+    nothing read: what ds.torch's batches would cost without its one-buffer packing)."""
     timings = race_out["timings"]
     alone, loader = timings["in-process"], timings["catalog"]
     n = len(race_out["orders"]["catalog"])
@@ -454,7 +456,7 @@ def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any
     report.add(
         Result(
             "1",
-            f"DataLoader, {what}: the DataLoader's floor, ds.torch's batches with nothing read (info)",
+            f"DataLoader, {what}: torch's own transfer of ds.torch's batches, nothing read (info)",
             rate(n, floor.best),
             note=f"ds.torch in the DataLoader reached {floor.best / loader.best:.0%} of it",
             data={"times": floor.times},
