@@ -828,13 +828,7 @@ def header(cfg: Config, quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "smaller workload (about a minute)")
-    parser.add_argument(
-        "--profile",
-        choices=("missed", "all", "none"),
-        default="missed",
-        help="cProfile the catalog side of missed targets (default), of every target, or of none",
-    )
+    parser = arg_parser(__doc__, "smaller workload (about a minute)", profiled="the catalog side")
     parser.add_argument(
         "--only", metavar="N", help="comma-separated sections to run (1-5), e.g. --only 1,3; default all"
     )

@@ -800,12 +800,7 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         "smaller workload and fewer rounds (about 40 s)",
         "minimum timed rounds per comparison (default 5, quick 3)",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=("missed", "all", "none"),
-        default="missed",
-        help="cProfile the catalog side (workers=1) of missed targets (default), of every target, or of none",
+        "the catalog side (workers=1)",
     )
     args = parser.parse_args(argv)
     cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))

@@ -670,12 +670,8 @@ def sections(cfg: Config, folder: Path, server: TfServer, report: Report) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "100k small records and 20k images, fewer rounds", "minimum rounds of section 1")
-    parser.add_argument(
-        "--profile",
-        choices=("missed", "all", "none"),
-        default="missed",
-        help="cProfile the catalog side of missed targets (default), of every target, or of none",
+    parser = arg_parser(
+        __doc__, "100k small records and 20k images, fewer rounds", "minimum rounds of section 1", "the catalog side"
     )
     args = parser.parse_args(argv)
     cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))

@@ -649,14 +649,11 @@ def code_as_of() -> str:
 
 
 def parse_args(argv: list[str] | None) -> Any:
-    parser = arg_parser(__doc__, "100,000 shards and fewer commits")
+    parser = arg_parser(__doc__, "100,000 shards and fewer commits", profiled="the catalog side")
     parser.add_argument("--db-url", metavar="URL", help="an empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--workdir", metavar="DIR", default=tempfile.gettempdir(), help="where the catalogs go")
     parser.add_argument("--pg-fast", action="store_true", help="throwaway cluster with fsync=off, as the tests run it")
     parser.add_argument("--only", metavar="S", help="comma-separated sections: a, b (default both)")
-    parser.add_argument(
-        "--profile", choices=("missed", "all", "none"), default="missed", help="cProfile missed targets (default)"
-    )
     return parser.parse_args(argv)
 
 

@@ -173,14 +173,24 @@ def print_header(title: str, info: dict[str, Any], *lines: str) -> None:
     sys.stdout.flush()
 
 
-def arg_parser(doc: str | None, quick: str, repeats: str | None = None) -> argparse.ArgumentParser:
+def arg_parser(
+    doc: str | None, quick: str, repeats: str | None = None, profiled: str | None = None
+) -> argparse.ArgumentParser:
     """The options every benchmark has: --quick (its meaning in ``quick``), --json PATH, and,
-    with ``repeats``, --repeats N."""
+    with ``repeats``, --repeats N; with ``profiled`` (what is profiled, "the catalog side"),
+    --profile missed|all|none for Report.print_profiles."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--json", metavar="PATH", help="also write every result and timing as JSON to PATH")
     if repeats is not None:
         parser.add_argument("--repeats", type=int, help=repeats)
+    if profiled is not None:
+        parser.add_argument(
+            "--profile",
+            choices=("missed", "all", "none"),
+            default="missed",
+            help=f"cProfile {profiled} of missed targets (default), of every target, or of none",
+        )
     return parser
 
 

@@ -111,15 +111,12 @@ class _Packer:
 
     def layout(self) -> tuple[int, int]:
         """Place the tensors, small ones first; (where the small ones end, bytes in all)."""
-        sizes = [t.numel() * t.element_size() for t, _slot in self.tensors]
-        at = 0
-        for large in (False, True):
-            for (_t, slot), size in zip(self.tensors, sizes, strict=True):
-                if (size >= LARGE) is large:
-                    slot.offset = at
-                    at += -(-size // ALIGN) * ALIGN
-            if not large:
-                small = at
+        sized = [(t.numel() * t.element_size(), slot) for t, slot in self.tensors]
+        at = small = 0
+        for size, slot in sorted(sized, key=lambda pair: pair[0] >= LARGE):  # stable: small first, in order
+            slot.offset = at
+            at += -(-size // ALIGN) * ALIGN
+            small = at if size < LARGE else small
         return small, at
 
     def _packable(self, t: Any) -> bool:

@@ -39,11 +39,7 @@ class Decoder:
 
     def batch(self, records: Sequence[bytes], where: Where) -> dict[str, np.ndarray]:
         """The columns of ``records`` (Schema.decode_batch), the selected features only."""
-        try:
-            out = self.schema.decode_batch(list(records))
-        except (ValidationError, CodecError) as e:
-            raise self._named(records, e, where) from e
-        return out if self.columns is None else {name: out[name] for name in self.columns}
+        return self._columns(lambda: self.schema.decode_batch(list(records)), lambda: records, where)
 
     @property
     def pad(self) -> int:
@@ -53,11 +49,21 @@ class Decoder:
     def spans(self, read: tuple[bytes, np.ndarray, np.ndarray], where: Where) -> dict[str, np.ndarray]:
         """``batch`` of the records a RecordReader.read_spans gave, parsed where they lie."""
         raw, starts, lengths = read
+
+        def records() -> list[bytes]:  # only for an error's message: copied out then
+            return [raw[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+
+        return self._columns(lambda: self.schema.decode_spans(raw, starts, lengths), records, where)
+
+    def _columns(
+        self, decode: Callable[[], dict[str, np.ndarray]], records: Callable[[], Sequence[bytes]], where: Where
+    ) -> dict[str, np.ndarray]:
+        """``decode()``'s columns, the selected features only; its error names the shard and the
+        record within it (``records()`` gives the batch's records to find which)."""
         try:
-            out = self.schema.decode_spans(raw, starts, lengths)
+            out = decode()
         except (ValidationError, CodecError) as e:
-            records = [raw[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
-            raise self._named(records, e, where) from e
+            raise self._named(records(), e, where) from e
         return out if self.columns is None else {name: out[name] for name in self.columns}
 
     def row(self, record: bytes, where: Where, i: int = 0) -> dict[str, Any]:

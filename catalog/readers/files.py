@@ -41,10 +41,6 @@ def stored_size(url: str) -> int:
         raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
 
 
-def size_error(shard: PlannedShard, found: int) -> CorruptShardError:
-    return size_mismatch(shard.url, shard.bytes, found)
-
-
 def open_checked(shard: PlannedShard) -> IO[bytes]:
     """A registered shard opened (open_shard's rules: a regular file, no symbolic link) and
     its size checked before any read: one fstat, or one HEAD on an object store."""
@@ -58,12 +54,8 @@ def open_checked(shard: PlannedShard) -> IO[bytes]:
         size = os.fstat(f.fileno()).st_size
     if size != shard.bytes:
         f.close()
-        raise size_error(shard, size)
+        raise size_mismatch(shard.url, shard.bytes, size)
     return f
-
-
-def record_error(shard: PlannedShard, e: CorruptRecordError, start: int = 0) -> CorruptShardError:
-    return damaged_shard(shard.url, e, start)
 
 
 def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list[bytes]]]:
@@ -88,6 +80,6 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
                 if pos >= shard.stop and shard.stop < shard.records:
                     return  # a slice ending inside the shard: its size was checked, not its count
     except CorruptRecordError as e:
-        raise record_error(shard, e, at) from e
+        raise damaged_shard(shard.url, e, at) from e
     if pos != shard.records:
         raise CorruptShardError(shard.url, "records", shard.records, pos)

@@ -35,8 +35,8 @@ from crc32c import crc32c
 
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
-from catalog.readers.files import open_checked, record_error, remote_fs, size_error, stored_size, stream_shard
-from catalog.storage import open_shard
+from catalog.readers.files import open_checked, remote_fs, stored_size, stream_shard
+from catalog.storage import damaged_shard, open_shard, size_mismatch
 from catalog.storage.index import load_offsets
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, masked_crc32c
 from catalog.tfrecord.sources import is_url, remote_error, remote_errors
@@ -299,13 +299,13 @@ class RecordReader:
         if remote:
             size = stored_size(planned.url)
             if size != planned.bytes:
-                raise size_error(planned, size)
+                raise size_mismatch(planned.url, planned.bytes, size)
         else:
             self._file(i, None)  # opened and its size checked
         try:
             offsets = load_offsets(planned.url, planned.records, planned.bytes, planned.index_checksum)
         except CorruptRecordError as e:
-            raise record_error(planned, e) from e
+            raise damaged_shard(planned.url, e) from e
         return _Shard(planned.url, np.append(offsets.astype(np.int64), np.int64(planned.bytes)), remote)
 
     def _file(self, i: int, shard: _Shard | None) -> IO[bytes]:

@@ -714,13 +714,11 @@ def decode_spans(codec: RowCodec, raw: bytes, starts: Arr, lengths: Arr) -> dict
     def record(i: int) -> bytes:
         return raw[int(starts[i]) : int(ends[i])]
 
-    if not len(starts) or not codec.features or not isinstance(raw, bytes):
+    pad = spans_pad(codec)
+    tail = len(raw) - pad  # reads run past a record's end: into others' bytes, or this pad
+    if not len(starts) or not pad or not isinstance(raw, bytes) or int(ends.max()) > tail or raw[tail:].count(0) != pad:
         return decode_batch(codec, [record(i) for i in range(len(starts))])
-    plan = _plan(codec)
-    tail = len(raw) - plan.pad  # reads run past a record's end: into others' bytes, or this pad
-    if int(ends.max()) > tail or raw[tail:].count(0) != plan.pad:
-        return decode_batch(codec, [record(i) for i in range(len(starts))])
-    return _with_slow(codec, _Batch.spans(raw, starts, ends), plan, record)
+    return _with_slow(codec, _Batch.spans(raw, starts, ends), _plan(codec), record)
 
 
 def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[int], bytes]) -> dict[str, Arr]:
