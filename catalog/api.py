@@ -31,6 +31,7 @@ from catalog.commit.values import (
 )
 from catalog.errors import AppendError
 from catalog.export import export_dataset
+from catalog.inputs import STDIN, InputOptions, expand
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
 from catalog.readers import batches as readers
@@ -181,20 +182,36 @@ class Dataset(DatasetHandle):
         progress: Progress | None = None,
         executor: Executor | None = None,
         split: str = DEFAULT_SPLIT,
+        delimiter: str | None = None,
+        feature: str | None = None,
+        image_shape: tuple[int, int, int] | None = None,
     ) -> Commit:
-        """Validate and write the inputs as new shards of ``split``, registered in one commit. With
-        ``executor`` and several inputs, each input is a job on it (see ingest.ingest_files)."""
-        inputs = [Path(p) for p in paths]
-        for p in inputs:
-            problem = regular_file_problem(p)
+        """Validate and write the inputs as new shards of ``split``, registered in one commit.
+
+        Inputs are TFRecord (any compression), JSON Lines, CSV/TSV, Parquet, ``.npy``/``.npz``
+        files or image folders (``format``, else told by name and content), directories of
+        such files, globs, or ``"-"`` for JSON Lines or CSV on standard input. ``delimiter``:
+        CSV's; ``feature``: the one a ``.npy`` fills; ``image_shape``: decode images to uint8
+        tensors. With ``executor`` and several inputs, each input is a job on it (see
+        ingest.ingest_files)."""
+        inputs = expand([Path(p) for p in paths], format)
+        for p, fmt in inputs:
+            problem = None if str(p) == STDIN or fmt == "images" else regular_file_problem(p)
             if problem is not None:
                 raise AppendError(f"{p}: {problem}", str(p))
+        if sum(str(p) == STDIN for p, _ in inputs) > 1:
+            raise AppendError("standard input (-) can be read once: name it once", STDIN)
+        options = InputOptions(delimiter, feature, image_shape)
         with self.writer(token, message, shard_size, shard_records, author, split) as w:
-            if not w.skipped and executor is not None and len(inputs) > 1:
-                ingest.ingest_files(w, inputs, format, link, progress, executor)
+            local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
+            if not w.skipped and executor is not None and len(inputs) > 1 and not local:
+                ingest.ingest_files(w, inputs, link, progress, executor, options)
             elif not w.skipped:
-                for p in inputs:
-                    ingest.ingest_file(w, p, format, link, progress)
+                for p, fmt in inputs:
+                    ingest.ingest_file(w, p, fmt, link, progress, options)
+            if not w.skipped and w.records == 0:  # raised inside: the writer registers nothing
+                names = ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
+                raise AppendError(f"{names}: no records in the input: nothing committed", str(inputs[0][0]))
         assert w.commit is not None
         return w.commit
 

@@ -1,20 +1,22 @@
-"""Append inputs: TFRecord files (validated, bytes kept exactly) and JSON Lines rows."""
+"""Append inputs: TFRecord files (validated, bytes kept exactly), JSON Lines rows, and the row
+formats of ``catalog.inputs`` (CSV, Parquet, NumPy, image folders), from files or standard input."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.executors import run_jobs
+from catalog.inputs import STDIN, InputOptions, RowSource, check_format, format_of, row_source
 from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -46,27 +48,83 @@ class Target(Protocol):
 
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
-JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
-FORMATS = ("auto", "tfrecord", "jsonl")
+HEAD = 64  # bytes read to tell an input's format
+DOCUMENT_LIMIT = 64 << 20  # a .json file read whole to tell one document from JSON Lines
 
 
-def input_format(path: Path, fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise AppendError(f"unknown input format {fmt!r}: use auto, tfrecord or jsonl")
-    if fmt != "auto":
+def open_input(path: Path) -> IO[bytes]:
+    """An input's bytes: standard input for ``-``, else a regular file (never a FIFO or device)."""
+    if str(path) == STDIN:
+        return io.BufferedReader(_StdinBytes())
+    try:
+        return io.BufferedReader(open_regular(path))
+    except CatalogError as e:
+        raise AppendError(str(e), str(path)) from e
+
+
+class _StdinBytes(io.RawIOBase):
+    """Standard input's bytes, left open when the reader over them closes."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        return int(sys.stdin.buffer.readinto1(buf))  # type: ignore[union-attr]
+
+
+def input_format(path: Path, fmt: str, stream: IO[bytes] | None = None) -> str:
+    """``fmt``, or the format told from the input's name and first bytes (peeked from ``stream``)."""
+    if check_format(fmt) != "auto":
         return fmt
-    if path.name.lower().endswith(JSONL_SUFFIXES):
-        return "jsonl"
-    with open_regular(path) as f:
-        head = f.read(64).lstrip()
-    return "jsonl" if head.startswith(b"{") else "tfrecord"
-
-
-def ingest_file(w: Target, path: Path, fmt: str, link: bool, progress: Progress | None) -> None:
-    if input_format(path, fmt) == "jsonl":
-        ingest_jsonl(w, path, progress)
+    if stream is not None and isinstance(stream, io.BufferedReader):
+        head = stream.peek(HEAD)[:HEAD]
     else:
-        ingest_tfrecord(w, path, link, progress)
+        with open_input(path) as f:
+            head = f.read(HEAD)
+    return format_of(path, head)
+
+
+def ingest_file(
+    w: Target, path: Path, fmt: str, link: bool, progress: Progress | None, options: InputOptions | None = None
+) -> None:
+    options = options or InputOptions()
+    if fmt == "images" or (str(path) != STDIN and path.is_dir()):
+        _ingest_rows(w, path, row_source(path, "images", w.ds.schema, options, None), progress)
+        return
+    with open_input(path) as f:
+        fmt = input_format(path, fmt, f)
+        if fmt == "tfrecord" or (str(path) == STDIN and fmt not in ("jsonl", "csv")):
+            if str(path) == STDIN:
+                raise AppendError(f"standard input takes JSON Lines or CSV, not {fmt}", STDIN)
+            f.close()
+            ingest_tfrecord(w, path, link, progress)
+            return
+        if fmt == "jsonl":
+            ingest_jsonl(w, path, f, progress)
+        else:
+            _ingest_rows(w, path, row_source(path, fmt, w.ds.schema, options, f), progress)
+
+
+def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | None) -> None:
+    """Encode and write the rows of one input; an error names the input and the line or row."""
+    schema = w.ds.schema
+    for index, (where, row) in enumerate(source):
+        try:
+            record = schema.encode(row)
+        except ValidationError as e:
+            place = f"record {index} ({source.unit} {where})" if source.unit == "line" else f"row {where}"
+            what = f"feature {e.feature!r}: " if e.feature else ""
+            error = AppendError(f"{path}: {place}: {what}{e.reason}", str(path), index, e.feature)
+            raise_explained(w.ds, error, lambda old: old.encode(row))  # noqa: B023
+        w.write_record(record)
+    if progress and str(path) != STDIN:
+        progress(_size(path))
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
 
 
 def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> None:
@@ -116,32 +174,50 @@ def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None
             progress(sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch))
 
 
-def ingest_jsonl(w: Target, path: Path, progress: Progress | None) -> None:
+def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None) -> None:
     schema = w.ds.schema
     index = 0
+    # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
+    # own line (a text stream decodes in chunks and miscounts the lines read so far).
+    for lineno, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            where = f"{path}: line {lineno}: not UTF-8 text (byte {e.start} of the line)"
+            raise AppendError(where, str(path), index) from e
+        if not line.strip():
+            continue
+        try:
+            record = _encode_line(schema, line, path, lineno, index)
+        except AppendError as e:
+            if lineno == 1 and ("not valid JSON" in str(e) or line.lstrip().startswith("[")):
+                _one_document(path, line, f)
+            raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
+        w.write_record(record)
+        index += 1
+        if progress:
+            progress(len(raw))
+
+
+def _one_document(path: Path, first: str, rest: IO[bytes]) -> None:
+    """Raise the message for a file holding one JSON document (an array, or an object over
+    several lines) where JSON Lines, one object per line, was expected; return otherwise."""
+    if str(path) == STDIN and not first.lstrip().startswith("["):
+        return  # standard input cannot be read twice: its first line's message stands
+    text = first + rest.read(DOCUMENT_LIMIT).decode("utf-8", errors="replace")
     try:
-        f = io.BufferedReader(open_regular(path))
-    except CatalogError as e:
-        raise AppendError(str(e), str(path)) from e
-    with f:
-        # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
-        # own line (a text stream decodes in chunks and miscounts the lines read so far).
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                where = f"{path}: line {lineno}: not UTF-8 text (byte {e.start} of the line)"
-                raise AppendError(where, str(path), index) from e
-            if not line.strip():
-                continue
-            try:
-                record = _encode_line(schema, line, path, lineno, index)
-            except AppendError as e:
-                raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
-            w.write_record(record)
-            index += 1
-            if progress:
-                progress(len(raw))
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        if not first.lstrip().startswith("["):
+            return
+        doc = []
+    kind, jq = ("an array", "jq -c '.[]'") if isinstance(doc, list) else ("one object over several lines", "jq -c .")
+    raise AppendError(
+        f"{path}: holds one JSON document ({kind}), not JSON Lines (one object per line): "
+        f"write one row per line, e.g. with `{jq}`",
+        str(path),
+        0,
+    )
 
 
 def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
@@ -190,6 +266,7 @@ class IngestJob:
     prefix: str  # the writer's intent id, then the input's number: gc keeps the files while the append runs
     shard_size: int
     shard_records: int
+    options: InputOptions = field(default_factory=InputOptions)
 
 
 class _JobSchemas:
@@ -219,7 +296,7 @@ def ingest_job(job: IngestJob) -> list[ShardFile]:
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = _JobTarget(job)
     try:
-        ingest_file(target, Path(job.path), job.format, job.link, None)
+        ingest_file(target, Path(job.path), job.format, job.link, None, job.options)
     except BaseException:
         target.own.abort()
         raise
@@ -227,7 +304,12 @@ def ingest_job(job: IngestJob) -> list[ShardFile]:
 
 
 def ingest_files(
-    w: Writer, inputs: Sequence[Path], fmt: str, link: bool, progress: Progress | None, executor: Executor
+    w: Writer,
+    inputs: Sequence[tuple[Path, str]],
+    link: bool,
+    progress: Progress | None,
+    executor: Executor,
+    options: InputOptions,
 ) -> None:
     """Each input validated and written by a job on ``executor``, into shards under the writer's
     intent; the writer's one commit then registers them all, in input order. Errors name the
@@ -235,8 +317,8 @@ def ingest_files(
     sink, ds = w.sink, w.ds
     assert sink is not None
     common: dict[str, Any] = {
-        "format": fmt,
         "link": link,
+        "options": options,
         "dataset": ds.name,
         "schema_version": ds.schema_version,
         "schema": ds.schema.to_json(),
@@ -245,8 +327,11 @@ def ingest_files(
         "shard_size": w.shard_size,
         "shard_records": w.shard_records,
     }
-    jobs = [IngestJob(path=str(p.absolute()), prefix=w.intent.prefix(i), **common) for i, p in enumerate(inputs)]
-    done = (lambda job, _r: progress(os.path.getsize(job.path))) if progress else None
+    jobs = [
+        IngestJob(path=str(p.absolute()), format=fmt, prefix=w.intent.prefix(i), **common)
+        for i, (p, fmt) in enumerate(inputs)
+    ]
+    done = (lambda job, _r: progress(_size(Path(job.path)))) if progress else None
     try:
         results = run_jobs(ingest_job, jobs, executor, w.intent, done)
     except BaseException:

@@ -46,6 +46,11 @@ class Writer:
         self.read_version = ds.version
 
     @property
+    def records(self) -> int:
+        """Records written so far (0 before the block starts, or when a retried token skips it)."""
+        return self.sink.records if self.sink is not None else 0
+
+    @property
     def intent_id(self) -> str:
         return self.intent.id
 

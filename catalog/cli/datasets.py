@@ -114,7 +114,13 @@ def _feature_text(spec: dict[str, Any]) -> str:
 @verb
 def append(
     name: DatasetName,
-    inputs: Annotated[list[Path], typer.Argument(help="TFRecord (any compression) or JSON Lines files.")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="TFRecord (any compression), JSON Lines, CSV/TSV, Parquet, .npy/.npz files, image folders "
+            "(DIR/<class>/<file>), folders and globs of these, or - for JSON Lines or CSV on standard input."
+        ),
+    ],
     fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
     shard_size: Annotated[
         int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
@@ -135,6 +141,17 @@ def append(
     split: Annotated[
         str, typer.Option("--split", metavar="SPLIT", help="Register the new shards under this split.")
     ] = "train",
+    delimiter: Annotated[
+        str | None,
+        typer.Option("--delimiter", help="CSV cell separator (default: tab for .tsv, else from the header)."),
+    ] = None,
+    feature: Annotated[
+        str | None, typer.Option("--feature", help="The feature a .npy file's rows fill (default: the only one).")
+    ] = None,
+    image_shape: Annotated[
+        str | None,
+        typer.Option("--image-shape", metavar="H,W,C", help="Decode images into uint8 tensors of this shape (Pillow)."),
+    ] = None,
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
@@ -156,10 +173,32 @@ def append(
             progress=progress,
             executor=ex,
             split=split,
+            delimiter=_delimiter(delimiter),
+            feature=feature,
+            image_shape=_image_shape(image_shape),
         )
     what = "already committed (token seen before)" if commit.duplicate else "committed"
     text = f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"
     return Output(text=[text], json=commit.to_json)
+
+
+def _delimiter(text: str | None) -> str | None:
+    if text is None:
+        return None
+    sep = {"\\t": "\t", "tab": "\t"}.get(text, text)  # a tab is hard to type in a shell
+    if len(sep) != 1:
+        raise typer.BadParameter(f"one character (or \\t), got {text!r}", param_hint="--delimiter")
+    return sep
+
+
+def _image_shape(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.replace("x", ",").split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise typer.BadParameter(f"three positive integers H,W,C, got {text!r}", param_hint="--image-shape")
+    h, w, c = (int(p) for p in parts)
+    return h, w, c
 
 
 @verb

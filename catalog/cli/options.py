@@ -80,7 +80,7 @@ Split = Annotated[
 ]
 Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
-InputFormat = Literal["auto", "tfrecord", "jsonl"]
+InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
 MigrationsDir = Annotated[
     Path,
     typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),

@@ -58,14 +58,14 @@ def row_to_json(schema: Schema, row: dict[str, Any]) -> dict[str, Any]:
     return {name: _value_to_json(feat, row[name]) for name, feat in schema.features.items()}
 
 
-def _value_from_json(feat: Feature, value: Any) -> Any:
+def value_from_json(feat: Feature, value: Any) -> Any:
     if feat.tensor and isinstance(value, dict) and set(value) == {"shape", "values"}:
-        return _shaped(feat, value["shape"], _value_from_json(feat, value["values"]))
+        return _shaped(feat, value["shape"], value_from_json(feat, value["values"]))
     if isinstance(value, list):
         if feat.np_dtype.kind == "c" and len(value) == 2 and not any(isinstance(v, list) for v in value):
-            real, imag = (_value_from_json(feat, v) for v in value)
+            real, imag = (value_from_json(feat, v) for v in value)
             return complex(real, imag) if _is_number(real) and _is_number(imag) else [real, imag]
-        return [_value_from_json(feat, v) for v in value]
+        return [value_from_json(feat, v) for v in value]
     if isinstance(value, str):
         if feat.dtype == "bytes":
             try:
@@ -95,4 +95,4 @@ def row_from_json(schema: Schema, obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValidationError(f"a JSON row is an object, got {type(obj).__name__}")
     feats = schema.features
-    return {k: _value_from_json(feats[k], v) if k in feats else v for k, v in obj.items()}
+    return {k: value_from_json(feats[k], v) if k in feats else v for k, v in obj.items()}

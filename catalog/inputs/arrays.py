@@ -1,0 +1,102 @@
+"""NumPy inputs: ``.npy`` (one array, one row per index of its first axis, for one feature) and
+``.npz`` (one array per feature, all of the same length). A ``.npy`` is memory-mapped, so
+its size is not bounded by memory; an ``.npz`` member is loaded whole when it is read (a
+zip member, perhaps compressed, cannot be mapped). Pickled object arrays are refused: loading
+them would run code from the file."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from catalog.errors import AppendError
+from catalog.schema import Schema
+
+# Rows are taken from each array this many at a time: a slice of a memory map is read once,
+# and its rows are numpy values the encoders take as they are.
+CHUNK = 4096
+
+
+def _fail(path: Path, reason: str) -> AppendError:
+    return AppendError(f"{path}: {reason}", str(path))
+
+
+def _load(path: Path, **kwargs: Any) -> Any:
+    try:
+        return np.load(path, allow_pickle=False, **kwargs)
+    except ValueError as e:  # an object array (pickled), or a header numpy cannot read
+        raise _fail(path, f"not a NumPy array file numpy can read without pickle: {e}") from e
+    except (OSError, EOFError, zipfile.BadZipFile) as e:
+        raise _fail(path, f"cannot read as NumPy: {e}") from e
+
+
+def _check_absent(path: Path, schema: Schema, given: set[str]) -> None:
+    for name, feat in schema.features.items():
+        if name not in given and not feat.may_be_absent:
+            raise _fail(path, f"no array for feature {name!r}, and the feature has no default")
+
+
+def _rows(path: Path, arrays: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    lengths = {name: len(a) if a.ndim else -1 for name, a in arrays.items()}
+    if any(n < 0 for n in lengths.values()):
+        scalar = next(name for name, n in lengths.items() if n < 0)
+        raise _fail(path, f"array {scalar!r} is 0-dimensional: rows are along the first axis")
+    if len(set(lengths.values())) > 1:
+        raise _fail(path, f"arrays of different lengths: {', '.join(f'{k} {n:,}' for k, n in lengths.items())}")
+    total = next(iter(lengths.values()), 0)
+    for lo in range(0, total, CHUNK):
+        chunk = {name: np.asarray(a[lo : lo + CHUNK]) for name, a in arrays.items()}
+        for i in range(len(next(iter(chunk.values())))):
+            yield lo + i, {name: part[i] for name, part in chunk.items()}
+
+
+class NpyRows:
+    """The rows of one ``.npy`` array, for one feature (``feature``, else the schema's only one)."""
+
+    unit = "row"
+
+    def __init__(self, path: Path, schema: Schema, feature: str | None) -> None:
+        names = list(schema.features)
+        if feature is None:
+            if len(names) != 1:
+                raise _fail(path, f"a .npy file fills one feature: name it with --feature (one of {', '.join(names)})")
+            feature = names[0]
+        elif feature not in schema.features:
+            raise _fail(path, f"--feature {feature!r} is not a feature of the schema ({', '.join(names)})")
+        _check_absent(path, schema, {feature})
+        self.path, self.feature = path, feature
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        array = _load(self.path, mmap_mode="r")
+        if not isinstance(array, np.ndarray):
+            raise _fail(self.path, "holds several arrays (an .npz archive?), not one")
+        yield from _rows(self.path, {self.feature: array})
+
+
+class NpzRows:
+    """The rows of an ``.npz`` archive: one array per feature, named as the feature."""
+
+    unit = "row"
+
+    def __init__(self, path: Path, schema: Schema) -> None:
+        self.path, self.schema = path, schema
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        archive = _load(self.path)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise _fail(self.path, "holds one array, not an .npz archive of one array per feature")
+        with archive:
+            names = list(archive.files)
+            unknown = [n for n in names if n not in self.schema.features]
+            if unknown:
+                raise _fail(self.path, f"array {unknown[0]!r} is not a feature of the schema")
+            _check_absent(self.path, self.schema, set(names))
+            try:
+                arrays = {n: archive[n] for n in names}
+            except (ValueError, OSError, zipfile.BadZipFile) as e:
+                raise _fail(self.path, f"cannot read an array: {e}") from e
+            yield from _rows(self.path, arrays)

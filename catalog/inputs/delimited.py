@@ -1,0 +1,131 @@
+"""CSV and TSV inputs: a header row naming features, then one row per line, read with the
+standard library's parser as a stream, every cell converted per its feature.
+
+Cells: integers and floats as text (``NaN``, ``inf`` too), ``string`` as it is, ``bytes`` as
+base64 (what ``catalog cat`` prints), and any feature with a shape (a list, a tensor) as a
+JSON array, in ``cat``'s JSON form. An empty cell is a missing value: the feature's default,
+``None`` for an optional one, else an error naming the line and column.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from catalog.errors import AppendError, ValidationError
+from catalog.schema import Feature, Schema, value_from_json
+
+SEPARATORS = (",", "\t", ";", "|")
+Cell = Callable[[str], Any]
+
+
+def _int(cell: str) -> int:
+    if "_" in cell:  # int() takes "1_000"; a CSV writer never meant it
+        raise ValueError
+    return int(cell)
+
+
+def _bytes(cell: str) -> bytes:
+    return base64.b64decode(cell, validate=True)
+
+
+def _json(feat: Feature) -> Cell:
+    def parse(cell: str) -> Any:
+        return value_from_json(feat, json.loads(cell))
+
+    return parse
+
+
+def _converter(feat: Feature) -> tuple[Cell, str]:
+    """The cell parser of a feature, and what it expects (for messages)."""
+    if not feat.is_scalar or feat.tensor:
+        return _json(feat), "a JSON array"
+    if feat.dtype == "int64":
+        return _int, "an integer"
+    if feat.dtype == "float32":
+        return float, "a number"
+    if feat.dtype == "bytes":
+        return _bytes, "base64 text"
+    return str, "text"
+
+
+class DelimitedRows:
+    """Rows of a CSV/TSV stream, as (line number, row); a row leaves out its empty cells."""
+
+    unit = "line"
+
+    def __init__(self, stream: IO[bytes], path: Path, schema: Schema, delimiter: str | None) -> None:
+        self.stream = stream
+        self.path = path
+        self.schema = schema
+        self.delimiter = delimiter
+        self.lineno = 0
+
+    def _lines(self) -> Iterator[str]:
+        """Text lines, each decoded on its own so a bad byte is placed on its line."""
+        for raw in self.stream:
+            self.lineno += 1
+            try:
+                yield raw.decode("utf-8-sig" if self.lineno == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise self.error(f"not UTF-8 text (byte {e.start} of the line)") from e
+
+    def error(self, reason: str) -> AppendError:
+        return AppendError(f"{self.path}: line {self.lineno}: {reason}", str(self.path))
+
+    def _separator(self, header: str) -> str:
+        if self.delimiter is not None:
+            return self.delimiter
+        if self.path.suffix.lower() == ".tsv":
+            return "\t"
+        counts = [header.count(sep) for sep in SEPARATORS]
+        return SEPARATORS[counts.index(max(counts))] if max(counts) else ","
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        lines = self._lines()
+        first = next(lines, None)
+        if first is None:
+            return  # an empty file: no rows
+        sep = self._separator(first)
+        if len(sep) != 1:
+            raise AppendError(f"{self.path}: the delimiter must be one character, got {sep!r}", str(self.path))
+        columns = self._columns(next(csv.reader([first], delimiter=sep)))
+        try:
+            for cells in csv.reader(lines, delimiter=sep, strict=True):
+                if cells:  # a blank line
+                    yield self.lineno, self._row(columns, cells)
+        except csv.Error as e:
+            raise self.error(f"not valid CSV: {e}") from e
+
+    def _columns(self, header: list[str]) -> list[tuple[str, Cell, str]]:
+        feats = self.schema.features
+        for i, name in enumerate(header):
+            if name not in feats:
+                raise self.error(f"column {i + 1} {name!r} is not a feature of the schema")
+            if name in header[:i]:
+                raise self.error(f"column {name!r} appears twice in the header")
+        for name, feat in feats.items():
+            if name not in header and not feat.may_be_absent:
+                raise self.error(f"no column {name!r}, and the feature has no default")
+        return [(name, *_converter(feats[name])) for name in header]
+
+    def _row(self, columns: list[tuple[str, Cell, str]], cells: list[str]) -> dict[str, Any]:
+        if len(cells) != len(columns):
+            raise self.error(f"{len(cells)} cells, the header has {len(columns)} columns")
+        row: dict[str, Any] = {}
+        for (name, parse, expected), cell in zip(columns, cells, strict=True):
+            if not cell:
+                if not self.schema.features[name].may_be_absent:
+                    raise self.error(f"column {name!r}: empty cell, and the feature has no default")
+                continue
+            try:
+                row[name] = parse(cell)
+            except (ValueError, binascii.Error, ValidationError, RecursionError) as e:
+                detail = f": {e.reason}" if isinstance(e, ValidationError) else ""
+                raise self.error(f"column {name!r}: expected {expected}, got {cell!r:.60}{detail}") from e
+        return row

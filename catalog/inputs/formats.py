@@ -1,0 +1,128 @@
+"""What an input is: its format (named, or told from its name and first bytes) and the files a
+directory, a glob or ``-`` (standard input) stands for."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from catalog.errors import AppendError
+from catalog.tfrecord.framing import detect_compression
+
+FORMATS = ("auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images")
+ROW_FORMATS = ("csv", "parquet", "npy", "npz", "images")  # read as rows, then encoded by the schema
+STDIN = "-"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp")
+_BY_SUFFIX = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".npy": "npy",
+    ".npz": "npz",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrec": "tfrecord",
+}
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How row inputs map to features, beyond what their content says."""
+
+    delimiter: str | None = None  # CSV: the cell separator; None: from the file name or header
+    feature: str | None = None  # .npy: the feature its rows fill (default: the schema's only one)
+    image_shape: tuple[int, int, int] | None = None  # image folders: decode to uint8 HxWxC tensors
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise AppendError(f"unknown input format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def format_of(path: Path, head: bytes) -> str:
+    """The format of a file from its name, else from its first bytes (``head``)."""
+    by_name = _BY_SUFFIX.get(path.suffix.lower())
+    if by_name is not None:
+        return by_name
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith(b"PK\x03\x04"):
+        return "npz"
+    text = head.lstrip()
+    if text.startswith((b"{", b"[")):
+        return "jsonl"
+    if detect_compression(head) is not None or _tfrecord_head(head):
+        return "tfrecord"
+    if _looks_like_csv(head):
+        return "csv"
+    return "tfrecord"  # its reader names what is wrong with the bytes
+
+
+def _tfrecord_head(head: bytes) -> bool:
+    from catalog.tfrecord.framing import HEADER_SIZE, masked_crc32c
+
+    return len(head) >= HEADER_SIZE and masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little")
+
+
+def _looks_like_csv(head: bytes) -> bool:
+    """Text whose first line holds a separator: a header row."""
+    line = head.split(b"\n", 1)[0]
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return False
+    return text.isprintable() and any(sep in text for sep in ",\t;|")
+
+
+def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:
+    """Every input as (path, format): a directory is its files (sorted, hidden ones skipped),
+    or one image folder; a pattern that names no file is expanded as a glob; ``-`` stays."""
+    check_format(fmt)
+    out: list[tuple[Path, str]] = []
+    for p in paths:
+        if str(p) == STDIN:
+            out.append((p, fmt))
+        elif p.is_dir():
+            if fmt == "images" or (fmt == "auto" and is_image_folder(p)):
+                out.append((p, "images"))
+            else:
+                files = _files_under(p)
+                if not files:
+                    raise AppendError(f"{p}: an empty folder: no input files in it", str(p))
+                out.extend((f, fmt) for f in files)
+        elif not os.path.lexists(p) and _GLOB_CHARS & set(str(p)):
+            matches = sorted(glob.glob(str(p), recursive=True))
+            if not matches:
+                raise AppendError(f"{p}: no file matches this pattern", str(p))
+            out.extend(expand([Path(m) for m in matches], fmt))
+        else:
+            out.append((p, fmt))
+    return out
+
+
+def _files_under(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(top) / f for f in sorted(files) if not f.startswith("."))
+    return found
+
+
+def is_image_folder(folder: Path) -> bool:
+    """``DIR/<class>/<image file>``: sub-folders only (hidden entries aside), with images in them."""
+    entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
+    if not entries or not all(e.is_dir() for e in entries):
+        return False
+    return any(
+        f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file()
+    )

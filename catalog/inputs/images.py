@@ -1,0 +1,122 @@
+"""Image folders: ``DIR/<class>/<file>`` with png, jpeg, gif, bmp or webp files, as rows of
+``image`` (the file's bytes, unchanged), ``label`` (the class's index in the label feature's
+``names``, else in the sorted class names) and ``filename`` (``<class>/<file>``), each filled
+when the schema has it. With ``image_shape`` the images are decoded (Pillow, the optional
+extra ``images``) into uint8 tensors of exactly that shape: never resized or padded."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import AppendError
+from catalog.inputs.formats import IMAGE_SUFFIXES
+from catalog.schema import Schema
+from catalog.tfrecord.sources import open_regular
+
+# What each format's files start with: a file that claims to be one and is not is refused.
+_MAGIC = {
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".jpg": (b"\xff\xd8\xff",),
+    ".jpeg": (b"\xff\xd8\xff",),
+    ".gif": (b"GIF87a", b"GIF89a"),
+    ".bmp": (b"BM",),
+    ".webp": (b"RIFF",),
+}
+_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+
+
+def class_names(folder: Path) -> list[str]:
+    return sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
+
+
+class ImageFolderRows:
+    """The images of a folder of class folders, class by class, files sorted by name."""
+
+    unit = "row"
+
+    def __init__(self, folder: Path, schema: Schema, image_shape: tuple[int, int, int] | None) -> None:
+        self.folder, self.schema, self.shape = folder, schema, image_shape
+        feats = schema.features
+        if "image" not in feats:
+            raise self._fail("an image folder fills the features image, label and filename: the schema has no 'image'")
+        image = feats["image"]
+        if image_shape is None and not (image.dtype == "bytes" and image.is_scalar and not image.tensor):
+            raise self._fail("feature 'image' must be a bytes scalar for encoded images, or use --image-shape H,W,C")
+        if image_shape is not None and (not image.tensor or image.dtype != "uint8"):
+            raise self._fail("--image-shape decodes images into uint8 tensors: feature 'image' must be one")
+        if image_shape is not None and image_shape[2] not in _MODES:
+            raise self._fail(f"--image-shape: {image_shape[2]} channels; images have 1, 3 or 4")
+        unknown = set(feats) - {"image", "label", "filename"}
+        required = [n for n in sorted(unknown) if not feats[n].may_be_absent]
+        if required:
+            raise self._fail(
+                f"an image folder fills image, label and filename only: feature {required[0]!r} has no default"
+            )
+
+    def _fail(self, reason: str) -> AppendError:
+        return AppendError(f"{self.folder}: {reason}", str(self.folder))
+
+    def _labels(self, classes: list[str]) -> dict[str, int]:
+        label = self.schema.features.get("label")
+        names = getattr(label, "names", None) if label is not None else None
+        if not names:
+            return {c: i for i, c in enumerate(classes)}
+        known = {n: i for i, n in enumerate(names)}
+        for c in classes:
+            if c not in known:
+                raise self._fail(f"class folder {c!r} is not one of the label's names ({', '.join(names)})")
+        return {c: known[c] for c in classes}
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        classes = class_names(self.folder)
+        if not classes:
+            raise self._fail("no class folders in it (an image folder is DIR/<class>/<image file>)")
+        labels = self._labels(classes)
+        want = self.schema.features.keys()
+        index = 0
+        for c in classes:
+            for entry in sorted(os.scandir(self.folder / c), key=lambda e: e.name):
+                if entry.name.startswith("."):
+                    continue
+                row: dict[str, Any] = {"image": self._image(Path(entry.path), index)}
+                if "label" in want:
+                    row["label"] = labels[c]
+                if "filename" in want:
+                    row["filename"] = f"{c}/{entry.name}"
+                yield index, row
+                index += 1
+
+    def _image(self, path: Path, index: int) -> Any:
+        suffix = path.suffix.lower()
+        if suffix not in IMAGE_SUFFIXES:
+            raise AppendError(f"{path}: not an image file ({', '.join(IMAGE_SUFFIXES)})", str(path), index)
+        with open_regular(path) as f:
+            data = f.read()
+        if not data.startswith(_MAGIC[suffix]) or (suffix == ".webp" and data[8:12] != b"WEBP"):
+            raise AppendError(f"{path}: not a {suffix[1:]} file (its first bytes say otherwise)", str(path), index)
+        return data if self.shape is None else self._decoded(path, data, index)
+
+    def _decoded(self, path: Path, data: bytes, index: int) -> Any:
+        import numpy as np
+
+        try:
+            from PIL import Image
+        except ImportError as e:
+            raise AppendError("--image-shape decodes images with Pillow: pip install 'tfrecord-catalog[images]'") from e
+        assert self.shape is not None
+        h, w, c = self.shape
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                if img.size != (w, h):
+                    raise AppendError(
+                        f"{path}: {img.size[0]}x{img.size[1]} pixels, --image-shape wants {w}x{h} (width x height)",
+                        str(path),
+                        index,
+                    )
+                return np.asarray(img.convert(_MODES[c]), dtype=np.uint8).reshape(h, w, c)
+        except (OSError, ValueError) as e:  # Pillow's UnidentifiedImageError is an OSError
+            raise AppendError(f"{path}: cannot decode the image: {e}", str(path), index) from e

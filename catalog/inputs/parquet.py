@@ -1,0 +1,65 @@
+"""Parquet inputs, through pyarrow (the optional extra ``parquet``): columns map to features by
+name, read a batch of rows at a time so memory stays bounded whatever the file's size. Lists
+become variable-length or shaped values, binary becomes bytes, and a null a missing value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import AppendError
+from catalog.schema import Schema
+
+BATCH = 8192  # rows per batch taken from a row group
+
+
+def require_pyarrow() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise AppendError(
+            "Parquet inputs need pyarrow: pip install 'tfrecord-catalog[parquet]' (or pyarrow)"
+        ) from e
+    return pq
+
+
+class ParquetRows:
+    """The rows of a Parquet file, as (row index, row); a null leaves its feature out."""
+
+    unit = "row"
+
+    def __init__(self, path: Path, schema: Schema) -> None:
+        self.path, self.schema = path, schema
+
+    def _fail(self, reason: str) -> AppendError:
+        return AppendError(f"{self.path}: {reason}", str(self.path))
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        pq = require_pyarrow()
+        import pyarrow as pa
+
+        try:
+            file = pq.ParquetFile(self.path)
+        except (pa.ArrowException, OSError) as e:
+            raise self._fail(f"not a Parquet file pyarrow can read: {e}") from e
+        with file:
+            names = list(file.schema_arrow.names)
+            self._check_columns(names)
+            index = 0
+            try:
+                for batch in file.iter_batches(batch_size=BATCH):
+                    for row in batch.to_pylist():
+                        yield index, {k: v for k, v in row.items() if v is not None}
+                        index += 1
+            except (pa.ArrowException, OSError) as e:
+                raise self._fail(f"row {index}: cannot read: {e}") from e
+
+    def _check_columns(self, names: list[str]) -> None:
+        feats = self.schema.features
+        for name in names:
+            if name not in feats:
+                raise self._fail(f"column {name!r} is not a feature of the schema")
+        for name, feat in feats.items():
+            if name not in names and not feat.may_be_absent:
+                raise self._fail(f"no column {name!r}, and the feature has no default")
