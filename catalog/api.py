@@ -32,6 +32,7 @@ from catalog.commit.values import (
 from catalog.errors import AppendError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
+from catalog.inputs.frames import is_columnar
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
 from catalog.readers import batches as readers
@@ -152,7 +153,7 @@ class Dataset(DatasetHandle):
     # ---- appends
     def append_rows(
         self,
-        rows: Iterable[Mapping[str, Any]],
+        rows: Iterable[Mapping[str, Any]] | Any,
         token: str | None = None,
         message: str = "",
         shard_size: int | None = None,
@@ -160,11 +161,23 @@ class Dataset(DatasetHandle):
         author: str | None = None,
         split: str = DEFAULT_SPLIT,
     ) -> Commit:
-        """Validate and write ``rows`` as new shards of ``split``, registered in one commit."""
+        """Validate and write ``rows`` as new shards of ``split``, registered in one commit.
+
+        ``rows``: an iterable of rows (mappings of feature to value); or, encoded a column at a
+        time, a pandas DataFrame, a pyarrow Table or RecordBatch, a dict of equal-length columns
+        (lists or numpy arrays), or an iterable of DataFrames, Tables or RecordBatches (a dict
+        inside an iterable is a row). An error names the row, counted from 0 over the call."""
         with self.writer(token, message, shard_size, shard_records, author, split) as w:
-            if not w.skipped:
+            if w.skipped:
+                pass
+            elif is_columnar(rows) or isinstance(rows, Mapping):
+                w.write_batch(rows)
+            else:
                 for row in rows:
-                    w.write(row)
+                    if is_columnar(row):
+                        w.write_batch(row)
+                    else:
+                        w.write(row)
         assert w.commit is not None
         return w.commit
 

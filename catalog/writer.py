@@ -14,6 +14,7 @@ from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schem
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
+from catalog.inputs.frames import column_batches
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.storage import ShardSink
 
@@ -44,6 +45,7 @@ class Writer:
         self.sink: ShardSink | None = None
         self.intent = Intent(ds.catalog.engine, ds.catalog.store, ds.name)
         self.read_version = ds.version
+        self.rows = 0  # rows written by write() and write_batch(), for messages
 
     @property
     def records(self) -> int:
@@ -106,8 +108,34 @@ class Writer:
         try:
             record = self.ds.schema.encode(row)
         except ValidationError as e:
-            raise_explained(self.ds, e, lambda schema: schema.encode(row))
+            raise_explained(self.ds, self._at_row(e, self.rows), lambda schema: schema.encode(row))
         self.write_record(record)
+        self.rows += 1
+
+    def write_batch(self, batch: Any) -> None:
+        """Validate and encode a pandas DataFrame, a pyarrow Table or RecordBatch, or a dict of
+        equal-length columns (lists or numpy arrays), a column at a time (inputs.frames)."""
+        schema = self.ds.schema
+        for columns, n in column_batches(batch, schema):
+            try:
+                records = schema.encode_columns(columns, n)
+            except ValidationError as e:
+                error = self._at_row(e, self.rows + (e.record or 0))
+                raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
+            for record in records:
+                self.write_record(record)
+            self.rows += n
+
+    def _at_row(self, e: ValidationError, row: int) -> ValidationError:
+        """``e`` naming the row (counted over this writer's rows) and, for a key the schema
+        lacks, how to add the feature."""
+        where = f"feature {e.feature!r}: " if e.feature else ""
+        hint = ""
+        if e.reason == "not in the schema" and e.feature:
+            hint = f": add it with `catalog migrate {self.ds.name} --add {e.feature}:DTYPE=DEFAULT`, or leave it out"
+        error = ValidationError(f"row {row}: {where}{e.reason}{hint}")
+        error.feature, error.record = e.feature, row
+        return error
 
     def write_record(self, record: bytes) -> None:
         """Write one serialized Example already validated against the dataset's schema."""

@@ -8,7 +8,7 @@ back to for every record it does not take.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,22 @@ def unknown_fields_within(data: bytes) -> bool:
     size = ex.ByteSize()
     ex.DiscardUnknownFields()
     return size - ex.ByteSize() != len(wire.beyond_features(data))
+
+
+def _encode_column(name: str, encoder: Any, default: bytes | None, column: Sequence[Any]) -> list[bytes]:
+    out: list[bytes] = []
+    append = out.append
+    try:
+        for value in column:
+            if value is not None:
+                append(encoder(value))
+            elif default is not None:
+                append(default)
+            else:
+                raise ValidationError("missing (the feature has no default)", name)
+    except ValidationError as e:
+        raise ValidationError(e.reason, e.feature or name, record=len(out)) from None
+    return out
 
 
 def kinds_from_values(decoded: Mapping[str, list[Any]]) -> Kinded:
@@ -119,6 +135,25 @@ class RowCodec:
             extra = next(k for k in row if k not in self.features)
             raise ValidationError("not in the schema", str(extra))
         return wire.features_field(b"".join(entries))
+
+    def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes]:
+        """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
+        time: each encoder runs over its whole column, then each record joins its entries. A
+        ValidationError names the row (``record``) and the feature."""
+        for name in columns:
+            if name not in self.features:
+                raise ValidationError("not in the schema", str(name), record=0)
+        per_feature: list[Sequence[bytes]] = []
+        for name, encoder, default in self.plan:
+            column = columns.get(name)
+            if column is None:
+                if default is None:
+                    raise ValidationError("missing (the feature has no default)", name, record=0)
+                per_feature.append([default] * n)
+            else:
+                per_feature.append(_encode_column(name, encoder, default, column))
+        frame = wire.features_field
+        return [frame(b"".join(parts)) for parts in zip(*per_feature, strict=True)] if per_feature else [frame(b"")] * n
 
     # ---- checking records
     def check_decoded(self, decoded: Mapping[str, Any]) -> None:

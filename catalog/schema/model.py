@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -182,6 +182,11 @@ class Schema:
     def encode(self, row: Mapping[str, Any]) -> bytes:
         """Validate a row and serialize it to a tf.train.Example."""
         return self._codec.encode(row)
+
+    def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes]:
+        """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
+        feature, None where a value is missing); a ValidationError's ``record`` is the row."""
+        return self._codec.encode_columns(columns, n)
 
     # ---- records
     def validate_record(self, data: bytes | Mapping[str, list[Any]]) -> None:

@@ -1,0 +1,86 @@
+"""Columnar inputs from Python: pandas DataFrames, pyarrow Tables and RecordBatches, and dicts of
+equal-length columns (lists or numpy arrays), as batches of ``{feature: list of values}`` with
+None where a value is missing, for ``Schema.encode_columns``.
+
+Missing values: None, pandas' NA and NaT, and Arrow nulls. A float NaN is a value (TensorFlow
+stores it) in a float feature, and missing elsewhere: pandas turns the missing cells of an
+integer or text column into NaN, and an integer feature takes such a column's integral floats
+(``3.0`` -> ``3``), since pandas made them floats only to hold the NaNs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from catalog.errors import ValidationError
+from catalog.schema import Schema
+
+BATCH = 65536  # rows per batch taken from a large table: bounds the Python objects alive at once
+Columns = dict[str, list[Any]]
+
+
+def _module(obj: Any) -> str:
+    return type(obj).__module__.split(".", 1)[0]
+
+
+def is_columnar(obj: Any) -> bool:
+    """A DataFrame, an Arrow Table or RecordBatch: what ``append_rows`` takes as a batch."""
+    return _module(obj) in ("pandas", "pyarrow") and hasattr(obj, "columns")
+
+
+def column_batches(obj: Any, schema: Schema) -> Iterator[tuple[Columns, int]]:
+    """``obj`` (columnar, or a dict of columns) as batches of (columns, rows)."""
+    if _module(obj) == "pandas":
+        yield from _pandas(obj, schema)
+    elif _module(obj) == "pyarrow":
+        batches = obj.to_batches(max_chunksize=BATCH) if hasattr(obj, "to_batches") else [obj]
+        for b in batches:
+            yield b.to_pydict(), b.num_rows
+    elif isinstance(obj, Mapping):
+        yield _dict_of_columns(obj)
+    else:
+        raise ValidationError(f"not a table of columns: {type(obj).__name__}")
+
+
+def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
+    columns: Columns = {}
+    for name, col in obj.items():
+        if isinstance(col, np.ndarray):
+            columns[name] = col.tolist() if col.ndim == 1 and col.dtype.kind in "biuf" else list(col)
+        elif isinstance(col, (list, tuple)):
+            columns[name] = list(col)
+        else:
+            raise ValidationError(
+                f"a dict given to append_rows is one column per feature (a list or array), got {type(col).__name__}",
+                str(name),
+            )
+    lengths = {name: len(c) for name, c in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValidationError("columns of different lengths: " + ", ".join(f"{k} {n:,}" for k, n in lengths.items()))
+    return columns, next(iter(lengths.values()), 0)
+
+
+def _pandas(df: Any, schema: Schema) -> Iterator[tuple[Columns, int]]:
+    if df.columns.has_duplicates:
+        dup = df.columns[df.columns.duplicated()][0]
+        raise ValidationError("the DataFrame has two columns of this name", str(dup))
+    for lo in range(0, len(df), BATCH):
+        part = df.iloc[lo : lo + BATCH]
+        yield {str(name): _series(part[name], schema.features.get(str(name))) for name in part.columns}, len(part)
+
+
+def _series(s: Any, feat: Any) -> list[Any]:
+    """One pandas column as Python values, None where missing (see the module's rules)."""
+    dtype = s.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        return list(s.to_numpy().tolist())
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        values = s.to_numpy().tolist()
+        if feat is None or feat.tensor or feat.dtype == "float32":
+            return list(values)
+        return [None if math.isnan(v) else int(v) if v.is_integer() else v for v in values]
+    return list(s.to_numpy(dtype=object, na_value=None).tolist())
