@@ -32,7 +32,6 @@ from catalog.commit.values import (
 from catalog.errors import AppendError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
-from catalog.inputs.frames import is_columnar
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
 from catalog.readers import batches as readers
@@ -40,6 +39,7 @@ from catalog.readers import tfdata
 from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
 from catalog.schema import Schema
+from catalog.schema.frames import is_columnar
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
 

@@ -14,8 +14,8 @@ from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schem
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
-from catalog.inputs.frames import column_batches
 from catalog.manifest import DEFAULT_SPLIT
+from catalog.schema.frames import column_batches
 from catalog.storage import ShardSink
 
 
@@ -114,9 +114,9 @@ class Writer:
 
     def write_batch(self, batch: Any) -> None:
         """Validate and encode a pandas DataFrame, a pyarrow Table or RecordBatch, or a dict of
-        equal-length columns (lists or numpy arrays), a column at a time (inputs.frames)."""
+        equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
         schema = self.ds.schema
-        for columns, n in column_batches(batch, schema):
+        for columns, n in column_batches(batch, schema.features):
             try:
                 records = schema.encode_columns(columns, n)
             except ValidationError as e:

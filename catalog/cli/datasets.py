@@ -4,7 +4,7 @@ tag and tags."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -102,10 +102,17 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
 
 def _feature_text(spec: dict[str, Any]) -> str:
     text = spec["dtype"]
-    if spec.get("shape"):
-        text += "[" + ", ".join("null" if d is None else str(d) for d in spec["shape"]) + "]"
-    if spec.get("encoding"):
-        text += f" ({spec['encoding']})"
+    shape = "[" + ", ".join("null" if d is None else str(d) for d in spec.get("shape", [])) + "]"
+    if spec.get("encoding") == "image":  # its shape is the decoded image's
+        parts = ["image", spec.get("format"), shape if spec.get("shape") else None]
+        text += f" ({' '.join(p for p in parts if p)})"
+    else:
+        text += shape if spec.get("shape") else ""
+        text += f" ({spec['encoding']})" if spec.get("encoding") else ""
+    if spec.get("names"):
+        shown = spec["names"][:10]
+        more = f", ... {len(spec['names']):,} in all" if len(spec["names"]) > 10 else ""
+        text += f" names: {', '.join(shown)}{more}"
     if "default" in spec:
         text += f" = {json.dumps(spec['default'])}"
     return text
@@ -214,6 +221,9 @@ def cat(
     limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N records.")] = None,
     version: Version = None,
     split: Split = None,
+    names: Annotated[
+        bool, typer.Option("--names", help="Print class labels as their names (features with \"names\").")
+    ] = False,
 ) -> Output:
     """Print records as JSON Lines, per the schema."""
     from catalog.commit.plans import plan
@@ -223,7 +233,18 @@ def cat(
     ds = open_catalog().dataset(name)
     selected = plan(ds, version, split)  # one snapshot: the version, its schema, the slice (checked here)
     schema = selected.schema()
-    return Output(records=(row_to_json(schema, row) for row in _first(rows(selected, None), limit)))
+    records = (row_to_json(schema, row) for row in _first(rows(selected, None), limit))
+    labeled = {n: f.names for n, f in schema.features.items() if f.names and names}
+    return Output(records=(_named(r, labeled) for r in records) if labeled else records)
+
+
+def _named(row: dict[str, Any], labeled: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """A row with each label as its class name (a value outside the names stays a number)."""
+    for feature, names in labeled.items():
+        value = row.get(feature)
+        if isinstance(value, int) and 0 <= value < len(names):
+            row[feature] = names[value]
+    return row
 
 
 def _first(rows: Iterator[dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:

@@ -22,12 +22,25 @@ from catalog.schema import Feature, Schema, value_from_json
 
 SEPARATORS = (",", "\t", ";", "|")
 Cell = Callable[[str], Any]
+# The csv module refuses cells over 128 KiB by default (a process-wide limit), and base64
+# images or long JSON arrays are larger: the limit becomes a record's own (under 2 GiB).
+# A line is read whole anyway, so the default bounded nothing here.
+FIELD_LIMIT = (1 << 31) - 1
+
+
+def _number(cell: str) -> str:
+    # int() and float() take "1_000" and any script's digits ("١٢"); a CSV writer never meant them
+    if "_" in cell or not cell.isascii():
+        raise ValueError
+    return cell
 
 
 def _int(cell: str) -> int:
-    if "_" in cell:  # int() takes "1_000"; a CSV writer never meant it
-        raise ValueError
-    return int(cell)
+    return int(_number(cell))
+
+
+def _float(cell: str) -> float:
+    return float(_number(cell))
 
 
 def _bytes(cell: str) -> bytes:
@@ -48,7 +61,7 @@ def _converter(feat: Feature) -> tuple[Cell, str]:
     if feat.dtype == "int64":
         return _int, "an integer"
     if feat.dtype == "float32":
-        return float, "a number"
+        return _float, "a number"
     if feat.dtype == "bytes":
         return _bytes, "base64 text"
     return str, "text"
@@ -94,6 +107,7 @@ class DelimitedRows:
         sep = self._separator(first)
         if len(sep) != 1:
             raise AppendError(f"{self.path}: the delimiter must be one character, got {sep!r}", str(self.path))
+        csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # never lowers another user's
         columns = self._columns(next(csv.reader([first], delimiter=sep)))
         try:
             for cells in csv.reader(lines, delimiter=sep, strict=True):

@@ -3,13 +3,14 @@ directory, a glob or ``-`` (standard input) stands for."""
 
 from __future__ import annotations
 
+import codecs
 import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from catalog.errors import AppendError
-from catalog.tfrecord.framing import detect_compression
+from catalog.inputs.delimited import SEPARATORS
 
 FORMATS = ("auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images")
 ROW_FORMATS = ("csv", "parquet", "npy", "npz", "images")  # read as rows, then encoded by the schema
@@ -58,14 +59,17 @@ def format_of(path: Path, head: bytes) -> str:
         return "npy"
     if head.startswith(b"PK\x03\x04"):
         return "npz"
-    text = head.lstrip()
-    if text.startswith((b"{", b"[")):
-        return "jsonl"
-    if detect_compression(head) is not None or _tfrecord_head(head):
+    # A valid CRC on the first length is decisive, so it goes first: a first record of 123
+    # bytes starts the file with "{" (and of 91 with "[").
+    if _tfrecord_head(head):
         return "tfrecord"
+    if head.lstrip().startswith((b"{", b"[")):
+        return "jsonl"
+    # Text before compression: a zlib header is any of some two-byte pairs, "H," among them
+    # (a CSV whose first column is H), while compressed data is never 64 bytes of text.
     if _looks_like_csv(head):
         return "csv"
-    return "tfrecord"  # its reader names what is wrong with the bytes
+    return "tfrecord"  # compressed, or its reader names what is wrong with the bytes
 
 
 def _tfrecord_head(head: bytes) -> bool:
@@ -75,13 +79,17 @@ def _tfrecord_head(head: bytes) -> bool:
 
 
 def _looks_like_csv(head: bytes) -> bool:
-    """Text whose first line holds a separator: a header row."""
-    line = head.split(b"\n", 1)[0]
+    """Text (UTF-8, no control characters but tab and line ends) whose first line holds a
+    separator: a header row."""
     try:
-        text = line.decode("utf-8-sig")
+        # Incremental: the head may end inside a character, which is no error.
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
     except UnicodeDecodeError:
         return False
-    return text.isprintable() and any(sep in text for sep in ",\t;|")
+    if any((c < " " and c not in "\t\r\n") or c == "\x7f" for c in text):
+        return False
+    line = text.split("\n", 1)[0]
+    return any(sep in line for sep in SEPARATORS)
 
 
 def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:

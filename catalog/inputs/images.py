@@ -40,6 +40,9 @@ class ImageFolderRows:
 
     def __init__(self, folder: Path, schema: Schema, image_shape: tuple[int, int, int] | None) -> None:
         self.folder, self.schema, self.shape = folder, schema, image_shape
+        if not folder.is_dir():  # --format images names any path; only a folder can be one
+            what = "not a folder" if os.path.lexists(folder) else "no such folder"
+            raise self._fail(f"{what}: an image folder is DIR/<class>/<image file>")
         feats = schema.features
         if "image" not in feats:
             raise self._fail("an image folder fills the features image, label and filename: the schema has no 'image'")

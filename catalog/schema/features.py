@@ -19,7 +19,9 @@ from catalog.errors import SchemaError, ValidationError
 from catalog.tfrecord import example as wire
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
-FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description"}
+FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description", "names", "format"}
+IMAGE_FORMATS = ("png", "jpeg", "gif", "bmp", "webp")
+MAX_NAMES = 1 << 20
 SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
@@ -45,6 +47,13 @@ class Feature:
     has_default: bool = False
     description: str = ""
     optional: bool = False  # may be absent, with no default: None in a row
+    # Metadata, which changes no value: class names of an int64 label (value i is names[i]),
+    # and, for ``"encoding": "image"`` (a bytes scalar: one encoded image file), its format
+    # and the decoded image's shape (HxWxC, dimensions may be unknown), written as "shape".
+    names: tuple[str, ...] | None = None
+    image: bool = False
+    image_format: str | None = None
+    image_shape: tuple[int | None, ...] | None = None
 
     @property
     def may_be_absent(self) -> bool:
@@ -85,6 +94,14 @@ class Feature:
             out["shape"] = list(self.shape)
         if self.tensor:
             out["encoding"] = "tensor"
+        if self.image:
+            out["encoding"] = "image"
+            if self.image_format:
+                out["format"] = self.image_format
+            if self.image_shape is not None:
+                out["shape"] = list(self.image_shape)
+        if self.names is not None:
+            out["names"] = list(self.names)
         if self.has_default:
             out["default"] = default_as_json(self.default)
         if self.optional:
@@ -181,11 +198,15 @@ def parse_feature(name: str, raw: Any) -> Feature:
     if "dtype" not in raw:
         raise SchemaError("missing 'dtype'", name)
     encoding = raw.get("encoding")
-    if encoding not in (None, "tensor"):
-        raise SchemaError(f"unknown encoding {encoding!r}: only 'tensor' is supported", name)
+    if encoding not in (None, "tensor", "image"):
+        raise SchemaError(f"unknown encoding {encoding!r}: 'tensor' or 'image'", name)
     tensor = encoding == "tensor"
     dtype = _parse_dtype(name, raw["dtype"], tensor)
-    shape = _parse_shape(name, raw.get("shape"), tensor)
+    image = _parse_image(name, raw, dtype) if encoding == "image" else {}
+    if "format" in raw and not image:
+        raise SchemaError('"format" describes an encoded image: it needs "encoding": "image"', name)
+    shape = () if image else _parse_shape(name, raw.get("shape"), tensor)
+    names = _parse_names(name, raw["names"], dtype, shape, tensor) if "names" in raw else None
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise SchemaError("description must be a string", name)
@@ -196,10 +217,42 @@ def parse_feature(name: str, raw: Any) -> Feature:
         raise SchemaError(f"optional must be true or false, got {optional!r}", name)
     if optional and "default" in raw:
         raise SchemaError('a feature with a default is optional already: give "default" or "optional", not both', name)
-    feat = Feature(name, dtype, shape, tensor, description=description, optional=optional)
+    meta: dict[str, Any] = {"names": names, **image}
+    feat = Feature(name, dtype, shape, tensor, description=description, optional=optional, **meta)
     if "default" in raw:
-        feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description)
+        feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description, **meta)
     return feat
+
+
+def _parse_names(name: str, raw: Any, dtype: str, shape: tuple[int | None, ...], tensor: bool) -> tuple[str, ...]:
+    """Class names of a label feature: distinct non-empty strings, value i naming names[i]."""
+    if dtype != "int64" or tensor:
+        raise SchemaError('"names" are class names of an int64 label feature', name)
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n and _is_utf8(n) for n in raw):
+        raise SchemaError('"names" is a list of non-empty strings', name)
+    if len(set(raw)) != len(raw):
+        dup = next(n for i, n in enumerate(raw) if n in raw[:i])
+        raise SchemaError(f'"names" lists {dup!r} twice', name)
+    if len(raw) > MAX_NAMES:
+        raise SchemaError(f'"names" lists {len(raw):,} names; at most {MAX_NAMES:,}', name)
+    return tuple(raw)
+
+
+def _parse_image(name: str, raw: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """``"encoding": "image"``: a bytes scalar holding an encoded image file; its "format" and
+    "shape" (the decoded image's, [H, W, C] with unknown dimensions null) are metadata."""
+    if dtype != "bytes":
+        raise SchemaError('an "encoding": "image" feature holds the encoded file: dtype bytes', name)
+    fmt = raw.get("format")
+    if fmt is not None and fmt not in IMAGE_FORMATS:
+        raise SchemaError(f"unknown image format {fmt!r}: one of {', '.join(IMAGE_FORMATS)}", name)
+    shape = raw.get("shape")
+    if shape is not None:
+        dims = _parse_shape(name, shape, True)
+        if len(dims) not in (2, 3):
+            raise SchemaError("an image's shape is [height, width] or [height, width, channels]", name)
+        shape = dims
+    return {"image": True, "image_format": fmt, "image_shape": shape}
 
 
 def _check_default(feat: Feature, raw: Any) -> Any:

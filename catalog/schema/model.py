@@ -17,6 +17,7 @@ where its shape has unknown dimensions the actual shape is also stored as an int
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -38,6 +39,8 @@ from catalog.schema.features import (
     default_as_json,
     parse_feature,
 )
+from catalog.schema.frames import is_columnar
+from catalog.schema.inference import RowInference, infer_columns
 from catalog.tfrecord.sources import open_regular
 
 
@@ -245,9 +248,29 @@ class Schema:
 
     # ---- inference
     @classmethod
-    def infer(cls, records: Iterable[bytes | Mapping[str, Any]]) -> Schema:
-        """Infer a schema from sample records (serialized Examples, or dicts of values or of (kind, values))."""
-        return cls(infer_features(records))
+    def infer(cls, records: Iterable[bytes | Mapping[str, Any]] | Any) -> Schema:
+        """Infer a schema from every record given: serialized Examples (or their decoded
+        ``{name: (kind, values)}``, see decode_kinds), rows of Python values, or a DataFrame,
+        an Arrow Table or RecordBatch, or a dict of columns. Features missing from some
+        records are optional; nothing else is assumed (see schema.inference)."""
+        if is_columnar(records) or isinstance(records, Mapping):
+            return cls(infer_columns(records))
+        items = iter(records)
+        first = next(items, None)
+        if first is None:
+            return cls([])
+        rest = itertools.chain([first], items)
+        if isinstance(first, (bytes, bytearray, memoryview)) or _is_kinded(first):
+            return cls(infer_features(rest))
+        tally = RowInference()
+        for row in rest:
+            tally.add(row)
+        return cls(tally.features())
+
+
+def _is_kinded(record: Any) -> bool:
+    """A decode_kinds dict: every value a (wire kind, values) pair."""
+    return isinstance(record, Mapping) and all(isinstance(v, tuple) and len(v) == 2 for v in record.values())
 
 
 def to_tf_feature_spec(spec: Mapping[str, Mapping[str, Any]], tf: Any) -> dict[str, Any]:

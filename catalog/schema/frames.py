@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from catalog.errors import ValidationError
-from catalog.schema import Schema
+from catalog.schema.features import Feature
 
 BATCH = 65536  # rows per batch taken from a large table: bounds the Python objects alive at once
 Columns = dict[str, list[Any]]
@@ -32,10 +32,11 @@ def is_columnar(obj: Any) -> bool:
     return _module(obj) in ("pandas", "pyarrow") and hasattr(obj, "columns")
 
 
-def column_batches(obj: Any, schema: Schema) -> Iterator[tuple[Columns, int]]:
-    """``obj`` (columnar, or a dict of columns) as batches of (columns, rows)."""
+def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:
+    """``obj`` (columnar, or a dict of columns) as batches of (columns, rows); ``features``
+    (a schema's, or none when inferring one) decide how pandas' NaNs read (see above)."""
     if _module(obj) == "pandas":
-        yield from _pandas(obj, schema)
+        yield from _pandas(obj, features)
     elif _module(obj) == "pyarrow":
         batches = obj.to_batches(max_chunksize=BATCH) if hasattr(obj, "to_batches") else [obj]
         for b in batches:
@@ -64,16 +65,16 @@ def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
     return columns, next(iter(lengths.values()), 0)
 
 
-def _pandas(df: Any, schema: Schema) -> Iterator[tuple[Columns, int]]:
+def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:
     if df.columns.has_duplicates:
         dup = df.columns[df.columns.duplicated()][0]
         raise ValidationError("the DataFrame has two columns of this name", str(dup))
     for lo in range(0, len(df), BATCH):
         part = df.iloc[lo : lo + BATCH]
-        yield {str(name): _series(part[name], schema.features.get(str(name))) for name in part.columns}, len(part)
+        yield {str(name): _series(part[name], features.get(str(name))) for name in part.columns}, len(part)
 
 
-def _series(s: Any, feat: Any) -> list[Any]:
+def _series(s: Any, feat: Feature | None) -> list[Any]:
     """One pandas column as Python values, None where missing (see the module's rules)."""
     dtype = s.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "biu":
