@@ -97,6 +97,39 @@ class Catalog(CatalogHandle):
         create_dataset(self, name, _as_schema(schema), description, default_author())
         return self.dataset(name)
 
+    def register_inferred(
+        self,
+        name: str,
+        paths: Iterable[str | os.PathLike[str]],
+        description: str = "",
+        *,
+        split: str = DEFAULT_SPLIT,
+        format: str = "auto",
+        delimiter: str | None = None,
+        feature: str | None = None,
+        image_shape: tuple[int, int, int] | None = None,
+    ) -> Commit:
+        """Register ``name`` with the schema inferred from every record of the inputs (any
+        format ``append_files`` takes), then append them to ``split``. All or nothing: when
+        the append fails, the dataset is dropped again."""
+        from catalog.inputs.infer import infer_inputs
+
+        validate_name(name)
+        options = InputOptions(delimiter, feature, image_shape)
+        inputs = expand([Path(p) for p in paths], format)
+        inferred = infer_inputs(inputs, options)
+        if not inferred.schema.features:
+            raise AppendError("no records in the inputs: no schema to infer, nothing registered")
+        ds = self.register(name, inferred.schema, description)
+        try:
+            return ds.append_files(
+                [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
+                image_shape=image_shape,
+            )  # fmt: skip
+        except BaseException:
+            self.drop(name)
+            raise
+
     def dataset(self, name: str) -> Dataset:
         return Dataset(self, *self.dataset_row(name))
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog.errors import CatalogError, CorruptRecordError
+from catalog.errors import CatalogError, SchemaError
 from catalog.schema import Kinded, Schema, decode_kinds, float32_json
 from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -92,37 +93,50 @@ def _examples(path: str, tally: _Tally, shown: list[Kinded], limit: int) -> Iter
 
 def inspect_file(path: str | os.PathLike[str], limit: int = 5) -> FileReport:
     """Read every record of ``path`` (checking CRCs), decode the first ``limit`` and infer a schema."""
-    path = os.fspath(path)
-    compression = detect_file_compression(path)
-    tally = _Tally()
-    shown: list[Kinded] = []
-    examples = _examples(path, tally, shown, limit)
+    reports, schema = inspect_files([path], limit)
+    reports[0].schema = schema
+    return reports[0]
+
+
+def inspect_files(
+    paths: list[str | os.PathLike[str]], limit: int = 5
+) -> tuple[list[FileReport], dict[str, Any] | None]:
+    """Each file read once (every record's CRCs checked, the first ``limit`` decoded), and one
+    schema inferred over the records of all of them (None when none can be)."""
+    names = [os.fspath(p) for p in paths]
+    tallies = [_Tally() for _ in names]
+    shown: list[list[Kinded]] = [[] for _ in names]
+    streams = [_examples(n, t, s, limit) for n, t, s in zip(names, tallies, shown, strict=True)]
     inferred: Schema | None = None
+    problem = ""
     try:
-        inferred = Schema.infer(examples)
-    except CorruptRecordError:
-        raise
-    except CatalogError as e:
-        tally.note = tally.note or f"no schema could be inferred: {e}"
-    for _ in examples:  # the rest is still counted and checked when inference stopped early
-        pass
+        inferred = Schema.infer(itertools.chain.from_iterable(streams))
+    except SchemaError as e:  # records disagree on a feature: every one is still read and counted
+        problem = f"no schema could be inferred: {e}"
+    for stream in streams:  # the rest is still counted and checked when inference stopped early
+        for _ in stream:
+            pass
+    reports = [_report(n, t, s, problem) for n, t, s in zip(names, tallies, shown, strict=True)]
+    usable = inferred is not None and not problem and any(t.records for t in tallies)
+    usable = usable and all(t.message is not None for t in tallies)
+    schema = {"features": dict(sorted(inferred.to_json()["features"].items()))} if usable and inferred else None
+    return reports, schema
+
+
+def _report(path: str, tally: _Tally, shown: list[Kinded], problem: str) -> FileReport:
     if tally.message == SEQUENCE_EXAMPLE and not tally.note:
         tally.note = (
             "records are tf.train.SequenceExample: the schema describes their context features; "
             "their feature_lists are kept as they are, not checked"
         )
-    schema = None
-    if inferred is not None and tally.records and tally.message is not None and "no schema" not in tally.note:
-        schema = {"features": dict(sorted(inferred.to_json()["features"].items()))}
     return FileReport(
         path=path,
         records=tally.records,
         bytes=os.path.getsize(path),
         data_bytes=tally.data_bytes,
-        compression=compression or "none",
+        compression=detect_file_compression(path) or "none",
         crc="ok",
         examples=[{k: jsonable(ex[k][1]) for k in sorted(ex)} for ex in shown],
-        schema=schema,
-        note=tally.note,
+        note=tally.note or (problem if tally.message is not None else ""),
         message=tally.message,
     )

@@ -31,12 +31,36 @@ if TYPE_CHECKING:
 @verb
 def register(
     name: DatasetName,
-    schema: Annotated[Path, typer.Option("--schema", help="Schema JSON file.")],
+    inputs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="With --infer: the inputs (any format append takes, folders and globs too).", show_default=False
+        ),
+    ] = None,
+    schema: Annotated[Path | None, typer.Option("--schema", help="Schema JSON file.")] = None,
     description: Annotated[str, typer.Option("--description", help="What the dataset is.")] = "",
+    infer: Annotated[
+        bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
+    ] = False,
+    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="With --infer: the inputs' split.")] = "train",
+    as_json: AsJson = False,
 ) -> Output:
-    """Register a dataset with its schema (dataset version 1, schema version 1)."""
-    ds = open_catalog().register(name, schema, description)
-    return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
+    """Register a dataset with its schema (dataset version 1, schema version 1), or with the
+    schema inferred from inputs, which are then appended (--infer)."""
+    if (schema is None) == (not infer):
+        raise typer.BadParameter("give --schema FILE, or --infer and inputs (not both)", param_hint="--schema/--infer")
+    if bool(inputs) != infer:
+        raise typer.BadParameter("--infer needs inputs, and inputs need --infer", param_hint="--infer")
+    cat = open_catalog()
+    if schema is not None:
+        ds = cat.register(name, schema, description)
+        return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
+    commit = cat.register_inferred(name, inputs or [], description, split=split)
+    features = cat.dataset(name).schema.to_json()["features"]
+    text = [f"registered {name} with an inferred schema:"]
+    text += [f"  {f}: {_feature_text(spec)}" for f, spec in features.items()]
+    text.append(f"committed: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards")
+    return Output(text=text, json=lambda: {"schema": {"features": features}, "commit": commit.to_json()})
 
 
 @verb
@@ -115,6 +139,8 @@ def _feature_text(spec: dict[str, Any]) -> str:
         text += f" names: {', '.join(shown)}{more}"
     if "default" in spec:
         text += f" = {json.dumps(spec['default'])}"
+    if spec.get("optional"):
+        text += " optional"
     return text
 
 

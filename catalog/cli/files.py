@@ -6,11 +6,12 @@ import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from catalog.cli.base import app, verb
+from catalog.cli.options import InputFormat
 from catalog.cli.output import Output
 from catalog.errors import CatalogError
 
@@ -20,15 +21,64 @@ if TYPE_CHECKING:
 
 @verb
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A TFRecord file (raw, gzip or zlib).")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="TFRecord files (raw, gzip or zlib), or any input append takes (CSV, Parquet, JSON Lines, "
+            "NumPy, image folders), folders and globs of them.",
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Decoded examples to show.")] = 3,
+    schema_out: Annotated[
+        Path | None,
+        typer.Option("--schema-out", metavar="FILE", help="Write the schema inferred over all inputs to FILE."),
+    ] = None,
+    fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
 ) -> Output:
-    """Count, check and describe the records of a TFRecord file."""
-    from catalog.inspection import inspect_file
+    """Count, check and describe the records of inputs, and infer one schema over all of them."""
+    from catalog.inputs import InputOptions, expand
+    from catalog.inputs.infer import format_of_input, infer_inputs
+    from catalog.inspection import inspect_files
 
-    report = inspect_file(file, limit=limit)
-    return Output(text=_inspect_text(report), json=report.to_json)
+    found = expand(inputs, fmt)
+    if all(format_of_input(p, f) == "tfrecord" for p, f in found):
+        reports, schema = inspect_files([p for p, _ in found], limit=limit)
+        if len(reports) == 1:
+            reports[0].schema = schema
+        _write_schema(schema_out, schema, reports)
+        if len(reports) == 1:
+            return Output(text=_inspect_text(reports[0]), json=reports[0].to_json)
+        doc = {"files": [r.to_json() for r in reports], "schema": schema}
+        return Output(text=_files_text(reports, schema), json=lambda: doc)
+    inferred = infer_inputs(found, InputOptions())
+    schema = inferred.schema.to_json()
+    _write_schema(schema_out, schema, [])
+    counts = [{"path": p, "records": n} for p, n in inferred.counts]
+    text = [f"{c['path']}: {c['records']} records" for c in counts] + ["schema:", json.dumps(schema, indent=2)]
+    return Output(text=text, json=lambda: {"inputs": counts, "schema": schema})
+
+
+def _write_schema(out: Path | None, schema: dict[str, Any] | None, reports: list[FileReport]) -> None:
+    """The inferred schema into ``out``, in the form ``register --schema`` reads."""
+    if out is None:
+        return
+    if schema is None:
+        why = next((r.note for r in reports if r.note), "the inputs hold no records")
+        raise CatalogError(f"{out}: not written: {why}")
+    try:
+        out.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise CatalogError(f"{out}: cannot write the schema: {e.strerror or e}") from e
+
+
+def _files_text(reports: list[FileReport], schema: dict[str, Any] | None) -> Iterator[str]:
+    for r in reports:
+        note = f"  note: {r.note}" if r.note else ""
+        yield f"{r.path}: {r.records} records, {r.bytes} bytes, {r.compression}, crc {r.crc}{note}"
+    if schema is not None:
+        yield "schema:"
+        yield json.dumps(schema, indent=2)
 
 
 def _inspect_text(report: FileReport) -> Iterator[str]:

@@ -67,17 +67,43 @@ def _converter(feat: Feature) -> tuple[Cell, str]:
     return str, "text"
 
 
+def _guess(cell: str) -> Any:
+    """A cell's value when no schema says: a canonical integer ("7", not "07" or "+7": those
+    read back differently), a number, a JSON array, else the text itself."""
+    if "_" not in cell:
+        try:
+            value = int(cell)
+            if str(value) == cell:
+                return value
+        except ValueError:
+            pass
+        try:
+            return float(cell)
+        except ValueError:
+            pass
+    if cell.startswith("["):
+        try:
+            parsed = json.loads(cell)
+        except (ValueError, RecursionError):
+            return cell
+        if isinstance(parsed, list):
+            return parsed
+    return cell
+
+
 class DelimitedRows:
     """Rows of a CSV/TSV stream, as (line number, row); a row leaves out its empty cells."""
 
     unit = "line"
 
-    def __init__(self, stream: IO[bytes], path: Path, schema: Schema, delimiter: str | None) -> None:
+    def __init__(self, stream: IO[bytes], path: Path, schema: Schema | None, delimiter: str | None) -> None:
+        """``schema`` None: no schema yet (inferring one), each cell guessed (see _guess)."""
         self.stream = stream
         self.path = path
         self.schema = schema
         self.delimiter = delimiter
-        self.lineno = 0
+        self.lineno = 0  # lines read
+        self.start = 1  # the first line of the record being read: a quoted cell may span lines
 
     def _lines(self) -> Iterator[str]:
         """Text lines, each decoded on its own so a bad byte is placed on its line."""
@@ -86,10 +112,11 @@ class DelimitedRows:
             try:
                 yield raw.decode("utf-8-sig" if self.lineno == 1 else "utf-8")
             except UnicodeDecodeError as e:
-                raise self.error(f"not UTF-8 text (byte {e.start} of the line)") from e
+                raise self.error(f"not UTF-8 text (byte {e.start} of the line)", self.lineno) from e
 
-    def error(self, reason: str) -> AppendError:
-        return AppendError(f"{self.path}: line {self.lineno}: {reason}", str(self.path))
+    def error(self, reason: str, line: int | None = None) -> AppendError:
+        """An error on ``line``, else on the record's first line (where an unclosed quote opened)."""
+        return AppendError(f"{self.path}: line {self.start if line is None else line}: {reason}", str(self.path))
 
     def _separator(self, header: str) -> str:
         if self.delimiter is not None:
@@ -110,19 +137,26 @@ class DelimitedRows:
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # never lowers another user's
         columns = self._columns(next(csv.reader([first], delimiter=sep)))
         try:
+            self.start = 2
             for cells in csv.reader(lines, delimiter=sep, strict=True):
-                if cells:  # a blank line
-                    yield self.lineno, self._row(columns, cells)
+                if cells:  # a blank line has none
+                    yield self.start, self._row(columns, cells)
+                self.start = self.lineno + 1  # the reader reads no further than the record it returns
         except csv.Error as e:
             raise self.error(f"not valid CSV: {e}") from e
 
     def _columns(self, header: list[str]) -> list[tuple[str, Cell, str]]:
+        for i, name in enumerate(header):
+            if not name:
+                raise self.error(f"column {i + 1} has no name in the header")
+            if name in header[:i]:
+                raise self.error(f"column {name!r} appears twice in the header")
+        if self.schema is None:
+            return [(name, _guess, "") for name in header]
         feats = self.schema.features
         for i, name in enumerate(header):
             if name not in feats:
                 raise self.error(f"column {i + 1} {name!r} is not a feature of the schema")
-            if name in header[:i]:
-                raise self.error(f"column {name!r} appears twice in the header")
         for name, feat in feats.items():
             if name not in header and not feat.may_be_absent:
                 raise self.error(f"no column {name!r}, and the feature has no default")
@@ -134,7 +168,7 @@ class DelimitedRows:
         row: dict[str, Any] = {}
         for (name, parse, expected), cell in zip(columns, cells, strict=True):
             if not cell:
-                if not self.schema.features[name].may_be_absent:
+                if self.schema is not None and not self.schema.features[name].may_be_absent:
                     raise self.error(f"column {name!r}: empty cell, and the feature has no default")
                 continue
             try:

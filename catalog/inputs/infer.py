@@ -1,0 +1,175 @@
+"""One schema inferred from every record of a set of inputs, in any input format, as a stream:
+memory follows the number of features and the largest record, never the inputs' size.
+
+TFRecord inputs are inferred from their wire kinds (an empty float_list is float32); every
+other format from its rows' values (schema.inference), CSV cells read as the numbers, JSON
+arrays or text they look like. Image folders give an ``image`` feature (``"encoding":
+"image"``, with its format when every file has the same), a ``label`` with the class names,
+and ``filename``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from catalog.errors import AppendError, CatalogError, SchemaError
+from catalog.inputs.arrays import CHUNK, _load
+from catalog.inputs.delimited import DelimitedRows
+from catalog.inputs.formats import STDIN, InputOptions, format_of
+from catalog.inputs.images import class_names
+from catalog.inputs.parquet import BATCH, require_pyarrow
+from catalog.schema import Feature, Schema
+from catalog.schema.codec import infer_features
+from catalog.schema.inference import RowInference
+from catalog.tfrecord.framing import read_records
+from catalog.tfrecord.sources import open_regular
+
+_IMAGE_FORMAT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".bmp": "bmp", ".webp": "webp"}
+
+
+class Inferred:
+    """What inference saw: the schema, and the records it read from each input."""
+
+    def __init__(self, schema: Schema, counts: list[tuple[str, int]]) -> None:
+        self.schema = schema
+        self.counts = counts
+
+
+def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Inferred:
+    """One schema over every record of ``inputs`` (as formats.expand gives them)."""
+    formats = [format_of_input(p, f) for p, f in inputs]
+    counts: list[tuple[str, int]] = []
+    if all(f == "tfrecord" for f in formats):
+        return Inferred(Schema(infer_features(_all_records(inputs, counts))), counts)
+    if "tfrecord" in formats:
+        raise AppendError("cannot infer one schema over TFRecord files and inputs of other formats together")
+    tally = RowInference(text="csv" in formats)
+    images: list[Feature] = []
+    for (path, _), fmt in zip(inputs, formats, strict=True):
+        before = tally.rows
+        try:
+            if fmt == "images":
+                images = _image_features(path, tally)
+            else:
+                for row in _rows(path, fmt, options):
+                    tally.add(row)
+        except SchemaError as e:
+            raise AppendError(f"{path}: {e}", str(path)) from e
+        counts.append((str(path), tally.rows - before))
+    features = {f.name: f for f in tally.features()}
+    features.update({f.name: f for f in images if f.name in features})  # with their metadata
+    return Inferred(Schema(features.values()), counts)
+
+
+def format_of_input(path: Path, fmt: str) -> str:
+    """``fmt``, or the format an input's name, kind (a folder) and first bytes tell."""
+    if fmt != "auto":
+        return fmt
+    if str(path) != STDIN and path.is_dir():
+        return "images"
+    with _open(path) as f:
+        return format_of(path, f.read(64))
+
+
+def _open(path: Path) -> IO[bytes]:
+    import io
+
+    if str(path) == STDIN:  # read here, it could not be read again to append it
+        raise AppendError("a schema is inferred from files: save standard input to a file first", STDIN)
+    try:
+        return io.BufferedReader(open_regular(path))
+    except CatalogError as e:
+        raise AppendError(str(e), str(path)) from e
+
+
+def _all_records(inputs: list[tuple[Path, str]], counts: list[tuple[str, int]]) -> Iterator[bytes]:
+    for path, _ in inputs:
+        n = 0
+        for record in read_records(path):
+            n += 1
+            yield record
+        counts.append((str(path), n))
+
+
+def _rows(path: Path, fmt: str, options: InputOptions) -> Iterator[dict[str, Any]]:
+    if fmt == "jsonl":
+        yield from _json_rows(path)
+    elif fmt == "csv":
+        with _open(path) as f:
+            yield from (row for _, row in DelimitedRows(f, path, None, options.delimiter))
+    elif fmt == "parquet":
+        yield from _parquet_rows(path)
+    elif fmt == "npy":
+        yield from _npy_rows(path, options.feature or path.stem)
+    elif fmt == "npz":
+        yield from _npz_rows(path)
+    else:
+        raise AppendError(f"{path}: cannot infer a schema from {fmt} input", str(path))
+
+
+def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
+    with _open(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except (ValueError, RecursionError) as e:
+                raise AppendError(f"{path}: line {lineno}: not valid JSON: {e}", str(path)) from e
+            if not isinstance(row, dict):
+                raise AppendError(f"{path}: line {lineno}: a JSON row is an object, got {type(row).__name__}")
+            yield row
+
+
+def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
+    pq = require_pyarrow()
+    try:
+        file = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow's errors are ArrowException or OSError
+        raise AppendError(f"{path}: not a Parquet file pyarrow can read: {e}", str(path)) from e
+    with file:
+        for batch in file.iter_batches(batch_size=BATCH):
+            yield from batch.to_pylist()
+
+
+def _npy_rows(path: Path, feature: str) -> Iterator[dict[str, Any]]:
+    array = _load(path, mmap_mode="r")
+    if not isinstance(array, np.ndarray) or array.ndim == 0:
+        raise AppendError(f"{path}: one array with rows along its first axis was expected", str(path))
+    for lo in range(0, len(array), CHUNK):
+        for value in np.asarray(array[lo : lo + CHUNK]):
+            yield {feature: value}
+
+
+def _npz_rows(path: Path) -> Iterator[dict[str, Any]]:
+    with _load(path) as archive:
+        arrays = {n: archive[n] for n in archive.files}
+    lengths = {len(a) if a.ndim else -1 for a in arrays.values()}
+    if len(lengths) > 1 or -1 in lengths:
+        raise AppendError(f"{path}: arrays of different lengths (or 0-dimensional)", str(path))
+    for i in range(lengths.pop() if lengths else 0):
+        yield {n: a[i] for n, a in arrays.items()}
+
+
+def _image_features(folder: Path, tally: RowInference) -> list[Feature]:
+    """An image folder's three features; its rows counted into ``tally``."""
+    classes = class_names(folder)
+    if not classes:
+        raise AppendError(f"{folder}: no class folders in it (an image folder is DIR/<class>/<image file>)")
+    formats: set[str | None] = set()
+    for c in classes:
+        for f in sorted((folder / c).iterdir()):
+            if not f.name.startswith("."):
+                formats.add(_IMAGE_FORMAT.get(f.suffix.lower()))
+                tally.add({"image": b"", "label": 0, "filename": ""})
+    fmt = formats.pop() if len(formats) == 1 else None
+    return [
+        Feature("image", "bytes", image=True, image_format=fmt),
+        Feature("label", "int64", names=tuple(classes)),
+        Feature("filename", "string"),
+    ]
