@@ -73,8 +73,7 @@ def _guess(cell: str) -> Any:
     if "_" not in cell:
         try:
             value = int(cell)
-            if str(value) == cell:
-                return value
+            return value if str(value) == cell else cell  # "07", "+7", " 7": text that reads back so
         except ValueError:
             pass
         try:
@@ -136,6 +135,7 @@ class DelimitedRows:
             raise AppendError(f"{self.path}: the delimiter must be one character, got {sep!r}", str(self.path))
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # never lowers another user's
         columns = self._columns(next(csv.reader([first], delimiter=sep)))
+        self.header = [name for name, _, _ in columns]
         try:
             self.start = 2
             for cells in csv.reader(lines, delimiter=sep, strict=True):

@@ -63,7 +63,8 @@ def format_of(path: Path, head: bytes) -> str:
     # bytes starts the file with "{" (and of 91 with "[").
     if _tfrecord_head(head):
         return "tfrecord"
-    if head.lstrip().startswith((b"{", b"[")):
+    # Nothing but blanks: no rows in any format; JSON Lines, which standard input takes too.
+    if not head.strip() or head.lstrip().startswith((b"{", b"[")):
         return "jsonl"
     # Text before compression: a zlib header is any of some two-byte pairs, "H," among them
     # (a CSV whose first column is H), while compressed data is never 64 bytes of text.
@@ -79,17 +80,15 @@ def _tfrecord_head(head: bytes) -> bool:
 
 
 def _looks_like_csv(head: bytes) -> bool:
-    """Text (UTF-8, no control characters but tab and line ends) whose first line holds a
-    separator: a header row."""
+    """UTF-8 text whose first line, a header row, is printable and holds a separator. All of
+    the head must decode: compressed or framed bytes never do, over 64 bytes."""
     try:
         # Incremental: the head may end inside a character, which is no error.
         text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
     except UnicodeDecodeError:
         return False
-    if any((c < " " and c not in "\t\r\n") or c == "\x7f" for c in text):
-        return False
-    line = text.split("\n", 1)[0]
-    return any(sep in line for sep in SEPARATORS)
+    line = text.split("\n", 1)[0].removesuffix("\r")
+    return all(c.isprintable() or c == "\t" for c in line) and any(sep in line for sep in SEPARATORS)
 
 
 def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:

@@ -56,12 +56,15 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
             if fmt == "images":
                 images = _image_features(path, tally)
             else:
-                for row in _rows(path, fmt, options):
+                for row in _rows(path, fmt, options, tally):
                     tally.add(row)
         except SchemaError as e:
             raise AppendError(f"{path}: {e}", str(path)) from e
         counts.append((str(path), tally.rows - before))
-    features = {f.name: f for f in tally.features()}
+    try:
+        features = {f.name: f for f in tally.features()}
+    except SchemaError as e:
+        raise AppendError(f"{', '.join(str(p) for p, _ in inputs)}: {e}") from e
     features.update({f.name: f for f in images if f.name in features})  # with their metadata
     return Inferred(Schema(features.values()), counts)
 
@@ -96,14 +99,16 @@ def _all_records(inputs: list[tuple[Path, str]], counts: list[tuple[str, int]]) 
         counts.append((str(path), n))
 
 
-def _rows(path: Path, fmt: str, options: InputOptions) -> Iterator[dict[str, Any]]:
+def _rows(path: Path, fmt: str, options: InputOptions, tally: RowInference) -> Iterator[dict[str, Any]]:
     if fmt == "jsonl":
         yield from _json_rows(path)
     elif fmt == "csv":
         with _open(path) as f:
-            yield from (row for _, row in DelimitedRows(f, path, None, options.delimiter))
+            source = DelimitedRows(f, path, None, options.delimiter)
+            yield from (row for _, row in source)
+            tally.declare(source.header)  # a column whose every cell is empty too
     elif fmt == "parquet":
-        yield from _parquet_rows(path)
+        yield from _parquet_rows(path, tally)
     elif fmt == "npy":
         yield from _npy_rows(path, options.feature or path.stem)
     elif fmt == "npz":
@@ -126,13 +131,14 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
             yield row
 
 
-def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
+def _parquet_rows(path: Path, tally: RowInference) -> Iterator[dict[str, Any]]:
     pq = require_pyarrow()
     try:
         file = pq.ParquetFile(path)
     except Exception as e:  # pyarrow's errors are ArrowException or OSError
         raise AppendError(f"{path}: not a Parquet file pyarrow can read: {e}", str(path)) from e
     with file:
+        tally.declare(file.schema_arrow.names)
         for batch in file.iter_batches(batch_size=BATCH):
             yield from batch.to_pylist()
 

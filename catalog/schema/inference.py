@@ -52,6 +52,11 @@ class RowInference:
             if value is not None:
                 self._observe(str(name), value)
 
+    def declare(self, names: Iterable[str]) -> None:
+        """Features the input names (a CSV header, a table's columns) whether or not a value shows."""
+        for name in names:
+            self.tallies.setdefault(str(name), _Tally())
+
     def add_column(self, name: str, values: Iterable[Any]) -> None:
         """The values of one feature (None: missing); with :meth:`add_rows` for the count."""
         for value in values:
@@ -79,6 +84,8 @@ class RowInference:
         return [self._feature(name, t) for name, t in self.tallies.items()]
 
     def _feature(self, name: str, t: _Tally) -> Feature:
+        if not t.present:
+            raise SchemaError("no value in any row: its type cannot be told (declare it in a schema)", name)
         optional = t.present < self.rows
         if t.arrays:
             return _tensor(name, t, optional)
@@ -170,6 +177,7 @@ def infer_columns(obj: Any) -> list[Feature]:
     tally = RowInference()
     for columns, n in column_batches(obj, {}):
         tally.add_rows(n)
+        tally.declare(columns)
         for name, values in columns.items():
             tally.add_column(str(name), values)
     return tally.features()

@@ -1,0 +1,226 @@
+"""Schemas inferred from data: every input format, and the property that matters most, that the
+schema inferred from a file always accepts that file (and reads it back as it was)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from catalog import Catalog, Schema
+from catalog.errors import CatalogError, SchemaError
+from catalog.tfrecord.example import encode_example
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# Values a row may hold, by the feature's kind: what JSON, CSV and Parquet can all carry.
+FLOAT32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+INT = st.integers(-(2**63), 2**63 - 1)
+KINDS: dict[str, st.SearchStrategy[Any]] = {
+    "int": INT,
+    "float": FLOAT32,
+    "text": TEXT,
+    "ints": st.lists(INT, min_size=1, max_size=4),
+    "floats": st.lists(FLOAT32, min_size=1, max_size=4),
+}
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Feature kinds, then rows of them; some features missing from some rows."""
+    names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), min_size=1, max_size=5, unique=True))
+    kinds = {n: draw(st.sampled_from(sorted(KINDS))) for n in names}
+    sometimes = {n for n in names if draw(st.booleans())}
+    rows = []
+    for _ in range(draw(st.integers(1, 12))):
+        row = {n: draw(KINDS[k]) for n, k in kinds.items() if n not in sometimes or draw(st.booleans())}
+        rows.append(row)
+    return kinds, rows
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        a = a.tolist()
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b), rel_tol=1e-6) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _check_round_trip(cat: Catalog, name: str, path: Path, rows: list[dict[str, Any]]) -> None:
+    commit = cat.register_inferred(name, [path])
+    assert commit.records == len(rows)
+    back = list(cat.dataset(name).read())
+    for want, got in zip(rows, back, strict=True):
+        for key, value in want.items():
+            assert _same(got[key], value), (key, value, got[key])
+        for key in set(got) - set(want):
+            assert got[key] is None  # missing from this row: optional, nothing made up
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    return Catalog.init(tmp_path / "cat")
+
+
+@SETTINGS
+@given(table=tables())
+def test_inferred_from_json_lines_accepts_and_reads_back_the_file(cat: Catalog, tmp_path: Path, table: Any) -> None:
+    kinds, rows = table
+    path = tmp_path / f"rows{abs(hash(json.dumps(rows, default=str)))}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if any(all(k not in r for r in rows) for k in kinds):
+        return  # a feature no row holds is no feature
+    _check_round_trip(cat, f"j{len(cat.list())}", path, rows)
+
+
+@SETTINGS
+@given(table=tables())
+def test_inferred_from_csv_accepts_and_reads_back_the_file(cat: Catalog, tmp_path: Path, table: Any) -> None:
+    kinds, rows = table
+    path = tmp_path / f"rows{len(cat.list())}.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(list(kinds))
+        for r in rows:
+            writer.writerow([json.dumps(r[n]) if isinstance(r.get(n), list) else r.get(n, "") for n in kinds])
+    name = f"c{len(cat.list())}"
+    if any(all(r.get(k) in (None, "") for r in rows) for k in kinds):  # a column of empty cells only
+        with pytest.raises(CatalogError, match="no value in any row: its type cannot be told"):
+            cat.register_inferred(name, [path])
+        assert name not in [d.name for d in cat.list()]
+        return
+    commit = cat.register_inferred(name, [path])  # whatever it infers, it takes the file
+    assert commit.records == len(rows)
+    back = list(cat.dataset(name).read())
+    schema = cat.dataset(name).schema
+    for want, got in zip(rows, back, strict=True):
+        for key, value in want.items():
+            cell = json.dumps(value) if isinstance(value, list) else str(value)
+            dtype = schema.features[key].dtype
+            if cell == "":
+                assert got[key] is None  # an empty cell is a missing value
+            elif dtype == "string":  # text as written: a number's text too
+                assert got[key] == cell
+            elif dtype == "int64" and not isinstance(value, list):  # text of digits reads as the number
+                assert str(got[key]) == cell
+            else:  # numbers, or lists of them, in their JSON form
+                assert _same(got[key], json.loads(cell) if isinstance(value, list) else float(cell)), (key, cell)
+
+
+@SETTINGS
+@given(table=tables())
+def test_inferred_from_parquet_accepts_and_reads_back_the_file(cat: Catalog, tmp_path: Path, table: Any) -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[test]')")
+    pq = pytest.importorskip("pyarrow.parquet")
+    kinds, rows = table
+    types = {"int": pa.int64(), "float": pa.float32(), "text": pa.string(), "ints": pa.list_(pa.int64()),
+             "floats": pa.list_(pa.float32())}  # fmt: skip
+    table_ = pa.table({n: pa.array([r.get(n) for r in rows], type=types[k]) for n, k in kinds.items()})
+    path = tmp_path / f"rows{len(cat.list())}.parquet"
+    pq.write_table(table_, path)
+    if any(all(k not in r for r in rows) for k in kinds):
+        return
+    _check_round_trip(cat, f"p{len(cat.list())}", path, rows)
+
+
+@SETTINGS
+@given(table=tables())
+def test_inferred_from_tfrecord_accepts_every_record(tmp_path: Path, table: Any) -> None:
+    from catalog import RecordWriter
+
+    _kinds, rows = table
+    records = [encode_example({k: v for k, v in r.items()}) for r in rows]
+    path = tmp_path / "r.tfrecord"
+    with open(path, "wb") as f:
+        w = RecordWriter(f)
+        for rec in records:
+            w.write(rec)
+        w.close()
+    try:
+        schema = Schema.infer(records)
+    except SchemaError:
+        pytest.fail("records written by one encoder disagree")
+    for rec in records:
+        schema.validate_record(rec)
+
+
+# --------------------------------------------------------------------------- by hand
+
+
+def test_inference_never_invents(cat: Catalog) -> None:
+    schema = Schema.infer([{"a": 1, "b": [1.5, 2.0]}, {"a": 2, "b": [], "c": "x"}])
+    assert schema.to_json()["features"] == {
+        "a": {"dtype": "int64"},
+        "b": {"dtype": "float32", "shape": [None]},
+        "c": {"dtype": "string", "optional": True},
+    }
+    with pytest.raises(SchemaError, match="'e': every value is an empty list"):
+        Schema.infer([{"e": []}, {"e": []}])
+    with pytest.raises(SchemaError, match="'t': true/false values"):
+        Schema.infer([{"t": True}])
+    with pytest.raises(SchemaError, match="'m': values of different types: int, str"):
+        Schema.infer([{"m": 1}, {"m": "x"}])
+
+
+def test_inference_of_frames_and_arrays() -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is not installed (pip install '.[test]')")
+    df = pd.DataFrame(
+        {"i": [1, 2], "f": [0.5, float("nan")], "s": ["a", None], "img": [np.zeros((2, 3), np.uint8)] * 2}
+    )
+    assert Schema.infer(df).to_json()["features"] == {
+        "i": {"dtype": "int64"},
+        "f": {"dtype": "float32"},  # NaN is a float's value, not a missing one
+        "s": {"dtype": "string", "optional": True},
+        "img": {"dtype": "uint8", "shape": [2, 3], "encoding": "tensor"},
+    }
+    cols = {"x": np.zeros((3, 4), np.float32), "y": np.arange(3), "z": np.ones((3, 2, 2), np.float64)}
+    assert Schema.infer(cols).to_json()["features"] == {
+        "x": {"dtype": "float32", "shape": [4]},
+        "y": {"dtype": "int64"},
+        "z": {"dtype": "float64", "shape": [2, 2], "encoding": "tensor"},
+    }
+
+
+def test_csv_cells_that_only_look_like_numbers_stay_text(cat: Catalog, tmp_path: Path) -> None:
+    path = tmp_path / "zip.csv"
+    path.write_text("zip,n,x\n02139,1,1.5\n10001,2,2\n+7,3,x\n")
+    cat.register_inferred("z", [path])
+    schema = cat.dataset("z").schema.to_json()["features"]
+    assert schema == {"zip": {"dtype": "string"}, "n": {"dtype": "int64"}, "x": {"dtype": "string"}}
+    assert [r["zip"] for r in cat.dataset("z").read()] == ["02139", "10001", "+7"]
+
+
+def test_register_infer_is_all_or_nothing(cat: Catalog, tmp_path: Path) -> None:
+    good = tmp_path / "a.csv"
+    good.write_text("a\n1\n")
+    (tmp_path / "b.npy").write_bytes(b"")  # not NumPy at all
+    with pytest.raises(CatalogError, match=r"b\.npy"):
+        cat.register_inferred("d", [good, tmp_path / "b.npy"])
+    assert cat.list() == []
+
+
+def test_image_folder_inference_records_the_class_names(cat: Catalog, tmp_path: Path) -> None:
+    image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install '.[test]')")
+    for cls in ("zebra", "ant"):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        image.new("RGB", (2, 2)).save(tmp_path / "imgs" / cls / "0.png")
+    cat.register_inferred("im", [tmp_path / "imgs"])
+    features = cat.dataset("im").schema.to_json()["features"]
+    assert features == {
+        "image": {"dtype": "bytes", "encoding": "image", "format": "png"},
+        "label": {"dtype": "int64", "names": ["ant", "zebra"]},
+        "filename": {"dtype": "string"},
+    }
+    rows = list(cat.dataset("im").read())
+    assert [(r["label"], r["filename"]) for r in rows] == [(0, "ant/0.png"), (1, "zebra/0.png")]
+    assert rows[0]["image"] == (tmp_path / "imgs" / "ant" / "0.png").read_bytes()
