@@ -57,12 +57,15 @@ def test_inspect_of_a_fifo_says_so_and_does_not_block(fifo: Path) -> None:
     assert result.stderr == f"error: {fifo}: not a regular file (a FIFO)\n"
 
 
-@pytest.mark.parametrize(("target", "kind"), [("dir", "a directory"), ("/dev/zero", "a character device")])
-def test_inspect_of_a_directory_or_device(tmp_path: Path, target: str, kind: str) -> None:
-    path = tmp_path if target == "dir" else Path(target)
+@pytest.mark.parametrize(
+    ("target", "kind"),
+    [("dir", "an empty folder: no input files in it"), ("/dev/zero", "not a regular file (a character device)")],
+)
+def test_inspect_of_an_empty_directory_or_a_device(tmp_path: Path, target: str, kind: str) -> None:
+    path = tmp_path if target == "dir" else Path(target)  # a folder is its files: here, none
     result = run("inspect", str(path))
     assert result.exit_code == 1
-    assert result.stderr == f"error: {path}: not a regular file ({kind})\n"
+    assert result.stderr == f"error: {path}: {kind}\n"
 
 
 @pytest.mark.parametrize("target", ["fifo", "dir", "/dev/zero", "link-to-fifo"])
