@@ -134,7 +134,12 @@ class DelimitedRows:
         if len(sep) != 1:
             raise AppendError(f"{self.path}: the delimiter must be one character, got {sep!r}", str(self.path))
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # never lowers another user's
-        columns = self._columns(next(csv.reader([first], delimiter=sep)))
+        try:
+            # The header too: a lone "\r" in it (a file of old Mac line ends) is a csv.Error
+            header = next(csv.reader([first], delimiter=sep, strict=True))
+        except csv.Error as e:
+            raise self.error(f"not valid CSV: {e}") from e
+        columns = self._columns(header)
         self.header = [name for name, _, _ in columns]
         try:
             self.start = 2
