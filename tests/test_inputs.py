@@ -462,7 +462,7 @@ CSV_ERRORS = [
     ("missing-column", "score\n1.5\n", "line 1: no column 'id', and the feature has no default"),
     ("duplicated-column", "id,score,id\n1,2,3\n", "line 1: column 'id' appears twice in the header"),
     ("too-many-cells", "id,score\n1,2\n3,4,5\n", "line 3: 3 cells, the header has 2 columns"),
-    ("too-few-cells", "id,score\n1,2\n\n3\n", "line 4: 1 cells, the header has 2 columns"),
+    ("too-few-cells", "id,score\n1,2\n\n3\n", "line 4: 1 cell, the header has 2 columns"),
     ("float-as-int", "id\n1\n1.5\n", "line 3: column 'id': expected an integer, got '1.5'"),
     ("int-underscore", "id\n1_000\n", "line 2: column 'id': expected an integer, got '1_000'"),
     ("int-other-digits", "id\n\u0661\u0662\n", "line 2: column 'id': expected an integer, got '\u0661\u0662'"),

@@ -169,7 +169,8 @@ class DelimitedRows:
 
     def _row(self, columns: list[tuple[str, Cell, str]], cells: list[str]) -> dict[str, Any]:
         if len(cells) != len(columns):
-            raise self.error(f"{len(cells)} cells, the header has {len(columns)} columns")
+            cells_text = "1 cell" if len(cells) == 1 else f"{len(cells)} cells"
+            raise self.error(f"{cells_text}, the header has {len(columns)} columns")
         row: dict[str, Any] = {}
         for (name, parse, expected), cell in zip(columns, cells, strict=True):
             if not cell:

@@ -118,11 +118,13 @@ def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:
 
 
 def _files_under(folder: Path) -> list[Path]:
+    """The files in a folder and its sub-folders, hidden ones left out, sorted by their path
+    in the folder (so "a/x" comes before "b", as `ls -R | sort` would have them)."""
     found: list[Path] = []
     for top, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(top) / f for f in sorted(files) if not f.startswith("."))
-    return found
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(Path(top) / f for f in files if not f.startswith("."))
+    return sorted(found, key=lambda p: p.relative_to(folder).parts)
 
 
 def is_image_folder(folder: Path) -> bool:
