@@ -1042,6 +1042,16 @@ def test_folder_of_inputs_in_several_formats(root: Path, tmp_path: Path) -> None
     assert [c["version"] for c in history] == [1, 2]
 
 
+def test_folder_files_in_the_order_of_their_paths(root: Path, tmp_path: Path) -> None:
+    register(root, ID_TEXT)
+    folder = tmp_path / "in"
+    (folder / "a").mkdir(parents=True)
+    (folder / "b.jsonl").write_text('{"id": 2}\n')
+    (folder / "a" / "z.jsonl").write_text('{"id": 1}\n')  # "a/z" sorts before "b", though deeper
+    (folder / "c.jsonl").write_text('{"id": 3}\n')
+    assert [r["id"] for r in appended(root, folder)] == [1, 2, 3]
+
+
 def test_globs(root: Path, tmp_path: Path) -> None:
     register(root, ID_TEXT)
     folder = tmp_path / "in"
