@@ -32,6 +32,7 @@ from catalog.commit.values import (
 from catalog.errors import AppendError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
+from catalog.inputs.infer import infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
 from catalog.readers import batches as readers
@@ -112,8 +113,6 @@ class Catalog(CatalogHandle):
         """Register ``name`` with the schema inferred from every record of the inputs (any
         format ``append_files`` takes), then append them to ``split``. All or nothing: when
         the append fails, the dataset is dropped again."""
-        from catalog.inputs.infer import infer_inputs
-
         validate_name(name)
         options = InputOptions(delimiter, feature, image_shape)
         inputs = expand([Path(p) for p in paths], format)

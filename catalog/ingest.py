@@ -16,7 +16,7 @@ from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.executors import run_jobs
-from catalog.inputs import STDIN, InputOptions, RowSource, check_format, format_of, row_source
+from catalog.inputs import STDIN, InputOptions, RowSource, check_format, check_json_document, format_of, row_source
 from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -49,7 +49,6 @@ class Target(Protocol):
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 HEAD = 64  # bytes read to tell an input's format
-DOCUMENT_LIMIT = 64 << 20  # a .json file read whole to tell one document from JSON Lines
 
 
 def open_input(path: Path) -> IO[bytes]:
@@ -191,33 +190,12 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
             record = _encode_line(schema, line, path, lineno, index)
         except AppendError as e:
             if lineno == 1 and ("not valid JSON" in str(e) or line.lstrip().startswith("[")):
-                _one_document(path, line, f)
+                check_json_document(path, line, f)
             raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
         w.write_record(record)
         index += 1
         if progress:
             progress(len(raw))
-
-
-def _one_document(path: Path, first: str, rest: IO[bytes]) -> None:
-    """Raise the message for a file holding one JSON document (an array, or an object over
-    several lines) where JSON Lines, one object per line, was expected; return otherwise."""
-    if str(path) == STDIN and not first.lstrip().startswith("["):
-        return  # standard input cannot be read twice: its first line's message stands
-    text = first + rest.read(DOCUMENT_LIMIT).decode("utf-8", errors="replace")
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        if not first.lstrip().startswith("["):
-            return
-        doc = []
-    kind, jq = ("an array", "jq -c '.[]'") if isinstance(doc, list) else ("one object over several lines", "jq -c .")
-    raise AppendError(
-        f"{path}: holds one JSON document ({kind}), not JSON Lines (one object per line): "
-        f"write one row per line, e.g. with `{jq}`",
-        str(path),
-        0,
-    )
 
 
 def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:

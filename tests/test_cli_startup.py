@@ -82,7 +82,7 @@ def test_inspect_loads_no_manifest(tmp_path: Path) -> None:
     assert "catalog.manifest" not in modules
     proc, modules = loaded("inspect", str(tmp_path / "schema.json"))  # its error line too
     message = proc.stderr.partition("LOADED")[0]
-    assert proc.returncode == 1 and message.startswith("error: ") and "not a TFRecord file" in message, message
+    assert proc.returncode == 1 and message.startswith("error: ") and "holds one JSON document" in message, message
     assert not {m for m in modules if m.startswith("sqlalchemy")}
 
 

@@ -14,9 +14,13 @@ from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_
 from catalog.cli.options import (
     AsJson,
     DatasetName,
+    Delimiter,
     ExecutorKind,
+    ImageShape,
     InputFormat,
+    Inputs,
     Message,
+    NpyFeature,
     Scheduler,
     Split,
     Version,
@@ -147,13 +151,7 @@ def _feature_text(spec: dict[str, Any]) -> str:
 @verb
 def append(
     name: DatasetName,
-    inputs: Annotated[
-        list[Path],
-        typer.Argument(
-            help="TFRecord (any compression), JSON Lines, CSV/TSV, Parquet, .npy/.npz files, image folders "
-            "(DIR/<class>/<file>), folders and globs of these, or - for JSON Lines or CSV on standard input."
-        ),
-    ],
+    inputs: Inputs,
     fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
     shard_size: Annotated[
         int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
@@ -174,17 +172,9 @@ def append(
     split: Annotated[
         str, typer.Option("--split", metavar="SPLIT", help="Register the new shards under this split.")
     ] = "train",
-    delimiter: Annotated[
-        str | None,
-        typer.Option("--delimiter", help="CSV cell separator (default: tab for .tsv, else from the header)."),
-    ] = None,
-    feature: Annotated[
-        str | None, typer.Option("--feature", help="The feature a .npy file's rows fill (default: the only one).")
-    ] = None,
-    image_shape: Annotated[
-        str | None,
-        typer.Option("--image-shape", metavar="H,W,C", help="Decode images into uint8 tensors of this shape (Pillow)."),
-    ] = None,
+    delimiter: Delimiter = None,
+    feature: NpyFeature = None,
+    image_shape: ImageShape = None,
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)

@@ -81,6 +81,24 @@ Split = Annotated[
 Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
 InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
+Inputs = Annotated[
+    list[Path],
+    typer.Argument(
+        help="TFRecord (any compression), JSON Lines, CSV/TSV, Parquet, .npy/.npz files, image folders "
+        "(DIR/<class>/<file>), folders and globs of these, or - for JSON Lines or CSV on standard input."
+    ),
+]
+Delimiter = Annotated[
+    str | None,
+    typer.Option("--delimiter", help="CSV cell separator (default: tab for .tsv, else from the header)."),
+]
+NpyFeature = Annotated[
+    str | None, typer.Option("--feature", help="The feature a .npy file's rows fill (default: the only one).")
+]
+ImageShape = Annotated[
+    str | None,
+    typer.Option("--image-shape", metavar="H,W,C", help="Decode images into uint8 tensors of this shape (Pillow)."),
+]
 MigrationsDir = Annotated[
     Path,
     typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),

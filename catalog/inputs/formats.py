@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import codecs
 import glob
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from catalog.errors import AppendError
 from catalog.inputs.delimited import SEPARATORS
+from catalog.tfrecord.framing import HEADER_SIZE, masked_crc32c
 
 FORMATS = ("auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images")
 ROW_FORMATS = ("csv", "parquet", "npy", "npz", "images")  # read as rows, then encoded by the schema
@@ -31,6 +34,7 @@ _BY_SUFFIX = {
     ".tfrec": "tfrecord",
 }
 _GLOB_CHARS = frozenset("*?[")
+DOCUMENT_LIMIT = 64 << 20  # a .json file read whole to tell one document from JSON Lines
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,6 @@ def format_of(path: Path, head: bytes) -> str:
 
 
 def _tfrecord_head(head: bytes) -> bool:
-    from catalog.tfrecord.framing import HEADER_SIZE, masked_crc32c
-
     return len(head) >= HEADER_SIZE and masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little")
 
 
@@ -134,4 +136,25 @@ def is_image_folder(folder: Path) -> bool:
         return False
     return any(
         f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file()
+    )
+
+
+def check_json_document(path: Path, first: str, rest: IO[bytes]) -> None:
+    """Raise the message for a file holding one JSON document (an array, or an object over
+    several lines) where JSON Lines, one object per line, was expected; return otherwise."""
+    if str(path) == STDIN and not first.lstrip().startswith("["):
+        return  # standard input cannot be read twice: its first line's message stands
+    text = first + rest.read(DOCUMENT_LIMIT).decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        if not first.lstrip().startswith("["):
+            return
+        doc = []
+    kind, jq = ("an array", "jq -c '.[]'") if isinstance(doc, list) else ("one object over several lines", "jq -c .")
+    raise AppendError(
+        f"{path}: holds one JSON document ({kind}), not JSON Lines (one object per line): "
+        f"write one row per line, e.g. with `{jq}`",
+        str(path),
+        0,
     )

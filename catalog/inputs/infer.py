@@ -20,7 +20,7 @@ import numpy as np
 from catalog.errors import AppendError, CatalogError, SchemaError
 from catalog.inputs.arrays import CHUNK, _load
 from catalog.inputs.delimited import DelimitedRows
-from catalog.inputs.formats import STDIN, InputOptions, format_of
+from catalog.inputs.formats import STDIN, InputOptions, check_json_document, format_of
 from catalog.inputs.images import class_names
 from catalog.inputs.parquet import BATCH, require_pyarrow
 from catalog.schema import Feature, Schema
@@ -125,7 +125,11 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 row = json.loads(raw)
             except (ValueError, RecursionError) as e:
+                if lineno == 1:
+                    check_json_document(path, raw.decode("utf-8", errors="replace"), f)
                 raise AppendError(f"{path}: line {lineno}: not valid JSON: {e}", str(path)) from e
+            if lineno == 1 and isinstance(row, list):
+                check_json_document(path, raw.decode("utf-8", errors="replace"), f)
             if not isinstance(row, dict):
                 raise AppendError(f"{path}: line {lineno}: a JSON row is an object, got {type(row).__name__}")
             yield row

@@ -18,6 +18,7 @@ import numpy as np
 
 from catalog.errors import SchemaError
 from catalog.schema.features import Feature
+from catalog.schema.frames import column_batches
 
 _LIST_KIND = {"int": "int64", "float": "float32", "str": "string", "bytes": "bytes"}
 _SCALARS = (int, float, str, bytes, np.generic)
@@ -172,8 +173,6 @@ def _tensor(name: str, t: _Tally, optional: bool) -> Feature:
 
 def infer_columns(obj: Any) -> list[Feature]:
     """Features of a DataFrame, an Arrow Table or RecordBatch, or a dict of columns."""
-    from catalog.schema.frames import column_batches
-
     tally = RowInference()
     for columns, n in column_batches(obj, {}):
         tally.add_rows(n)
