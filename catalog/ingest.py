@@ -16,7 +16,16 @@ from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
 from catalog.executors import run_jobs
-from catalog.inputs import STDIN, InputOptions, RowSource, check_format, check_json_document, format_of, row_source
+from catalog.inputs import (
+    STDIN,
+    ColumnSource,
+    InputOptions,
+    RowSource,
+    check_format,
+    check_json_document,
+    format_of,
+    row_source,
+)
 from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -105,8 +114,14 @@ def ingest_file(
 
 
 def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | None) -> None:
-    """Encode and write the rows of one input; an error names the input and the line or row."""
+    """Encode and write the rows of one input; an error names the input and the line or row.
+    A source that gives batches of columns (CSV, Parquet) is encoded a column at a time."""
     schema = w.ds.schema
+    if isinstance(source, ColumnSource):
+        _ingest_batches(w, path, source)
+        if progress and str(path) != STDIN:
+            progress(_size(path))
+        return
     for index, (where, row) in enumerate(source):
         try:
             record = schema.encode(row)
@@ -118,6 +133,24 @@ def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | 
         w.write_record(record)
     if progress and str(path) != STDIN:
         progress(_size(path))
+
+
+def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
+    schema = w.ds.schema
+    index = 0
+    for columns, where in source.batches():
+        n = len(where)
+        try:
+            records = schema.encode_columns(columns, n)
+        except ValidationError as e:
+            i = e.record or 0
+            what = f"feature {e.feature!r}: " if e.feature else ""
+            place = f"record {index + i} ({source.unit} {where[i]})" if source.unit == "line" else f"row {where[i]}"
+            error = AppendError(f"{path}: {place}: {what}{e.reason}", str(path), index + i, e.feature)
+            raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
+        for record in records:
+            w.write_record(record)
+        index += n
 
 
 def _size(path: Path) -> int:

@@ -8,9 +8,9 @@ row index (``unit == "row"``) that error messages name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, runtime_checkable
 
 from catalog.inputs.arrays import NpyRows, NpzRows
 from catalog.inputs.delimited import DelimitedRows
@@ -35,6 +35,16 @@ class RowSource(Protocol, Iterable[tuple[int, dict[str, Any]]]):
     unit: str
 
 
+@runtime_checkable
+class ColumnSource(Protocol):
+    """A source that also gives its rows a batch at a time, as columns (None: missing) with
+    each row's line or row number, for Schema.encode_columns."""
+
+    unit: str
+
+    def batches(self) -> Iterator[tuple[dict[str, list[Any]], list[int]]]: ...
+
+
 def row_source(path: Path, fmt: str, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
     """The rows of one input in a row format (``stream``: the open file, for CSV)."""
     if fmt == "csv":
@@ -55,6 +65,7 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "ROW_FORMATS",
     "STDIN",
+    "ColumnSource",
     "InputOptions",
     "RowSource",
     "check_format",

@@ -36,6 +36,13 @@ class ParquetRows:
         return AppendError(f"{self.path}: {reason}", str(self.path))
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for columns, rows in self.batches():
+            names = list(columns)
+            for i, values in enumerate(zip(*columns.values(), strict=True)):
+                yield rows[i], {k: v for k, v in zip(names, values, strict=True) if v is not None}
+
+    def batches(self) -> Iterator[tuple[dict[str, list[Any]], list[int]]]:
+        """A record batch at a time, as columns (None for a null) with each row's index."""
         pq = require_pyarrow()
         import pyarrow as pa
 
@@ -44,14 +51,12 @@ class ParquetRows:
         except (pa.ArrowException, OSError) as e:
             raise self._fail(f"not a Parquet file pyarrow can read: {e}") from e
         with file:
-            names = list(file.schema_arrow.names)
-            self._check_columns(names)
+            self._check_columns(list(file.schema_arrow.names))
             index = 0
             try:
                 for batch in file.iter_batches(batch_size=BATCH):
-                    for row in batch.to_pylist():
-                        yield index, {k: v for k, v in row.items() if v is not None}
-                        index += 1
+                    yield batch.to_pydict(), list(range(index, index + batch.num_rows))
+                    index += batch.num_rows
             except (pa.ArrowException, OSError) as e:
                 raise self._fail(f"row {index}: cannot read: {e}") from e
 
