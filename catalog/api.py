@@ -230,6 +230,7 @@ class Dataset(DatasetHandle):
         delimiter: str | None = None,
         feature: str | None = None,
         image_shape: tuple[int, int, int] | None = None,
+        allow_duplicate: bool = False,
     ) -> Commit:
         """Validate and write the inputs as new shards of ``split``, registered in one commit.
 
@@ -237,8 +238,10 @@ class Dataset(DatasetHandle):
         files or image folders (``format``, else told by name and content), directories of
         such files, globs, or ``"-"`` for JSON Lines or CSV on standard input. ``delimiter``:
         CSV's; ``feature``: the one a ``.npy`` fills; ``image_shape``: decode images to uint8
-        tensors. With ``executor`` and several inputs, each input is a job on it (see
-        ingest.ingest_files)."""
+        tensors. Each input gets its own shards (its path is their ``source``); an input whose
+        shards have the bytes of live ones (appended before) is refused unless
+        ``allow_duplicate``. With ``executor`` and several inputs, each input is a job on it
+        (see ingest.ingest_files)."""
         inputs = expand([Path(p) for p in paths], format)
         for p, fmt in inputs:
             problem = None if str(p) == STDIN or fmt == "images" else regular_file_problem(p)
@@ -247,12 +250,13 @@ class Dataset(DatasetHandle):
         if sum(str(p) == STDIN for p, _ in inputs) > 1:
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
-        with self.writer(token, message, shard_size, shard_records, author, split) as w:
+        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
                 ingest.ingest_files(w, inputs, link, progress, executor, options)
             elif not w.skipped:
                 for p, fmt in inputs:
+                    w.sink.cut(ingest.source_of(p))  # type: ignore[union-attr]  # open inside the block
                     ingest.ingest_file(w, p, fmt, link, progress, options)
             if not w.skipped and w.records == 0:  # raised inside: the writer registers nothing
                 names = ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
@@ -271,6 +275,18 @@ class Dataset(DatasetHandle):
     ) -> Writer:
         """``with ds.writer() as w: w.write(row)`` commits on clean exit, registers nothing on
         error; its shards belong to ``split`` (``train`` by default)."""
+        return self._writer(token, message, shard_size, shard_records, author, split)
+
+    def _writer(
+        self,
+        token: str | None,
+        message: str,
+        shard_size: int | None,
+        shard_records: int | None,
+        author: str | None,
+        split: str,
+        unique: bool = False,
+    ) -> Writer:
         return Writer(
             self,
             token,
@@ -279,6 +295,7 @@ class Dataset(DatasetHandle):
             shard_records or DEFAULT_SHARD_RECORDS,
             author or default_author(),
             split,
+            unique,
         )
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:

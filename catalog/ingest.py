@@ -80,6 +80,11 @@ class _StdinBytes(io.RawIOBase):
         return int(sys.stdin.buffer.readinto1(buf))  # type: ignore[union-attr]
 
 
+def source_of(path: Path) -> str:
+    """What a shard records as its source: the input's absolute path, or "stdin"."""
+    return "stdin" if str(path) == STDIN else str(path.absolute())
+
+
 def input_format(path: Path, fmt: str, stream: IO[bytes] | None = None) -> str:
     """``fmt``, or the format told from the input's name and first bytes (peeked from ``stream``)."""
     if check_format(fmt) != "auto":
@@ -306,6 +311,7 @@ def ingest_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = _JobTarget(job)
+    target.own.source = source_of(Path(job.path))
     try:
         ingest_file(target, Path(job.path), job.format, job.link, None, job.options)
     except BaseException:

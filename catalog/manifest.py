@@ -52,7 +52,7 @@ try:
 except ImportError:  # Windows: no writers' queue (see WRITE_QUEUE)
     fcntl = None  # type: ignore[assignment]
 
-FORMAT_VERSION = 4  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 5  # the manifest's own schema version (see upgrade())
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -107,6 +107,8 @@ DATASETS = Table(
     _req("records", BigInteger, default=0),
     _req("bytes", BigInteger, default=0),
     _req("shard_count", Integer, default=0),
+    # Format 5. How new shards are stored: none, gzip or zlib (register --compression).
+    _req("compression", String(8), server_default="none"),
 )
 
 SCHEMA_VERSIONS = Table(
@@ -169,6 +171,9 @@ SHARDS = Table(
     # "crc32c:" + 8 hex digits of the shard's record index (storage.index, in the data area's index tree);
     # NULL until it has one (shards registered before format 4: `catalog index`).
     _opt("index_checksum", String(64)),
+    # Format 5. Where the shard came from: the input's absolute path or URL, "rows" (Python),
+    # or "<kind> of version N" for a rewrite; NULL for shards registered before format 5.
+    _opt("source", Text),
     Index("ix_shards_live_seq", "dataset_id", "removed_version", "seq"),
     Index("ix_shards_added", "dataset_id", "added_version"),
     # Format 4. Totals per split (`show`, `list --json`) from the index alone: 100k live
@@ -737,8 +742,20 @@ def _upgrade_3_to_4(conn: Connection) -> None:
     )
 
 
+def _upgrade_4_to_5(conn: Connection) -> None:
+    """Format 5: a dataset's compression (every existing one: none) and each shard's source
+    (unknown, NULL, for the shards registered before)."""
+    conn.exec_driver_sql("ALTER TABLE datasets ADD COLUMN compression VARCHAR(8) DEFAULT 'none' NOT NULL")
+    conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN source TEXT")
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3, 3: _upgrade_3_to_4}
+UPGRADES: dict[int, Callable[[Connection], None]] = {
+    1: _upgrade_1_to_2,
+    2: _upgrade_2_to_3,
+    3: _upgrade_3_to_4,
+    4: _upgrade_4_to_5,
+}
 
 
 def upgrade(engine: Engine) -> tuple[int, int]:

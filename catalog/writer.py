@@ -18,6 +18,8 @@ from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
 from catalog.storage import ShardSink
 
+ROWS_SOURCE = "rows"  # the source of shards written from Python rows
+
 
 class Writer:
     """Appends rows or validated records into new shards; one commit at the end."""
@@ -31,8 +33,10 @@ class Writer:
         shard_records: int,
         author: str,
         split: str = DEFAULT_SPLIT,
+        unique: bool = False,
     ) -> None:
         self.split = validate_split(split)  # before the intent: a bad name writes nothing
+        self.unique = unique  # refuse shards whose bytes a live shard has (an input appended twice)
         self.ds = ds
         self.catalog = ds.catalog
         self.token = token
@@ -64,6 +68,7 @@ class Writer:
             return self
         faults.point("intent.recorded", intent=self.intent.id)
         self.sink = ShardSink(self.catalog.store, self.ds.name, self.intent.id, self.shard_size, self.shard_records)
+        self.sink.source = ROWS_SOURCE
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -160,7 +165,7 @@ class Writer:
             raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
         change = Change(
             "append", self.read_version, self.ds.schema_version, [NewShard(s, split=self.split) for s in shards],
-            self.message, self.author, self.intent.id, token=self.token,
+            self.message, self.author, self.intent.id, token=self.token, unique=self.unique,
         )  # fmt: skip
         done = commit(self.ds, change)
         if done.duplicate:  # a twin with our token committed first: our files are not needed

@@ -175,6 +175,9 @@ def append(
     delimiter: Delimiter = None,
     feature: NpyFeature = None,
     image_shape: ImageShape = None,
+    allow_duplicate: Annotated[
+        bool, typer.Option("--allow-duplicate", help="Append an input even when its bytes are in the dataset already.")
+    ] = False,
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
@@ -199,6 +202,7 @@ def append(
             delimiter=_delimiter(delimiter),
             feature=feature,
             image_shape=_image_shape(image_shape),
+            allow_duplicate=allow_duplicate,
         )
     what = "already committed (token seen before)" if commit.duplicate else "committed"
     text = f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"

@@ -45,6 +45,7 @@ SHARD_INFO_COLUMNS = (
     SHARDS.c.removed_version,
     SHARDS.c.split,
     SHARDS.c.index_checksum,
+    SHARDS.c.source,
 )
 
 

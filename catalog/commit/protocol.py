@@ -26,7 +26,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of
 from catalog.commit.intents import DELETE_INTENT
 from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo
-from catalog.errors import CommitConflictError, DatasetExistsError, DatasetNotFoundError
+from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
 from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARDS, TAGS, utcnow
 from catalog.schema import Schema
 from catalog.storage import ShardFile
@@ -95,6 +95,7 @@ class Change:
     expect_live: set[int] | None = None  # the live set must be exactly this (else LiveChanged)
     migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
     revert_after: int | None = None  # restore: migrations applied after this version are pending again
+    unique: bool = False  # refuse new shards whose bytes equal a live shard's (an input appended twice)
 
 
 def commit(ds: DatasetHandle, change: Change) -> Commit:
@@ -124,6 +125,8 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         if row is None:
             raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
         check_schema(ds.name, ch.kind, ch.schema_version, row.schema_version)
+        if ch.unique:
+            _refuse_duplicates(conn, ds, ch)
         retired = _retired(conn, ds, ch)
         new = row.version + 1
         schema_version = row.schema_version + (ch.new_schema is not None)
@@ -144,6 +147,39 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
     done = _commit_value(ds, values, shards, retired)
     faults.point("commit.after", commit=done)
     return done
+
+
+def _refuse_duplicates(conn: Connection, ds: DatasetHandle, ch: Change) -> None:
+    """An input appended twice makes shards of the same bytes (each input has its own shards,
+    written the same way): refuse new shards whose size and whole-file checksum equal a live
+    shard's, or another new one's. Inside the commit's transaction, so two concurrent appends
+    of one file cannot both pass."""
+    new: dict[tuple[str, int], ShardFile] = {}
+    for s in ch.add:
+        twin = new.setdefault((s.file.checksum, s.file.bytes), s.file)
+        if twin is not s.file:
+            raise AppendError(
+                f"{s.file.source}: the same bytes as {twin.source}, in this same append: nothing was registered "
+                "(--allow-duplicate to append both)"
+            )
+    sums = sorted({k[0] for k in new})
+    for lo in range(0, len(sums), 500):  # bound the IN list
+        found = conn.execute(
+            select(SHARDS.c.path, SHARDS.c.checksum, SHARDS.c.bytes, SHARDS.c.source, SHARDS.c.added_version).where(
+                SHARDS.c.dataset_id == ds.id,
+                SHARDS.c.removed_version.is_(None),
+                SHARDS.c.checksum.in_(sums[lo : lo + 500]),
+            )
+        ).all()
+        for r in found:
+            mine = new.get((r.checksum, r.bytes))
+            if mine is not None:
+                origin = f", from {r.source}" if r.source else ""
+                where = ds.catalog.shard_url(r.path)
+                raise AppendError(
+                    f"{mine.source}: already in {ds.name!r}: the same bytes as shard {where} (version "
+                    f"{r.added_version}{origin}); nothing was registered (--allow-duplicate to append it again)"
+                )
 
 
 def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Commit | None:
@@ -254,6 +290,7 @@ def _write_shards(
             "seq": (version << mf.SEQ_BITS) + i if s.seq is None else s.seq,
             "split": s.split,
             "index_checksum": s.file.index_checksum,
+            "source": s.file.source or _rewritten_from(ch),
         }
         for i, s in enumerate(ch.add)
     ]
@@ -272,9 +309,17 @@ def _write_shards(
             None,
             r["split"],
             r["index_checksum"],
+            r["source"],
         )
         for r in rows
     ]
+
+
+def _rewritten_from(ch: Change) -> str | None:
+    """A rewritten shard's source: the version its records were read from."""
+    if ch.kind == "append":
+        return None
+    return f"{ch.kind} of version {ch.revert_after if ch.revert_after is not None else ch.read_version}"
 
 
 def _commit_value(ds: DatasetHandle, v: dict[str, Any], shards: list[ShardInfo], retired: _Retired) -> Commit:

@@ -43,6 +43,7 @@ class ShardInfo:
     removed_version: int | None = None
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index; None: not indexed yet (`catalog index`)
+    source: str | None = None  # input path or URL, "rows", or "<kind> of version N"; None: from before format 5
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +57,7 @@ class ShardInfo:
             "removed_version": self.removed_version,
             "split": self.split,
             "index_checksum": self.index_checksum,
+            "source": self.source,
         }
 
 

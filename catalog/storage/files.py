@@ -36,6 +36,7 @@ class ShardFile:
     checksum: str  # "crc32c:" + 8 hex digits of the whole file
     compression: str = "none"
     index_checksum: str | None = None  # its record index (storage.index), when one was written
+    source: str | None = None  # where its records came from (see the manifest's shards.source)
 
 
 def format_checksum(crc: int) -> str:

@@ -48,6 +48,7 @@ class ShardSink:
         self.shard_records = shard_records
         self.sync = sync
         self.index = index  # write each shard's record index (False: only to measure its cost)
+        self.source: str | None = None  # recorded with each shard finished (ShardFile.source)
         self.shards: list[ShardFile] = []
         # For abort(): the temporary (or spool) files not published yet, and every shard put
         # in place under this sink's name (published, adopted, or taken from a job).
@@ -109,7 +110,7 @@ class ShardSink:
             return None
         self.placed.append(rel)
         size, checksum = self.store.checksum(rel)
-        shard = ShardFile(rel, records, size, checksum)
+        shard = ShardFile(rel, records, size, checksum, source=self.source)
         self.shards.append(shard)
         return shard
 
@@ -143,10 +144,23 @@ class ShardSink:
             publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
         self.placed.append(rel)
         self.shards.append(
-            ShardFile(rel, writer.records, writer.file_bytes, format_checksum(writer.checksum), index_checksum=checksum)
+            ShardFile(
+                rel,
+                writer.records,
+                writer.file_bytes,
+                format_checksum(writer.checksum),
+                index_checksum=checksum,
+                source=self.source,
+            )
         )
         self._publishing = None
         self._bytes = self._records = 0
+
+    def cut(self, source: str | None) -> None:
+        """End the open shard here: what is written next, from ``source``, goes to a new one
+        (each input its own shards, so each shard has one source)."""
+        self._finish()
+        self.source = source
 
     def close(self) -> list[ShardFile]:
         """Publish the last shard and make every rename durable."""
