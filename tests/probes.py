@@ -8,8 +8,17 @@ from pathlib import Path
 from catalog import Catalog
 
 
+def downgrade_to_format_4(db: Path) -> None:
+    """Turn a SQLite manifest into what format 4 had: no shard sources, no dataset compression."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE shards DROP COLUMN source")
+        conn.execute("ALTER TABLE datasets DROP COLUMN compression")
+        conn.execute("UPDATE catalog_meta SET value = '4' WHERE key = 'format_version'")
+
+
 def downgrade_to_format_3(db: Path) -> None:
     """Turn a SQLite manifest into what format 3 had: no splits, no index checksums, no tags."""
+    downgrade_to_format_4(db)
     with sqlite3.connect(db) as conn:
         conn.execute("DROP INDEX ix_shards_split_totals")
         conn.execute("ALTER TABLE shards DROP COLUMN split")

@@ -1,0 +1,155 @@
+"""Where each shard came from (``source``), and inputs appended twice: manifest format 5."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from catalog import Catalog
+from catalog.cli import app
+from catalog.errors import AppendError
+
+SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string", "default": ""}}}
+runner = CliRunner()
+
+
+def run(*args: Any, input: str | None = None) -> Any:
+    return runner.invoke(app, [str(a) for a in args], input=input)
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    cat = Catalog.init(tmp_path / "cat")
+    cat.register("d", SCHEMA)
+    return cat
+
+
+def csv_file(path: Path, ids: range) -> Path:
+    path.write_text("id,text\n" + "".join(f"{i},t{i}\n" for i in ids))
+    return path
+
+
+def sources(cat: Catalog) -> list[tuple[int, str | None]]:
+    return [(s.records, s.source) for s in cat.dataset("d").shards()]
+
+
+def data_files(cat: Catalog) -> set[str]:
+    return {p.name for p in (cat.data_root / "d").iterdir()}
+
+
+def test_each_input_has_its_own_shards_named_by_its_path(cat: Catalog, tmp_path: Path) -> None:
+    a, b = csv_file(tmp_path / "a.csv", range(3)), csv_file(tmp_path / "b.csv", range(3, 5))
+    (tmp_path / "c.jsonl").write_text('{"id": 9}\n')
+    cat.dataset("d").append_files([a, b, tmp_path / "c.jsonl"])
+    assert sources(cat) == [(3, str(a)), (2, str(b)), (1, str(tmp_path / "c.jsonl"))]
+    shown = json.loads(run("-C", cat.root, "show", "d", "--json").stdout)["shards"]
+    assert [s["source"] for s in shown] == [str(a), str(b), str(tmp_path / "c.jsonl")]
+
+
+def test_relative_inputs_are_recorded_absolute(cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    csv_file(tmp_path / "rel.csv", range(2))
+    monkeypatch.chdir(tmp_path)
+    assert run("-C", cat.root, "append", "d", "rel.csv").exit_code == 0
+    assert sources(cat) == [(2, str(tmp_path / "rel.csv"))]
+
+
+def test_rows_stdin_and_rewrites_say_where_they_came_from(cat: Catalog, tmp_path: Path) -> None:
+    ds = cat.dataset("d")
+    ds.append_rows([{"id": 1}, {"id": 2}])
+    assert run("-C", cat.root, "append", "d", "-", input='{"id": 3}\n').exit_code == 0
+    assert sources(cat) == [(2, "rows"), (1, "stdin")]
+    ds.compact()
+    assert sources(cat) == [(3, "compact of version 3")]
+    ds = cat.dataset("d")
+    ds.migrate(add=["h:int64=5"])
+    assert sources(cat) == [(3, "migrate of version 4")]
+    cat.dataset("d").restore(3)
+    assert sources(cat) == [(2, "restore of version 3"), (1, "restore of version 3")]
+
+
+def test_an_input_appended_twice_is_refused(cat: Catalog, tmp_path: Path) -> None:
+    a = csv_file(tmp_path / "a.csv", range(3))
+    first = cat.dataset("d").append_files([a])
+    before = data_files(cat)
+    result = run("-C", cat.root, "append", "d", a)
+    assert result.exit_code == 1
+    shard = first.shards[0].path
+    assert result.stderr == (
+        f"error: {a}: already in 'd': the same bytes as shard {shard} (version 2, from {a}); "
+        "nothing was registered (--allow-duplicate to append it again)\n"
+    )
+    assert cat.dataset("d").version == 2 and data_files(cat) == before  # its new shard removed again
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(a.read_bytes())  # another name, the same bytes
+    with pytest.raises(AppendError, match="already in 'd'"):
+        cat.dataset("d").append_files([copy])
+    assert run("-C", cat.root, "append", "d", a, "--allow-duplicate").exit_code == 0
+    assert [r for _, r in sources(cat)] == [str(a), str(a)]
+
+
+def test_the_same_input_twice_in_one_append(cat: Catalog, tmp_path: Path) -> None:
+    a = csv_file(tmp_path / "a.csv", range(3))
+    b = tmp_path / "b.csv"
+    b.write_bytes(a.read_bytes())
+    result = run("-C", cat.root, "append", "d", a, b)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {b}: the same bytes as {a}, in this same append: nothing was registered "
+        "(--allow-duplicate to append both)\n"
+    )
+    assert cat.dataset("d").version == 1
+    assert run("-C", cat.root, "append", "d", a, b, "--allow-duplicate").exit_code == 0
+
+
+def test_rows_appended_twice_are_rows(cat: Catalog) -> None:
+    ds = cat.dataset("d")
+    ds.append_rows([{"id": 1}])
+    ds.append_rows([{"id": 1}])  # the same rows again from Python: a choice, not an accident
+    assert [r["id"] for r in cat.dataset("d").read()] == [1, 1]
+
+
+def test_concurrent_appends_of_one_input_register_it_once(cat: Catalog, tmp_path: Path) -> None:
+    a = csv_file(tmp_path / "a.csv", range(100))
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def append() -> None:
+        with Catalog.open(cat.root) as mine:
+            start.wait()
+            try:
+                mine.dataset("d").append_files([a])
+            except AppendError as e:
+                errors.append(e)
+
+    threads = [threading.Thread(target=append) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 2 and all("already in 'd'" in str(e) for e in errors)
+    assert [r["id"] for r in cat.dataset("d").read()] == list(range(100))
+
+
+@pytest.mark.sqlite_only
+def test_a_format_4_catalog_upgrades_with_unknown_sources(tmp_path: Path) -> None:
+    from probes import downgrade_to_format_4
+
+    from catalog import manifest as mf
+
+    root = tmp_path / "old"
+    with Catalog.init(root) as cat:
+        cat.register("d", SCHEMA).append_rows([{"id": 1}])
+    downgrade_to_format_4(root / "catalog.db")
+    result = run("-C", root, "show", "d")
+    assert result.exit_code == 1
+    assert result.stderr == f"error: the manifest has format 4, older than {mf.FORMAT_VERSION}: run `catalog upgrade`\n"
+    assert run("-C", root, "upgrade").stdout == f"manifest format 4 -> {mf.FORMAT_VERSION}\n"
+    with Catalog.open(root) as cat:
+        assert sources(cat) == [(1, None)]
+        cat.dataset("d").append_rows([{"id": 2}])
+        assert sources(cat) == [(1, None), (1, "rows")]
