@@ -41,6 +41,7 @@ from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
 from catalog.schema import Schema
 from catalog.schema.frames import is_columnar
+from catalog.tfrecord.framing import normalize_compression
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
 
@@ -92,10 +93,16 @@ class Catalog(CatalogHandle):
 
     # ---- datasets
     def register(
-        self, name: str, schema: Schema | Mapping[str, Any] | str | os.PathLike[str], description: str = ""
+        self,
+        name: str,
+        schema: Schema | Mapping[str, Any] | str | os.PathLike[str],
+        description: str = "",
+        compression: str = "none",
     ) -> Dataset:
+        """A new dataset at version 1; ``compression`` (none, gzip or zlib): how its shards are
+        stored (TensorFlow reads each as ``TFRecordDataset(..., compression_type=...)``)."""
         validate_name(name)
-        create_dataset(self, name, _as_schema(schema), description, default_author())
+        create_dataset(self, name, _as_schema(schema), description, default_author(), _compression(compression))
         return self.dataset(name)
 
     def register_inferred(
@@ -105,6 +112,7 @@ class Catalog(CatalogHandle):
         description: str = "",
         *,
         split: str = DEFAULT_SPLIT,
+        compression: str = "none",
         format: str = "auto",
         delimiter: str | None = None,
         feature: str | None = None,
@@ -119,7 +127,7 @@ class Catalog(CatalogHandle):
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
             raise AppendError("no records in the inputs: no schema to infer, nothing registered")
-        ds = self.register(name, inferred.schema, description)
+        ds = self.register(name, inferred.schema, description, compression)
         try:
             return ds.append_files(
                 [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
@@ -168,6 +176,11 @@ class Catalog(CatalogHandle):
         """Give every uncompressed shard without a record index (registered before format 4, or
         ``--link``ed) its index: one read per shard; idempotent, safe beside writers and gc."""
         return indexing.index_catalog(self, names, version, progress)
+
+
+def _compression(compression: str | None) -> str:
+    """A dataset's compression as the manifest keeps it: none, gzip or zlib."""
+    return normalize_compression(compression) or "none"
 
 
 def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> Schema:

@@ -190,17 +190,36 @@ def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: 
 
 
 def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None) -> None:
-    if link and detect_file_compression(path) is None:
-        count = 0
-        for batch in read_record_batches(path):
-            check_batch(w, batch, path, count)
-            count += len(batch)
-            w.heartbeat()  # validation writes nothing, so beat by hand
-        assert w.sink is not None
-        if w.sink.adopt(path, count) is not None:
+    """Validate a TFRecord input. In the dataset's compression, it is kept as it is: hard
+    linked (``link``), or, when compressed, copied byte for byte; else its records are framed
+    into new shards in the dataset's compression (once: never inflated twice)."""
+    sink = w.sink
+    assert sink is not None
+    compression = detect_file_compression(path) or "none"
+    if compression == sink.compression:
+        kept = link and sink.adopt(path, _validated(w, path)) is not None
+        if not kept and compression != "none":
+            with open_input(path) as f:
+                sink.take_as_is(f, lambda copy: _validated(w, copy, path))
+            kept = True
+        if kept:
             if progress:
                 progress(path.stat().st_size)
             return
+    _reframe(w, path, progress)
+
+
+def _validated(w: Target, path: Path, named: Path | None = None) -> int:
+    """Check every record of a TFRecord file (errors name ``named``, else ``path``); its count."""
+    count = 0
+    for batch in read_record_batches(path):
+        check_batch(w, batch, named or path, count)
+        count += len(batch)
+        w.heartbeat()  # validation writes nothing, so beat by hand
+    return count
+
+
+def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
     index = 0
     for batch in read_record_batches(path):
         check_batch(w, batch, path, index)
@@ -283,6 +302,7 @@ class IngestJob:
     shard_size: int
     shard_records: int
     options: InputOptions = field(default_factory=InputOptions)
+    compression: str = "none"  # the dataset's: how its shards are stored
 
 
 class _JobSchemas:
@@ -297,7 +317,9 @@ class _JobSchemas:
 class _JobTarget:
     def __init__(self, job: IngestJob) -> None:
         self.ds = _JobSchemas(job)
-        self.own = ShardSink(job.data_root, job.dataset, job.prefix, job.shard_size, job.shard_records)
+        self.own = ShardSink(
+            job.data_root, job.dataset, job.prefix, job.shard_size, job.shard_records, compression=job.compression
+        )
         self.sink: ShardSink | None = self.own
 
     def write_record(self, record: bytes) -> None:
@@ -343,6 +365,7 @@ def ingest_files(
         "data_root": w.catalog.store.root,
         "shard_size": w.shard_size,
         "shard_records": w.shard_records,
+        "compression": ds.compression,
     }
     jobs = [
         IngestJob(path=str(p.absolute()), format=fmt, prefix=w.intent.prefix(i), **common)

@@ -40,6 +40,7 @@ from catalog.storage import (
     store_for,
 )
 from catalog.storage.index import OFFSET, OffsetWalker, index_bytes, publish_index, read_index
+from catalog.tfrecord.framing import normalize_compression
 
 DEFAULT_TARGET_SIZE = 256 << 20
 
@@ -56,13 +57,14 @@ class ConcatJob:
     data_root: str
     dataset: str
     prefix: str  # file-name prefix, led by the intent id
+    compression: str = "none"  # of the new shard: the dataset's
 
 
 def concat_job(job: ConcatJob) -> ShardFile:
     """Module-level (picklable) worker: one compacted shard, and its record index."""
     store = store_for(job.data_root)
     clear_attempt(store, job.dataset, job.prefix)
-    if any(s.compression != "none" for s in job.sources):
+    if job.compression != "none" or any(s.compression != "none" for s in job.sources):
         return _reframe(job)
     rel = f"{job.dataset}/{job.prefix}-00000{SHARD_SUFFIX}"  # as ShardSink names its first file
     temp, f = store.open_temp(rel)
@@ -114,8 +116,9 @@ class _Tee:
 
 
 def _reframe(job: ConcatJob) -> ShardFile:
-    """Compressed sources: their records re-framed into one uncompressed shard."""
-    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    """Compressed sources, or a compressed shard to make: the records re-framed into one shard
+    in the job's compression."""
+    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression)
     for src in job.sources:
         for batch in shard_batches(src.path, src.bytes):
             sink.write_many(batch)
@@ -157,27 +160,30 @@ class CompactReport:
         }
 
 
-def plan_compaction(shards: Sequence[LiveShard], target_size: int, split: str | None = None) -> list[list[LiveShard]]:
+def plan_compaction(
+    shards: Sequence[LiveShard], target_size: int, split: str | None = None, compression: str | None = None
+) -> list[list[LiveShard]]:
     """Runs of small shards adjacent in their split's read order (same split, schema version
     and compression), each run at most ``target_size`` bytes, in dataset order; runs of one
-    shard are left alone. With ``split``, that split's shards only. A run never spans two
-    splits: each split keeps its records and their order, whatever other splits interleave."""
+    shard are left alone, unless ``compression`` is given and the shard is stored otherwise.
+    With ``split``, that split's shards only. A run never spans two splits: each split keeps
+    its records and their order, whatever other splits interleave."""
     by_split: dict[str, list[LiveShard]] = {}
     for s in shards:
         if split is None or s.split == split:
             by_split.setdefault(s.split, []).append(s)
-    groups = [g for members in by_split.values() for g in _runs(members, target_size)]
+    groups = [g for members in by_split.values() for g in _runs(members, target_size, compression)]
     return sorted(groups, key=lambda g: g[0].seq)
 
 
-def _runs(shards: Sequence[LiveShard], target_size: int) -> list[list[LiveShard]]:
+def _runs(shards: Sequence[LiveShard], target_size: int, compression: str | None) -> list[list[LiveShard]]:
     """plan_compaction within one split."""
     groups: list[list[LiveShard]] = []
     run: list[LiveShard] = []
     size = 0
 
     def close() -> None:
-        if len(run) > 1:
+        if len(run) > 1 or (run and compression is not None and run[0].compression != compression):
             groups.append(list(run))
         run.clear()
 
@@ -185,6 +191,8 @@ def _runs(shards: Sequence[LiveShard], target_size: int) -> list[list[LiveShard]
         fits = run and s.schema_version == run[0].schema_version and s.compression == run[0].compression
         if s.bytes >= target_size:
             close()
+            if compression is not None and s.compression != compression:
+                groups.append([s])  # rewritten alone, in the new compression
             continue
         if not fits or size + s.bytes > target_size:
             close()
@@ -206,20 +214,24 @@ def compact(
     dry_run: bool = False,
     progress: Progress | None = None,
     split: str | None = None,
+    compression: str | None = None,
 ) -> CompactReport:
     """Merge adjacent small shards of each split (or of ``split`` only) in one no-data-change
-    commit: every split keeps its records in their order."""
+    commit: every split keeps its records in their order. With ``compression`` (none, gzip or
+    zlib), every shard stored otherwise is rewritten in it too, and the dataset stores its
+    new shards so from then on (with ``split``, that split's shards only are rewritten)."""
     start = time.monotonic()
     snap = snapshot(ds)
     if split is not None:
         _check_split(ds.name, validate_split(split), snap)
-    groups = plan_compaction(snap.shards, target_size or DEFAULT_TARGET_SIZE, split)
+    target = None if compression is None else (normalize_compression(compression) or "none")
+    groups = plan_compaction(snap.shards, target_size or DEFAULT_TARGET_SIZE, split, target)
     merged = sum(len(g) for g in groups)
     report = CompactReport(
         ds.name, None, len(groups), len(snap.shards), len(snap.shards) - merged + len(groups),
         sum(s.bytes for g in groups for s in g), 0.0, dry_run, split,
     )  # fmt: skip
-    if dry_run or not groups:
+    if dry_run or (not groups and target in (None, ds.compression)):
         return report
     with Intent.of(ds) as intent:
         jobs = [
@@ -229,6 +241,7 @@ def compact(
                 ds.catalog.store.root,
                 ds.name,
                 intent.prefix(i),
+                target or ds.compression,
             )
             for i, g in enumerate(groups)
         ]
@@ -240,10 +253,11 @@ def compact(
             snap.version,
             snap.schema_version,
             [NewShard(f, g[0].seq, g[0].schema_version, g[0].split) for f, g in zip(files, groups, strict=True)],
-            message or f"compact {merged} shards into {len(groups)}",
+            message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
             author or default_author(),
             intent.id,
             retire={s.id for g in groups for s in g},
+            new_compression=target,
         )
         try:
             report.commit = commit(ds, change)

@@ -67,7 +67,14 @@ class Writer:
             self.commit, self.skipped = prior, True
             return self
         faults.point("intent.recorded", intent=self.intent.id)
-        self.sink = ShardSink(self.catalog.store, self.ds.name, self.intent.id, self.shard_size, self.shard_records)
+        self.sink = ShardSink(
+            self.catalog.store,
+            self.ds.name,
+            self.intent.id,
+            self.shard_size,
+            self.shard_records,
+            compression=self.ds.compression,
+        )
         self.sink.source = ROWS_SOURCE
         return self
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -47,6 +47,10 @@ def register(
         bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
     ] = False,
     split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="With --infer: the inputs' split.")] = "train",
+    compression: Annotated[
+        Literal["none", "gzip", "zlib"],
+        typer.Option("--compression", case_sensitive=False, help="How its shards are stored."),
+    ] = "none",
     as_json: AsJson = False,
 ) -> Output:
     """Register a dataset with its schema (dataset version 1, schema version 1), or with the
@@ -57,9 +61,9 @@ def register(
         raise typer.BadParameter("--infer needs inputs, and inputs need --infer", param_hint="--infer")
     cat = open_catalog()
     if schema is not None:
-        ds = cat.register(name, schema, description)
+        ds = cat.register(name, schema, description, compression)
         return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
-    commit = cat.register_inferred(name, inputs or [], description, split=split)
+    commit = cat.register_inferred(name, inputs or [], description, split=split, compression=compression)
     features = cat.dataset(name).schema.to_json()["features"]
     text = [f"registered {name} with an inferred schema:"]
     text += [f"  {f}: {_feature_text(spec)}" for f, spec in features.items()]

@@ -160,6 +160,10 @@ def compact(
     split: Annotated[
         str | None, typer.Option("--split", metavar="SPLIT", help="Compact this split only (default: each split).")
     ] = None,
+    compression: Annotated[
+        Literal["none", "gzip", "zlib"] | None,
+        typer.Option("--compression", case_sensitive=False, help="Store every shard (and new ones) so."),
+    ] = None,
 ) -> Output:
     """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)
@@ -169,7 +173,7 @@ def compact(
     ):
         report = ds.compact(
             target_size, workers=workers, executor=ex, message=message, dry_run=dry_run, progress=progress,
-            split=split,
+            split=split, compression=compression,
         )  # fmt: skip
     return Output(text=_compact_text(name, report, dry_run), json=report.to_json)
 

@@ -102,7 +102,7 @@ class CatalogHandle:
         """The dataset ``name`` as it is now (its version and schema pinned)."""
         return DatasetHandle(self, *self.dataset_row(name))
 
-    def dataset_row(self, name: str) -> tuple[int, str, int, int, Schema]:
+    def dataset_row(self, name: str) -> tuple[int, str, int, int, Schema, str]:
         validate_name(name)
         with mf.read_txn(self.engine) as conn:
             row = conn.execute(select(DATASETS).where(DATASETS.c.name == name)).first()
@@ -110,7 +110,7 @@ class CatalogHandle:
                 names = list(conn.execute(select(DATASETS.c.name)).scalars())
                 raise DatasetNotFoundError(_not_found(name, names), name)
             schema = load_schema(conn, row.id, row.schema_version)
-        return (row.id, row.name, row.version, row.schema_version, schema)
+        return (row.id, row.name, row.version, row.schema_version, schema, row.compression)
 
     def shard_path(self, relpath: str) -> Path:
         """A shard's local path (a local data area only; see :meth:`shard_url`)."""
@@ -236,7 +236,14 @@ class DatasetHandle:
     at commit if a newer schema version was committed meanwhile."""
 
     def __init__(
-        self, catalog: CatalogHandle, id: int, name: str, version: int, schema_version: int, schema: Schema
+        self,
+        catalog: CatalogHandle,
+        id: int,
+        name: str,
+        version: int,
+        schema_version: int,
+        schema: Schema,
+        compression: str = "none",
     ) -> None:
         self.catalog = catalog
         self.id = id
@@ -244,6 +251,7 @@ class DatasetHandle:
         self.version = version
         self.schema_version = schema_version
         self.schema = schema
+        self.compression = compression  # how new shards are stored: none, gzip or zlib
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.version}, schema_version={self.schema_version})"

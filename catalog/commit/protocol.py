@@ -96,6 +96,7 @@ class Change:
     migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
     revert_after: int | None = None  # restore: migrations applied after this version are pending again
     unique: bool = False  # refuse new shards whose bytes equal a live shard's (an input appended twice)
+    new_compression: str | None = None  # how the dataset stores new shards from this commit on
 
 
 def commit(ds: DatasetHandle, change: Change) -> Commit:
@@ -140,6 +141,8 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
             raise _Retry()
         if ch.new_schema is not None:
             insert_schema(conn, ds.id, schema_version, ch.new_schema, new, now)
+        if ch.new_compression is not None:
+            conn.execute(update(DATASETS).where(DATASETS.c.id == ds.id).values(compression=ch.new_compression))
         values = _commit_row(ds, ch, new, schema_version, now, totals)
         conn.execute(_INSERT_COMMIT, values)
         shards = _write_shards(conn, ds, ch, retired, new, schema_version)
@@ -345,7 +348,9 @@ def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schem
     )
 
 
-def create_dataset(cat: CatalogHandle, name: str, sch: Schema, description: str, author: str) -> None:
+def create_dataset(
+    cat: CatalogHandle, name: str, sch: Schema, description: str, author: str, compression: str = "none"
+) -> None:
     """Register dataset ``name`` at version 1 (a "create" commit, no shards)."""
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
@@ -356,7 +361,13 @@ def create_dataset(cat: CatalogHandle, name: str, sch: Schema, description: str,
                 raise DatasetExistsError(f"dataset {name!r} already exists", name)
             ds_id = conn.execute(
                 insert(DATASETS).values(
-                    name=name, description=description, created_at=now, version=1, schema_version=1, **empty
+                    name=name,
+                    description=description,
+                    created_at=now,
+                    version=1,
+                    schema_version=1,
+                    compression=compression,
+                    **empty,
                 )
             ).inserted_primary_key[0]  # type: ignore[index]
             insert_schema(conn, ds_id, 1, sch, 1, now)

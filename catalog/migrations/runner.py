@@ -90,6 +90,7 @@ class ShardJob:
     dataset: str
     prefix: str  # file-name prefix, led by the intent id
     size: int | None = None  # the source's registered bytes: reading stops there
+    compression: str = "none"  # of the new shard: the dataset's
 
 
 _COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
@@ -105,7 +106,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
-    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED)
+    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression)
     index = 0
     try:
         write = sink.write
@@ -430,7 +431,7 @@ def _run(
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes)
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, ds.compression)
         for i, s in enumerate(shards)
     ]
     done = (lambda job, _r: progress(job.records)) if progress else None

@@ -36,8 +36,8 @@ class DataSource:
             raise CatalogError(
                 f"{compressed.url}: a {compressed.compression}-compressed shard cannot be read at an offset, so "
                 f"dataset {plan.dataset!r} has no random access: read it with ds.torch() or ds.batches(), which "
-                "read compressed shards front to back, or append its records again uncompressed "
-                "(`catalog export` then `catalog append`)"
+                f"read compressed shards front to back, or store it uncompressed: `catalog compact {plan.dataset} "
+                "--compression none`"
             )
         self.plan = plan
         self.columns = check_columns(plan.schema(), columns)

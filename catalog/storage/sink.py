@@ -11,15 +11,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
+
+from crc32c import crc32c
 
 from catalog import faults
 from catalog.errors import CatalogError
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
-from catalog.storage.files import ShardFile, format_checksum, write_error
+from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
 from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
@@ -39,6 +41,7 @@ class ShardSink:
         shard_records: int,
         sync: bool = True,
         index: bool = True,
+        compression: str = "none",
     ) -> None:
         self.store = data_root if isinstance(data_root, Store) else store_for(data_root)
         self._folder = self.store.url(dataset)  # refuses a dataset name that would lead outside
@@ -47,7 +50,9 @@ class ShardSink:
         self.shard_size = shard_size
         self.shard_records = shard_records
         self.sync = sync
-        self.index = index  # write each shard's record index (False: only to measure its cost)
+        self.compression = compression  # of the shards written (none, gzip, zlib); none alone is indexed
+        # write each shard's record index (False: only to measure its cost, or compressed)
+        self.index = index and compression == "none"
         self.source: str | None = None  # recorded with each shard finished (ShardFile.source)
         self.shards: list[ShardFile] = []
         # For abort(): the temporary (or spool) files not published yet, and every shard put
@@ -77,7 +82,8 @@ class ShardSink:
         self.store.prepare(self.dataset)  # gc may have removed an empty folder meanwhile
         self._temp, self._file = self.store.open_temp(self._rel)  # closed in _finish
         self.temps.append(self._temp)
-        self._writer = RecordWriter(self._file, index=self.index)
+        codec = None if self.compression == "none" else self.compression
+        self._writer = RecordWriter(self._file, codec, index=self.index)
         return self._writer
 
     def write(self, record: bytes) -> None:
@@ -110,8 +116,38 @@ class ShardSink:
             return None
         self.placed.append(rel)
         size, checksum = self.store.checksum(rel)
-        shard = ShardFile(rel, records, size, checksum, source=self.source)
+        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source)
         self.shards.append(shard)
+        return shard
+
+    def take_as_is(self, source: IO[bytes], count: Callable[[Path], int]) -> ShardFile:
+        """One shard holding ``source``'s bytes exactly (an input already in this sink's
+        compression: never inflated and deflated again). They are copied first and then
+        ``count`` checks the copy and returns its records, so what is registered is what was
+        checked, whatever happens to the input meanwhile."""
+        self._finish()
+        rel = self._next_rel()
+        self.store.prepare(self.dataset)
+        temp, f = self.store.open_temp(rel)
+        self.temps.append(temp)
+        crc = size = 0
+        try:
+            while chunk := source.read(CHECKSUM_CHUNK):
+                f.write(chunk)
+                crc = crc32c(chunk, crc)
+                size += len(chunk)
+            f.flush()
+        except OSError as e:
+            f.close()
+            raise write_error(temp, e) from e
+        records = count(temp)
+        self._publishing = rel
+        self.store.publish(f, temp, rel, self.sync)
+        self.temps.pop()
+        shard = ShardFile(rel, records, size, format_checksum(crc), self.compression, source=self.source)
+        self.placed.append(rel)
+        self.shards.append(shard)
+        self._publishing = None
         return shard
 
     def take(self, files: Iterable[ShardFile]) -> None:
@@ -149,6 +185,7 @@ class ShardSink:
                 writer.records,
                 writer.file_bytes,
                 format_checksum(writer.checksum),
+                self.compression,
                 index_checksum=checksum,
                 source=self.source,
             )
