@@ -14,7 +14,7 @@ from typing import IO, Any, Protocol
 
 from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
-from catalog.errors import AppendError, CatalogError, CodecError, ValidationError
+from catalog.errors import AppendError, CatalogError, CodecError, CorruptRecordError, ValidationError
 from catalog.executors import run_jobs
 from catalog.inputs import (
     STDIN,
@@ -212,10 +212,16 @@ def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None
 def _validated(w: Target, path: Path, named: Path | None = None) -> int:
     """Check every record of a TFRecord file (errors name ``named``, else ``path``); its count."""
     count = 0
-    for batch in read_record_batches(path):
-        check_batch(w, batch, named or path, count)
-        count += len(batch)
-        w.heartbeat()  # validation writes nothing, so beat by hand
+    try:
+        for batch in read_record_batches(path):
+            check_batch(w, batch, named or path, count)
+            count += len(batch)
+            w.heartbeat()  # validation writes nothing, so beat by hand
+    except CorruptRecordError as e:
+        if named is None:
+            raise
+        # named as the input, not as the copy the catalog checked
+        raise CorruptRecordError(e.reason, str(named), e.offset, compressed=e.compressed) from None
     return count
 
 

@@ -120,6 +120,8 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
     yield f"schema version: {info.schema_version}"
     yield f"records:        {info.records}"
     yield f"size:           {human(info.bytes)} in {info.shard_count} shards"
+    if info.compression != "none":
+        yield f"compression:    {info.compression} (new shards; TensorFlow reads them with compression_type)"
     if info.splits:
         yield "splits:"
         width = max(map(len, info.splits))

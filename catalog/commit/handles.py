@@ -333,8 +333,9 @@ class DatasetHandle:
             splits = split_totals(conn, live_at(conn, self.id, v))
         check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(
-            row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count, splits
-        )
+            row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count, splits,
+            row.compression,
+        )  # fmt: skip
 
     def history(self) -> list[Commit]:
         """Every commit, oldest first, with the records and shards it added and retired: counted

@@ -86,6 +86,7 @@ def dataset_info(row: Any, schema: dict[str, Any]) -> DatasetInfo:
         row.records,
         row.bytes,
         row.shard_count,
+        compression=row.compression,
     )
 
 

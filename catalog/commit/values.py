@@ -124,9 +124,10 @@ class DatasetInfo:
     # Per split at this version: name -> {"records", "shards", "bytes"}; None when not read
     # (`catalog list` reads them for --json only: the text listing stays one small query).
     splits: dict[str, dict[str, int]] | None = None
+    compression: str = "none"  # how the dataset stores new shards (format 5)
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "created": iso(self.created),
@@ -136,6 +137,7 @@ class DatasetInfo:
             "records": self.records,
             "bytes": self.bytes,
             "shard_count": self.shard_count,
+            "compression": self.compression,
         }
         if self.splits is not None:
             out["splits"] = self.splits
