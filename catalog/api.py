@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -275,7 +276,15 @@ class Dataset(DatasetHandle):
                 names = ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
                 raise AppendError(f"{names}: no records in the input: nothing committed", str(inputs[0][0]))
         assert w.commit is not None
-        return w.commit
+        if not link or w.skipped or w.sink is None:
+            return w.commit
+        linked = {f.source for f in w.sink.shards if f.linked}
+        everyone = [ingest.source_of(p) for p, _ in inputs]
+        return replace(
+            w.commit,
+            linked=tuple(s for s in everyone if s in linked),
+            copied=tuple(s for s in everyone if s not in linked),
+        )
 
     def writer(
         self,

@@ -153,3 +153,38 @@ def test_a_format_4_catalog_upgrades_with_unknown_sources(tmp_path: Path) -> Non
         assert sources(cat) == [(1, None)]
         cat.dataset("d").append_rows([{"id": 2}])
         assert sources(cat) == [(1, None), (1, "rows")]
+
+
+def test_link_says_which_inputs_it_linked_and_which_it_copied(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from catalog import RecordWriter
+    from catalog.tfrecord.example import encode_example
+
+    raw, gz = tmp_path / "raw.tfrecord", tmp_path / "in.gz"
+    for path, compression in ((raw, None), (gz, "gzip")):
+        with RecordWriter(path, compression) as w:
+            w.write(encode_example({"id": 1 if compression else 2}))
+    (tmp_path / "r.jsonl").write_text('{"id": 3}\n')
+    out = json.loads(run("-C", cat.root, "append", "d", raw, gz, tmp_path / "r.jsonl", "--link", "--json").stdout)
+    assert (out["linked"], out["copied"]) == ([str(raw)], [str(gz), str(tmp_path / "r.jsonl")])
+    assert os.path.samefile(out["shards"][0]["path"], raw)
+    real_link = os.link
+
+    def cross_device(src: Any, dst: Any, **kwargs: Any) -> None:
+        if str(src) == str(raw):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "link", cross_device)
+    result = run("-C", cat.root, "append", "d", raw, "--link", "--allow-duplicate")
+    assert result.stdout.splitlines()[1:] == [
+        "linked 0 inputs (no bytes copied)",
+        "copied 1 inputs that could not be linked (another filesystem, compressed unlike the dataset, or not "
+        f"TFRecord): {raw}",
+    ]
+    plain = json.loads(run("-C", cat.root, "append", "d", tmp_path / "r.jsonl", "--allow-duplicate", "--json").stdout)
+    assert "linked" not in plain and "copied" not in plain  # not asked: not said

@@ -82,6 +82,9 @@ class Commit:
     records_removed: int = 0  # in the shards this commit retired (a rewrite's or restore's)
     shards_removed: int = 0
     tags: tuple[str, ...] = ()  # the tags naming this version (history fills them in)
+    # append --link: the inputs taken by hard link, and those copied after all (None: not asked)
+    linked: tuple[str, ...] | None = None
+    copied: tuple[str, ...] | None = None
 
     def to_json(self, with_shards: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -107,6 +110,9 @@ class Commit:
         if with_shards:
             out["shards"] = [s.to_json() for s in self.shards]
             out["duplicate"] = self.duplicate
+        if self.linked is not None:
+            out["linked"] = list(self.linked)
+            out["copied"] = list(self.copied or ())
         return out
 
 

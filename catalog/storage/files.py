@@ -37,6 +37,7 @@ class ShardFile:
     compression: str = "none"
     index_checksum: str | None = None  # its record index (storage.index), when one was written
     source: str | None = None  # where its records came from (see the manifest's shards.source)
+    linked: bool = False  # the input file itself, hard linked (append --link), not a copy
 
 
 def format_checksum(crc: int) -> str:

@@ -116,7 +116,7 @@ class ShardSink:
             return None
         self.placed.append(rel)
         size, checksum = self.store.checksum(rel)
-        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source)
+        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source, linked=True)
         self.shards.append(shard)
         return shard
 
