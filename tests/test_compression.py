@@ -152,3 +152,21 @@ def _schema(tmp_path: Path) -> Path:
     path = tmp_path / "schema.json"
     path.write_text(json.dumps(SCHEMA))
     return path
+
+
+def test_migrate_can_change_the_compression(cat: Catalog) -> None:
+    cat.register("d", SCHEMA)
+    cat.dataset("d").append_rows([{"id": i} for i in range(6)], shard_records=4)
+    args = ("migrate", "d", "--add", "h:int64=1", "--compression", "gzip", "--json")
+    out = json.loads(run("-C", cat.root, *args).stdout)
+    assert out["migrations"][0]["to_schema_version"] == 2
+    ds = cat.dataset("d")
+    assert ds.compression == "gzip" and [s.compression for s in ds.shards()] == ["gzip", "gzip"]
+    assert [(r["id"], r["h"]) for r in ds.read()] == [(i, 1) for i in range(6)]
+    result = run("-C", cat.root, "migrate", "d", "--compression", "none", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: d: no migration pending to rewrite the shards with: `catalog compact d --compression none` "
+        "changes the compression alone\n"
+    )
+    assert cat.dataset("d").compression == "gzip"

@@ -99,6 +99,10 @@ ImageShape = Annotated[
     str | None,
     typer.Option("--image-shape", metavar="H,W,C", help="Decode images into uint8 tensors of this shape (Pillow)."),
 ]
+NewCompression = Annotated[
+    Literal["none", "gzip", "zlib"] | None,
+    typer.Option("--compression", case_sensitive=False, help="Store the rewritten shards, and new ones, so."),
+]
 MigrationsDir = Annotated[
     Path,
     typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),

@@ -18,6 +18,7 @@ from catalog.cli.options import (
     ExecutorKind,
     Message,
     MigrationsDir,
+    NewCompression,
     Scheduler,
     Split,
     Version,
@@ -49,6 +50,7 @@ def migrate(
     drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
     rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
     as_json: AsJson = False,
+    compression: NewCompression = None,
 ) -> Output:
     """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
@@ -63,7 +65,7 @@ def migrate(
     ):
         report = ds.migrate(
             migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, message=message, progress=progress,
-            **quick,
+            compression=compression, **quick,
         )  # fmt: skip
     return Output(text=_migrate_text(name, report, dry_run), json=report.to_json)
 
@@ -160,10 +162,7 @@ def compact(
     split: Annotated[
         str | None, typer.Option("--split", metavar="SPLIT", help="Compact this split only (default: each split).")
     ] = None,
-    compression: Annotated[
-        Literal["none", "gzip", "zlib"] | None,
-        typer.Option("--compression", case_sensitive=False, help="Store every shard (and new ones) so."),
-    ] = None,
+    compression: NewCompression = None,
 ) -> Output:
     """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)

@@ -41,6 +41,7 @@ from catalog.migrations.scripts import (
 )
 from catalog.schema import Schema, SchemaDiff
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
+from catalog.tfrecord.framing import normalize_compression
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 
@@ -314,11 +315,20 @@ def migrate(
     drop: Sequence[str] = (),
     rename: Sequence[str] = (),
     progress: Progress | None = None,
+    compression: str | None = None,
 ) -> MigrateReport:
     """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
-    with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration."""
+    with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration. With
+    ``compression`` (none, gzip or zlib), the rewritten shards, and the dataset's new ones
+    from then on, are stored so."""
     quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
     pending = _pending(ds, Path(migrations), to, quick)
+    target = None if compression is None else (normalize_compression(compression) or "none")
+    if target is not None and not pending:
+        raise MigrationError(
+            f"{ds.name}: no migration pending to rewrite the shards with: `catalog compact {ds.name} "
+            f"--compression {target}` changes the compression alone"
+        )
     snap = snapshot(ds)
     report = MigrateReport(ds.name, dry_run, snap.version, snap.schema_version)
     if dry_run:
@@ -330,7 +340,7 @@ def migrate(
         return report
     with executor_for(executor, workers, max(len(snap.shards), 1)) as ex:
         for p in pending:
-            result = _apply(ds, p, ex, message, author or default_author(), progress)
+            result = _apply(ds, p, ex, message, author or default_author(), progress, target)
             report.migrations.append(result)
             report.version, report.schema_version = result.version or report.version, result.to_schema_version
     return report
@@ -345,7 +355,13 @@ def _result(p: Pending, sv: int, chain: list[Schema], snap: Snapshot) -> Migrati
 
 
 def _apply(
-    ds: DatasetHandle, p: Pending, ex: Executor | None, message: str, author: str, progress: Progress | None
+    ds: DatasetHandle,
+    p: Pending,
+    ex: Executor | None,
+    message: str,
+    author: str,
+    progress: Progress | None,
+    compression: str | None = None,
 ) -> MigrationResult:
     start = time.monotonic()
     snap = snapshot(ds)
@@ -358,8 +374,9 @@ def _apply(
         done: dict[int, ShardFile | None] = {}
         todo = list(snap.shards)
         for _round in range(CATCHUP_ROUNDS):
-            done.update(_run(ds, spec, todo, intent, len(done), ex, progress))
+            done.update(_run(ds, spec, todo, intent, len(done), ex, progress, compression or ds.compression))
             change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
+            change.new_compression = compression
             try:
                 committed = commit(ds, change)
             except LiveChanged as e:
@@ -428,10 +445,11 @@ def _run(
     first_unit: int,
     ex: Executor | None,
     progress: Progress | None,
+    compression: str,
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, ds.compression)
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, compression)
         for i, s in enumerate(shards)
     ]
     done = (lambda job, _r: progress(job.records)) if progress else None
