@@ -234,15 +234,9 @@ def compact(
     if dry_run or (not groups and target in (None, ds.compression)):
         return report
     with Intent.of(ds) as intent:
+        root, compression = ds.catalog.store.root, target or ds.compression
         jobs = [
-            ConcatJob(
-                tuple(g),
-                sum(s.records for s in g),
-                ds.catalog.store.root,
-                ds.name,
-                intent.prefix(i),
-                target or ds.compression,
-            )
+            ConcatJob(tuple(g), sum(s.records for s in g), root, ds.name, intent.prefix(i), compression)
             for i, g in enumerate(groups)
         ]
         done = (lambda job, _r: progress(sum(s.bytes for s in job.sources))) if progress else None

@@ -210,15 +210,18 @@ def append(
             image_shape=_image_shape(image_shape),
             allow_duplicate=allow_duplicate,
         )
+    return Output(text=_append_text(name, commit), json=commit.to_json)
+
+
+def _append_text(name: str, commit: Commit) -> Iterator[str]:
     what = "already committed (token seen before)" if commit.duplicate else "committed"
-    text = [f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"]
+    yield f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"
     if commit.linked is not None:
-        text.append(f"linked {len(commit.linked)} inputs (no bytes copied)")
+        yield f"linked {len(commit.linked)} inputs (no bytes copied)"
         if commit.copied:
             shown = ", ".join(commit.copied[:3]) + (", ..." if len(commit.copied) > 3 else "")
             why = "another filesystem, compressed unlike the dataset, or not TFRecord"
-            text.append(f"copied {len(commit.copied)} inputs that could not be linked ({why}): {shown}")
-    return Output(text=text, json=commit.to_json)
+            yield f"copied {len(commit.copied)} inputs that could not be linked ({why}): {shown}"
 
 
 def _delimiter(text: str | None) -> str | None:
