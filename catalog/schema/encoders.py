@@ -141,6 +141,18 @@ def _string_scalar(entry: EntryPrefix, slow: Encoder) -> Encoder:
     return enc
 
 
+def _bytes_scalar(entry: EntryPrefix, slow: Encoder) -> Encoder:
+    """One ``bytes`` value (an encoded image, say): framed as it is, no check to make."""
+    ld = wire.length_delimited
+
+    def enc(value: Any) -> bytes:
+        if type(value) is bytes:
+            return entry(ld(wire.TAG_1, ld(wire.TAG_1, value)))
+        return slow(value)
+
+    return enc
+
+
 def _tensor(feat: Feature, entry: EntryPrefix, slow: Encoder) -> Encoder:
     target = feat.np_dtype
     shape = feat.shape
@@ -165,4 +177,6 @@ def feature_encoder(feat: Feature) -> Encoder:
         return _float32_fixed(feat, entry, slow)
     if feat.is_scalar and feat.dtype == "string":
         return _string_scalar(entry, slow)
+    if feat.is_scalar and feat.dtype == "bytes":
+        return _bytes_scalar(entry, slow)
     return slow
