@@ -33,7 +33,7 @@ from catalog.commit.values import (
 from catalog.errors import AppendError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
-from catalog.inputs.infer import infer_inputs
+from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
 from catalog.readers import batches as readers
@@ -264,6 +264,7 @@ class Dataset(DatasetHandle):
         if sum(str(p) == STDIN for p, _ in inputs) > 1:
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
+        check_options(inputs, options)
         with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:

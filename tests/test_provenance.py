@@ -188,3 +188,18 @@ def test_link_says_which_inputs_it_linked_and_which_it_copied(
     ]
     plain = json.loads(run("-C", cat.root, "append", "d", tmp_path / "r.jsonl", "--allow-duplicate", "--json").stdout)
     assert "linked" not in plain and "copied" not in plain  # not asked: not said
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--delimiter", ";"], "--delimiter applies to CSV inputs, and none is given"),
+        (["--feature", "id"], "--feature applies to .npy inputs, and none is given"),
+        (["--image-shape", "2,2,3"], "--image-shape applies to image folder inputs, and none is given"),
+    ],
+)
+def test_an_option_no_input_takes_is_an_error(cat: Catalog, tmp_path: Path, option: list[str], said: str) -> None:
+    (tmp_path / "r.jsonl").write_text('{"id": 1}\n')
+    result = run("-C", cat.root, "append", "d", tmp_path / "r.jsonl", *option)
+    assert (result.exit_code, result.stderr) == (1, f"error: {said}\n")
+    assert cat.dataset("d").version == 1

@@ -79,6 +79,23 @@ def format_of_input(path: Path, fmt: str) -> str:
         return format_of(path, f.read(64))
 
 
+def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None:
+    """An option no input takes is a mistake worth one line, not silence: --delimiter with no
+    CSV, --feature with no .npy, --image-shape with no image folder."""
+    asked = {
+        "csv": ("--delimiter", options.delimiter),
+        "npy": ("--feature", options.feature),
+        "images": ("--image-shape", options.image_shape),
+    }
+    if all(value is None for _, value in asked.values()):
+        return
+    formats = {"csv" if str(p) == STDIN else format_of_input(p, f) for p, f in inputs}
+    for fmt, (option, value) in asked.items():
+        if value is not None and fmt not in formats:
+            kind = {"csv": "CSV", "npy": ".npy", "images": "image folder"}[fmt]
+            raise AppendError(f"{option} applies to {kind} inputs, and none is given")
+
+
 def _open(path: Path) -> IO[bytes]:
     import io
 
