@@ -434,3 +434,36 @@ def test_split_rekey_and_append_entries_match_protobuf() -> None:
 )
 def test_split_entries_leaves_other_layouts_to_protobuf(record: bytes) -> None:
     assert split_entries(record) is None
+
+
+# --------------------------------------------------------------------------- fast paths
+
+
+_VALUES = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(width=32),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.booleans(),
+    st.lists(st.integers(-(2**70), 2**70), max_size=4),
+    st.lists(st.floats(allow_nan=True), max_size=4),
+    st.lists(st.one_of(st.integers(-5, 5), st.floats(-5, 5), st.booleans()), max_size=4),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES)
+def test_encode_feature_fast_paths_equal_the_checked_path(value: Any) -> None:
+    """Plain ints, floats, str, bytes and lists take shortcuts: same bytes, same errors."""
+    from catalog.tfrecord.example import _encode_feature_checked, encode_feature
+
+    try:
+        expected: bytes | str = _encode_feature_checked("f", value)
+    except CodecError as e:
+        expected = str(e)
+    try:
+        got: bytes | str = encode_feature("f", value)
+    except CodecError as e:
+        got = str(e)
+    assert got == expected

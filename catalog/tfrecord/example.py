@@ -198,6 +198,39 @@ def _array_feature(name: str, array: np.ndarray) -> bytes:
 
 def encode_feature(name: str, value: Any) -> bytes:
     """Serialize one feature value (scalar, list or numpy array) to a ``Feature`` message."""
+    # Fast paths for the plain Python values most rows hold, each with the same checks as the
+    # general path below (exact types: a bool, a subclass, a NaN or infinity take that path).
+    kind = type(value)
+    if kind is int:
+        if INT64_MIN <= value <= INT64_MAX:
+            return int64_feature((value,))
+    elif kind is float:
+        if -FLOAT32_MAX <= value <= FLOAT32_MAX:
+            return float_feature((value,))
+    elif kind is bytes:
+        return bytes_feature((value,))
+    elif kind is str:
+        if value.isascii():
+            return bytes_feature((value.encode("ascii"),))
+    elif kind is list and value:
+        fast = _plain_list(value)
+        if fast is not None:
+            return fast
+    return _encode_feature_checked(name, value)
+
+
+def _plain_list(values: list[Any]) -> bytes | None:
+    """A list of plain floats or plain ints in range, encoded; None for any other list."""
+    first = type(values[0])
+    if first is float and all(type(v) is float for v in values):
+        if min(values) >= -FLOAT32_MAX and max(values) <= FLOAT32_MAX:
+            return float_feature(values)
+    elif first is int and all(type(v) is int for v in values) and min(values) >= INT64_MIN:
+        return int64_feature(values) if max(values) <= INT64_MAX else None
+    return None
+
+
+def _encode_feature_checked(name: str, value: Any) -> bytes:
     if isinstance(value, np.ndarray):
         return _array_feature(name, value)
     if isinstance(value, (list, tuple)):
@@ -218,11 +251,21 @@ def encode_feature(name: str, value: Any) -> bytes:
     return bytes_feature([_as_bytes(name, v) for v in values])
 
 
+_KEYS: dict[str, bytes] = {}  # feature names seen, encoded: rows repeat the same few
+_MAX_KEYS = 4096
+
+
+def _key(name: Any) -> bytes:
+    key = _KEYS.get(name) if type(name) is str else None
+    if key is None:
+        key = _name_bytes(name)
+        if type(name) is str and len(_KEYS) < _MAX_KEYS:
+            _KEYS[name] = key
+    return key
+
+
 def _entries(features: Mapping[str, Any]) -> bytes:
-    entries = []
-    for name, value in features.items():
-        entries.append(map_entry(_name_bytes(name), encode_feature(name, value)))
-    return b"".join(entries)
+    return b"".join([map_entry(_key(name), encode_feature(name, value)) for name, value in features.items()])
 
 
 def encode_example(features: Mapping[str, Any]) -> bytes:
