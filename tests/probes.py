@@ -11,6 +11,7 @@ from catalog import Catalog
 def downgrade_to_format_4(db: Path) -> None:
     """Turn a SQLite manifest into what format 4 had: no shard sources, no dataset compression."""
     with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX ix_shards_checksum")
         conn.execute("ALTER TABLE shards DROP COLUMN source")
         conn.execute("ALTER TABLE datasets DROP COLUMN compression")
         conn.execute("UPDATE catalog_meta SET value = '4' WHERE key = 'format_version'")
