@@ -52,6 +52,7 @@ from benchmarks.harness import (
 )
 from catalog import CorruptRecordError, RecordWriter, Schema, read_record_batches, read_records
 from catalog.schema import to_tf_feature_spec
+from catalog.tfrecord.example import encode_example
 
 LARGE_RECORD_BYTES = 256 * 1024
 CRC_BUFFER_BYTES = 64 * 1024 * 1024
@@ -267,7 +268,33 @@ def bench_encode(w: Work) -> list[Versus]:
         target=3.0,
         note=f"messages equal to TF's (checked on a sample); bytes identical: {identical}",
     )
-    return [row, bench_encode_write(w, tf_example)]
+    return [row, bench_encode_schemaless(w, tf_example), bench_encode_write(w, tf_example)]
+
+
+def bench_encode_schemaless(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> Versus:
+    """``encode_example`` (no schema: kinds from the Python values) against the same Example loop."""
+    encoded: dict[str, list[bytes]] = {}
+
+    def cat_encode() -> None:
+        encoded["cat"] = [encode_example(row) for row in w.rows]
+
+    def tf_encode() -> None:
+        encoded["tf"] = [tf_example(row) for row in w.rows]
+
+    t = w.race({"cat": cat_encode, "tf": tf_encode})
+    parse = w.tf.train.Example.FromString
+    for c, f in zip(encoded["cat"][:: max(1, w.n // 2000)], encoded["tf"][:: max(1, w.n // 2000)], strict=True):
+        check(parse(c) == parse(f), "encode_example and tf.train.Example disagree")
+    encoded.clear()
+    return versus(
+        "encode_example",
+        "encode rows without a schema: `encode_example` vs `tf.train.Example(...)``.SerializeToString()`",
+        "rec/s",
+        w.n,
+        t["cat"],
+        t["tf"],
+        target=1.0,
+    )
 
 
 def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> Versus:
