@@ -67,6 +67,8 @@ from benchmarks.harness import (
     protobuf_version,
     race,
     versus,
+    versus_missed,
+    versus_profiles,
     versus_table,
     write_report,
 )
@@ -590,30 +592,7 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
     )
     print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
     print(seconds_table(outcomes))
-    missed = [r for r in results if r.met() is False]
-    print(
-        f"\n{sum(r.met() is True for r in results)} targets met, {len(missed)} missed"
-        + (": " + "; ".join(r.key for r in missed) if missed else "")
-        + "."
-    )
-    sys.stdout.flush()
-    return missed
-
-
-def print_profiles(choice: str, results: list[Versus], profiles: dict[str, Callable[[], str]]) -> dict[str, str]:
-    keys = {
-        "all": [r.key for r in results if r.target is not None],
-        "missed": [r.key for r in results if r.met() is False],
-        "none": [],
-    }[choice]
-    if keys:
-        print("\n## Profiles (catalog side, cProfile)\n")
-    texts: dict[str, str] = {}
-    for key in keys:
-        log(f"[profile] {key} ...")
-        texts[key] = profiles[key]()
-        print(f"### {key}\n\n```\n{texts[key]}\n```\n", flush=True)
-    return texts
+    return versus_missed(results)
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
@@ -676,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
             section.catalog.outputs.first = None  # the decoded reference is not needed any more
         elapsed = time.perf_counter() - started
         print_results(results, outcomes, elapsed)
-        texts = print_profiles(args.profile, results, profiles)
+        texts = versus_profiles(args.profile, results, profiles, "cProfile")
     if args.json:
         write_report(
             args.json,

@@ -61,6 +61,8 @@ from benchmarks.harness import (
     protobuf_version,
     race,
     usable_cpus,
+    versus_missed,
+    versus_profiles,
     versus_table,
     write_migrations,
     write_report,
@@ -743,30 +745,7 @@ def print_results(results: list[Versus], elapsed: float) -> list[Versus]:
     print(
         "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
     )
-    missed = [r for r in results if r.met() is False]
-    print(
-        f"\n{sum(r.met() is True for r in results)} targets met, {len(missed)} missed"
-        + (": " + "; ".join(r.key for r in missed) if missed else "")
-        + "."
-    )
-    sys.stdout.flush()
-    return missed
-
-
-def print_profiles(choice: str, results: list[Versus], profiles: dict[str, Callable[[], str]]) -> dict[str, str]:
-    keys = {
-        "all": [r.key for r in results if r.target is not None],
-        "missed": [r.key for r in results if r.met() is False],
-        "none": [],
-    }[choice]
-    if keys:
-        print("\n## Profiles (catalog side, workers=1, cProfile)\n")
-    texts = {}
-    for key in keys:
-        log(f"[profile] {key} ...")
-        texts[key] = profiles[key]()
-        print(f"### {key}\n\n```\n{texts[key]}\n```\n", flush=True)
-    return texts
+    return versus_missed(results)
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
@@ -819,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_compact_export(cfg, Path(d), results, profiles, stack)
         elapsed = time.perf_counter() - started
         print_results(results, elapsed)
-        texts = print_profiles(args.profile, results, profiles)
+        texts = versus_profiles(args.profile, results, profiles, "workers=1, cProfile")
     if args.json:
         results_json = [r.to_json() for r in results]
         write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=texts)

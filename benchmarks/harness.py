@@ -552,6 +552,38 @@ class Report:
             c.close()
 
 
+def versus_missed(results: list[Versus]) -> list[Versus]:
+    """Print the count of targets met (a race table's last line); returns the missed rows."""
+    missed = [r for r in results if r.met() is False]
+    print(
+        f"\n{sum(r.met() is True for r in results)} targets met, {len(missed)} missed"
+        + (": " + "; ".join(r.key for r in missed) if missed else "")
+        + "."
+    )
+    sys.stdout.flush()
+    return missed
+
+
+def versus_profiles(
+    choice: str, results: list[Versus], profiles: dict[str, Callable[[], str]], title: str = "cProfile"
+) -> dict[str, str]:
+    """Run and print the catalog side's profile of the rows ``choice`` names (all, missed,
+    none); returns the texts by key."""
+    keys = {
+        "all": [r.key for r in results if r.target is not None],
+        "missed": [r.key for r in results if r.met() is False],
+        "none": [],
+    }[choice]
+    if keys:
+        print(f"\n## Profiles (catalog side, {title})\n")
+    texts: dict[str, str] = {}
+    for key in keys:
+        log(f"[profile] {key} ...")
+        texts[key] = profiles[key]()
+        print(f"### {key}\n\n```\n{texts[key]}\n```\n", flush=True)
+    return texts
+
+
 # --------------------------------------------------------------------------- workloads
 
 # "labeled": small tf.train.Examples of about 140 bytes (the format, migrate and dask benchmarks).
