@@ -170,3 +170,10 @@ def test_migrate_can_change_the_compression(cat: Catalog) -> None:
         "changes the compression alone\n"
     )
     assert cat.dataset("d").compression == "gzip"
+
+
+def test_list_json_gives_each_datasets_compression(cat: Catalog) -> None:
+    cat.register("plain", SCHEMA)
+    cat.register("packed", SCHEMA, compression="zlib")
+    listed = json.loads(run("-C", cat.root, "list", "--json").stdout)
+    assert {d["name"]: d["compression"] for d in listed} == {"plain": "none", "packed": "zlib"}

@@ -78,7 +78,10 @@ def list_(as_json: AsJson = False) -> Output:
 
     engine = open_manifest()
     infos = list_datasets(engine)
-    keep = ("name", "description", "version", "schema_version", "shard_count", "records", "bytes", "created")
+    keep = (
+        *("name", "description", "version", "schema_version", "shard_count", "records", "bytes", "created"),
+        "compression",
+    )
 
     def document() -> list[dict[str, Any]]:
         # Totals per split, for --json only: the text listing stays one small query.
