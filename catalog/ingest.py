@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -26,6 +27,7 @@ from catalog.inputs import (
     format_of,
     row_source,
 )
+from catalog.inputs.delimited import finite_float
 from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
@@ -58,6 +60,8 @@ class Target(Protocol):
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 HEAD = 64  # bytes read to tell an input's format
+# A number with a 3-digit exponent or 309 digits: the only ones that may overflow a float.
+_BIG_NUMBER = re.compile(r"\d[eE]\+?\d{3}|\d{309}")
 
 
 def open_input(path: Path) -> IO[bytes]:
@@ -104,11 +108,13 @@ def ingest_file(
     if fmt == "images" or (str(path) != STDIN and path.is_dir()):
         _ingest_rows(w, path, row_source(path, "images", w.ds.schema, options, None), progress)
         return
+    given = fmt
     with open_input(path) as f:
         fmt = input_format(path, fmt, f)
         if fmt == "tfrecord" or (str(path) == STDIN and fmt not in ("jsonl", "csv")):
             if str(path) == STDIN:
-                raise AppendError(f"standard input takes JSON Lines or CSV, not {fmt}", STDIN)
+                told = "its first bytes do not say JSON Lines or CSV" if given == "auto" else f"not {fmt}"
+                raise AppendError(f"standard input takes JSON Lines or CSV ({told}): name it with --format", STDIN)
             f.close()
             ingest_tfrecord(w, path, link, progress)
             return
@@ -262,6 +268,13 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
 
 
 def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
+    if _BIG_NUMBER.search(line):  # json makes "1e400" infinite: parse such a line so that it says so
+        try:
+            json.loads(line, parse_float=finite_float)
+        except ValidationError as e:
+            raise AppendError(f"{path}: record {index} (line {lineno}): {e}", str(path), index) from e
+        except (ValueError, RecursionError):
+            pass  # not JSON: the parse below says how
     try:
         obj, end = _scan_json(line, 0)  # the C scanner alone: json.loads adds ~1 us of wrappers a line
         if line[end:].strip():

@@ -224,3 +224,62 @@ def test_image_folder_inference_records_the_class_names(cat: Catalog, tmp_path: 
     rows = list(cat.dataset("im").read())
     assert [(r["label"], r["filename"]) for r in rows] == [(0, "ant/0.png"), (1, "zebra/0.png")]
     assert rows[0]["image"] == (tmp_path / "imgs" / "ant" / "0.png").read_bytes()
+
+
+# --------------------------------------------------------------------------- an adversary's finds
+
+
+def test_a_table_with_two_columns_of_one_name_is_refused(cat: Catalog, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[test]')")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table([pa.array([1, 2]), pa.array([3, 4])], names=["a", "a"])
+    pq.write_table(table, tmp_path / "dup.parquet")
+    ds = cat.register("d", {"features": {"a": {"dtype": "int64"}}})
+    with pytest.raises(CatalogError, match="column 'a' appears twice"):
+        ds.append_files([tmp_path / "dup.parquet"])
+    with pytest.raises(CatalogError, match="column 'a' appears twice"):
+        cat.register_inferred("e", [tmp_path / "dup.parquet"])
+    with pytest.raises(CatalogError, match="'a': the table has two columns of this name"):
+        ds.append_rows(table)
+    with pytest.raises(CatalogError, match="two columns of this name"):
+        Schema.infer(table)
+    assert cat.dataset("d").version == 1 and [d.name for d in cat.list()] == ["d"]
+
+
+def test_numbers_too_large_for_a_float_are_refused_not_made_infinite(cat: Catalog, tmp_path: Path) -> None:
+    ds = cat.register("d", {"features": {"v": {"dtype": "float32"}, "l": {"dtype": "float32", "shape": [None]}}})
+    (tmp_path / "a.csv").write_text('v,l\n1e400,[]\n')
+    (tmp_path / "b.csv").write_text('v,l\n1,"[1e400]"\n')
+    (tmp_path / "c.jsonl").write_text('{"v": 1e400, "l": []}\n')
+    for name, said in (("a.csv", "column 'v'"), ("b.csv", "column 'l'"), ("c.jsonl", "record 0")):
+        with pytest.raises(CatalogError, match=rf"{name}: .*{said}.*1e400 is out of float32 range"):
+            ds.append_files([tmp_path / name])
+    (tmp_path / "d.csv").write_text("v,l\ninf,[]\n-Infinity,[]\n")  # infinities written as such are kept
+    ds.append_files([tmp_path / "d.csv"])
+    assert [r["v"] for r in cat.dataset("d").read()] == [math.inf, -math.inf]
+    (tmp_path / "e.csv").write_text("x\n1e400\n3.5e38\n2\n")  # no float32 holds them: the column is text
+    cat.register_inferred("e", [tmp_path / "e.csv"])
+    assert [r["x"] for r in cat.dataset("e").read()] == ["1e400", "3.5e38", "2"]
+    with pytest.raises(SchemaError, match=r"'x': float 3\.5e\+38 is out of float32 range"):
+        Schema.infer([{"x": 3.5e38}])
+
+
+def test_csv_text_rules_apply_to_csv_cells_only(cat: Catalog, tmp_path: Path) -> None:
+    (tmp_path / "m.csv").write_text('tags\n"[""a""]"\n')
+    (tmp_path / "m.jsonl").write_text('{"tags": ["a", "b"]}\n')
+    cat.register_inferred("m", [tmp_path / "m.csv", tmp_path / "m.jsonl"])
+    assert cat.dataset("m").schema.to_json()["features"] == {"tags": {"dtype": "string", "shape": [None]}}
+    (tmp_path / "n.jsonl").write_text('{"id": 5}\n')
+    (tmp_path / "n.csv").write_text("id\nhello\n")
+    with pytest.raises(CatalogError, match="'id': values of different types: int, str"):
+        cat.register_inferred("n", [tmp_path / "n.jsonl", tmp_path / "n.csv"])
+
+
+def test_npz_inference_says_what_is_wrong(cat: Catalog, tmp_path: Path) -> None:
+    np.savez(tmp_path / "obj.npz", v=np.array([[1], [1, 2]], dtype=object))
+    np.save(tmp_path / "one.npy", np.arange(3))
+    (tmp_path / "one.npz").write_bytes((tmp_path / "one.npy").read_bytes())
+    with pytest.raises(CatalogError, match=r"obj\.npz: cannot read an array: Object arrays cannot be loaded"):
+        cat.register_inferred("a", [tmp_path / "obj.npz"])
+    with pytest.raises(CatalogError, match=r"one\.npz: holds one array, not an \.npz archive"):
+        cat.register_inferred("b", [tmp_path / "one.npz"])

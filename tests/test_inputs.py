@@ -1100,7 +1100,9 @@ def test_standard_input_errors(root: Path, tmp_path: Path) -> None:
     )
     buf = io.BytesIO()
     np.save(buf, np.arange(3))
-    assert_fails(root, "-", input=buf.getvalue(), error="standard input takes JSON Lines or CSV, not npy")
+    said = "standard input takes JSON Lines or CSV (its first bytes do not say JSON Lines or CSV): name it with"
+    said += " --format"
+    assert_fails(root, "-", input=buf.getvalue(), error=said)
     assert_fails(root, "-", input="", error="-: no records in the input: nothing committed")
 
 

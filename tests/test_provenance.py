@@ -203,3 +203,15 @@ def test_an_option_no_input_takes_is_an_error(cat: Catalog, tmp_path: Path, opti
     result = run("-C", cat.root, "append", "d", tmp_path / "r.jsonl", *option)
     assert (result.exit_code, result.stderr) == (1, f"error: {said}\n")
     assert cat.dataset("d").version == 1
+
+
+def test_an_input_sharing_some_records_is_new_data(cat: Catalog, tmp_path: Path) -> None:
+    first = csv_file(tmp_path / "one.csv", range(1))
+    more = csv_file(tmp_path / "more.csv", range(2))  # the same first record, and one more
+    cat.dataset("d").append_files([first])
+    cat.dataset("d").append_files([more], shard_records=1)  # its first shard equals one.csv's: new data all the same
+    assert [r["id"] for r in cat.dataset("d").read()] == [0, 0, 1]
+    result = run("-C", cat.root, "append", "d", more, "--shard-records", "1")
+    assert result.exit_code == 1
+    own = next(s.path for s in cat.dataset("d").shards() if s.source == str(more))
+    assert f"the same bytes as shard {own} (version 3, from {more})" in result.stderr  # its own shard named

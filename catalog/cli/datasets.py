@@ -231,7 +231,7 @@ def _delimiter(text: str | None) -> str | None:
     if text is None:
         return None
     sep = {"\\t": "\t", "tab": "\t"}.get(text, text)  # a tab is hard to type in a shell
-    if len(sep) != 1:
+    if len(sep) != 1 or sep in "\"\r\n":
         raise typer.BadParameter(f"one character (or \\t), got {text!r}", param_hint="--delimiter")
     return sep
 

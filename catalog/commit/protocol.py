@@ -154,35 +154,48 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
 
 def _refuse_duplicates(conn: Connection, ds: DatasetHandle, ch: Change) -> None:
     """An input appended twice makes shards of the same bytes (each input has its own shards,
-    written the same way): refuse new shards whose size and whole-file checksum equal a live
-    shard's, or another new one's. Inside the commit's transaction, so two concurrent appends
-    of one file cannot both pass."""
-    new: dict[tuple[str, int], ShardFile] = {}
+    written the same way): refuse an input every one of whose shards has the size and
+    whole-file checksum of a live shard, or the same shards as another input of this append.
+    An input sharing only some records (a shard) is new data and goes in. Inside the commit's
+    transaction, so two concurrent appends of one file cannot both pass."""
+    inputs: dict[str | None, list[ShardFile]] = {}
     for s in ch.add:
-        twin = new.setdefault((s.file.checksum, s.file.bytes), s.file)
-        if twin is not s.file:
+        inputs.setdefault(s.file.source, []).append(s.file)
+    twins: dict[tuple[tuple[str, int], ...], str | None] = {}
+    for source, files in inputs.items():
+        twin = twins.setdefault(tuple((f.checksum, f.bytes) for f in files), source)
+        if twin != source:
             raise AppendError(
-                f"{s.file.source}: the same bytes as {twin.source}, in this same append: nothing was registered "
+                f"{source}: the same bytes as {twin}, in this same append: nothing was registered "
                 "(--allow-duplicate to append both)"
             )
-    sums = sorted({k[0] for k in new})
+    live = _live_by_bytes(conn, ds.id, sorted({s.file.checksum for s in ch.add}))
+    for source, files in inputs.items():
+        found = [live.get((f.checksum, f.bytes), []) for f in files]
+        if all(found):
+            # name the shard this input made before, if one of them is (else what has its bytes)
+            r = next((r for r in found[0] if r.source == source), found[0][0])
+            origin = f", from {r.source}" if r.source else ""
+            where = ds.catalog.shard_url(r.path)
+            raise AppendError(
+                f"{source}: already in {ds.name!r}: the same bytes as shard {where} (version "
+                f"{r.added_version}{origin}); nothing was registered (--allow-duplicate to append it again)"
+            )
+
+
+def _live_by_bytes(conn: Connection, dataset_id: int, sums: list[str]) -> dict[tuple[str, int], list[Any]]:
+    """The live shards of a dataset with these checksums, by (checksum, size)."""
+    live: dict[tuple[str, int], list[Any]] = {}
     for lo in range(0, len(sums), 500):  # bound the IN list
-        found = conn.execute(
+        for r in conn.execute(
             select(SHARDS.c.path, SHARDS.c.checksum, SHARDS.c.bytes, SHARDS.c.source, SHARDS.c.added_version).where(
-                SHARDS.c.dataset_id == ds.id,
+                SHARDS.c.dataset_id == dataset_id,
                 SHARDS.c.removed_version.is_(None),
                 SHARDS.c.checksum.in_(sums[lo : lo + 500]),
             )
-        ).all()
-        for r in found:
-            mine = new.get((r.checksum, r.bytes))
-            if mine is not None:
-                origin = f", from {r.source}" if r.source else ""
-                where = ds.catalog.shard_url(r.path)
-                raise AppendError(
-                    f"{mine.source}: already in {ds.name!r}: the same bytes as shard {where} (version "
-                    f"{r.added_version}{origin}); nothing was registered (--allow-duplicate to append it again)"
-                )
+        ):
+            live.setdefault((r.checksum, r.bytes), []).append(r)
+    return live
 
 
 def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Commit | None:

@@ -13,9 +13,12 @@ import base64
 import binascii
 import csv
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from catalog.errors import AppendError, ValidationError
 from catalog.schema import Feature, Schema, value_from_json
@@ -40,8 +43,21 @@ def _int(cell: str) -> int:
     return int(_number(cell))
 
 
+_INFINITIES = frozenset(("inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"))
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def finite_float(text: str) -> float:
+    """A number's text as a float; ValidationError for one too large for any float ("1e400"),
+    which float() would quietly make infinite. An infinity written as such stays one."""
+    value = float(text)
+    if math.isinf(value) and text.strip().lower() not in _INFINITIES:
+        raise ValidationError(f"number {text.strip()[:40]} is out of float32 range")
+    return value
+
+
 def _float(cell: str) -> float:
-    return float(_number(cell))
+    return finite_float(_number(cell))
 
 
 def _bytes(cell: str) -> bytes:
@@ -50,7 +66,7 @@ def _bytes(cell: str) -> bytes:
 
 def _json(feat: Feature) -> Cell:
     def parse(cell: str) -> Any:
-        return value_from_json(feat, json.loads(cell))
+        return value_from_json(feat, json.loads(cell, parse_float=finite_float))
 
     return parse
 
@@ -78,13 +94,14 @@ def _guess(cell: str) -> Any:
         except ValueError:
             pass
         try:
-            return float(cell)
-        except ValueError:
+            number = finite_float(cell)
+            return number if abs(number) <= FLOAT32_MAX or math.isinf(number) else cell  # no float32 holds it: text
+        except (ValueError, ValidationError):
             pass
     if cell.startswith("["):
         try:
-            parsed = json.loads(cell)
-        except (ValueError, RecursionError):
+            parsed = json.loads(cell, parse_float=finite_float)
+        except (ValueError, RecursionError, ValidationError):
             return cell
         if isinstance(parsed, list):
             return parsed

@@ -11,15 +11,16 @@ and ``filename``.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from catalog.errors import AppendError, CatalogError, SchemaError
+from catalog.errors import AppendError, CatalogError, SchemaError, ValidationError
 from catalog.inputs.arrays import CHUNK, _load
-from catalog.inputs.delimited import DelimitedRows
+from catalog.inputs.delimited import DelimitedRows, finite_float
 from catalog.inputs.formats import STDIN, InputOptions, check_json_document, format_of
 from catalog.inputs.images import class_names
 from catalog.inputs.parquet import BATCH, require_pyarrow
@@ -48,7 +49,7 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
         return Inferred(Schema(infer_features(_all_records(inputs, counts))), counts)
     if "tfrecord" in formats:
         raise AppendError("cannot infer one schema over TFRecord files and inputs of other formats together")
-    tally = RowInference(text="csv" in formats)
+    tally = RowInference()
     images: list[Feature] = []
     for (path, _), fmt in zip(inputs, formats, strict=True):
         before = tally.rows
@@ -57,7 +58,7 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
                 images = _image_features(path, tally)
             else:
                 for row in _rows(path, fmt, options, tally):
-                    tally.add(row)
+                    tally.add(row, text=fmt == "csv")
         except SchemaError as e:
             raise AppendError(f"{path}: {e}", str(path)) from e
         counts.append((str(path), tally.rows - before))
@@ -140,7 +141,9 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw)
+                row = json.loads(raw, parse_float=finite_float)
+            except ValidationError as e:
+                raise AppendError(f"{path}: line {lineno}: {e}", str(path)) from e
             except (ValueError, RecursionError) as e:
                 if lineno == 1:
                     check_json_document(path, raw.decode("utf-8", errors="replace"), f)
@@ -159,7 +162,11 @@ def _parquet_rows(path: Path, tally: RowInference) -> Iterator[dict[str, Any]]:
     except Exception as e:  # pyarrow's errors are ArrowException or OSError
         raise AppendError(f"{path}: not a Parquet file pyarrow can read: {e}", str(path)) from e
     with file:
-        tally.declare(file.schema_arrow.names)
+        names = list(file.schema_arrow.names)
+        if len(set(names)) != len(names):
+            twice = next(n for i, n in enumerate(names) if n in names[:i])
+            raise AppendError(f"{path}: column {twice!r} appears twice: rows would keep only one of them", str(path))
+        tally.declare(names)
         for batch in file.iter_batches(batch_size=BATCH):
             yield from batch.to_pylist()
 
@@ -174,8 +181,14 @@ def _npy_rows(path: Path, feature: str) -> Iterator[dict[str, Any]]:
 
 
 def _npz_rows(path: Path) -> Iterator[dict[str, Any]]:
-    with _load(path) as archive:
-        arrays = {n: archive[n] for n in archive.files}
+    archive = _load(path)
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise AppendError(f"{path}: holds one array, not an .npz archive of one array per feature", str(path))
+    with archive:
+        try:
+            arrays = {n: archive[n] for n in archive.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as e:  # a pickled object array, a damaged member
+            raise AppendError(f"{path}: cannot read an array: {e}", str(path)) from e
     lengths = {len(a) if a.ndim else -1 for a in arrays.values()}
     if len(lengths) > 1 or -1 in lengths:
         raise AppendError(f"{path}: arrays of different lengths (or 0-dimensional)", str(path))

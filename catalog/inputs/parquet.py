@@ -61,6 +61,9 @@ class ParquetRows:
                 raise self._fail(f"row {index}: cannot read: {e}") from e
 
     def _check_columns(self, names: list[str]) -> None:
+        if len(set(names)) != len(names):
+            twice = next(n for i, n in enumerate(names) if n in names[:i])
+            raise self._fail(f"column {twice!r} appears twice: rows would keep only one of them")
         feats = self.schema.features
         for name in names:
             if name not in feats:

@@ -38,6 +38,7 @@ def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[
     if _module(obj) == "pandas":
         yield from _pandas(obj, features)
     elif _module(obj) == "pyarrow":
+        unique_names(list(obj.column_names))  # to_pydict keeps the last of two columns of a name
         batches = obj.to_batches(max_chunksize=BATCH) if hasattr(obj, "to_batches") else [obj]
         for b in batches:
             yield b.to_pydict(), b.num_rows
@@ -45,6 +46,15 @@ def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[
         yield _dict_of_columns(obj)
     else:
         raise ValidationError(f"not a table of columns: {type(obj).__name__}")
+
+
+def unique_names(names: list[str]) -> None:
+    """Refuse a table with two columns of one name: its rows would silently keep only one."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValidationError("the table has two columns of this name", str(name))
+        seen.add(name)
 
 
 def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:

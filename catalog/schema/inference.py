@@ -10,6 +10,7 @@ always accepts those rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from catalog.schema.frames import column_batches
 
 _LIST_KIND = {"int": "int64", "float": "float32", "str": "string", "bytes": "bytes"}
 _SCALARS = (int, float, str, bytes, np.generic)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -32,26 +34,27 @@ class _Tally:
     kinds: set[str] = field(default_factory=set)  # of the leaf values: int, float, str, bytes
     shapes: set[tuple[int, ...]] = field(default_factory=set)  # () for a scalar
     arrays: set[str] = field(default_factory=set)  # numpy dtypes of array values (tensors)
+    typed: bool = False  # a value came from a typed source (JSON, Parquet, NumPy, Python), not CSV text
 
 
 class RowInference:
     """Tally rows (or columns) of Python values, then tell each feature's declaration.
 
-    ``text``: the values are cells of a text file (CSV), converted where they look like
-    numbers; a column with any other text is then text as a whole."""
+    Rows added with ``text`` are cells of a text file (CSV), converted where they look like
+    numbers or JSON arrays: a feature whose values all came so, with any other text among
+    them, is text as a whole (typed values of another kind beside them are an error)."""
 
-    def __init__(self, text: bool = False) -> None:
-        self.text = text
+    def __init__(self) -> None:
         self.rows = 0
         self.tallies: dict[str, _Tally] = {}
 
-    def add(self, row: Mapping[str, Any]) -> None:
+    def add(self, row: Mapping[str, Any], text: bool = False) -> None:
         if not isinstance(row, Mapping):
             raise SchemaError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
         self.rows += 1
         for name, value in row.items():
             if value is not None:
-                self._observe(str(name), value)
+                self._observe(str(name), value, text)
 
     def declare(self, names: Iterable[str]) -> None:
         """Features the input names (a CSV header, a table's columns) whether or not a value shows."""
@@ -62,16 +65,17 @@ class RowInference:
         """The values of one feature (None: missing); with :meth:`add_rows` for the count."""
         for value in values:
             if value is not None:
-                self._observe(name, value)
+                self._observe(name, value, False)
 
     def add_rows(self, n: int) -> None:
         self.rows += n
 
-    def _observe(self, name: str, value: Any) -> None:
+    def _observe(self, name: str, value: Any, text: bool) -> None:
         t = self.tallies.get(name)
         if t is None:
             t = self.tallies[name] = _Tally()
         t.present += 1
+        t.typed = t.typed or not text
         if _exact_array(value):
             t.arrays.add(value.dtype.newbyteorder("=").name)
             t.shapes.add(value.shape)
@@ -90,7 +94,7 @@ class RowInference:
         optional = t.present < self.rows
         if t.arrays:
             return _tensor(name, t, optional)
-        if self.text and ("str" in t.kinds or (() in t.shapes and len(t.shapes) > 1)):
+        if not t.typed and ("str" in t.kinds or (() in t.shapes and len(t.shapes) > 1)):
             return Feature(name, "string", optional=optional)  # a cell that is no number (or list): text
         dtype = self._dtype(name, t.kinds)
         return Feature(name, dtype, self._shape(name, t.shapes), optional=optional)
@@ -151,6 +155,8 @@ def _kind(name: str, leaf: Any) -> str:
             raise SchemaError(f"integer {int(leaf)} is out of int64 range", name)
         return "int"
     if isinstance(leaf, (float, np.floating)):
+        if abs(leaf) > FLOAT32_MAX and not math.isinf(leaf):  # no float32 holds it: refused, not rounded
+            raise SchemaError(f"float {float(leaf)!r} is out of float32 range (a float64 tensor holds it)", name)
         return "float"
     if isinstance(leaf, str):
         return "str"
