@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -60,8 +59,15 @@ class Target(Protocol):
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 HEAD = 64  # bytes read to tell an input's format
-# A number with a 3-digit exponent or 309 digits: the only ones that may overflow a float.
-_BIG_NUMBER = re.compile(r"\d[eE]\+?\d{3}|\d{309}")
+# An infinity's bytes as float32 and float64, little-endian: a record holding none has no
+# number that json turned infinite; one holding some is parsed again to tell "1e400" (refused)
+# from an infinity written as such.
+_INFINITY_BYTES = {
+    "<f4": (b"\x00\x00\x80\x7f", b"\x00\x00\x80\xff"),
+    "<f8": (b"\x00" * 6 + b"\xf0\x7f", b"\x00" * 6 + b"\xf0\xff"),
+    "<c8": (b"\x00\x00\x80\x7f", b"\x00\x00\x80\xff"),
+    "<c16": (b"\x00" * 6 + b"\xf0\x7f", b"\x00" * 6 + b"\xf0\xff"),
+}
 
 
 def open_input(path: Path) -> IO[bytes]:
@@ -244,6 +250,7 @@ def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
 
 def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None) -> None:
     schema = w.ds.schema
+    infs = infinities(schema)  # checked for in each record: a number json made infinite
     index = 0
     # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
     # own line (a text stream decodes in chunks and miscounts the lines read so far).
@@ -256,7 +263,7 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
         if not line.strip():
             continue
         try:
-            record = _encode_line(schema, line, path, lineno, index)
+            record = _encode_line(schema, line, path, lineno, index, infs)
         except AppendError as e:
             if lineno == 1 and ("not valid JSON" in str(e) or line.lstrip().startswith("[")):
                 check_json_document(path, line, f)
@@ -267,14 +274,25 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
             progress(len(raw))
 
 
-def _encode_line(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
-    if _BIG_NUMBER.search(line):  # json makes "1e400" infinite: parse such a line so that it says so
+def infinities(schema: Schema) -> tuple[bytes, ...]:
+    """The bytes of an infinity in the float features a schema has (float32, float64)."""
+    kinds = {f.np_dtype.newbyteorder("<").str for f in schema.features.values() if f.np_dtype.kind in "fc"}
+    return tuple(b for k, pair in _INFINITY_BYTES.items() if k in kinds for b in pair)
+
+
+def _encode_line(
+    schema: Schema, line: str, path: Path, lineno: int, index: int, infs: tuple[bytes, ...] = ()
+) -> bytes:
+    record = _encode_json(schema, line, path, lineno, index)
+    if any(inf in record for inf in infs):  # rare: a number json made infinite ("1e400")?
         try:
             json.loads(line, parse_float=finite_float)
         except ValidationError as e:
             raise AppendError(f"{path}: record {index} (line {lineno}): {e}", str(path), index) from e
-        except (ValueError, RecursionError):
-            pass  # not JSON: the parse below says how
+    return record
+
+
+def _encode_json(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
     try:
         obj, end = _scan_json(line, 0)  # the C scanner alone: json.loads adds ~1 us of wrappers a line
         if line[end:].strip():
