@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -59,15 +60,11 @@ class Target(Protocol):
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 HEAD = 64  # bytes read to tell an input's format
-# An infinity's bytes as float32 and float64, little-endian: a record holding none has no
-# number that json turned infinite; one holding some is parsed again to tell "1e400" (refused)
-# from an infinity written as such.
-_INFINITY_BYTES = {
-    "<f4": (b"\x00\x00\x80\x7f", b"\x00\x00\x80\xff"),
-    "<f8": (b"\x00" * 6 + b"\xf0\x7f", b"\x00" * 6 + b"\xf0\xff"),
-    "<c8": (b"\x00\x00\x80\x7f", b"\x00\x00\x80\xff"),
-    "<c16": (b"\x00" * 6 + b"\xf0\x7f", b"\x00" * 6 + b"\xf0\xff"),
-}
+# Where a record may hold an infinity: a float32's ends in 80 7f (80 ff when negative), a
+# float64's in f0 7f (f0 ff), a float16's is 00 7c (00 fc). A record without such a pair
+# holds no number json made infinite ("1e400"); one with it (rarely, and sometimes by
+# chance) has its line parsed again to tell.
+_INFINITY_TAILS = {2: rb"\x00[\x7c\xfc]", 4: rb"\x80[\x7f\xff]", 8: rb"\xf0[\x7f\xff]"}  # by float size
 
 
 def open_input(path: Path) -> IO[bytes]:
@@ -274,17 +271,19 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
             progress(len(raw))
 
 
-def infinities(schema: Schema) -> tuple[bytes, ...]:
-    """The bytes of an infinity in the float features a schema has (float32, float64)."""
-    kinds = {f.np_dtype.newbyteorder("<").str for f in schema.features.values() if f.np_dtype.kind in "fc"}
-    return tuple(b for k, pair in _INFINITY_BYTES.items() if k in kinds for b in pair)
+def infinities(schema: Schema) -> re.Pattern[bytes] | None:
+    """What an infinity's last bytes look like in the float features a schema has; None: no such feature."""
+    floats = {f.np_dtype.itemsize // (2 if f.np_dtype.kind == "c" else 1) for f in schema.features.values()
+              if f.np_dtype.kind in "fc"}  # fmt: skip
+    tails = [_INFINITY_TAILS[n] for n in sorted(floats) if n in _INFINITY_TAILS]
+    return re.compile(b"|".join(tails)) if tails else None
 
 
 def _encode_line(
-    schema: Schema, line: str, path: Path, lineno: int, index: int, infs: tuple[bytes, ...] = ()
+    schema: Schema, line: str, path: Path, lineno: int, index: int, infs: re.Pattern[bytes] | None = None
 ) -> bytes:
     record = _encode_json(schema, line, path, lineno, index)
-    if any(inf in record for inf in infs):  # rare: a number json made infinite ("1e400")?
+    if infs is not None and infs.search(record):  # rare: a number json made infinite ("1e400")?
         try:
             json.loads(line, parse_float=finite_float)
         except ValidationError as e:

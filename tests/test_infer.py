@@ -283,3 +283,14 @@ def test_npz_inference_says_what_is_wrong(cat: Catalog, tmp_path: Path) -> None:
         cat.register_inferred("a", [tmp_path / "obj.npz"])
     with pytest.raises(CatalogError, match=r"one\.npz: holds one array, not an \.npz archive"):
         cat.register_inferred("b", [tmp_path / "one.npz"])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_json_lines_numbers_too_large_for_a_float_tensor(cat: Catalog, tmp_path: Path, dtype: str) -> None:
+    ds = cat.register("d", {"features": {"t": {"dtype": dtype, "shape": [2], "encoding": "tensor"}}})
+    (tmp_path / "a.jsonl").write_text('{"t": [1.5, 1e400]}\n')
+    with pytest.raises(CatalogError, match=r"a\.jsonl: record 0 \(line 1\): number 1e400 is out of"):
+        ds.append_files([tmp_path / "a.jsonl"])
+    (tmp_path / "b.jsonl").write_text('{"t": [1.5, "Infinity"]}\n')  # an infinity written as such
+    ds.append_files([tmp_path / "b.jsonl"])
+    assert [float(abs(v)) for v in next(iter(cat.dataset("d").read()))["t"]] == [1.5, math.inf]
