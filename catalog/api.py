@@ -42,7 +42,7 @@ from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
 from catalog.schema import Schema
 from catalog.schema.frames import is_columnar
-from catalog.tfrecord.framing import normalize_compression
+from catalog.tfrecord.framing import stored_compression
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
 
@@ -103,7 +103,7 @@ class Catalog(CatalogHandle):
         """A new dataset at version 1; ``compression`` (none, gzip or zlib): how its shards are
         stored (TensorFlow reads each as ``TFRecordDataset(..., compression_type=...)``)."""
         validate_name(name)
-        create_dataset(self, name, _as_schema(schema), description, default_author(), _compression(compression))
+        create_dataset(self, name, _as_schema(schema), description, default_author(), stored_compression(compression))
         return self.dataset(name)
 
     def register_inferred(
@@ -177,11 +177,6 @@ class Catalog(CatalogHandle):
         """Give every uncompressed shard without a record index (registered before format 4, or
         ``--link``ed) its index: one read per shard; idempotent, safe beside writers and gc."""
         return indexing.index_catalog(self, names, version, progress)
-
-
-def _compression(compression: str | None) -> str:
-    """A dataset's compression as the manifest keeps it: none, gzip or zlib."""
-    return normalize_compression(compression) or "none"
 
 
 def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> Schema:

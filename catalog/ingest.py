@@ -3,10 +3,8 @@ formats of ``catalog.inputs`` (CSV, Parquet, NumPy, image folders), from files o
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -22,16 +20,15 @@ from catalog.inputs import (
     ColumnSource,
     InputOptions,
     RowSource,
-    check_format,
     check_json_document,
-    format_of,
+    detect,
+    open_input,
     row_source,
 )
 from catalog.inputs.delimited import finite_float
 from catalog.schema import Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
-from catalog.tfrecord.sources import open_regular
 from catalog.writer import Writer
 
 
@@ -59,7 +56,6 @@ class Target(Protocol):
 
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
-HEAD = 64  # bytes read to tell an input's format
 # Where a record may hold an infinity: a float32's ends in 80 7f (80 ff when negative), a
 # float64's in f0 7f (f0 ff), a float16's is 00 7c (00 fc). A record without such a pair
 # holds no number json made infinite ("1e400"); one with it (rarely, and sometimes by
@@ -67,41 +63,9 @@ HEAD = 64  # bytes read to tell an input's format
 _INFINITY_TAILS = {2: rb"\x00[\x7c\xfc]", 4: rb"\x80[\x7f\xff]", 8: rb"\xf0[\x7f\xff]"}  # by float size
 
 
-def open_input(path: Path) -> IO[bytes]:
-    """An input's bytes: standard input for ``-``, else a regular file (never a FIFO or device)."""
-    if str(path) == STDIN:
-        return io.BufferedReader(_StdinBytes())
-    try:
-        return io.BufferedReader(open_regular(path))
-    except CatalogError as e:
-        raise AppendError(str(e), str(path)) from e
-
-
-class _StdinBytes(io.RawIOBase):
-    """Standard input's bytes, left open when the reader over them closes."""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        return int(sys.stdin.buffer.readinto1(buf))  # type: ignore[union-attr]
-
-
 def source_of(path: Path) -> str:
     """What a shard records as its source: the input's absolute path, or "stdin"."""
     return "stdin" if str(path) == STDIN else str(path.absolute())
-
-
-def input_format(path: Path, fmt: str, stream: IO[bytes] | None = None) -> str:
-    """``fmt``, or the format told from the input's name and first bytes (peeked from ``stream``)."""
-    if check_format(fmt) != "auto":
-        return fmt
-    if stream is not None and isinstance(stream, io.BufferedReader):
-        head = stream.peek(HEAD)[:HEAD]
-    else:
-        with open_input(path) as f:
-            head = f.read(HEAD)
-    return format_of(path, head)
 
 
 def ingest_file(
@@ -113,7 +77,7 @@ def ingest_file(
         return
     given = fmt
     with open_input(path) as f:
-        fmt = input_format(path, fmt, f)
+        fmt = detect(path, fmt, f)
         if fmt == "tfrecord" or (str(path) == STDIN and fmt not in ("jsonl", "csv")):
             if str(path) == STDIN:
                 told = "its first bytes do not say JSON Lines or CSV" if given == "auto" else f"not {fmt}"
@@ -140,10 +104,7 @@ def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | 
         try:
             record = schema.encode(row)
         except ValidationError as e:
-            place = f"record {index} ({source.unit} {where})" if source.unit == "line" else f"row {where}"
-            what = f"feature {e.feature!r}: " if e.feature else ""
-            error = AppendError(f"{path}: {place}: {what}{e.reason}", str(path), index, e.feature)
-            raise_explained(w.ds, error, lambda old: old.encode(row))  # noqa: B023
+            raise_explained(w.ds, _row_error(path, source.unit, index, where, e), lambda old: old.encode(row))  # noqa: B023
         w.write_record(record)
     if progress and str(path) != STDIN:
         progress(_size(path))
@@ -158,13 +119,18 @@ def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
             records = schema.encode_columns(columns, n)
         except ValidationError as e:
             i = e.record or 0
-            what = f"feature {e.feature!r}: " if e.feature else ""
-            place = f"record {index + i} ({source.unit} {where[i]})" if source.unit == "line" else f"row {where[i]}"
-            error = AppendError(f"{path}: {place}: {what}{e.reason}", str(path), index + i, e.feature)
+            error = _row_error(path, source.unit, index + i, where[i], e)
             raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
         for record in records:
             w.write_record(record)
         index += n
+
+
+def _row_error(path: Path, unit: str, index: int, where: int, e: ValidationError) -> AppendError:
+    """A row that breaks the schema, named by its record index and line, or by its row."""
+    place = f"record {index} ({unit} {where})" if unit == "line" else f"row {where}"
+    what = f"feature {e.feature!r}: " if e.feature else ""
+    return AppendError(f"{path}: {place}: {what}{e.reason}", str(path), index, e.feature)
 
 
 def _size(path: Path) -> int:

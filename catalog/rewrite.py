@@ -40,7 +40,7 @@ from catalog.storage import (
     store_for,
 )
 from catalog.storage.index import OFFSET, OffsetWalker, index_bytes, publish_index, read_index
-from catalog.tfrecord.framing import normalize_compression
+from catalog.tfrecord.framing import stored_compression
 
 DEFAULT_TARGET_SIZE = 256 << 20
 
@@ -224,7 +224,7 @@ def compact(
     snap = snapshot(ds)
     if split is not None:
         _check_split(ds.name, validate_split(split), snap)
-    target = None if compression is None else (normalize_compression(compression) or "none")
+    target = None if compression is None else stored_compression(compression)
     groups = plan_compaction(snap.shards, target_size or DEFAULT_TARGET_SIZE, split, target)
     merged = sum(len(g) for g in groups)
     report = CompactReport(

@@ -37,12 +37,12 @@ def inspect(
     fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
 ) -> Output:
     """Count, check and describe the records of inputs, and infer one schema over all of them."""
-    from catalog.inputs import InputOptions, expand
-    from catalog.inputs.infer import format_of_input, infer_inputs
+    from catalog.inputs import InputOptions, detect, expand
+    from catalog.inputs.infer import infer_inputs
     from catalog.inspection import inspect_files
 
     found = expand(inputs, fmt)
-    if all(format_of_input(p, f) == "tfrecord" for p, f in found):
+    if all(detect(p, f) == "tfrecord" for p, f in found):
         reports, schema = inspect_files([p for p, _ in found], limit=limit)
         if len(reports) == 1:
             reports[0].schema = schema

@@ -22,9 +22,11 @@ from catalog.inputs.formats import (
     InputOptions,
     check_format,
     check_json_document,
+    detect,
     expand,
     format_of,
     is_image_folder,
+    open_input,
 )
 from catalog.inputs.images import ImageFolderRows
 from catalog.inputs.parquet import ParquetRows
@@ -70,8 +72,10 @@ __all__ = [
     "RowSource",
     "check_format",
     "check_json_document",
+    "detect",
     "expand",
     "format_of",
     "is_image_folder",
+    "open_input",
     "row_source",
 ]

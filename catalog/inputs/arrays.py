@@ -34,7 +34,9 @@ def _load(path: Path, **kwargs: Any) -> Any:
         raise _fail(path, f"cannot read as NumPy: {e}") from e
 
 
-def _check_absent(path: Path, schema: Schema, given: set[str]) -> None:
+def _check_absent(path: Path, schema: Schema | None, given: set[str]) -> None:
+    if schema is None:
+        return
     for name, feat in schema.features.items():
         if name not in given and not feat.may_be_absent:
             raise _fail(path, f"no array for feature {name!r}, and the feature has no default")
@@ -59,7 +61,11 @@ class NpyRows:
 
     unit = "row"
 
-    def __init__(self, path: Path, schema: Schema, feature: str | None) -> None:
+    def __init__(self, path: Path, schema: Schema | None, feature: str | None) -> None:
+        """``schema`` None (inferring one): the feature is ``feature``, else the file's stem."""
+        if schema is None:
+            self.path, self.feature = path, feature or path.stem
+            return
         names = list(schema.features)
         if feature is None:
             if len(names) != 1:
@@ -82,8 +88,8 @@ class NpzRows:
 
     unit = "row"
 
-    def __init__(self, path: Path, schema: Schema) -> None:
-        self.path, self.schema = path, schema
+    def __init__(self, path: Path, schema: Schema | None) -> None:
+        self.path, self.schema = path, schema  # schema None: inferring one, any arrays
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
         archive = _load(self.path)
@@ -91,7 +97,7 @@ class NpzRows:
             raise _fail(self.path, "holds one array, not an .npz archive of one array per feature")
         with archive:
             names = list(archive.files)
-            unknown = [n for n in names if n not in self.schema.features]
+            unknown = [] if self.schema is None else [n for n in names if n not in self.schema.features]
             if unknown:
                 raise _fail(self.path, f"array {unknown[0]!r} is not a feature of the schema")
             _check_absent(self.path, self.schema, set(names))

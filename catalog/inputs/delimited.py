@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
 from catalog.errors import AppendError, ValidationError
 from catalog.schema import Feature, Schema, value_from_json
+from catalog.tfrecord.example import FLOAT32_MAX
 
 SEPARATORS = (",", "\t", ";", "|")
 BATCH = 4096  # rows converted and encoded a column at a time
@@ -44,7 +43,6 @@ def _int(cell: str) -> int:
 
 
 _INFINITIES = frozenset(("inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"))
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def finite_float(text: str) -> float:

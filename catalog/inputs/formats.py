@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import codecs
 import glob
+import io
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from catalog.errors import AppendError
+from catalog.errors import AppendError, CatalogError
 from catalog.inputs.delimited import SEPARATORS
 from catalog.tfrecord.framing import HEADER_SIZE, masked_crc32c
+from catalog.tfrecord.sources import open_regular
 
 FORMATS = ("auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images")
 ROW_FORMATS = ("csv", "parquet", "npy", "npz", "images")  # read as rows, then encoded by the schema
 STDIN = "-"
+HEAD = 64  # bytes read to tell an input's format
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp")
 _BY_SUFFIX = {
     ".jsonl": "jsonl",
@@ -50,6 +54,39 @@ def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise AppendError(f"unknown input format {fmt!r}: use one of {', '.join(FORMATS)}")
     return fmt
+
+
+def open_input(path: Path) -> IO[bytes]:
+    """An input's bytes: standard input for ``-``, else a regular file (never a FIFO or device)."""
+    if str(path) == STDIN:
+        return io.BufferedReader(_StdinBytes())
+    try:
+        return io.BufferedReader(open_regular(path))
+    except CatalogError as e:
+        raise AppendError(str(e), str(path)) from e
+
+
+class _StdinBytes(io.RawIOBase):
+    """Standard input's bytes, left open when the reader over them closes."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        return int(sys.stdin.buffer.readinto1(buf))  # type: ignore[union-attr]
+
+
+def detect(path: Path, fmt: str, stream: IO[bytes] | None = None) -> str:
+    """``fmt``, or the format an input's kind (a folder: images), name and first bytes tell
+    (peeked from ``stream`` when it is open already, so nothing is read twice)."""
+    if check_format(fmt) != "auto":
+        return fmt
+    if str(path) != STDIN and path.is_dir():
+        return "images"
+    if isinstance(stream, io.BufferedReader):
+        return format_of(path, stream.peek(HEAD)[:HEAD])
+    with open_input(path) as f:
+        return format_of(path, f.read(HEAD))
 
 
 def format_of(path: Path, head: bytes) -> str:

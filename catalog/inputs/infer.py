@@ -11,24 +11,20 @@ and ``filename``.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import numpy as np
-
-from catalog.errors import AppendError, CatalogError, SchemaError, ValidationError
-from catalog.inputs.arrays import CHUNK, _load
+from catalog.errors import AppendError, SchemaError, ValidationError
+from catalog.inputs.arrays import NpyRows, NpzRows
 from catalog.inputs.delimited import DelimitedRows, finite_float
-from catalog.inputs.formats import STDIN, InputOptions, check_json_document, format_of
+from catalog.inputs.formats import STDIN, InputOptions, check_json_document, detect, open_input
 from catalog.inputs.images import class_names
-from catalog.inputs.parquet import BATCH, require_pyarrow
+from catalog.inputs.parquet import ParquetRows
 from catalog.schema import Feature, Schema
 from catalog.schema.codec import infer_features
 from catalog.schema.inference import RowInference
 from catalog.tfrecord.framing import read_records
-from catalog.tfrecord.sources import open_regular
 
 _IMAGE_FORMAT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".bmp": "bmp", ".webp": "webp"}
 
@@ -43,7 +39,9 @@ class Inferred:
 
 def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Inferred:
     """One schema over every record of ``inputs`` (as formats.expand gives them)."""
-    formats = [format_of_input(p, f) for p, f in inputs]
+    if any(str(p) == STDIN for p, _ in inputs):  # read here, it could not be read again to append it
+        raise AppendError("a schema is inferred from files: save standard input to a file first", STDIN)
+    formats = [detect(p, f) for p, f in inputs]
     counts: list[tuple[str, int]] = []
     if all(f == "tfrecord" for f in formats):
         return Inferred(Schema(infer_features(_all_records(inputs, counts))), counts)
@@ -70,16 +68,6 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
     return Inferred(Schema(features.values()), counts)
 
 
-def format_of_input(path: Path, fmt: str) -> str:
-    """``fmt``, or the format an input's name, kind (a folder) and first bytes tell."""
-    if fmt != "auto":
-        return fmt
-    if str(path) != STDIN and path.is_dir():
-        return "images"
-    with _open(path) as f:
-        return format_of(path, f.read(64))
-
-
 def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None:
     """An option no input takes is a mistake worth one line, not silence: --delimiter with no
     CSV, --feature with no .npy, --image-shape with no image folder."""
@@ -90,22 +78,11 @@ def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None
     }
     if all(value is None for _, value in asked.values()):
         return
-    formats = {"csv" if str(p) == STDIN else format_of_input(p, f) for p, f in inputs}
+    formats = {"csv" if str(p) == STDIN else detect(p, f) for p, f in inputs}
     for fmt, (option, value) in asked.items():
         if value is not None and fmt not in formats:
             kind = {"csv": "CSV", "npy": ".npy", "images": "image folder"}[fmt]
             raise AppendError(f"{option} applies to {kind} inputs, and none is given")
-
-
-def _open(path: Path) -> IO[bytes]:
-    import io
-
-    if str(path) == STDIN:  # read here, it could not be read again to append it
-        raise AppendError("a schema is inferred from files: save standard input to a file first", STDIN)
-    try:
-        return io.BufferedReader(open_regular(path))
-    except CatalogError as e:
-        raise AppendError(str(e), str(path)) from e
 
 
 def _all_records(inputs: list[tuple[Path, str]], counts: list[tuple[str, int]]) -> Iterator[bytes]:
@@ -121,22 +98,23 @@ def _rows(path: Path, fmt: str, options: InputOptions, tally: RowInference) -> I
     if fmt == "jsonl":
         yield from _json_rows(path)
     elif fmt == "csv":
-        with _open(path) as f:
+        with open_input(path) as f:
             source = DelimitedRows(f, path, None, options.delimiter)
             yield from (row for _, row in source)
             tally.declare(source.header)  # a column whose every cell is empty too
     elif fmt == "parquet":
-        yield from _parquet_rows(path, tally)
-    elif fmt == "npy":
-        yield from _npy_rows(path, options.feature or path.stem)
-    elif fmt == "npz":
-        yield from _npz_rows(path)
+        table = ParquetRows(path, None)
+        yield from (row for _, row in table)
+        tally.declare(table.names)  # a column of nulls only too
+    elif fmt in ("npy", "npz"):
+        arrays = NpyRows(path, None, options.feature) if fmt == "npy" else NpzRows(path, None)
+        yield from (row for _, row in arrays)
     else:
         raise AppendError(f"{path}: cannot infer a schema from {fmt} input", str(path))
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
-    with _open(path) as f:
+    with open_input(path) as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -153,47 +131,6 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not isinstance(row, dict):
                 raise AppendError(f"{path}: line {lineno}: a JSON row is an object, got {type(row).__name__}")
             yield row
-
-
-def _parquet_rows(path: Path, tally: RowInference) -> Iterator[dict[str, Any]]:
-    pq = require_pyarrow()
-    try:
-        file = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow's errors are ArrowException or OSError
-        raise AppendError(f"{path}: not a Parquet file pyarrow can read: {e}", str(path)) from e
-    with file:
-        names = list(file.schema_arrow.names)
-        if len(set(names)) != len(names):
-            twice = next(n for i, n in enumerate(names) if n in names[:i])
-            raise AppendError(f"{path}: column {twice!r} appears twice: rows would keep only one of them", str(path))
-        tally.declare(names)
-        for batch in file.iter_batches(batch_size=BATCH):
-            yield from batch.to_pylist()
-
-
-def _npy_rows(path: Path, feature: str) -> Iterator[dict[str, Any]]:
-    array = _load(path, mmap_mode="r")
-    if not isinstance(array, np.ndarray) or array.ndim == 0:
-        raise AppendError(f"{path}: one array with rows along its first axis was expected", str(path))
-    for lo in range(0, len(array), CHUNK):
-        for value in np.asarray(array[lo : lo + CHUNK]):
-            yield {feature: value}
-
-
-def _npz_rows(path: Path) -> Iterator[dict[str, Any]]:
-    archive = _load(path)
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise AppendError(f"{path}: holds one array, not an .npz archive of one array per feature", str(path))
-    with archive:
-        try:
-            arrays = {n: archive[n] for n in archive.files}
-        except (ValueError, OSError, zipfile.BadZipFile) as e:  # a pickled object array, a damaged member
-            raise AppendError(f"{path}: cannot read an array: {e}", str(path)) from e
-    lengths = {len(a) if a.ndim else -1 for a in arrays.values()}
-    if len(lengths) > 1 or -1 in lengths:
-        raise AppendError(f"{path}: arrays of different lengths (or 0-dimensional)", str(path))
-    for i in range(lengths.pop() if lengths else 0):
-        yield {n: a[i] for n, a in arrays.items()}
 
 
 def _image_features(folder: Path, tally: RowInference) -> list[Feature]:

@@ -29,8 +29,9 @@ class ParquetRows:
 
     unit = "row"
 
-    def __init__(self, path: Path, schema: Schema) -> None:
-        self.path, self.schema = path, schema
+    def __init__(self, path: Path, schema: Schema | None) -> None:
+        self.path, self.schema = path, schema  # schema None: inferring one, any columns
+        self.names: list[str] = []  # the file's columns, once it is open
 
     def _fail(self, reason: str) -> AppendError:
         return AppendError(f"{self.path}: {reason}", str(self.path))
@@ -51,7 +52,8 @@ class ParquetRows:
         except (pa.ArrowException, OSError) as e:
             raise self._fail(f"not a Parquet file pyarrow can read: {e}") from e
         with file:
-            self._check_columns(list(file.schema_arrow.names))
+            self.names = list(file.schema_arrow.names)
+            self._check_columns(self.names)
             index = 0
             try:
                 for batch in file.iter_batches(batch_size=BATCH):
@@ -64,6 +66,8 @@ class ParquetRows:
         if len(set(names)) != len(names):
             twice = next(n for i, n in enumerate(names) if n in names[:i])
             raise self._fail(f"column {twice!r} appears twice: rows would keep only one of them")
+        if self.schema is None:
+            return
         feats = self.schema.features
         for name in names:
             if name not in feats:

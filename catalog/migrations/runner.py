@@ -41,7 +41,7 @@ from catalog.migrations.scripts import (
 )
 from catalog.schema import Schema, SchemaDiff
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
-from catalog.tfrecord.framing import normalize_compression
+from catalog.tfrecord.framing import stored_compression
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 
@@ -323,7 +323,7 @@ def migrate(
     from then on, are stored so."""
     quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
     pending = _pending(ds, Path(migrations), to, quick)
-    target = None if compression is None else (normalize_compression(compression) or "none")
+    target = None if compression is None else stored_compression(compression)
     if target is not None and not pending:
         raise MigrationError(
             f"{ds.name}: no migration pending to rewrite the shards with: `catalog compact {ds.name} "

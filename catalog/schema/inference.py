@@ -20,10 +20,10 @@ import numpy as np
 from catalog.errors import SchemaError
 from catalog.schema.features import Feature
 from catalog.schema.frames import column_batches
+from catalog.tfrecord.example import FLOAT32_MAX
 
 _LIST_KIND = {"int": "int64", "float": "float32", "str": "string", "bytes": "bytes"}
 _SCALARS = (int, float, str, bytes, np.generic)
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass

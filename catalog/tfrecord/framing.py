@@ -79,6 +79,11 @@ def normalize_compression(compression: str | None) -> Compression:
     raise unknown_compression(compression)
 
 
+def stored_compression(compression: str | None) -> str:
+    """A compression as the manifest records it: "none", "gzip" or "zlib"."""
+    return normalize_compression(compression) or "none"
+
+
 def unknown_compression(compression: object) -> CatalogError:
     """The error for a compression name that is none of none, gzip and zlib."""
     return CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
