@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from catalog import adopt as adoption
 from catalog import directory, indexing, ingest, maintenance, provision, rewrite
 from catalog import manifest as mf
 from catalog.commit import tags
@@ -30,7 +31,7 @@ from catalog.commit.values import (
     default_author,
     validate_name,
 )
-from catalog.errors import AppendError
+from catalog.errors import AppendError, CatalogError, DatasetNotFoundError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
 from catalog.inputs.infer import check_options, infer_inputs
@@ -134,6 +135,47 @@ class Catalog(CatalogHandle):
                 [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
                 image_shape=image_shape,
             )  # fmt: skip
+        except BaseException:
+            self.drop(name)
+            raise
+
+    def adopt(
+        self,
+        name: str,
+        paths: Iterable[str | os.PathLike[str]],
+        *,
+        split: str = DEFAULT_SPLIT,
+        copy: bool = False,
+        link: bool = False,
+        description: str = "",
+        token: str | None = None,
+        message: str = "",
+        author: str | None = None,
+        allow_duplicate: bool = False,
+        progress: Progress | None = None,
+    ) -> Commit:
+        """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
+        with the schema inferred from every record of the files (the compression they share,
+        if they share one), and dropped again when the adoption fails: all or nothing."""
+        paths = list(paths)
+        options: dict[str, Any] = {
+            "split": split, "copy": copy, "link": link, "token": token, "message": message, "author": author,
+            "allow_duplicate": allow_duplicate, "progress": progress,
+        }  # fmt: skip
+        validate_name(name)
+        try:
+            ds = self.dataset(name)
+        except DatasetNotFoundError:
+            pass
+        else:
+            return ds.adopt(paths, **options)
+        inputs = adoption.adoptable(paths, split)
+        inferred = infer_inputs([(p, "tfrecord") for p, _ in inputs], InputOptions())
+        if not inferred.schema.features:
+            raise AppendError(f"{adoption.named(inputs)}: no records: no schema to infer, nothing registered")
+        ds = self.register(name, inferred.schema, description, adoption.shared_compression(inputs))
+        try:
+            return ds.adopt(paths, **options)
         except BaseException:
             self.drop(name)
             raise
@@ -281,6 +323,42 @@ class Dataset(DatasetHandle):
             linked=tuple(s for s in everyone if s in linked),
             copied=tuple(s for s in everyone if s not in linked),
         )
+
+    def adopt(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        *,
+        split: str = DEFAULT_SPLIT,
+        copy: bool = False,
+        link: bool = False,
+        token: str | None = None,
+        message: str = "",
+        author: str | None = None,
+        allow_duplicate: bool = False,
+        progress: Progress | None = None,
+    ) -> Commit:
+        """Register existing TFRecord files (any compression; files, folders, globs) as shards
+        of ``split`` where they are, in one commit, after one read of each that checks every
+        record against the schema, counts, checksums and indexes it: nothing is copied, and the
+        catalog never writes or deletes them (gc forgets them once no kept version needs them).
+        ``copy``: copy them into the data area instead (as ``append_files``); ``link``: hard
+        link them there, copying what cannot be linked. An input already in the dataset (the
+        same bytes as a live shard) is refused unless ``allow_duplicate``."""
+        if copy and link:
+            raise CatalogError("adopt takes --copy or --link, not both")
+        if copy or link:
+            return self.append_files(
+                paths, token, message, link=link, format="tfrecord", author=author, progress=progress, split=split,
+                allow_duplicate=allow_duplicate,
+            )  # fmt: skip
+        inputs = adoption.adoptable(paths, split)
+        with self._writer(token, message, None, None, author, split, not allow_duplicate) as w:
+            if not w.skipped:
+                adoption.adopt_files(w, inputs, progress)
+                if w.records == 0:  # raised inside: the writer registers nothing
+                    raise AppendError(f"{adoption.named(inputs)}: no records in the input: nothing committed")
+        assert w.commit is not None
+        return w.commit
 
     def writer(
         self,

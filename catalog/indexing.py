@@ -32,7 +32,7 @@ from catalog.commit.values import Progress, VersionRef
 from catalog.errors import CatalogError, CorruptShardError
 from catalog.manifest import DATASETS, SHARDS
 from catalog.storage import clear_dead_partials, fsync_dir, index_folder, partial_path, shard_missing, write_error
-from catalog.storage.index import OFFSET, index_bytes, index_url, load_offsets, publish_index, read_index
+from catalog.storage.index import OFFSET, index_bytes, load_offsets, publish_index, read_index
 
 INDEX_BATCH = 256  # shards whose index files are registered in one transaction
 INDEX_BATCH_BYTES = 64 << 20  # ... and at most this many bytes of offsets held meanwhile (in-memory fallback)
@@ -142,7 +142,7 @@ class _Indexer:
             if not self.fallback:
                 if isinstance(e, CatalogError):
                     raise
-                raise write_error(index_url(s.url), e) from e
+                raise write_error(s.index_url, e) from e
             self.writable = False  # a read-only data area: the rest in memory too
             return
         keep = offsets if self.fallback and self.offsets is not None else None
@@ -178,7 +178,7 @@ class _Indexer:
 
 def _scan(s: PlannedShard) -> np.ndarray:
     try:
-        return load_offsets(s.url, s.records, s.bytes, None)  # one read, CRCs and count checked
+        return load_offsets(s.url, s.index_url, s.records, s.bytes, None)  # one read, CRCs and count checked
     except FileNotFoundError as e:
         raise shard_missing(s.url) from e
 
@@ -287,7 +287,7 @@ def dali_indexes(ds: DatasetHandle, directory: str | os.PathLike[str], version: 
         offsets = computed.get(s.rel)
         if offsets is None:
             assert s.index_checksum is not None  # ensure_indexes registered it, or computed it
-            offsets = read_index(s.url, s.records, s.bytes, s.index_checksum)
+            offsets = read_index(s.index_url, s.records, s.bytes, s.index_checksum)
         target = out / dali_name(s.url)
         _write_dali(target, offsets, s.bytes)
         report.files.append((s.url, str(target)))

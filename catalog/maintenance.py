@@ -24,6 +24,7 @@ from catalog.storage import (
     OWNER_FILE,
     Store,
     StoredFile,
+    file_checksum,
     index_owner,
     index_rel,
     intent_of,
@@ -35,7 +36,7 @@ from catalog.storage import (
     store_for,
     write_error,
 )
-from catalog.storage.index import OFFSET, IndexCheck, index_url, read_index
+from catalog.storage.index import OFFSET, IndexCheck, read_index
 
 
 def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None = None) -> list[StoredFile]:
@@ -92,7 +93,7 @@ def verify_catalog(
                 raise DatasetNotFoundError(f"no dataset named {n!r}", n)
         q = select(
             DATASETS.c.name, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.checksum,
-            SHARDS.c.compression, SHARDS.c.index_checksum,
+            SHARDS.c.compression, SHARDS.c.index_checksum, SHARDS.c.location,
         ).join(DATASETS, DATASETS.c.id == SHARDS.c.dataset_id)  # fmt: skip
         q = q.where(SHARDS.c.collected_at.is_(None))  # gc removed those on purpose
         if wanted is not None:
@@ -102,16 +103,16 @@ def verify_catalog(
     problems = _check_all(cat, shards, executor, progress)
     report = VerifyReport(problems=damage)
     registered = set()
-    for (ds, rel, _records, size, _checksum, compression, index_checksum), problem in zip(
+    for (ds, rel, _records, size, _checksum, compression, index_checksum, location), problem in zip(
         shards, problems, strict=True
     ):
         registered.add(rel)
         report.checked += 1
         report.bytes += size
         if problem is not None:
-            report.problems.append(Problem(ds, cat.shard_url(rel), problem[0], problem[1]))
+            report.problems.append(Problem(ds, cat.shard_url(rel, location), problem[0], problem[1]))
         elif index_checksum is None and compression == "none":
-            report.not_indexed.append(cat.shard_url(rel))  # not an error: `catalog index` makes one
+            report.not_indexed.append(cat.shard_url(rel, location))  # not an error: `catalog index` makes one
     for f in files:
         # exists(): a temp file listed just before a commit renamed it is no leftover
         if f.rel not in registered and intent_of(f.name) not in live and cat.store.exists(f.rel):
@@ -149,7 +150,8 @@ VERIFY_JOB_BYTES = 64 << 20  # a verify job checks shards up to this many bytes 
 VERIFY_JOB_SHARDS = 1000  # ... and at most this many: a Dask task costs about a millisecond
 
 
-ShardFacts = tuple[str, int, int, str, str | None]  # path in the data area, records, bytes, checksum, index checksum
+# path in the data area, records, bytes, checksum, index checksum, location (adopted in place)
+ShardFacts = tuple[str, int, int, str, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -176,8 +178,8 @@ def _check_all(
     """Each shard's problem (or None), in the order of ``shards``: inline, or in jobs on ``executor``."""
     if executor is None:
         out = []
-        for _ds, rel, records, size, checksum, _compression, index_checksum in shards:
-            out.append(_check_shard(cat.store, rel, records, size, checksum, index_checksum))
+        for _ds, rel, records, size, checksum, _compression, index_checksum, location in shards:
+            out.append(_check_shard(cat.store, rel, records, size, checksum, index_checksum, location))
             if progress:
                 progress(size)
         return out
@@ -190,11 +192,11 @@ def _check_jobs(cat: CatalogHandle, shards: Sequence[Any]) -> list[CheckJob]:
     jobs: list[CheckJob] = []
     batch: list[ShardFacts] = []
     size_of_batch = 0
-    for _ds, rel, records, size, checksum, _compression, index_checksum in shards:
+    for _ds, rel, records, size, checksum, _compression, index_checksum, location in shards:
         if batch and (len(batch) >= VERIFY_JOB_SHARDS or size_of_batch + size > VERIFY_JOB_BYTES):
             jobs.append(CheckJob(cat.store.root, tuple(batch)))
             batch, size_of_batch = [], 0
-        batch.append((rel, records, size, checksum, index_checksum))
+        batch.append((rel, records, size, checksum, index_checksum, location))
         size_of_batch += size
     if batch:
         jobs.append(CheckJob(cat.store.root, tuple(batch)))
@@ -202,17 +204,24 @@ def _check_jobs(cat: CatalogHandle, shards: Sequence[Any]) -> list[CheckJob]:
 
 
 def _check_shard(
-    store: Store, rel: str, records: int, size: int, checksum: str, index_checksum: str | None = None
+    store: Store,
+    rel: str,
+    records: int,
+    size: int,
+    checksum: str,
+    index_checksum: str | None = None,
+    location: str | None = None,
 ) -> tuple[str, str] | None:
     check: IndexCheck | None = None
     index_problem = None
+    url = store.shard_url(rel, location)
     if index_checksum is not None:  # its index is read first, then checked in the shard's one read
         try:
-            check = IndexCheck(read_index(store.url(rel), records, size, index_checksum), size)
+            check = IndexCheck(read_index(store.index_url(rel), records, size, index_checksum), size)
         except (OSError, CatalogError) as e:
             index_problem = str(e)
     try:  # one open: on S3 a size() first would be one more round trip per shard
-        actual, found = store.checksum(rel, size, check)  # never past the registered size (/dev/zero has no end)
+        actual, found = file_checksum(url, size, check)  # never past the registered size (/dev/zero has no end)
     except FileNotFoundError:
         return "missing", "registered shard file does not exist"
     except (OSError, CatalogError) as e:
@@ -221,9 +230,9 @@ def _check_shard(
         found_size = f"more than {size}" if actual > size else str(actual)  # reading stopped one byte past
         return "size", f"{found_size} bytes on disk, {size} registered"
     if found == checksum:  # bit-identical to the file whose records were counted when it was registered
-        return _index_problem(store.url(rel), check, index_problem)
+        return _index_problem(store.index_url(rel), check, index_problem)
     try:
-        count = sum(len(b) for b in shard_batches(store.url(rel)))
+        count = sum(len(b) for b in shard_batches(url))
     except CatalogError as e:
         return "unreadable", f"checksum {found}, {checksum} registered; {e}"
     if count != records:
@@ -231,14 +240,14 @@ def _check_shard(
     return "checksum", f"{found}, {checksum} registered"
 
 
-def _index_problem(url: str, check: IndexCheck | None, problem: str | None) -> tuple[str, str] | None:
+def _index_problem(index_at: str, check: IndexCheck | None, problem: str | None) -> tuple[str, str] | None:
     """A registered index that is missing, damaged, or does not match its (sound) shard."""
     if problem is not None:
         return "index", problem
     wrong = None if check is None else check.result()
     if wrong is None:
         return None
-    return "index", f"{index_url(url)}: the offset of record {wrong} is not where the shard's record {wrong} starts"
+    return "index", f"{index_at}: the offset of record {wrong} is not where the shard's record {wrong} starts"
 
 
 def collect_garbage(
@@ -335,6 +344,7 @@ _RETIRED = (
     select(
         SHARDS.c.id,
         SHARDS.c.path,
+        SHARDS.c.location,
         SHARDS.c.bytes,
         SHARDS.c.records,
         SHARDS.c.index_checksum,
@@ -373,27 +383,38 @@ def _collect_retired(
             report.kept_retired += 1
         else:
             candidates.append(r)
-    where = {r.id: cat.shard_url(r.path) for r in candidates}  # each path checked before any is marked collected
+    # each path checked before any is marked collected
+    where = {r.id: cat.shard_url(r.path, r.location) for r in candidates}
     chosen, keeps = _spare_tagged(candidates, tags, where)
     if not report.dry_run and chosen:
         chosen, keeps = mf.with_lock_retry(lambda: _mark_collected(cat, candidates, where))
     report.kept_for_tags = keeps
     for r in chosen:
-        report.retired.append(where[r.id])
-        report.removed.append(where[r.id])
+        _collect(cat, r, where[r.id], report)
+
+
+def _collect(cat: CatalogHandle, r: Any, where: str, report: GcReport) -> None:
+    """Delete one retired shard marked collected, and its index; an adopted file stays where it
+    is (its ``path`` names no file: nothing there to delete)."""
+    if r.location is not None:
+        report.forgotten.append(where)
+    else:
+        report.retired.append(where)
+        report.removed.append(where)
         report.bytes += r.bytes
-        # An index file never registered (an index run stopped before it) goes in the loop over
-        # the index listing, as any index whose shard is not registered does.
-        indexed = r.index_checksum is not None
-        if indexed:
-            report.indexes_removed += 1
-            report.index_bytes += r.records * OFFSET.itemsize
-        if not report.dry_run:
-            # A file that cannot be deleted now (a read-only area) stays marked collected: no
-            # version needs it, and the next gc deletes it as the unregistered file it now is.
+    # An index file never registered (an index run stopped before it) goes in the loop over
+    # the index listing, as any index whose shard is not registered does.
+    indexed = r.index_checksum is not None
+    if indexed:
+        report.indexes_removed += 1
+        report.index_bytes += r.records * OFFSET.itemsize
+    if not report.dry_run:
+        # A file that cannot be deleted now (a read-only area) stays marked collected: no
+        # version needs it, and the next gc deletes it as the unregistered file it now is.
+        if r.location is None:
             cat.store.remove(r.path)
-            if indexed:
-                cat.store.remove(index_rel(r.path))  # collected with its shard
+        if indexed:
+            cat.store.remove(index_rel(r.path))  # collected with its shard
 
 
 def _mark_collected(

@@ -52,7 +52,7 @@ try:
 except ImportError:  # Windows: no writers' queue (see WRITE_QUEUE)
     fcntl = None  # type: ignore[assignment]
 
-FORMAT_VERSION = 5  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 6  # the manifest's own schema version (see upgrade())
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -174,6 +174,11 @@ SHARDS = Table(
     # Format 5. Where the shard came from: the input's absolute path or URL, "rows" (Python),
     # or "<kind> of version N" for a rewrite; NULL for shards registered before format 5.
     _opt("source", Text),
+    # Format 6. An adopted shard's own place, outside the data area (`catalog adopt`): an absolute
+    # path or URL the catalog reads and never writes or deletes; NULL for a shard in the data area,
+    # which is at ``path``. An adopted shard still has a ``path`` (never a file there): its name in
+    # the dataset, and where its record index lives in the index tree.
+    _opt("location", Text),
     Index("ix_shards_live_seq", "dataset_id", "removed_version", "seq"),
     Index("ix_shards_added", "dataset_id", "added_version"),
     # Format 4. Totals per split (`show`, `list --json`) from the index alone: 100k live
@@ -752,12 +757,18 @@ def _upgrade_4_to_5(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_shards_checksum ON shards (dataset_id, checksum)")
 
 
+def _upgrade_5_to_6(conn: Connection) -> None:
+    """Format 6: shards adopted in place have a location of their own (none before)."""
+    conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN location TEXT")
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
 UPGRADES: dict[int, Callable[[Connection], None]] = {
     1: _upgrade_1_to_2,
     2: _upgrade_2_to_3,
     3: _upgrade_3_to_4,
     4: _upgrade_4_to_5,
+    5: _upgrade_5_to_6,
 }
 
 
@@ -903,14 +914,19 @@ def settle_intent(engine: Engine, intent_id: str) -> tuple[bool, int | None]:
     return version is None, version
 
 
-def fetch_column(conn: Connection, query: Any) -> list[Any]:
-    """The first column of every row, straight from the driver's cursor. SQLAlchemy builds a
-    Row object per row: for a million shard paths that was 1 s of a 1.5 s ``files()``."""
+def fetch_rows(conn: Connection, query: Any) -> list[Any]:
+    """Every row as the driver's tuple, straight from its cursor. SQLAlchemy builds a Row
+    object per row: for a million shard paths that was 1 s of a 1.5 s ``files()``."""
     result = conn.execute(query)
     try:
-        return [row[0] for row in result.cursor.fetchall()]
+        return list(result.cursor.fetchall())
     finally:
         result.close()
+
+
+def fetch_column(conn: Connection, query: Any) -> list[Any]:
+    """The first column of every row (see fetch_rows)."""
+    return [row[0] for row in fetch_rows(conn, query)]
 
 
 def update_shards(conn: Connection, ids: Sequence[int], **values: Any) -> None:

@@ -31,11 +31,13 @@ from catalog.storage import (
     UNLIMITED,
     ShardFile,
     ShardSink,
+    Store,
     clear_attempt,
     copy_verified,
     format_checksum,
     index_folder,
     index_rel,
+    location_exists,
     shard_batches,
     store_for,
 )
@@ -75,7 +77,7 @@ def concat_job(job: ConcatJob) -> ShardFile:
         with f:
             for src in job.sources:
                 start = f.tell()
-                known = _registered_offsets(src)
+                known = _registered_offsets(store, src)
                 walker = None if known is not None else OffsetWalker()
                 out: Any = f if walker is None else _Tee(f, walker)  # indexed in the same read
                 crc = copy_verified(src.path, src.bytes, src.checksum, out, crc, buf)
@@ -93,13 +95,13 @@ def concat_job(job: ConcatJob) -> ShardFile:
     return ShardFile(rel, job.records, size, format_checksum(crc), index_checksum=index_checksum)
 
 
-def _registered_offsets(src: LiveShard) -> np.ndarray | None:
+def _registered_offsets(store: Store, src: LiveShard) -> np.ndarray | None:
     """A source's registered index, when it has one that checks out; None: index it while copying
     (a damaged index is verify's to report, not a reason to stop a compaction)."""
     if src.index_checksum is None:
         return None
     try:
-        return read_index(src.path, src.records, src.bytes, src.index_checksum)
+        return read_index(store.index_url(src.rel), src.records, src.bytes, src.index_checksum)
     except CatalogError:
         return None
 
@@ -284,7 +286,7 @@ def restore(ds: DatasetHandle, version: int | str, message: str = "", author: st
             message = f"restore version {version} (tag {asked})"
         now = snapshot(ds)
         for s in target.shards:
-            if not ds.catalog.store.exists(s.rel):
+            if not (ds.catalog.store.exists(s.rel) if s.location is None else location_exists(s.location)):
                 raise VersionNotFoundError(
                     f"dataset {ds.name!r} version {version} cannot be restored: {s.path} is missing"
                 )
@@ -326,10 +328,11 @@ def _restore_once(
 
 def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> ShardFile:
     """A retired shard back under a new name: a hard link (same bytes, same inode), else a copy;
-    its record index likewise, registered with the checksum it had."""
+    its record index likewise, registered with the checksum it had. An adopted shard comes back
+    as what it was: its own file, under a new name."""
     rel = f"{ds.name}/{intent.prefix(unit)}-00000{SHARD_SUFFIX}"
     store = ds.catalog.store
-    if not store.link(s.rel, rel):  # no hard links here: a verified copy
+    if s.location is None and not store.link(s.rel, rel):  # no hard links here: a verified copy
         return concat_job(ConcatJob((s,), s.records, store.root, ds.name, intent.prefix(unit)))
     index_checksum = None
     if s.index_checksum is not None:
@@ -342,4 +345,4 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
     store.sync_dir(ds.name)
     if index_checksum is not None:
         store.sync_dir(index_folder(ds.name))
-    return ShardFile(rel, s.records, s.bytes, s.checksum, s.compression, index_checksum)
+    return ShardFile(rel, s.records, s.bytes, s.checksum, s.compression, index_checksum, location=s.location)

@@ -50,6 +50,7 @@ class Writer:
         self.intent = Intent(ds.catalog.engine, ds.catalog.store, ds.name)
         self.read_version = ds.version
         self.rows = 0  # rows written by write() and write_batch(), for messages
+        self.splits: dict[str, str] = {}  # a shard's split where it is not ``split`` (adopt: TFDS's splits)
 
     @property
     def records(self) -> int:
@@ -170,8 +171,9 @@ class Writer:
             shards = self.sink.close()
         except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
             raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
+        added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
         change = Change(
-            "append", self.read_version, self.ds.schema_version, [NewShard(s, split=self.split) for s in shards],
+            "append", self.read_version, self.ds.schema_version, added,
             self.message, self.author, self.intent.id, token=self.token, unique=self.unique,
         )  # fmt: skip
         done = commit(self.ds, change)
@@ -183,7 +185,7 @@ class Writer:
         """The earlier commit of this writer's token, unless it registered its records under
         another split: a retry is the same append, and one that says otherwise is a mistake
         (its records would silently be missing from the split asked for)."""
-        other = sorted({s.split for s in prior.shards} - {self.split})
+        other = sorted({s.split for s in prior.shards} - {self.split, *self.splits.values()})
         if other:
             raise CommitConflictError(
                 f"token {self.token!r} already committed version {prior.version} of {self.ds.name!r} under split "

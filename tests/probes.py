@@ -8,8 +8,16 @@ from pathlib import Path
 from catalog import Catalog
 
 
+def downgrade_to_format_5(db: Path) -> None:
+    """Turn a SQLite manifest into what format 5 had: no shard locations (nothing adopted in place)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE shards DROP COLUMN location")
+        conn.execute("UPDATE catalog_meta SET value = '5' WHERE key = 'format_version'")
+
+
 def downgrade_to_format_4(db: Path) -> None:
     """Turn a SQLite manifest into what format 4 had: no shard sources, no dataset compression."""
+    downgrade_to_format_5(db)
     with sqlite3.connect(db) as conn:
         conn.execute("DROP INDEX ix_shards_checksum")
         conn.execute("ALTER TABLE shards DROP COLUMN source")

@@ -776,7 +776,8 @@ cat = Catalog.open(root)
 def state():
     shards = cat.dataset(name).shards()
     good = all(
-        (read_index(s.path, s.records, s.bytes, s.index_checksum) == scan_offsets(s.path, s.bytes)).all()
+        (read_index(cat.store.index_url(s.relpath), s.records, s.bytes, s.index_checksum)
+         == scan_offsets(s.path, s.bytes)).all()
         for s in shards if s.index_checksum is not None
     )
     return {"indexed": sum(s.index_checksum is not None for s in shards), "good": bool(good),

@@ -153,6 +153,8 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
         yield f"{verb} {p}"
     for p in report.links:
         yield f"left alone (a symbolic link, never followed) {p}"
+    for p in report.forgotten:
+        yield f"{'would forget' if dry_run else 'forgot'} adopted file {p} (no kept version needs it; left in place)"
     for k in report.kept_for_tags:
         yield f"kept {len(k.shards)} retired shards for tag {k.tag} of {k.dataset} (version {k.version})"
     retired = f" ({len(report.retired)} retired shards)" if report.retired else ""

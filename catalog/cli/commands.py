@@ -22,6 +22,7 @@ for name, fn in [
     ("list", datasets.list_),
     ("show", datasets.show),
     ("append", datasets.append),
+    ("adopt", datasets.adopt),
     ("drop", datasets.drop),
     ("backup", admin.backup),
     ("copy-manifest", admin.copy_manifest),

@@ -134,7 +134,8 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
     for fname, spec in info.schema["features"].items():
         yield f"  {fname}: {_feature_text(spec)}"
     for s in shards:
-        yield f"  {s.path}  {s.records} records  {human(s.bytes)}  {s.checksum}"
+        where = "  (adopted in place)" if s.location is not None else ""
+        yield f"  {s.path}  {s.records} records  {human(s.bytes)}  {s.checksum}{where}"
 
 
 def _feature_text(spec: dict[str, Any]) -> str:
@@ -214,6 +215,46 @@ def append(
             allow_duplicate=allow_duplicate,
         )
     return Output(text=_append_text(name, commit), json=commit.to_json)
+
+
+@verb
+def adopt(
+    name: DatasetName,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="TFRecord files (any compression), folders and globs of them.", show_default=False),
+    ],
+    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="Register them under this split.")] = "train",
+    copy: Annotated[bool, typer.Option("--copy", help="Copy them into the data area instead.")] = False,
+    link: Annotated[bool, typer.Option("--link", help="Hard link them into the data area instead.")] = False,
+    description: Annotated[str, typer.Option("--description", help="A new dataset's description.")] = "",
+    token: Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")] = None,
+    message: Message = "",
+    author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
+    allow_duplicate: Annotated[
+        bool, typer.Option("--allow-duplicate", help="Adopt a file even when its bytes are in the dataset already.")
+    ] = False,
+    as_json: AsJson = False,
+) -> Output:
+    """Register existing TFRecord files where they are (no copy), after checking, counting,
+    checksumming and indexing every record; a new NAME gets the schema they imply. One commit."""
+    if copy and link:
+        raise typer.BadParameter("give --copy or --link, not both", param_hint="--copy/--link")
+    cat = open_catalog()
+    total = sum(p.stat().st_size for p in paths if p.is_file())
+    with progress_bar(f"adopt {name}", total) as progress:
+        commit = cat.adopt(
+            name, paths, split=split, copy=copy, link=link, description=description, token=token, message=message,
+            author=author, allow_duplicate=allow_duplicate, progress=progress,
+        )  # fmt: skip
+    return Output(text=_adopt_text(name, commit, copy or link), json=commit.to_json)
+
+
+def _adopt_text(name: str, commit: Commit, moved: bool) -> Iterator[str]:
+    yield from _append_text(name, commit)
+    if not moved and not commit.duplicate:
+        size = human(sum(s.bytes for s in commit.shards))
+        yield f"adopted {commit.shard_count} files in place ({size}; no bytes copied)"
 
 
 def _append_text(name: str, commit: Commit) -> Iterator[str]:

@@ -31,7 +31,7 @@ from catalog.commit.values import (
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
-from catalog.storage import store_for
+from catalog.storage import ShardFile, location_exists, store_for
 
 # A ShardInfo's columns after its absolute path, in its field order.
 SHARD_INFO_COLUMNS = (
@@ -46,6 +46,7 @@ SHARD_INFO_COLUMNS = (
     SHARDS.c.split,
     SHARDS.c.index_checksum,
     SHARDS.c.source,
+    SHARDS.c.location,
 )
 
 
@@ -116,16 +117,18 @@ class CatalogHandle:
         """A shard's local path (a local data area only; see :meth:`shard_url`)."""
         return self.data_root / relpath
 
-    def shard_url(self, relpath: str) -> str:
-        """Where a shard is: a local path, or a URL in an object store."""
-        return self.store.url(relpath)
+    def shard_url(self, relpath: str, location: str | None = None) -> str:
+        """Where a shard is: a local path, or a URL in an object store (its own, when adopted in place)."""
+        return self.store.shard_url(relpath, location)
 
-    def require_shards(self, relpaths: Iterable[str]) -> None:
+    def require_shards(self, shards: Iterable[ShardFile]) -> None:
         """Before a commit: every new shard is still there. A gc that wrongly took a writer's
-        files must not leave the manifest pointing at nothing."""
-        for rel in relpaths:
-            if not self.store.exists(rel):
-                raise CatalogError(f"{self.shard_url(rel)}: shard vanished before commit; nothing registered")
+        files must not leave the manifest pointing at nothing (nor a moved adopted file)."""
+        for s in shards:
+            if s.location is None and not self.store.exists(s.path):
+                raise CatalogError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
+            if s.location is not None and not location_exists(s.location):
+                raise CatalogError(f"{s.location}: adopted file vanished before commit; nothing registered")
 
 
 def explain_with(
@@ -285,21 +288,21 @@ class DatasetHandle:
     def iter_shards(self, version: VersionRef = None) -> Iterator[ShardInfo]:
         """:meth:`shards`, streamed from one read snapshot in chunks: a million-shard list
         never sits in memory at once."""
-        url = self.catalog.store.url  # 100k shards: pathlib would cost a third of `show --json`
+        url = self.catalog.store.shard_url  # 100k shards: pathlib would cost a third of `show --json`
         with mf.read_txn(self.catalog.engine) as conn:
             _v, _sv, query = self._live(conn, version)
             result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*SHARD_INFO_COLUMNS))
             for rows in result.partitions():
-                yield from (ShardInfo(url(r[0]), *tuple(r)) for r in rows)
+                yield from (ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in rows)
 
     def files(self, version: VersionRef = None) -> list[str]:
         """Shard locations at ``version``: absolute paths, or URLs for an object store (such as
         ``s3://...``, which ``tf.data.TFRecordDataset`` opens where TensorFlow has that filesystem)."""
         with mf.read_txn(self.catalog.engine) as conn:
             _v, _sv, query = self._live(conn, version)
-            paths = mf.fetch_column(conn, query.with_only_columns(SHARDS.c.path))
-        url = self.catalog.store.url  # each checked: the manifest never names a path outside the data area
-        return [url(p) for p in paths]
+            rows = mf.fetch_rows(conn, query.with_only_columns(SHARDS.c.path, SHARDS.c.location))
+        url = self.catalog.store.shard_url  # each checked: the manifest never names a path outside the data area
+        return [url(p, loc) for p, loc in rows]
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
@@ -467,6 +470,7 @@ class LiveShard:
     rel: str  # "<dataset>/<file>", as the manifest has it
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index (storage.index); None: none yet
+    location: str | None = None  # adopted in place: its own file (``path`` is then this)
 
 
 @dataclass(frozen=True)
@@ -487,11 +491,11 @@ def snapshot(ds: DatasetHandle, version: VersionRef = None) -> Snapshot:
         v, sv, query = ds._live(conn, version)
         rows = conn.execute(query).all()
         schema = load_schema(conn, ds.id, sv)
-    url = ds.catalog.store.url
+    url = ds.catalog.store.shard_url
     shards = [
         LiveShard(
             r.id,
-            url(r.path),
+            url(r.path, r.location),
             r.records,
             r.bytes,
             r.checksum,
@@ -501,6 +505,7 @@ def snapshot(ds: DatasetHandle, version: VersionRef = None) -> Snapshot:
             r.path,
             r.split,
             r.index_checksum,
+            r.location,
         )
         for r in rows
     ]

@@ -20,8 +20,9 @@ from catalog.schema import Schema
 class PlannedShard:
     """Records ``start`` to ``stop`` of one registered shard (its whole facts as registered)."""
 
-    url: str  # a local path, or a URL in an object store
+    url: str  # a local path, or a URL in an object store (an adopted shard's own file)
     rel: str  # "<dataset>/<file>", relative to the data area
+    index_url: str  # where its record index is (or will be): the data area's index tree
     records: int
     bytes: int
     checksum: str
@@ -61,13 +62,14 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         v, sv, query = ds._live(conn, version)
         rows = conn.execute(query).all()
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))
-    url = ds.catalog.store.url
+    store = ds.catalog.store
     shards = [
         PlannedShard(
-            url(r.path), r.path, r.records, r.bytes, r.checksum, r.compression, r.index_checksum, r.split, 0, r.records
+            store.shard_url(r.path, r.location), r.path, store.index_url(r.path), r.records, r.bytes, r.checksum,
+            r.compression, r.index_checksum, r.split, 0, r.records,
         )
         for r in rows
-    ]
+    ]  # fmt: skip
     if split is not None:
         shards = list(_select(shards, resolve(split, split_counts(shards))))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)

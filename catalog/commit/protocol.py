@@ -116,7 +116,7 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
     # Other writers queue on the dataset row's lock (on SQLite: the database's), so what
     # needs no lock comes first: the files, the token (the unique (dataset, token)
     # constraint still catches a twin committed meanwhile) and the intent.
-    ds.catalog.require_shards(s.file.path for s in ch.add)
+    ds.catalog.require_shards(s.file for s in ch.add)
     with mf.write_txn(ds.catalog.engine) as conn:
         prior = prior_commit(conn, ds, ch.token)
         if prior is not None:
@@ -176,7 +176,7 @@ def _refuse_duplicates(conn: Connection, ds: DatasetHandle, ch: Change) -> None:
             # name the shard this input made before, if one of them is (else what has its bytes)
             r = next((r for r in found[0] if r.source == source), found[0][0])
             origin = f", from {r.source}" if r.source else ""
-            where = ds.catalog.shard_url(r.path)
+            where = ds.catalog.shard_url(r.path, r.location)
             raise AppendError(
                 f"{source}: already in {ds.name!r}: the same bytes as shard {where} (version "
                 f"{r.added_version}{origin}); nothing was registered (--allow-duplicate to append it again)"
@@ -188,7 +188,10 @@ def _live_by_bytes(conn: Connection, dataset_id: int, sums: list[str]) -> dict[t
     live: dict[tuple[str, int], list[Any]] = {}
     for lo in range(0, len(sums), 500):  # bound the IN list
         for r in conn.execute(
-            select(SHARDS.c.path, SHARDS.c.checksum, SHARDS.c.bytes, SHARDS.c.source, SHARDS.c.added_version).where(
+            select(
+                SHARDS.c.path, SHARDS.c.location, SHARDS.c.checksum, SHARDS.c.bytes, SHARDS.c.source,
+                SHARDS.c.added_version,
+            ).where(
                 SHARDS.c.dataset_id == dataset_id,
                 SHARDS.c.removed_version.is_(None),
                 SHARDS.c.checksum.in_(sums[lo : lo + 500]),
@@ -207,13 +210,13 @@ def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Comm
     row = conn.execute(COMMIT_BY_TOKEN, {"ds": ds.id, "token": token}).first()
     if row is None:
         return None
-    url = ds.catalog.store.url
+    url = ds.catalog.store.shard_url
     added = conn.execute(
         select(*SHARD_INFO_COLUMNS)
         .where(SHARDS.c.dataset_id == ds.id, SHARDS.c.added_version == row.version)
         .order_by(SHARDS.c.seq)
     ).all()
-    return commit_of(ds.name, row, [ShardInfo(url(r[0]), *tuple(r)) for r in added], duplicate=True)
+    return commit_of(ds.name, row, [ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in added], duplicate=True)
 
 
 def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
@@ -291,7 +294,7 @@ def _write_shards(
 ) -> list[ShardInfo]:
     if retired.ids:
         mf.update_shards(conn, retired.ids, removed_version=version)
-    url = ds.catalog.store.url
+    url = ds.catalog.store.shard_url
     rows: list[dict[str, Any]] = [
         {
             "dataset_id": ds.id,
@@ -307,6 +310,7 @@ def _write_shards(
             "split": s.split,
             "index_checksum": s.file.index_checksum,
             "source": s.file.source or _rewritten_from(ch),
+            "location": s.file.location,
         }
         for i, s in enumerate(ch.add)
     ]
@@ -314,7 +318,7 @@ def _write_shards(
         conn.execute(_INSERT_SHARD, rows)
     return [
         ShardInfo(
-            url(r["path"]),
+            url(r["path"], r["location"]),
             r["path"],
             r["records"],
             r["bytes"],
@@ -326,6 +330,7 @@ def _write_shards(
             r["split"],
             r["index_checksum"],
             r["source"],
+            r["location"],
         )
         for r in rows
     ]

@@ -44,6 +44,7 @@ class ShardInfo:
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index; None: not indexed yet (`catalog index`)
     source: str | None = None  # input path or URL, "rows", or "<kind> of version N"; None: from before format 5
+    location: str | None = None  # adopted in place (``path`` is then this): never deleted by the catalog
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,7 @@ class ShardInfo:
             "split": self.split,
             "index_checksum": self.index_checksum,
             "source": self.source,
+            "external": self.location is not None,
         }
 
 
@@ -220,6 +222,9 @@ class GcReport:
     # in ``removed``, which names shards.
     indexes_removed: int = 0
     index_bytes: int = 0
+    # Adopted files (outside the data area) no kept version needs: forgotten by the manifest,
+    # left where they are, never deleted.
+    forgotten: list[str] = field(default_factory=list)
 
     @property
     def kept_tagged(self) -> int:
@@ -241,6 +246,7 @@ class GcReport:
             "links": self.links,
             "indexes_removed": self.indexes_removed,
             "index_bytes": self.index_bytes,
+            "forgotten": self.forgotten,
         }
 
 

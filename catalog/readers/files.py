@@ -69,7 +69,8 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
     try:
         with open_checked(shard) as f:
             if first and compression is None and shard.index_checksum is not None:
-                pos, at = first, int(read_index(shard.url, shard.records, shard.bytes, shard.index_checksum)[first])
+                offsets = read_index(shard.index_url, shard.records, shard.bytes, shard.index_checksum)
+                pos, at = first, int(offsets[first])
                 f.seek(at)
             for batch in read_record_batches(f, compression):
                 n = len(batch)

@@ -97,7 +97,7 @@ class RecordReader:
         self.firsts = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])  # dataset position of each range
         self.starts = np.array([s.start for s in plan.shards], dtype=np.int64)
         self._firsts, self._starts = self.firsts.tolist(), self.starts.tolist()  # for read_one
-        self.remote = any(is_url(s.url) for s in plan.shards)  # one data area: all or none
+        self.remote = any(is_url(s.url) for s in plan.shards)  # any shard behind URLs: gaps as for those
         self.gap = GAP_REMOTE if self.remote else GAP_LOCAL
         self._local: _Local | None = None
 
@@ -303,7 +303,8 @@ class RecordReader:
         else:
             self._file(i, None)  # opened and its size checked
         try:
-            offsets = load_offsets(planned.url, planned.records, planned.bytes, planned.index_checksum)
+            p = planned
+            offsets = load_offsets(p.url, p.index_url, p.records, p.bytes, p.index_checksum)
         except CorruptRecordError as e:
             raise damaged_shard(planned.url, e) from e
         return _Shard(planned.url, np.append(offsets.astype(np.int64), np.int64(planned.bytes)), remote)

@@ -17,7 +17,7 @@ from typing import IO, ClassVar
 
 from catalog.errors import CatalogError, ManifestError
 from catalog.storage.files import file_checksum, open_shard, write_error
-from catalog.storage.names import AREA_PATH_RE, INDEX_PATH_RE, OWNER_FILE
+from catalog.storage.names import AREA_PATH_RE, INDEX_PATH_RE, OWNER_FILE, index_rel
 
 # Bound once: url() runs once per shard (a million in `show --json`).
 _inside = AREA_PATH_RE.fullmatch
@@ -76,6 +76,16 @@ class Store(abc.ABC):
                 f"the manifest names a shard {rel!r} outside the data area (a shard is <dataset>/<file>)"
             )
         return self._prefix + rel
+
+    def shard_url(self, rel: str, location: str | None) -> str:
+        """Where a registered shard's bytes are: its own ``location`` when it was adopted in
+        place (outside the area: read, never written or deleted), else :meth:`url` of ``rel``."""
+        return location if location is not None else self.url(rel)
+
+    def index_url(self, rel: str) -> str:
+        """Where the record index of the shard ``rel`` is (names.index_rel): in this area's index
+        tree, whether the shard is in the area or adopted in place."""
+        return self.url(index_rel(rel))
 
     def open(self, rel: str) -> IO[bytes]:
         return open_shard(self.url(rel))

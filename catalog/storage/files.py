@@ -38,6 +38,7 @@ class ShardFile:
     index_checksum: str | None = None  # its record index (storage.index), when one was written
     source: str | None = None  # where its records came from (see the manifest's shards.source)
     linked: bool = False  # the input file itself, hard linked (append --link), not a copy
+    location: str | None = None  # adopted in place: the file's own path or URL (``path`` is no file)
 
 
 def format_checksum(crc: int) -> str:
@@ -148,6 +149,15 @@ def open_shard(path: str, size: int | None = None) -> IO[bytes]:
     f = os.fdopen(fd, "rb", buffering=0)
     f.name = path  # messages name the file, not its descriptor
     return f
+
+
+def location_exists(location: str) -> bool:
+    """Whether an adopted shard's own file (a path or URL) is there to read, as open_shard reads it."""
+    try:
+        open_shard(location).close()
+    except (FileNotFoundError, ObjectMissingError):
+        return False
+    return True
 
 
 def shard_batches(path: str, size: int | None = None) -> Iterator[list[bytes]]:

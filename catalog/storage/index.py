@@ -20,20 +20,13 @@ from catalog import faults
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
 from catalog.storage.base import Store
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches, write_error
-from catalog.storage.names import INDEX_FOLDER, INDEX_SUFFIX, index_folder, index_rel
+from catalog.storage.names import index_folder, index_rel
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE
 
 OFFSET = np.dtype("<u8")
 FRAMING = HEADER_SIZE + FOOTER_SIZE  # bytes around each record's data
 _LENGTH = struct.Struct("<Q")  # a record header's first field: the data's length
 _SPAN = np.arange(_LENGTH.size)
-
-
-def index_url(shard_url: str) -> str:
-    """Where the index of the shard at ``shard_url`` (a path or URL: ``<area>/<dataset>/<file>``)
-    is: ``<area>/.index/<dataset>/<file>.idx`` (see index_rel)."""
-    area, dataset, name = shard_url.rsplit("/", 2)
-    return f"{area}/{INDEX_FOLDER}/{dataset}/{name}{INDEX_SUFFIX}"
 
 
 def offsets_from_lengths(lengths: np.ndarray, start: int = 0) -> np.ndarray:
@@ -77,9 +70,9 @@ def parse_index(data: bytes, where: str, records: int, size: int, checksum: str)
     return offsets
 
 
-def read_index(url: str, records: int, size: int, checksum: str) -> np.ndarray:
-    """The registered index of the shard at ``url`` (a path or URL), checked (parse_index)."""
-    where = index_url(url)
+def read_index(where: str, records: int, size: int, checksum: str) -> np.ndarray:
+    """The registered index at ``where`` (Store.index_url: a path or URL), checked against its
+    shard's registered facts (parse_index)."""
     try:
         with open_shard(where) as f:
             data = f.read(records * OFFSET.itemsize + 1)  # one byte more: a longer file shows
@@ -88,10 +81,11 @@ def read_index(url: str, records: int, size: int, checksum: str) -> np.ndarray:
     return parse_index(data, where, records, size, checksum)
 
 
-def load_offsets(url: str, records: int, size: int, index_checksum: str | None) -> np.ndarray:
-    """A shard's record offsets: its registered index, else one sequential read of the shard."""
+def load_offsets(url: str, index_at: str, records: int, size: int, index_checksum: str | None) -> np.ndarray:
+    """The record offsets of the shard at ``url``: its registered index (at ``index_at``), else
+    one sequential read of the shard."""
     if index_checksum is not None:
-        return read_index(url, records, size, index_checksum)
+        return read_index(index_at, records, size, index_checksum)
     offsets = scan_offsets(url, size)
     if len(offsets) != records:
         raise CorruptShardError(url, "records", records, len(offsets))

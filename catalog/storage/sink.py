@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 from crc32c import crc32c
 
 from catalog import faults
@@ -117,6 +118,30 @@ class ShardSink:
         self.placed.append(rel)
         size, checksum = self.store.checksum(rel)
         shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source, linked=True)
+        self.shards.append(shard)
+        return shard
+
+    def take_in_place(
+        self,
+        location: str,
+        records: int,
+        size: int,
+        checksum: str,
+        compression: str,
+        offsets: np.ndarray | None,
+        source: str | None = None,
+    ) -> ShardFile:
+        """An existing file, checked by the caller, as a shard where it is (``location``, never
+        written or removed here): a new name in the dataset (no file takes it) and, when
+        ``offsets`` are given, its record index, published as a written shard's is."""
+        self._finish()
+        rel = self._next_rel()
+        index_checksum = None
+        if offsets is not None:
+            data, index_checksum = index_bytes(offsets)
+            publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
+        self.placed.append(rel)  # abort() removes its index (its name holds no file)
+        shard = ShardFile(rel, records, size, checksum, compression, index_checksum, source, location=location)
         self.shards.append(shard)
         return shard
 

@@ -1,0 +1,161 @@
+"""Adopt existing TFRecord files in place (``catalog adopt``): registered where they are, never
+copied, after one read of each that checks every record (framing and schema), counts them,
+checksums the whole file and, when it is uncompressed, computes its record index.
+
+An adopted shard keeps its own location (the file's real path or URL) in the manifest; its
+``path`` is a name in the dataset's folder that no file ever takes, under which its record
+index lives in the data area's index tree. The catalog reads the file and never writes,
+moves or deletes it: gc only forgets it once no kept version needs it (and removes its
+index). A file changed after its adoption is caught as any damaged shard is: readers check
+its size before they read it, ``verify`` its checksum.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+import numpy as np
+from crc32c import crc32c
+
+from catalog.commit.values import Progress
+from catalog.errors import AppendError, CorruptRecordError
+from catalog.ingest import Target, check_batch, source_of
+from catalog.inputs import STDIN, expand
+from catalog.storage import format_checksum, open_shard
+from catalog.storage.index import offsets_from_lengths
+from catalog.tfrecord.framing import detect_file_compression, read_record_batches
+from catalog.tfrecord.sources import is_url, regular_file_problem
+from catalog.writer import Writer
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """One input file as its adoption's read found it."""
+
+    location: str  # where the bytes are: the file's real path (links resolved), or its URL
+    source: str  # the input as named (absolute)
+    records: int
+    bytes: int
+    checksum: str
+    compression: str
+    offsets: np.ndarray | None  # its record index (uncompressed files only)
+
+
+class _Tap(io.RawIOBase):
+    """A file read through once, its bytes' CRC32C and count kept on the way."""
+
+    def __init__(self, f: Any, name: str) -> None:
+        super().__init__()
+        self._f, self.name = f, name
+        self.crc = 0
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._f.read(n)
+        self.crc = crc32c(data, self.crc)
+        self.size += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(memoryview(b)))
+        memoryview(b).cast("B")[: len(data)] = data
+        return len(data)
+
+    # The framing asks how much is left (to refuse a record longer than the file), then reads.
+    def seekable(self) -> bool:
+        return bool(self._f.seekable())
+
+    def tell(self) -> int:
+        return int(self._f.tell())
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return int(self._f.seek(offset, whence))
+
+
+def location_of(path: Path) -> str:
+    """Where an adopted file's bytes are: its URL, or its real local path (every link resolved,
+    so the readers, which never follow one, open the file itself)."""
+    return str(path) if is_url(str(path)) else os.path.realpath(path)
+
+
+def scan(w: Target, path: Path) -> Scanned:
+    """Read ``path`` once: every record checked against the writer's schema (errors name the
+    input, record and feature), counted, the whole file checksummed, offsets kept."""
+    location = location_of(path)
+    compression = detect_file_compression(path) or "none"
+    lengths: list[np.ndarray] = []
+    count = 0
+    with open_shard(location) as f:
+        tap = _Tap(f, str(path))
+        try:
+            for batch in read_record_batches(cast(IO[bytes], tap), compression):
+                check_batch(w, batch, path, count)
+                if compression == "none":
+                    lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
+                count += len(batch)
+                w.heartbeat()
+        except CorruptRecordError as e:
+            raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
+        if tap.read(1):  # framing ended where the file did: nothing may follow unread
+            raise AppendError(f"{path}: bytes after the last record", str(path))
+    _unchanged(path, location, tap.size)
+    offsets = None
+    if compression == "none":
+        offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
+    return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets)
+
+
+def _unchanged(path: Path, location: str, size: int) -> None:
+    """The file is still as long as the read found it: one written to meanwhile is refused."""
+    if is_url(location):
+        return
+    now = os.stat(location).st_size
+    if now != size:
+        raise AppendError(f"{path}: changed while being adopted ({size} bytes read, {now} now): nothing registered")
+
+
+def adoptable(paths: Iterable[str | os.PathLike[str]], split: str) -> list[tuple[Path, str]]:
+    """The input files (folders and globs expanded, sorted) as (path, split), each checked to be
+    a regular file before anything is read."""
+    inputs = [(p, split) for p, _fmt in expand([Path(p) for p in paths], "tfrecord")]
+    for p, _split in inputs:
+        problem = "standard input cannot be adopted (adopt takes files)" if str(p) == STDIN else None
+        problem = problem or regular_file_problem(p)
+        if problem is not None:
+            raise AppendError(f"{p}: {problem}", str(p))
+    if not inputs:
+        raise AppendError("no input files: nothing committed")
+    return inputs
+
+
+def shared_compression(inputs: Sequence[tuple[Path, str]]) -> str:
+    """The compression every input has (a dataset made for them stores new shards so), else none."""
+    found = {detect_file_compression(p) or "none" for p, _ in inputs}
+    return found.pop() if len(found) == 1 else "none"
+
+
+def named(inputs: Sequence[tuple[Path, str]]) -> str:
+    """The first inputs' names, for a message."""
+    return ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
+
+
+def adopt_files(w: Writer, inputs: Sequence[tuple[Path, str]], progress: Progress | None = None) -> None:
+    """Each input (path, split) scanned and taken by the writer's sink as an adopted shard."""
+    sink = w.sink
+    assert sink is not None
+    for path, split in inputs:
+        found = scan(w, path)
+        if progress:
+            progress(found.bytes)
+        sink.take_in_place(
+            found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
+        )
+        w.splits[sink.shards[-1].path] = split
