@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -24,9 +25,9 @@ from crc32c import crc32c
 
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CorruptRecordError
-from catalog.ingest import Target, check_batch, source_of
-from catalog.inputs import STDIN, expand
-from catalog.storage import format_checksum, open_shard
+from catalog.ingest import IngestJob, JobTarget, Target, check_batch, ingest_jobs, run_ingest_jobs, source_of
+from catalog.inputs import STDIN, InputOptions, expand
+from catalog.storage import ShardFile, clear_attempt, format_checksum, open_shard, store_for
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
@@ -147,10 +148,39 @@ def named(inputs: Sequence[tuple[Path, str]]) -> str:
     return ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
 
 
-def adopt_files(w: Writer, inputs: Sequence[tuple[Path, str]], progress: Progress | None = None) -> None:
-    """Each input (path, split) scanned and taken by the writer's sink as an adopted shard."""
+def adopt_job(job: IngestJob) -> list[ShardFile]:
+    """Module-level (picklable) worker: one input scanned, its record index published under the
+    job's prefix; the adopted shard, for the writer's commit."""
+    store = store_for(job.data_root)
+    clear_attempt(store, job.dataset, job.prefix)  # a rerun of a task whose worker died
+    target = JobTarget(job)
+    try:
+        found = scan(target, Path(job.path))
+        target.own.take_in_place(
+            found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
+        )
+    except BaseException:
+        target.own.abort()
+        raise
+    return target.own.close()
+
+
+def adopt_files(
+    w: Writer,
+    inputs: Sequence[tuple[Path, str]],
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+) -> None:
+    """Each input (path, split) scanned and taken by the writer's sink as an adopted shard: here,
+    or with ``executor`` and several inputs, one job per input on it."""
     sink = w.sink
     assert sink is not None
+    if executor is not None and len(inputs) > 1:
+        jobs = ingest_jobs(w, [(p, "tfrecord") for p, _ in inputs], False, InputOptions())
+        for files, (_path, split) in zip(run_ingest_jobs(w, adopt_job, jobs, progress, executor), inputs, strict=True):
+            sink.take(files)
+            w.splits.update((f.path, split) for f in files)
+        return
     for path, split in inputs:
         found = scan(w, path)
         if progress:

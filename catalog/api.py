@@ -153,6 +153,7 @@ class Catalog(CatalogHandle):
         author: str | None = None,
         allow_duplicate: bool = False,
         progress: Progress | None = None,
+        executor: Executor | None = None,
     ) -> Commit:
         """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
         with the schema inferred from every record of the files (the compression they share,
@@ -160,7 +161,7 @@ class Catalog(CatalogHandle):
         paths = list(paths)
         options: dict[str, Any] = {
             "split": split, "copy": copy, "link": link, "token": token, "message": message, "author": author,
-            "allow_duplicate": allow_duplicate, "progress": progress,
+            "allow_duplicate": allow_duplicate, "progress": progress, "executor": executor,
         }  # fmt: skip
         validate_name(name)
         try:
@@ -336,6 +337,7 @@ class Dataset(DatasetHandle):
         author: str | None = None,
         allow_duplicate: bool = False,
         progress: Progress | None = None,
+        executor: Executor | None = None,
     ) -> Commit:
         """Register existing TFRecord files (any compression; files, folders, globs) as shards
         of ``split`` where they are, in one commit, after one read of each that checks every
@@ -343,18 +345,19 @@ class Dataset(DatasetHandle):
         catalog never writes or deletes them (gc forgets them once no kept version needs them).
         ``copy``: copy them into the data area instead (as ``append_files``); ``link``: hard
         link them there, copying what cannot be linked. An input already in the dataset (the
-        same bytes as a live shard) is refused unless ``allow_duplicate``."""
+        same bytes as a live shard) is refused unless ``allow_duplicate``. With ``executor`` and
+        several files, each file is read by a job on it."""
         if copy and link:
             raise CatalogError("adopt takes --copy or --link, not both")
         if copy or link:
             return self.append_files(
                 paths, token, message, link=link, format="tfrecord", author=author, progress=progress, split=split,
-                allow_duplicate=allow_duplicate,
+                allow_duplicate=allow_duplicate, executor=executor,
             )  # fmt: skip
         inputs = adoption.adoptable(paths, split)
         with self._writer(token, message, None, None, author, split, not allow_duplicate) as w:
             if not w.skipped:
-                adoption.adopt_files(w, inputs, progress)
+                adoption.adopt_files(w, inputs, progress, executor)
                 if w.records == 0:  # raised inside: the writer registers nothing
                     raise AppendError(f"{adoption.named(inputs)}: no records in the input: nothing committed")
         assert w.commit is not None

@@ -316,7 +316,7 @@ class _JobSchemas:
         return explain_with(self.job.dataset, self.job.schema_version, self.job.older, error, fits)
 
 
-class _JobTarget:
+class JobTarget:
     def __init__(self, job: IngestJob) -> None:
         self.ds = _JobSchemas(job)
         self.own = ShardSink(
@@ -334,7 +334,7 @@ class _JobTarget:
 def ingest_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input, validated, in new shards (none when it is empty)."""
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
-    target = _JobTarget(job)
+    target = JobTarget(job)
     target.own.source = source_of(Path(job.path))
     try:
         ingest_file(target, Path(job.path), job.format, job.link, None, job.options)
@@ -355,8 +355,15 @@ def ingest_files(
     """Each input validated and written by a job on ``executor``, into shards under the writer's
     intent; the writer's one commit then registers them all, in input order. Errors name the
     inputs by absolute path."""
-    sink, ds = w.sink, w.ds
-    assert sink is not None
+    jobs = ingest_jobs(w, inputs, link, options)
+    for files in run_ingest_jobs(w, ingest_job, jobs, progress, executor):
+        assert w.sink is not None
+        w.sink.take(files)
+
+
+def ingest_jobs(w: Writer, inputs: Sequence[tuple[Path, str]], link: bool, options: InputOptions) -> list[IngestJob]:
+    """One job per input, each writing under its own prefix of the writer's intent."""
+    ds = w.ds
     common: dict[str, Any] = {
         "link": link,
         "options": options,
@@ -369,16 +376,25 @@ def ingest_files(
         "shard_records": w.shard_records,
         "compression": ds.compression,
     }
-    jobs = [
+    return [
         IngestJob(path=str(p.absolute()), format=fmt, prefix=w.intent.prefix(i), **common)
         for i, (p, fmt) in enumerate(inputs)
     ]
+
+
+def run_ingest_jobs(
+    w: Writer,
+    fn: Callable[[IngestJob], list[ShardFile]],
+    jobs: list[IngestJob],
+    progress: Progress | None,
+    executor: Executor,
+) -> list[list[ShardFile]]:
+    """``fn`` of each job on ``executor`` (the writer's intent kept alive meanwhile), results in
+    job order; on any failure, every job's files are removed (nothing is registered)."""
     done = (lambda job, _r: progress(_size(Path(job.path)))) if progress else None
     try:
-        results = run_jobs(ingest_job, jobs, executor, w.intent, done)
+        return run_jobs(fn, jobs, executor, w.intent, done)
     except BaseException:
         for job in jobs:  # nothing is registered: the jobs' files go, as the writer's own do
-            clear_attempt(sink.store, job.dataset, job.prefix)
+            clear_attempt(w.catalog.store, job.dataset, job.prefix)
         raise
-    for files in results:
-        sink.take(files)

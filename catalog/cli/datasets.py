@@ -235,6 +235,9 @@ def adopt(
         bool, typer.Option("--allow-duplicate", help="Adopt a file even when its bytes are in the dataset already.")
     ] = False,
     as_json: AsJson = False,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Files read at once (default: 1).")] = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
 ) -> Output:
     """Register existing TFRecord files where they are (no copy), after checking, counting,
     checksumming and indexing every record; a new NAME gets the schema they imply. One commit."""
@@ -242,10 +245,13 @@ def adopt(
         raise typer.BadParameter("give --copy or --link, not both", param_hint="--copy/--link")
     cat = open_catalog()
     total = sum(p.stat().st_size for p in paths if p.is_file())
-    with progress_bar(f"adopt {name}", total) as progress:
+    with (
+        executor_of(executor, scheduler, workers, jobs=workers) as ex,
+        progress_bar(f"adopt {name}", total) as progress,
+    ):
         commit = cat.adopt(
             name, paths, split=split, copy=copy, link=link, description=description, token=token, message=message,
-            author=author, allow_duplicate=allow_duplicate, progress=progress,
+            author=author, allow_duplicate=allow_duplicate, progress=progress, executor=ex,
         )  # fmt: skip
     return Output(text=_adopt_text(name, commit, copy or link), json=commit.to_json)
 
