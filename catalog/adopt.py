@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +25,19 @@ from crc32c import crc32c
 
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CorruptRecordError
-from catalog.ingest import IngestJob, JobTarget, Target, check_batch, ingest_jobs, run_ingest_jobs, source_of
+from catalog.ingest import (
+    IngestJob,
+    JobTarget,
+    Target,
+    check_batch,
+    ingest_file,
+    ingest_jobs,
+    run_ingest_jobs,
+    source_of,
+)
 from catalog.inputs import STDIN, InputOptions, expand
+from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
+from catalog.manifest import DEFAULT_SPLIT
 from catalog.storage import ShardFile, clear_attempt, format_checksum, open_shard, store_for
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
@@ -123,10 +134,42 @@ def _unchanged(path: Path, location: str, size: int) -> None:
         raise AppendError(f"{path}: changed while being adopted ({size} bytes read, {now} now): nothing registered")
 
 
-def adoptable(paths: Iterable[str | os.PathLike[str]], split: str) -> list[tuple[Path, str]]:
-    """The input files (folders and globs expanded, sorted) as (path, split), each checked to be
-    a regular file before anything is read."""
-    inputs = [(p, split) for p, _fmt in expand([Path(p) for p in paths], "tfrecord")]
+@dataclass(frozen=True)
+class Plan:
+    """What an adoption takes: every file with its split, and what a TFDS directory says of them."""
+
+    inputs: list[tuple[Path, str]]
+    split: str  # the split of plain files (a TFDS directory's files have their own)
+    tfds: TfdsDataset | None = None
+
+    @property
+    def expected(self) -> dict[Path, int]:
+        return self.tfds.expected() if self.tfds is not None else {}
+
+    def named(self) -> str:
+        """The first inputs' names, for a message."""
+        return ", ".join(str(p) for p, _ in self.inputs[:3]) + (", ..." if len(self.inputs) > 3 else "")
+
+    def compression(self) -> str:
+        """The compression every input has (a dataset made for them stores new shards so), else none."""
+        found = {detect_file_compression(p) or "none" for p, _ in self.inputs}
+        return found.pop() if len(found) == 1 else "none"
+
+
+def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
+    """The input files (folders and globs expanded, sorted; a TFDS directory's shards by split),
+    each checked to be a regular file before anything is read."""
+    given = [Path(p) for p in paths]
+    folders = [p for p in given if is_tfds_dir(p)]
+    if folders:
+        if len(given) > 1:
+            raise AppendError(f"{folders[0]}: a TFDS directory is adopted on its own (one per adopt)", str(folders[0]))
+        if split is not None:
+            raise AppendError(f"{folders[0]}: a TFDS directory's splits come from its files: drop --split")
+        tfds = read_tfds(folders[0])
+        return Plan(tfds.inputs(), DEFAULT_SPLIT, tfds)
+    split = split or DEFAULT_SPLIT
+    inputs = [(p, split) for p, _fmt in expand(given, "tfrecord")]
     for p, _split in inputs:
         problem = "standard input cannot be adopted (adopt takes files)" if str(p) == STDIN else None
         problem = problem or regular_file_problem(p)
@@ -134,18 +177,14 @@ def adoptable(paths: Iterable[str | os.PathLike[str]], split: str) -> list[tuple
             raise AppendError(f"{p}: {problem}", str(p))
     if not inputs:
         raise AppendError("no input files: nothing committed")
-    return inputs
+    return Plan(inputs, split)
 
 
-def shared_compression(inputs: Sequence[tuple[Path, str]]) -> str:
-    """The compression every input has (a dataset made for them stores new shards so), else none."""
-    found = {detect_file_compression(p) or "none" for p, _ in inputs}
-    return found.pop() if len(found) == 1 else "none"
-
-
-def named(inputs: Sequence[tuple[Path, str]]) -> str:
-    """The first inputs' names, for a message."""
-    return ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
+def _check_count(p: Plan, path: Path, records: int) -> None:
+    """A TFDS shard holds the records dataset_info.json's shardLengths gives it."""
+    expected = p.expected.get(path)
+    if expected is not None and expected != records:
+        raise AppendError(f"{path}: {records} records, but {INFO_FILE} says {expected}: nothing registered", str(path))
 
 
 def adopt_job(job: IngestJob) -> list[ShardFile]:
@@ -165,27 +204,45 @@ def adopt_job(job: IngestJob) -> list[ShardFile]:
     return target.own.close()
 
 
-def adopt_files(
-    w: Writer,
-    inputs: Sequence[tuple[Path, str]],
-    progress: Progress | None = None,
-    executor: Executor | None = None,
-) -> None:
-    """Each input (path, split) scanned and taken by the writer's sink as an adopted shard: here,
+def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: Executor | None = None) -> None:
+    """Each input scanned and taken by the writer's sink as an adopted shard of its split: here,
     or with ``executor`` and several inputs, one job per input on it."""
     sink = w.sink
     assert sink is not None
-    if executor is not None and len(inputs) > 1:
-        jobs = ingest_jobs(w, [(p, "tfrecord") for p, _ in inputs], False, InputOptions())
-        for files, (_path, split) in zip(run_ingest_jobs(w, adopt_job, jobs, progress, executor), inputs, strict=True):
+    if executor is not None and len(p.inputs) > 1:
+        jobs = ingest_jobs(w, [(path, "tfrecord") for path, _ in p.inputs], False, InputOptions())
+        results = run_ingest_jobs(w, adopt_job, jobs, progress, executor)
+        for files, (path, split) in zip(results, p.inputs, strict=True):
+            _check_count(p, path, sum(f.records for f in files))
             sink.take(files)
             w.splits.update((f.path, split) for f in files)
         return
-    for path, split in inputs:
+    for path, split in p.inputs:
         found = scan(w, path)
+        _check_count(p, path, found.records)
         if progress:
             progress(found.bytes)
         sink.take_in_place(
             found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
         )
         w.splits[sink.shards[-1].path] = split
+
+
+def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> tuple[set[str], list[str]]:
+    """``--copy``/``--link``: each input validated into the data area as ``append`` takes a
+    TFRecord file (hard linked where it can be, with ``link``), under its split. Returns the
+    sources that were linked, and every input's source in order."""
+    sink = w.sink
+    assert sink is not None
+    starts = []
+    for path, _split in p.inputs:
+        sink.cut(source_of(path))  # each input its own shards: finished when the next begins
+        starts.append(len(sink.shards))
+        ingest_file(w, path, "tfrecord", link, progress)
+    sink.cut(None)
+    starts.append(len(sink.shards))
+    for i, (path, split) in enumerate(p.inputs):
+        made = sink.shards[starts[i] : starts[i + 1]]
+        _check_count(p, path, sum(f.records for f in made))
+        w.splits.update((f.path, split) for f in made)
+    return {f.source for f in sink.shards if f.linked and f.source}, [source_of(path) for path, _ in p.inputs]

@@ -144,7 +144,7 @@ class Catalog(CatalogHandle):
         name: str,
         paths: Iterable[str | os.PathLike[str]],
         *,
-        split: str = DEFAULT_SPLIT,
+        split: str | None = None,
         copy: bool = False,
         link: bool = False,
         description: str = "",
@@ -156,8 +156,9 @@ class Catalog(CatalogHandle):
         executor: Executor | None = None,
     ) -> Commit:
         """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
-        with the schema inferred from every record of the files (the compression they share,
-        if they share one), and dropped again when the adoption fails: all or nothing."""
+        with the schema of a TFDS directory's ``features.json`` (its description too), else the
+        schema inferred from every record of the files (and the compression they share, if they
+        share one), and dropped again when the adoption fails: all or nothing."""
         paths = list(paths)
         options: dict[str, Any] = {
             "split": split, "copy": copy, "link": link, "token": token, "message": message, "author": author,
@@ -170,11 +171,14 @@ class Catalog(CatalogHandle):
             pass
         else:
             return ds.adopt(paths, **options)
-        inputs = adoption.adoptable(paths, split)
-        inferred = infer_inputs([(p, "tfrecord") for p, _ in inputs], InputOptions())
-        if not inferred.schema.features:
-            raise AppendError(f"{adoption.named(inputs)}: no records: no schema to infer, nothing registered")
-        ds = self.register(name, inferred.schema, description, adoption.shared_compression(inputs))
+        todo = adoption.plan(paths, split)
+        if todo.tfds is not None:
+            schema, description = todo.tfds.schema, description or todo.tfds.description
+        else:
+            schema = infer_inputs([(p, "tfrecord") for p, _ in todo.inputs], InputOptions()).schema
+        if not schema.features:
+            raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
+        ds = self.register(name, schema, description, todo.compression())
         try:
             return ds.adopt(paths, **options)
         except BaseException:
@@ -329,7 +333,7 @@ class Dataset(DatasetHandle):
         self,
         paths: Iterable[str | os.PathLike[str]],
         *,
-        split: str = DEFAULT_SPLIT,
+        split: str | None = None,
         copy: bool = False,
         link: bool = False,
         token: str | None = None,
@@ -340,28 +344,36 @@ class Dataset(DatasetHandle):
         executor: Executor | None = None,
     ) -> Commit:
         """Register existing TFRecord files (any compression; files, folders, globs) as shards
-        of ``split`` where they are, in one commit, after one read of each that checks every
-        record against the schema, counts, checksums and indexes it: nothing is copied, and the
-        catalog never writes or deletes them (gc forgets them once no kept version needs them).
-        ``copy``: copy them into the data area instead (as ``append_files``); ``link``: hard
-        link them there, copying what cannot be linked. An input already in the dataset (the
-        same bytes as a live shard) is refused unless ``allow_duplicate``. With ``executor`` and
-        several files, each file is read by a job on it."""
+        of ``split`` (default train) where they are, in one commit, after one read of each that
+        checks every record against the schema, counts, checksums and indexes it: nothing is
+        copied, and the catalog never writes or deletes them (gc forgets them once no kept
+        version needs them). A TFDS prepared directory brings its splits, from its files' names,
+        each shard's record count checked against its ``dataset_info.json``. ``copy``: copy
+        them into the data area instead (as ``append_files``); ``link``: hard link them there,
+        copying what cannot be linked. An input already in the dataset (the same bytes as a
+        live shard) is refused unless ``allow_duplicate``. With ``executor`` and several files,
+        each file is read by a job on it (in place only)."""
         if copy and link:
             raise CatalogError("adopt takes --copy or --link, not both")
-        if copy or link:
-            return self.append_files(
-                paths, token, message, link=link, format="tfrecord", author=author, progress=progress, split=split,
-                allow_duplicate=allow_duplicate, executor=executor,
-            )  # fmt: skip
-        inputs = adoption.adoptable(paths, split)
-        with self._writer(token, message, None, None, author, split, not allow_duplicate) as w:
+        todo = adoption.plan(paths, split)
+        linked: set[str] = set()
+        everyone: list[str] = []
+        with self._writer(token, message, None, None, author, todo.split, not allow_duplicate) as w:
             if not w.skipped:
-                adoption.adopt_files(w, inputs, progress, executor)
+                if copy or link:
+                    linked, everyone = adoption.bring_in(w, todo, link, progress)
+                else:
+                    adoption.adopt_files(w, todo, progress, executor)
                 if w.records == 0:  # raised inside: the writer registers nothing
-                    raise AppendError(f"{adoption.named(inputs)}: no records in the input: nothing committed")
+                    raise AppendError(f"{todo.named()}: no records in the input: nothing committed")
         assert w.commit is not None
-        return w.commit
+        if not link or w.skipped:
+            return w.commit
+        return replace(
+            w.commit,
+            linked=tuple(s for s in everyone if s in linked),
+            copied=tuple(s for s in everyone if s not in linked),
+        )
 
     def writer(
         self,

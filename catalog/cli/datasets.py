@@ -222,9 +222,15 @@ def adopt(
     name: DatasetName,
     paths: Annotated[
         list[Path],
-        typer.Argument(help="TFRecord files (any compression), folders and globs of them.", show_default=False),
+        typer.Argument(
+            help="TFRecord files (any compression), folders and globs of them, or one TFDS directory.",
+            show_default=False,
+        ),
     ],
-    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="Register them under this split.")] = "train",
+    split: Annotated[
+        str | None,
+        typer.Option("--split", metavar="SPLIT", help="Register them under this split (default: train).")
+    ] = None,
     copy: Annotated[bool, typer.Option("--copy", help="Copy them into the data area instead.")] = False,
     link: Annotated[bool, typer.Option("--link", help="Hard link them into the data area instead.")] = False,
     description: Annotated[str, typer.Option("--description", help="A new dataset's description.")] = "",

@@ -1,0 +1,234 @@
+"""A TensorFlow Datasets (TFDS) prepared directory read without TFDS: its schema from
+``features.json`` (class names from the ``<feature>.labels.txt`` files beside it), its splits
+and their shard files from ``dataset_info.json``.
+
+How TFDS stores each feature in a ``tf.train.Example`` (tensorflow-datasets 4.9): nested
+dicts are flattened with "/" (``meta/id``); a fixed-shape tensor is its flat value list (no
+shape stored); integers and bools are an int64_list, floats (float64 too) a float_list,
+strings, Text and encoded images a bytes_list; a ClassLabel is the class's index; a Sequence
+is one flat list of its items' values (its length is the list's), and a Sequence of
+Sequences is ``<key>/ragged_flat_values`` with ``<key>/ragged_row_lengths_0``; an optional
+feature that is None is left out. Each maps to the schema feature that reads those values
+back unchanged; a feature TFDS encodes otherwise (``encoding: zlib``) is refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import AppendError, SchemaError
+from catalog.schema import Schema
+
+FEATURES_FILE = "features.json"
+INFO_FILE = "dataset_info.json"
+DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+_INTS = {"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool"}
+_FLOATS = {"float32", "float64", "float16", "bfloat16"}
+
+
+@dataclass(frozen=True)
+class TfdsSplit:
+    name: str
+    files: tuple[Path, ...]  # in shard order
+    shard_lengths: tuple[int, ...] | None  # records per shard, as dataset_info.json says (None: not said)
+
+
+@dataclass(frozen=True)
+class TfdsDataset:
+    folder: Path
+    name: str
+    description: str
+    schema: Schema
+    splits: tuple[TfdsSplit, ...]
+
+    def inputs(self) -> list[tuple[Path, str]]:
+        """Every shard file as (path, split), split after split, each in shard order."""
+        return [(f, s.name) for s in self.splits for f in s.files]
+
+    def expected(self) -> dict[Path, int]:
+        """The record count dataset_info.json gives each shard file (where it gives one)."""
+        return {f: n for s in self.splits if s.shard_lengths for f, n in zip(s.files, s.shard_lengths, strict=True)}
+
+
+def is_tfds_dir(path: Path) -> bool:
+    """A TFDS prepared directory: ``features.json`` and ``dataset_info.json`` in a folder."""
+    return path.is_dir() and (path / FEATURES_FILE).is_file() and (path / INFO_FILE).is_file()
+
+
+def read_tfds(folder: Path) -> TfdsDataset:
+    """The schema, splits and shard files of a TFDS prepared directory; one line on what is wrong."""
+    info = _load(folder / INFO_FILE)
+    fmt = info.get("fileFormat", "tfrecord")
+    if fmt != "tfrecord":
+        raise AppendError(f"{folder / INFO_FILE}: the shards are {fmt}, not TFRecord: nothing to adopt", str(folder))
+    features = _load(folder / FEATURES_FILE)
+    try:
+        mapped = _Mapper(folder).features(features)
+        schema = Schema.from_json({"features": {f.pop("name"): f for f in mapped}})
+    except SchemaError as e:
+        raise AppendError(f"{folder / FEATURES_FILE}: {e}", str(folder)) from e
+    name = str(info.get("name", folder.name))
+    splits = tuple(_split(folder, name, s) for s in info.get("splits", []))
+    if not splits:
+        raise AppendError(f"{folder / INFO_FILE}: no splits listed", str(folder))
+    description = str(info.get("description", "")).strip()
+    return TfdsDataset(folder, name, description, schema, splits)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise AppendError(f"{path}: cannot read it as JSON: {e}", str(path)) from e
+    if not isinstance(data, dict):
+        raise AppendError(f"{path}: a JSON object expected", str(path))
+    return data
+
+
+def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
+    """One entry of dataset_info.json's ``splits``: its shard files (each must exist)."""
+    where = folder / INFO_FILE
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise AppendError(f"{where}: a split without a name: {raw!r}"[:300], str(folder))
+    split = raw["name"]
+    lengths = raw.get("shardLengths")
+    try:
+        shard_lengths = tuple(int(n) for n in lengths) if lengths is not None else None
+        shards = len(shard_lengths) if shard_lengths is not None else int(raw.get("numShards", 0))
+    except (TypeError, ValueError) as e:
+        raise AppendError(f"{where}: split {split!r}: shard lengths are not numbers", str(folder)) from e
+    template = str(raw.get("filepathTemplate") or DEFAULT_TEMPLATE)
+    names = [
+        template.replace("{DATASET}", dataset).replace("{SPLIT}", split).replace("{FILEFORMAT}", "tfrecord")
+        .replace("{SHARD_X_OF_Y}", f"{i:05d}-of-{shards:05d}").replace("{SHARD_INDEX}", f"{i:05d}")
+        .replace("{NUM_SHARDS}", f"{shards:05d}")
+        for i in range(shards)
+    ]  # fmt: skip
+    files = tuple(folder / n for n in names)
+    if any(os.sep in n or n.startswith(".") for n in names):
+        raise AppendError(f"{where}: split {split!r}: shard names outside the folder", str(folder))
+    for f in files:
+        if not f.is_file():
+            raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
+    return TfdsSplit(split, files, shard_lengths)
+
+
+class _Mapper:
+    """TFDS feature JSON to schema features (see the module docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def features(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        top = doc.get("featuresDict")
+        if not isinstance(top, dict):
+            raise SchemaError("the top level is not a FeaturesDict")
+        out: list[dict[str, Any]] = []
+        self._dict(top, [], out, sequence=False)
+        return out
+
+    def _dict(self, fd: dict[str, Any], path: list[str], out: list[dict[str, Any]], sequence: bool) -> None:
+        for key, spec in fd.get("features", {}).items():
+            self._feature(spec, [*path, key], out, sequence)
+
+    def _feature(self, spec: Any, path: list[str], out: list[dict[str, Any]], sequence: bool) -> None:
+        name = "/".join(path)
+        if not isinstance(spec, dict):
+            raise SchemaError(f"feature {name!r}: not a feature description")
+        kind = str(spec.get("pythonClassName", "?")).rsplit(".", 1)[-1]
+        if "featuresDict" in spec:
+            self._dict(spec["featuresDict"], path, out, sequence)
+        elif "sequence" in spec:
+            self._sequence(spec["sequence"], path, out, sequence)
+        elif "classLabel" in spec:
+            out.append(self._label(path, sequence))
+        elif "text" in spec:
+            out.append(_named(name, {"dtype": "string", "shape": [None]} if sequence else {"dtype": "string"}))
+        elif "image" in spec:
+            out.append(_image(name, spec["image"], sequence))
+        elif "boundingBox" in spec:
+            out.append(_named(name, {"dtype": "float32", "shape": [None] if sequence else [4]}))
+        elif "tensor" in spec:
+            out.append(_tensor(name, spec["tensor"], sequence))
+        else:
+            raise SchemaError(f"feature {name!r}: TFDS {kind} is not a feature the catalog can map")
+
+    def _sequence(self, seq: dict[str, Any], path: list[str], out: list[dict[str, Any]], sequence: bool) -> None:
+        inner = seq.get("feature", {})
+        if sequence or "sequence" in inner:  # a Sequence of Sequences: ragged, as TFDS stores it
+            name = "/".join(path)
+            out.append({"name": f"{name}/ragged_flat_values", **_leaf_of(inner, name)})
+            out.append({"name": f"{name}/ragged_row_lengths_0", "dtype": "int64", "shape": [None]})
+            return
+        self._feature(inner, path, out, sequence=True)
+
+    def _label(self, path: list[str], sequence: bool) -> dict[str, Any]:
+        spec: dict[str, Any] = {"dtype": "int64", "shape": [None]} if sequence else {"dtype": "int64"}
+        names_file = self.folder / ("-".join(path) + ".labels.txt")
+        if names_file.is_file():
+            spec["names"] = names_file.read_text(encoding="utf-8").splitlines()
+        return _named("/".join(path), spec)
+
+
+def _named(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, **spec}
+
+
+def _dims(raw: Any) -> list[int | None]:
+    return [None if int(d) < 0 else int(d) for d in (raw or {}).get("dimensions", [])]
+
+
+def _list_dtype(dtype: str, name: str) -> str:
+    if dtype in _INTS:
+        return "int64"
+    if dtype in _FLOATS:
+        return "float32"  # TFDS stores float64 as a float_list too
+    if dtype == "string":
+        return "bytes"
+    raise SchemaError(f"feature {name!r}: TFDS dtype {dtype!r} has no TFRecord list type")
+
+
+def _tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
+    encoding = t.get("encoding", "none")
+    if encoding not in ("none", None, ""):
+        raise SchemaError(f"feature {name!r}: TFDS tensors encoded as {encoding!r} are not supported")
+    spec: dict[str, Any] = {"name": name, "dtype": _list_dtype(str(t.get("dtype")), name)}
+    dims = _dims(t.get("shape"))
+    if sequence or None in dims:
+        spec["shape"] = [None]  # a flat list of every value: its length says how many
+    elif dims:
+        spec["shape"] = dims
+    if t.get("optional") and not sequence:
+        spec["optional"] = True
+    return spec
+
+
+def _image(name: str, img: dict[str, Any], sequence: bool) -> dict[str, Any]:
+    if sequence:
+        return {"name": name, "dtype": "bytes", "shape": [None]}
+    spec: dict[str, Any] = {"name": name, "dtype": "bytes", "encoding": "image"}
+    fmt = img.get("encodingFormat")
+    if fmt:
+        spec["format"] = fmt
+    dims = _dims(img.get("shape"))
+    if len(dims) in (2, 3):
+        spec["shape"] = dims
+    return spec
+
+
+def _leaf_of(inner: dict[str, Any], name: str) -> dict[str, Any]:
+    """The list type of the innermost values of a nested Sequence."""
+    while "sequence" in inner:
+        inner = inner["sequence"].get("feature", {})
+    if "tensor" in inner:
+        return {"dtype": _list_dtype(str(inner["tensor"].get("dtype")), name), "shape": [None]}
+    if "classLabel" in inner:
+        return {"dtype": "int64", "shape": [None]}
+    if "text" in inner:
+        return {"dtype": "string", "shape": [None]}
+    raise SchemaError(f"feature {name!r}: a nested Sequence of this kind is not supported")
