@@ -38,7 +38,7 @@ from catalog.ingest import (
 from catalog.inputs import STDIN, InputOptions, expand
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
-from catalog.storage import ShardFile, clear_attempt, format_checksum, open_shard, store_for
+from catalog.storage import ShardFile, Store, clear_attempt, format_checksum, open_shard, store_for
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
@@ -178,6 +178,21 @@ def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
     if not inputs:
         raise AppendError("no input files: nothing committed")
     return Plan(inputs, split)
+
+
+def refuse_data_area(p: Plan, store: Store) -> None:
+    """A file in the catalog's own data area is the catalog's to delete (gc): adopting it in
+    place would leave a shard that vanishes when its owner is collected. Append it instead."""
+    if store.remote:
+        return
+    area = os.path.join(os.path.realpath(store.root), "")
+    for path, _split in p.inputs:
+        if os.path.realpath(path).startswith(area):
+            raise AppendError(
+                f"{path}: inside the catalog's data area, whose files gc may delete: "
+                "adopt --copy (or --link) takes it instead",
+                str(path),
+            )
 
 
 def _check_count(p: Plan, path: Path, records: int) -> None:

@@ -356,6 +356,8 @@ class Dataset(DatasetHandle):
         if copy and link:
             raise CatalogError("adopt takes --copy or --link, not both")
         todo = adoption.plan(paths, split)
+        if not (copy or link):
+            adoption.refuse_data_area(todo, self.catalog.store)
         linked: set[str] = set()
         everyone: list[str] = []
         with self._writer(token, message, None, None, author, todo.split, not allow_duplicate) as w:

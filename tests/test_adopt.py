@@ -333,3 +333,13 @@ def test_killed_before_its_commit_an_adoption_leaves_nothing_registered(cat: Cat
     assert fingerprint(ext) == before
     cat.dataset("d").adopt([ext])  # and adopting again works
     assert np.array_equal([r["id"] for r in cat.dataset("d").read()], np.arange(300))
+
+
+def test_a_file_in_the_data_area_is_not_adopted_in_place(cat: Catalog, ext: Path) -> None:
+    cat.dataset("d").append_files([ext / "part-0.tfrecord"])
+    own = Path(cat.dataset("d").files()[0])  # the catalog's shard: gc deletes it once retired
+    cat.register("e", SCHEMA)
+    with pytest.raises(AppendError, match="inside the catalog's data area"):
+        cat.dataset("e").adopt([own])
+    assert cat.dataset("e").version == 1
+    assert cat.dataset("e").adopt([own], copy=True).records == 100  # a copy is the catalog's own
