@@ -343,3 +343,37 @@ def test_a_file_in_the_data_area_is_not_adopted_in_place(cat: Catalog, ext: Path
         cat.dataset("e").adopt([own])
     assert cat.dataset("e").version == 1
     assert cat.dataset("e").adopt([own], copy=True).records == 100  # a copy is the catalog's own
+
+
+def test_workers_adopt_the_same_shards_as_one_process(tmp_path: Path, ext: Path) -> None:
+    from catalog.executors import open_executor
+
+    one = Catalog.init(tmp_path / "one")
+    one.register("d", SCHEMA).adopt([ext], split="test")
+    two = Catalog.init(tmp_path / "two")
+    two.register("d", SCHEMA)
+    with open_executor("local", None, 2, 3) as ex:
+        assert ex is not None
+        two.dataset("d").adopt([ext], split="test", executor=ex)
+
+    def facts(cat: Catalog) -> list[tuple[Any, ...]]:
+        shards = cat.dataset("d").shards()
+        return [(s.location, s.records, s.bytes, s.checksum, s.index_checksum, s.split) for s in shards]
+
+    assert facts(two) == facts(one) and len(facts(one)) == 3
+    assert two.verify().ok and [r["id"] for r in two.dataset("d").read()] == list(range(300))
+
+
+def test_a_bad_file_among_workers_registers_nothing_and_leaves_no_index(tmp_path: Path, ext: Path) -> None:
+    from datetime import timedelta
+
+    from catalog.executors import open_executor
+
+    (ext / "part-1.tfrecord").write_bytes((ext / "part-1.tfrecord").read_bytes()[:-3])
+    cat = Catalog.init(tmp_path / "cat")
+    cat.register("d", SCHEMA)
+    with open_executor("local", None, 2, 3) as ex, pytest.raises(CorruptRecordError, match=r"part-1\.tfrecord"):
+        cat.dataset("d").adopt([ext], executor=ex)
+    assert cat.dataset("d").version == 1
+    cat.gc(grace=timedelta(0))
+    assert [f for f in files_in(cat.data_root) if f != ".catalog-owner"] == []
