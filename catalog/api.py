@@ -43,6 +43,7 @@ from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
 from catalog.schema import Schema
 from catalog.schema.frames import is_columnar
+from catalog.schema.sequences import pad_batch
 from catalog.tfrecord.framing import stored_compression
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.writer import Writer
@@ -471,10 +472,14 @@ class Dataset(DatasetHandle):
         drop_last: bool = False,
         *,
         samples: int = 0,
+        pad: bool = False,
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
         ``rank``'s share of epoch ``epoch``: ds.torch()'s partition and order, for NumPy/JAX
-        loops; ``samples``: resume after that many samples of the epoch, consumed globally."""
+        loops; ``samples``: resume after that many samples of the epoch, consumed globally.
+        A SequenceExample dataset's sequence features are ragged (an object array of each
+        record's steps), or with ``pad`` padded arrays ``(rows, steps, ...)`` with each
+        record's number of steps in ``<name>/length``."""
         options: dict[str, Any] = {
             "shuffle": shuffle,
             "seed": seed,
@@ -486,7 +491,11 @@ class Dataset(DatasetHandle):
         pinned = plan(self, version, split)
         if shuffle or world_size > 1 or samples:  # read by position: each shard's index, made here once
             pinned = indexing.ensure_indexes(self, pinned)
-        return readers.batches(pinned, batch_size, columns, **options)
+        out = readers.batches(pinned, batch_size, columns, **options)
+        steps = pinned.schema().sequence
+        if pad and steps:
+            return (pad_batch(steps, batch) for batch in out)
+        return out
 
     def read(
         self, version: VersionRef = None, split: str | None = None, columns: Columns = None

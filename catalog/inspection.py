@@ -11,6 +11,7 @@ from typing import Any
 
 from catalog.errors import CatalogError, SchemaError
 from catalog.schema import Kinded, Schema, decode_kinds, float32_json
+from catalog.schema.sequences import StepInference
 from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 
@@ -66,7 +67,7 @@ class _Tally:
     message: str | None = EXAMPLE
 
 
-def _examples(path: str, tally: _Tally, shown: list[Kinded], limit: int) -> Iterator[Kinded]:
+def _examples(path: str, tally: _Tally, shown: list[Kinded], limit: int, steps: StepInference) -> Iterator[Kinded]:
     """Each record decoded (wire kinds kept: an empty list has a type) as it is read and then
     let go, so memory follows the largest record, not the file; counting goes on to the end
     when records are not Examples."""
@@ -86,6 +87,7 @@ def _examples(path: str, tally: _Tally, shown: list[Kinded], limit: int) -> Iter
                 break
             if beyond_features(record):  # decode_kinds let it through: a SequenceExample
                 tally.message = SEQUENCE_EXAMPLE
+                steps.add(record)  # its feature lists: the schema's sequence features
             if len(shown) < limit:
                 shown.append(example)
             yield example
@@ -106,11 +108,13 @@ def inspect_files(
     names = [os.fspath(p) for p in paths]
     tallies = [_Tally() for _ in names]
     shown: list[list[Kinded]] = [[] for _ in names]
-    streams = [_examples(n, t, s, limit) for n, t, s in zip(names, tallies, shown, strict=True)]
+    steps = StepInference()
+    streams = [_examples(n, t, s, limit, steps) for n, t, s in zip(names, tallies, shown, strict=True)]
     inferred: Schema | None = None
     problem = ""
     try:
-        inferred = Schema.infer(itertools.chain.from_iterable(streams))
+        context = Schema.infer(itertools.chain.from_iterable(streams))
+        inferred = Schema(context.features.values(), steps.features())
     except SchemaError as e:  # records disagree on a feature: every one is still read and counted
         problem = f"no schema could be inferred: {e}"
     for stream in streams:  # the rest is still counted and checked when inference stopped early
@@ -119,15 +123,17 @@ def inspect_files(
     reports = [_report(n, t, s, problem) for n, t, s in zip(names, tallies, shown, strict=True)]
     usable = inferred is not None and not problem and any(t.records for t in tallies)
     usable = usable and all(t.message is not None for t in tallies)
-    schema = {"features": dict(sorted(inferred.to_json()["features"].items()))} if usable and inferred else None
+    schema = None
+    if usable and inferred is not None:
+        schema = {kind: dict(sorted(feats.items())) for kind, feats in inferred.to_json().items()}
     return reports, schema
 
 
 def _report(path: str, tally: _Tally, shown: list[Kinded], problem: str) -> FileReport:
     if tally.message == SEQUENCE_EXAMPLE and not tally.note:
         tally.note = (
-            "records are tf.train.SequenceExample: the schema describes their context features; "
-            "their feature_lists are kept as they are, not checked"
+            "records are tf.train.SequenceExample: the schema's features are their context, its "
+            "sequence_features their feature lists (one step each)"
         )
     return FileReport(
         path=path,

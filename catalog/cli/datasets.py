@@ -64,11 +64,10 @@ def register(
         ds = cat.register(name, schema, description, compression)
         return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
     commit = cat.register_inferred(name, inputs or [], description, split=split, compression=compression)
-    features = cat.dataset(name).schema.to_json()["features"]
-    text = [f"registered {name} with an inferred schema:"]
-    text += [f"  {f}: {_feature_text(spec)}" for f, spec in features.items()]
+    inferred = cat.dataset(name).schema.to_json()
+    text = [f"registered {name} with an inferred schema:", *_schema_text(inferred)]
     text.append(f"committed: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards")
-    return Output(text=text, json=lambda: {"schema": {"features": features}, "commit": commit.to_json()})
+    return Output(text=text, json=lambda: {"schema": inferred, "commit": commit.to_json()})
 
 
 @verb
@@ -131,11 +130,17 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
         for split, t in info.splits.items():
             yield f"  {split + ':':{width + 1}} {t['records']} records, {human(t['bytes'])} in {t['shards']} shards"
     yield "schema:"
-    for fname, spec in info.schema["features"].items():
-        yield f"  {fname}: {_feature_text(spec)}"
+    yield from _schema_text(info.schema)
     for s in shards:
         where = "  (adopted in place)" if s.location is not None else ""
         yield f"  {s.path}  {s.records} records  {human(s.bytes)}  {s.checksum}{where}"
+
+
+def _schema_text(schema: dict[str, Any]) -> Iterator[str]:
+    for fname, spec in schema["features"].items():
+        yield f"  {fname}: {_feature_text(spec)}"
+    for fname, spec in schema.get("sequence_features", {}).items():  # a SequenceExample's feature lists
+        yield f"  {fname}: sequence of {_feature_text(spec)}"
 
 
 def _feature_text(spec: dict[str, Any]) -> str:

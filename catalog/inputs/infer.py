@@ -22,7 +22,6 @@ from catalog.inputs.formats import STDIN, InputOptions, check_json_document, det
 from catalog.inputs.images import class_names
 from catalog.inputs.parquet import ParquetRows
 from catalog.schema import Feature, Schema
-from catalog.schema.codec import infer_features
 from catalog.schema.inference import RowInference
 from catalog.tfrecord.framing import read_records
 
@@ -44,7 +43,7 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
     formats = [detect(p, f) for p, f in inputs]
     counts: list[tuple[str, int]] = []
     if all(f == "tfrecord" for f in formats):
-        return Inferred(Schema(infer_features(_all_records(inputs, counts))), counts)
+        return Inferred(Schema.infer(_all_records(inputs, counts)), counts)  # SequenceExamples' lists too
     if "tfrecord" in formats:
         raise AppendError("cannot infer one schema over TFRecord files and inputs of other formats together")
     tally = RowInference()

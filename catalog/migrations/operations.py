@@ -37,7 +37,10 @@ from catalog.tfrecord.example import (
 )
 
 Row = dict[str, Any]
-Features = dict[str, dict[str, Any]]  # a schema's "features" object, in order
+# A schema's features in order, by name: its "features" object, then its "sequence_features",
+# each of those marked {"sequence": true} (one namespace: operations name features alike).
+Features = dict[str, dict[str, Any]]
+SEQUENCE = "sequence"
 
 _NO_DEFAULT = object()
 
@@ -93,10 +96,12 @@ class AddField(Operation):
 
     @property
     def byte_level(self) -> bool:  # type: ignore[override]
-        return self.fn is None
+        return self.fn is None and not self.spec.get(SEQUENCE)
 
     def target_spec(self) -> dict[str, Any]:
         spec = dict(self.spec)
+        if spec.get(SEQUENCE):  # a feature list: existing records get default's steps (none by default)
+            return spec
         if self.fn is None and self.default is _NO_DEFAULT and "default" not in spec:
             raise MigrationError(
                 f"AddField {self.name!r}: give default= (a constant for every existing record) or fn= (computed "
@@ -112,6 +117,8 @@ class AddField(Operation):
         return spec
 
     def fill(self) -> Any:
+        if self.default is _NO_DEFAULT and self.spec.get(SEQUENCE):
+            return []  # zero steps
         return self.spec.get("default") if self.default is _NO_DEFAULT else self.default
 
     def value_for(self, feat: Feature) -> Any:
@@ -131,7 +138,7 @@ class AddField(Operation):
         return {**features, self.name: self.target_spec()}
 
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
-        row[self.name] = self.fn(row) if self.fn is not None else self.value_for(after.features[self.name])
+        row[self.name] = self.fn(row) if self.fn is not None else self.value_for(after.all_features[self.name])
         return row
 
     def to_json(self) -> dict[str, Any] | None:
@@ -204,6 +211,8 @@ class CastField(Operation):
     def evolve(self, features: Features) -> Features:
         old = _need(features, self.name, "CastField")
         new = dict(self.spec)
+        if bool(old.get(SEQUENCE)) != bool(new.get(SEQUENCE)):
+            raise MigrationError(f"CastField {self.name!r}: cannot cast between a context and a sequence feature")
         before, after = _feature(self.name, old), _feature(self.name, new)
         if before.tensor != after.tensor:
             raise MigrationError(f"CastField {self.name!r}: cannot cast between a tensor and a list feature")
@@ -212,9 +221,12 @@ class CastField(Operation):
         return {k: (new if k == self.name else v) for k, v in features.items()}
 
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
-        src, dst = before.features[self.name], after.features[self.name]
+        src, dst = before.all_features[self.name], after.all_features[self.name]
         value = row[self.name]
         if value is None:  # an absent optional feature stays absent (the target schema judges it)
+            return row
+        if self.name in after.sequence:  # every step cast as a list feature's value is
+            row[self.name] = [_cast_list(dst, step, self.lossy) for step in value]
             return row
         row[self.name] = _cast_tensor(src, dst, value, self.lossy) if dst.tensor else _cast_list(dst, value, self.lossy)
         return row
@@ -242,7 +254,7 @@ class Transform(Operation):
         return Schema.load(self.schema)
 
     def evolve(self, features: Features) -> Features:
-        return dict(self.target().to_json()["features"])
+        return flat_features(self.target())
 
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
         out = self.fn(row)
@@ -259,9 +271,24 @@ _LIST_CASTS = [{"int64"}, {"float32"}, {"string"}, {"bytes"}, {"int64", "float32
 
 def _feature(name: str, spec: Mapping[str, Any]) -> Feature:
     try:
-        return Schema.from_json({"features": {name: dict(spec)}}).features[name]
+        return schema_of({name: dict(spec)}).all_features[name]
     except SchemaError as e:
         raise MigrationError(str(e)) from e
+
+
+def flat_features(schema: Schema) -> Features:
+    """A schema's features by name, its sequence features marked (see ``Features``)."""
+    doc = schema.to_json()
+    out: Features = dict(doc["features"])
+    out.update((name, {**spec, SEQUENCE: True}) for name, spec in doc.get("sequence_features", {}).items())
+    return out
+
+
+def schema_of(features: Features) -> Schema:
+    """The Schema of a ``Features`` object: the marked ones its sequence features."""
+    context = {k: v for k, v in features.items() if not v.get(SEQUENCE)}
+    steps = {k: {f: x for f, x in v.items() if f != SEQUENCE} for k, v in features.items() if v.get(SEQUENCE)}
+    return Schema.from_json({"features": context, "sequence_features": steps} if steps else {"features": context})
 
 
 def _text_safe(value: Any) -> bool:
@@ -398,11 +425,11 @@ def check_operations(ops: Any, where: str) -> list[Operation]:
 def evolve(schema: Schema, ops: Sequence[Operation]) -> list[Schema]:
     """The schema after each operation (first: ``schema``)."""
     chain = [schema]
-    features: Features = dict(schema.to_json()["features"])
+    features = flat_features(schema)
     for op in ops:
         features = op.evolve(features)
         try:
-            chain.append(Schema.from_json({"features": features}))
+            chain.append(schema_of(features))
         except SchemaError as e:
             raise MigrationError(f"{op.describe()}: the resulting schema is invalid: {e}") from e
     return chain
@@ -416,9 +443,10 @@ RecordFn = Callable[[bytes, int], bytes]
 
 def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
     """One function from a source record (and its index) to the target record."""
-    if all(op.byte_level for op in ops):
-        return _byte_plan(ops, chain)
+    if all(op.byte_level for op in ops) and not any(s.sequence for s in chain):
+        return _byte_plan(ops, chain)  # feature lists (SequenceExample schemas) take the row path
     source, target = chain[0], chain[-1]
+    carry = not source.sequence and not target.sequence  # feature lists the schemas do not describe
 
     def by_row(record: bytes, index: int) -> bytes:
         row = source.decode(record)
@@ -428,8 +456,8 @@ def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn
             )
         for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
             row = op.apply(row, before, after)
-        # the row is the features; a SequenceExample's feature_lists go along untouched
-        return target.encode(row) + beyond_features(record)
+        # the row is the features; feature_lists no schema describes go along untouched
+        return target.encode(row) + (beyond_features(record) if carry else b"")
 
     return by_row
 

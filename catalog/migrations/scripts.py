@@ -125,9 +125,14 @@ SLUG_RE = re.compile(r"[A-Za-z0-9_]+")
 
 
 def quick_operations(add: Sequence[str], drop: Sequence[str], rename: Sequence[str]) -> list[dict[str, Any]]:
-    """``--add FEATURE:DTYPE[=DEFAULT]``, ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
+    """``--add FEATURE:DTYPE[=DEFAULT]`` (or ``FEATURE:sequence:DTYPE``, a feature list with no
+    steps in existing records), ``--drop FEATURE``, ``--rename OLD:NEW`` as operation data."""
     ops: list[dict[str, Any]] = []
     for text in add:
+        seq = re.fullmatch(r"([^:=]+):sequence:([A-Za-z0-9]+)", text)
+        if seq is not None:
+            ops.append({"op": "add", "name": seq.group(1), "spec": {"dtype": seq.group(2), "sequence": True}})
+            continue
         m = re.fullmatch(r"([^:=]+):([A-Za-z0-9]+)(?:=(.*))?", text, re.DOTALL)  # the default as given, newlines too
         if m is None:
             raise MigrationError(f"--add {text!r}: use FEATURE:DTYPE[=DEFAULT], e.g. height:int64=256")

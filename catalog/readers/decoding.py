@@ -21,9 +21,9 @@ def check_columns(schema: Schema, columns: str | Iterable[str] | None) -> tuple[
     if columns is None:
         return None
     names = (columns,) if isinstance(columns, str) else tuple(columns)
-    known = list(schema.features)
+    known = list(schema.all_features)
     for name in names:
-        if name not in schema.features:
+        if name not in schema.all_features:
             raise CatalogError(f"columns: no feature {name!r} in the schema (it has {', '.join(known)})")
     if not names:
         raise CatalogError(f"columns: name at least one feature (the schema has {', '.join(known)})")

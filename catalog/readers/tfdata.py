@@ -291,14 +291,14 @@ def _mixed(tf: Any, shards: list[PlannedShard], seed: int | None, count_each: bo
 
 def selected_features(schema: Schema, columns: Sequence[str] | None, label_key: str | None, dataset: str) -> list[str]:
     """The features to parse, in schema order: ``columns`` (default: all) and the label."""
-    known = list(schema.features)
+    known = list(schema.all_features)
     wanted = list(known) if columns is None else list(columns)
     if isinstance(columns, str):
         raise CatalogError(f"columns is a list of feature names, got the string {columns!r}")
     if label_key is not None:
         wanted.append(label_key)
     for name in wanted:
-        if name not in schema.features:
+        if name not in schema.all_features:
             raise CatalogError(f"dataset {dataset!r} has no feature {name!r} (features: {', '.join(known)})")
     return [name for name in known if name in wanted]
 
@@ -322,23 +322,43 @@ def parse_spec(tf: Any, schema: Schema, names: list[str]) -> dict[str, Any]:
 def parser(tf: Any, schema: Schema, names: list[str], label_key: str | None, sizes: BatchSizes | None = None) -> Any:
     """The batch parse: one ``parse_example`` over the batch, then each feature shaped. With
     ``sizes``, it takes (batch index, records) and checks the batch's size first."""
-    spec = parse_spec(tf, schema, names)
-    features = [schema.features[name] for name in names]
+    spec = parse_spec(tf, schema, [name for name in names if name in schema.features])
+    features = [schema.features[name] for name in names if name in schema.features]
+    steps = [name for name in names if name in schema.sequence]
     for feat in features:
         if feat.tensor:
             _raw_dtypes(tf, feat)  # fails now, naming the feature, not inside the traced map
+    seq_spec = to_tf_feature_spec({n: schema.sequence_feature_spec()[n] for n in steps}, tf)
 
     def parse(*batch: Any) -> Any:
         serialized = batch[-1] if sizes is None else sizes.check(tf, *batch)
-        parsed = tf.io.parse_example(serialized, spec)
         n = tf.shape(serialized, out_type=tf.int64)[0]
-        out = {f.name: column(tf, f, parsed, n) for f in features}
+        if schema.sequence:
+            parsed, out = sequence_batch(tf, serialized, spec, seq_spec)
+        else:
+            parsed, out = tf.io.parse_example(serialized, spec), {}
+        out = {f.name: column(tf, f, parsed, n) for f in features} | out
+        out = {name: out[name] for name in names}  # in schema order
         if label_key is None:
             return out
         label = out.pop(label_key)
         return out, label
 
     return tf.autograph.experimental.do_not_convert(parse)  # plain Python over the schema: nothing to convert
+
+
+def sequence_batch(tf: Any, serialized: Any, spec: dict[str, Any], seq_spec: dict[str, Any]) -> tuple[Any, Any]:
+    """A batch of SequenceExamples: (context as parse_example gives it, each sequence feature
+    as a RaggedTensor ``[n, (steps), *step]``: a fixed step's padded rows cut to each
+    record's own number of steps)."""
+    context, sequences, lengths = tf.io.parse_sequence_example(serialized, spec, seq_spec)
+    out = {}
+    for name, value in sequences.items():
+        if isinstance(value, tf.RaggedTensor):
+            out[name] = value
+        else:
+            out[name] = tf.RaggedTensor.from_tensor(value, lengths=lengths[name])
+    return context, out
 
 
 def column(tf: Any, feat: Feature, parsed: dict[str, Any], n: Any) -> Any:

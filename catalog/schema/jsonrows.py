@@ -55,7 +55,7 @@ def _value_to_json(feat: Feature, value: Any) -> Any:
 
 
 def row_to_json(schema: Schema, row: dict[str, Any]) -> dict[str, Any]:
-    return {name: _value_to_json(feat, row[name]) for name, feat in schema.features.items()}
+    return {name: _value_to_json(feat, row[name]) for name, feat in schema.all_features.items()}
 
 
 def value_from_json(feat: Feature, value: Any) -> Any:
@@ -94,5 +94,5 @@ def row_from_json(schema: Schema, obj: Any) -> dict[str, Any]:
     """Undo :func:`row_to_json` (base64 bytes, "NaN" strings); unknown keys pass through to validation."""
     if not isinstance(obj, dict):
         raise ValidationError(f"a JSON row is an object, got {type(obj).__name__}")
-    feats = schema.features
+    feats = schema.all_features
     return {k: value_from_json(feats[k], v) if k in feats else v for k, v in obj.items()}

@@ -12,6 +12,13 @@ length. ``default`` makes a feature optional, filled with the default where a re
 it; ``"optional": true`` makes it optional with no default (absent: ``None`` in a row).
 A ``"tensor"`` feature is one bytes value holding the array's little-endian ``tobytes()``;
 where its shape has unknown dimensions the actual shape is also stored as an int64 feature ``<name>/shape``.
+
+``"sequence_features"`` (optional) makes the records ``tf.train.SequenceExample``s: the
+``features`` are their context, and each sequence feature declares one step of a feature
+list (see ``sequences.py``)::
+
+    {"features": {"id": {"dtype": "int64"}},
+     "sequence_features": {"tokens": {"dtype": "int64"}, "frames": {"dtype": "float32", "shape": [4]}}}
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -41,6 +48,7 @@ from catalog.schema.features import (
 )
 from catalog.schema.frames import is_columnar
 from catalog.schema.inference import RowInference, infer_columns
+from catalog.schema.sequences import SequenceCodec, StepInference, parse_step, sequence_spec, split_record
 from catalog.tfrecord.sources import open_regular
 
 
@@ -73,14 +81,23 @@ class SchemaDiff:
 class Schema:
     """A dataset's feature schema (see the module docstring for the JSON form)."""
 
-    def __init__(self, features: Iterable[Feature]) -> None:
+    def __init__(self, features: Iterable[Feature], sequence: Iterable[Feature] = ()) -> None:
         self.features: dict[str, Feature] = {f.name: f for f in features}
+        # SequenceExample datasets: the features above are the context; these, one step each
+        self.sequence: dict[str, Feature] = {f.name: f for f in sequence}
         shape_names = {f.name + SHAPE_SUFFIX for f in self.features.values() if f.stores_shape}
         clash = shape_names & set(self.features)
         if clash:
             raise SchemaError("name is reserved for the stored shape of a tensor", sorted(clash)[0])
+        both = set(self.features) & set(self.sequence)
+        if both:
+            raise SchemaError("both a context feature and a sequence feature", sorted(both)[0])
         self._codec = RowCodec(self.features)  # the compiled fast paths, built once
-        self.encode = self._codec.encode  # type: ignore[method-assign]  # hot path: skip one call layer
+        self._seq = SequenceCodec(self.sequence)
+        if self.sequence:
+            self.encode = self._encode_sequence  # type: ignore[method-assign]
+        else:
+            self.encode = self._codec.encode  # type: ignore[method-assign]  # hot path: skip one call layer
 
     # ---- JSON form
     @classmethod
@@ -94,13 +111,14 @@ class Schema:
                 raise SchemaError(f"schema is {json_problem(e)}") from e
         if not isinstance(obj, dict) or "features" not in obj:
             raise SchemaError('a schema is an object {"features": {...}}')
-        unknown = set(obj) - {"features"}
+        unknown = set(obj) - {"features", "sequence_features"}
         if unknown:
             raise SchemaError(f"unknown top-level key(s) {sorted(unknown)}")
-        feats = obj["features"]
-        if not isinstance(feats, dict):
-            raise SchemaError('"features" must be an object mapping names to feature specs')
-        return cls(parse_feature(name, spec) for name, spec in feats.items())
+        feats, steps = obj["features"], obj.get("sequence_features", {})
+        if not isinstance(feats, dict) or not isinstance(steps, dict):
+            raise SchemaError('"features" (and "sequence_features") map names to feature specs')
+        context = [parse_feature(name, spec) for name, spec in feats.items()]
+        return cls(context, [parse_step(name, spec) for name, spec in steps.items()])
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Schema:
@@ -127,7 +145,15 @@ class Schema:
             raise SchemaError(f"{os.fspath(path)}: {e}") from e
 
     def to_json(self) -> dict[str, Any]:
-        return {"features": {name: f.to_json() for name, f in self.features.items()}}
+        out: dict[str, Any] = {"features": {name: f.to_json() for name, f in self.features.items()}}
+        if self.sequence:  # absent otherwise: an Example schema's JSON (and fingerprint) as before
+            out["sequence_features"] = {name: f.to_json() for name, f in self.sequence.items()}
+        return out
+
+    @property
+    def all_features(self) -> dict[str, Feature]:
+        """Context and sequence features by name (a row's keys)."""
+        return {**self.features, **self.sequence} if self.sequence else self.features
 
     @property
     def record_keys(self) -> frozenset[str]:
@@ -152,22 +178,28 @@ class Schema:
 
     def diff(self, other: Schema) -> SchemaDiff:
         """Features added, removed and changed going from ``self`` to ``other``."""
-        mine, theirs = self.features, other.features
+        mine, theirs = self._declared(), other._declared()
         changed = {
-            name: {"from": mine[name].to_json(), "to": theirs[name].to_json()}
+            name: {"from": mine[name], "to": theirs[name]}
             for name in mine
-            if name in theirs and mine[name].to_json() != theirs[name].to_json()
+            if name in theirs and mine[name] != theirs[name]
         }
         return SchemaDiff(
             added=[n for n in theirs if n not in mine], removed=[n for n in mine if n not in theirs], changed=changed
         )
+
+    def _declared(self) -> dict[str, dict[str, Any]]:
+        """Each feature's JSON form, a sequence feature's marked so (for diff)."""
+        out = {name: f.to_json() for name, f in self.features.items()}
+        out.update((name, {**f.to_json(), "sequence": True}) for name, f in self.sequence.items())
+        return out
 
     # ---- rows
     def validate(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """Check a row (dict of Python/numpy values); return it normalised, defaults filled."""
         if not isinstance(row, Mapping):
             raise ValidationError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
-        extra = [k for k in row if k not in self.features]
+        extra = [k for k in row if k not in self.features and k not in self.sequence]
         if extra:
             raise ValidationError("not in the schema", str(extra[0]))
         out: dict[str, Any] = {}
@@ -180,7 +212,16 @@ class Schema:
                 out[name] = None
             else:
                 raise ValidationError("missing (the feature has no default)", name)
+        if self.sequence:
+            out.update(self._seq.validate(row))
         return out
+
+    def _encode_sequence(self, row: Mapping[str, Any]) -> bytes:
+        """A row as a tf.train.SequenceExample: its context as an Example's features, then its feature lists."""
+        if not isinstance(row, Mapping):
+            raise ValidationError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
+        context = {k: v for k, v in row.items() if k not in self.sequence}
+        return self._codec.encode(context) + self._seq.encode(row)
 
     def encode(self, row: Mapping[str, Any]) -> bytes:
         """Validate a row and serialize it to a tf.train.Example."""
@@ -189,27 +230,58 @@ class Schema:
     def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
         feature, None where a value is missing); a ValidationError's ``record`` is the row."""
-        return self._codec.encode_columns(columns, n)
+        if not self.sequence:
+            return self._codec.encode_columns(columns, n)
+        out = []
+        for i in range(n):  # sequences are ragged: a row at a time
+            try:
+                out.append(self.encode({k: c[i] for k, c in columns.items() if c[i] is not None}))
+            except ValidationError as e:
+                e.record = i
+                raise
+        return out
 
     # ---- records
     def validate_record(self, data: bytes | Mapping[str, list[Any]]) -> None:
         """Check a serialized Example (or its decoded dict) against the schema."""
+        if self.sequence and not isinstance(data, Mapping):
+            self.decode(data)
+            return
         # decoded with the wire kinds: an empty list keeps its type
         self._codec.check_decoded(data if isinstance(data, Mapping) else decode_kinds(data))
 
     def decode(self, data: bytes) -> dict[str, Any]:
         """Decode one record to a row: scalars as scalars, fixed shapes as arrays."""
-        return self._codec.decode(data)
+        if not self.sequence:
+            return self._codec.decode(data)
+        context, lists = split_record(data)
+        row = self._codec.decode(context)
+        row.update(self._seq.decode(lists))
+        return row
 
     def decode_batch(self, records: Iterable[bytes]) -> dict[str, np.ndarray]:
-        """Decode records into columnar numpy arrays (one array per feature)."""
-        return decode_batch(self._codec, records)
+        """Decode records into columnar numpy arrays (one array per feature); a sequence
+        feature's column holds each record's steps (an object array: ragged)."""
+        if not self.sequence:
+            return decode_batch(self._codec, records)
+        parts = [split_record(r) for r in records]
+        out = decode_batch(self._codec, [c for c, _l in parts])
+        rows = [self._seq.decode(lists) for _c, lists in parts]
+        for name in self.sequence:
+            column = np.empty(len(rows), dtype=object)
+            column[:] = [r[name] for r in rows] if rows else []
+            out[name] = column
+        return out
 
     def decode_spans(self, raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
         """``decode_batch`` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, parsed
         where they lie (other bytes may lie between them: a read of a shard, its framing
         included); ``raw`` should end with ``spans_pad`` zero bytes after every record, else
         the records are copied out first."""
+        if self.sequence:
+            view = memoryview(raw)  # ragged steps have no fast path: each record parsed on its own
+            spans = zip(starts.tolist(), lengths.tolist(), strict=True)
+            return self.decode_batch([bytes(view[a : a + n]) for a, n in spans])
         return decode_spans(self._codec, raw, starts, lengths)
 
     @property
@@ -246,6 +318,12 @@ class Schema:
             spec[name] = entry
         return spec
 
+    def sequence_feature_spec(self) -> dict[str, dict[str, Any]]:
+        """The ``tf.io.parse_sequence_example`` spec of the sequence features as plain data:
+        ``FixedLenSequenceFeature`` for fixed steps (missing lists: zero steps), ``RaggedFeature``
+        for variable-length ones (see :func:`to_tf_feature_spec`)."""
+        return sequence_spec(self.sequence)
+
     # ---- inference
     @classmethod
     def infer(cls, records: Iterable[bytes | Mapping[str, Any]] | Any) -> Schema:
@@ -261,11 +339,19 @@ class Schema:
             return cls([])
         rest = itertools.chain([first], items)
         if isinstance(first, (bytes, bytearray, memoryview)) or _is_kinded(first):
-            return cls(infer_features(rest))
+            steps = StepInference()  # a SequenceExample's feature lists, tallied as the records pass
+            context = infer_features(_tee(rest, steps.add))
+            return cls(context, steps.features())
         tally = RowInference()
         for row in rest:
             tally.add(row)
         return cls(tally.features())
+
+
+def _tee(items: Iterable[Any], see: Callable[[Any], None]) -> Iterator[Any]:
+    for item in items:
+        see(item)
+        yield item
 
 
 def _is_kinded(record: Any) -> bool:
@@ -280,6 +366,10 @@ def to_tf_feature_spec(spec: Mapping[str, Mapping[str, Any]], tf: Any) -> dict[s
         dtype = getattr(tf, s["dtype"])
         if s["kind"] == "VarLenFeature":
             out[name] = tf.io.VarLenFeature(dtype)
+        elif s["kind"] == "FixedLenSequenceFeature":
+            out[name] = tf.io.FixedLenSequenceFeature(s["shape"], dtype, allow_missing=True)
+        elif s["kind"] == "RaggedFeature":
+            out[name] = tf.io.RaggedFeature(dtype)
         elif "default_value" in s:
             out[name] = tf.io.FixedLenFeature(s["shape"], dtype, default_value=s["default_value"])
         else:
