@@ -266,7 +266,13 @@ class Schema:
             return decode_batch(self._codec, records)
         parts = [split_record(r) for r in records]
         out = decode_batch(self._codec, [c for c, _l in parts])
-        rows = [self._seq.decode(lists) for _c, lists in parts]
+        rows = []
+        for i, (_c, lists) in enumerate(parts):
+            try:
+                rows.append(self._seq.decode(lists))
+            except ValidationError as e:
+                e.record = i  # the batch's record: callers name it in its file
+                raise
         for name in self.sequence:
             column = np.empty(len(rows), dtype=object)
             column[:] = [r[name] for r in rows] if rows else []
