@@ -15,7 +15,7 @@ import numpy as np
 
 from catalog.errors import CodecError, SchemaError, ValidationError
 from catalog.schema.encoders import feature_encoder
-from catalog.schema.features import SHAPE_SUFFIX, Feature
+from catalog.schema.features import SHAPE_SUFFIX, Feature, decodes_as_utf8
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 
@@ -359,7 +359,7 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
             if kind is not None:
                 s.kinds.add(kind)
             if kind == wire.BYTES and s.utf8:
-                s.utf8 = all(_is_utf8(v) for v in values)
+                s.utf8 = all(map(decodes_as_utf8, values))
     feats = []
     for name, s in seen.items():
         if len(s.kinds) > 1:
@@ -375,9 +375,3 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
     return feats
 
 
-def _is_utf8(v: bytes) -> bool:
-    try:
-        v.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

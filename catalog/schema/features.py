@@ -176,6 +176,15 @@ def _parse_dtype(name: str, raw: Any, tensor: bool) -> str:
     return dt.name
 
 
+def decodes_as_utf8(v: bytes) -> bool:
+    """Whether stored bytes are UTF-8 text (inference: a bytes_list of text is a string feature)."""
+    try:
+        v.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _is_utf8(text: str) -> bool:
     """False for a str holding a lone surrogate (JSON's "\\ud800"), which UTF-8 cannot encode."""
     try:

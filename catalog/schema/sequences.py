@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from catalog.errors import CodecError, SchemaError, ValidationError
-from catalog.schema.features import Feature, convert, parse_feature
+from catalog.schema.features import Feature, convert, decodes_as_utf8, parse_feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 
@@ -195,7 +195,7 @@ class StepInference:
                 if kind is not None:
                     kinds.add(_KIND_OF[kind])
                 if kind == "bytes_list" and self.utf8.get(name, True):
-                    self.utf8[name] = all(_is_utf8(v) for v in values)
+                    self.utf8[name] = all(map(decodes_as_utf8, values))
 
     def features(self) -> list[Feature]:
         out = []
@@ -214,12 +214,6 @@ class StepInference:
         return out
 
 
-def _is_utf8(v: bytes) -> bool:
-    try:
-        v.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 LENGTH_SUFFIX = "/length"  # a padded sequence feature's steps per record (pad_batch)
