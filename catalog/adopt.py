@@ -23,8 +23,9 @@ from typing import IO, Any, cast
 import numpy as np
 from crc32c import crc32c
 
+from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress
-from catalog.errors import AppendError, CorruptRecordError
+from catalog.errors import AppendError, CatalogError, CorruptRecordError
 from catalog.ingest import (
     IngestJob,
     JobTarget,
@@ -101,8 +102,15 @@ def location_of(path: Path) -> str:
 def scan(w: Target, path: Path) -> Scanned:
     """Read ``path`` once: every record checked against the writer's schema (errors name the
     input, record and feature), counted, the whole file checksummed, offsets kept."""
-    location = location_of(path)
-    compression = detect_file_compression(path) or "none"
+    try:
+        location = location_of(path)
+        compression = detect_file_compression(location) or "none"
+        return _scan(w, path, location, compression)
+    except FileNotFoundError as e:
+        raise AppendError(f"{path}: gone while being adopted: nothing registered", str(path)) from e
+
+
+def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     lengths: list[np.ndarray] = []
     count = 0
     with open_shard(location) as f:
@@ -129,7 +137,10 @@ def _unchanged(path: Path, location: str, size: int) -> None:
     """The file is still as long as the read found it: one written to meanwhile is refused."""
     if is_url(location):
         return
-    now = os.stat(location).st_size
+    try:
+        now = os.stat(location).st_size
+    except OSError as e:
+        raise AppendError(f"{path}: gone while being adopted ({e.strerror}): nothing registered", str(path)) from e
     if now != size:
         raise AppendError(f"{path}: changed while being adopted ({size} bytes read, {now} now): nothing registered")
 
@@ -167,9 +178,14 @@ def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
         if split is not None:
             raise AppendError(f"{folders[0]}: a TFDS directory's splits come from its files: drop --split")
         tfds = read_tfds(folders[0])
+        for s in tfds.splits:
+            try:
+                validate_split(s.name)
+            except CatalogError as e:
+                raise AppendError(f"{folders[0] / INFO_FILE}: {e}", str(folders[0])) from e
         return Plan(tfds.inputs(), DEFAULT_SPLIT, tfds)
     split = split or DEFAULT_SPLIT
-    inputs = [(p, split) for p, _fmt in expand(given, "tfrecord")]
+    inputs = _once([(p, split) for p, _fmt in expand(given, "tfrecord")])
     for p, _split in inputs:
         problem = "standard input cannot be adopted (adopt takes files)" if str(p) == STDIN else None
         problem = problem or regular_file_problem(p)
@@ -195,6 +211,19 @@ def refuse_data_area(p: Plan, store: Store) -> None:
             )
 
 
+def _once(inputs: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """Each file once, where it is first named (a folder and a file in it, or a name given
+    twice, name one file; adopting it twice is never what was meant)."""
+    seen: set[str] = set()
+    out = []
+    for p, split in inputs:
+        key = os.path.realpath(p) if str(p) != STDIN else STDIN
+        if key not in seen:
+            seen.add(key)
+            out.append((p, split))
+    return out
+
+
 def _check_count(p: Plan, path: Path, records: int) -> None:
     """A TFDS shard holds the records dataset_info.json's shardLengths gives it."""
     expected = p.expected.get(path)
@@ -210,6 +239,8 @@ def adopt_job(job: IngestJob) -> list[ShardFile]:
     target = JobTarget(job)
     try:
         found = scan(target, Path(job.path))
+        if not found.records:
+            return []  # an empty file: no shard (see adopt_files)
         target.own.take_in_place(
             found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
         )
@@ -227,16 +258,19 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
     if executor is not None and len(p.inputs) > 1:
         jobs = ingest_jobs(w, [(path, "tfrecord") for path, _ in p.inputs], False, InputOptions())
         results = run_ingest_jobs(w, adopt_job, jobs, progress, executor)
-        for files, (path, split) in zip(results, p.inputs, strict=True):
-            _check_count(p, path, sum(f.records for f in files))
-            sink.take(files)
+        for files, (_path, split) in zip(results, p.inputs, strict=True):
+            sink.take(files)  # every job's first: abort() then removes their indexes, whatever fails next
             w.splits.update((f.path, split) for f in files)
+        for files, (path, _split) in zip(results, p.inputs, strict=True):
+            _check_count(p, path, sum(f.records for f in files))
         return
     for path, split in p.inputs:
         found = scan(w, path)
         _check_count(p, path, found.records)
         if progress:
             progress(found.bytes)
+        if not found.records:
+            continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
         sink.take_in_place(
             found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
         )

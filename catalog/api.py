@@ -31,7 +31,7 @@ from catalog.commit.values import (
     default_author,
     validate_name,
 )
-from catalog.errors import AppendError, CatalogError, DatasetNotFoundError
+from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand
 from catalog.inputs.infer import check_options, infer_inputs
@@ -136,9 +136,16 @@ class Catalog(CatalogHandle):
                 [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
                 image_shape=image_shape,
             )  # fmt: skip
-        except BaseException:
-            self.drop(name)
+        except BaseException as e:
+            self._undo_register(ds, e)
             raise
+
+    def _undo_register(self, ds: Dataset, error: BaseException) -> None:
+        """Drop a dataset registered for inputs that then failed, unless a commit made it more
+        than that: ours (interrupted after its commit) or another writer's meanwhile."""
+        if isinstance(error, Interrupted) and error.version is not None:
+            return  # the commit is complete: the dataset stays with it
+        drop_dataset(self, ds.id, only_at=ds.version)
 
     def adopt(
         self,
@@ -182,8 +189,8 @@ class Catalog(CatalogHandle):
         ds = self.register(name, schema, description, todo.compression())
         try:
             return ds.adopt(paths, **options)
-        except BaseException:
-            self.drop(name)
+        except BaseException as e:
+            self._undo_register(ds, e)
             raise
 
     def dataset(self, name: str) -> Dataset:

@@ -31,7 +31,7 @@ from catalog.commit.values import (
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
-from catalog.storage import ShardFile, location_exists, store_for
+from catalog.storage import ShardFile, location_size, store_for
 
 # A ShardInfo's columns after its absolute path, in its field order.
 SHARD_INFO_COLUMNS = (
@@ -127,8 +127,15 @@ class CatalogHandle:
         for s in shards:
             if s.location is None and not self.store.exists(s.path):
                 raise CatalogError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
-            if s.location is not None and not location_exists(s.location):
-                raise CatalogError(f"{s.location}: adopted file vanished before commit; nothing registered")
+            if s.location is not None:
+                size = location_size(s.location)
+                if size is None:
+                    raise CatalogError(f"{s.location}: adopted file vanished before commit; nothing registered")
+                if size not in (-1, s.bytes):
+                    raise CatalogError(
+                        f"{s.location}: {size} bytes now, {s.bytes} when it was checked: changed before the commit; "
+                        "nothing registered"
+                    )
 
 
 def explain_with(

@@ -412,16 +412,23 @@ def create_dataset(
         raise DatasetExistsError(f"dataset {name!r} already exists", name) from e
 
 
-def drop_dataset(cat: CatalogHandle, ds_id: int) -> None:
-    """Remove a dataset's rows from the manifest; its files are collected by the next gc."""
+def drop_dataset(cat: CatalogHandle, ds_id: int, only_at: int | None = None) -> bool:
+    """Remove a dataset's rows from the manifest; its files are collected by the next gc.
+    ``only_at``: only while it is still at that version (a dataset registered for an input
+    that failed, undone unless someone committed to it meanwhile). Whether it was dropped."""
 
-    def txn() -> None:
+    def txn() -> bool:
         with mf.write_txn(cat.engine) as conn:
+            if only_at is not None:
+                found = conn.execute(select(DATASETS.c.version).where(DATASETS.c.id == ds_id)).scalar()
+                if found != only_at:
+                    return False
             for table in (SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
                 conn.execute(delete(table).where(table.c.dataset_id == ds_id))
             conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
+        return True
 
-    mf.with_lock_retry(txn)
+    return mf.with_lock_retry(txn)
 
 
 def _record_migration(conn: Connection, ds_id: int, ch: Change, schema_version: int, version: int, now: Any) -> None:

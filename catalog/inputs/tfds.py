@@ -61,6 +61,14 @@ def is_tfds_dir(path: Path) -> bool:
 
 def read_tfds(folder: Path) -> TfdsDataset:
     """The schema, splits and shard files of a TFDS prepared directory; one line on what is wrong."""
+    try:
+        return _read(folder)
+    except (TypeError, AttributeError, ValueError, KeyError) as e:  # a JSON value of the wrong kind somewhere
+        what = f"{type(e).__name__}: {e}"[:200]
+        raise AppendError(f"{folder}: not the metadata of a TFDS prepared directory ({what})", str(folder)) from e
+
+
+def _read(folder: Path) -> TfdsDataset:
     info = _load(folder / INFO_FILE)
     fmt = info.get("fileFormat", "tfrecord")
     if fmt != "tfrecord":
@@ -69,10 +77,13 @@ def read_tfds(folder: Path) -> TfdsDataset:
     try:
         mapped = _Mapper(folder).features(features)
         schema = Schema.from_json({"features": {f.pop("name"): f for f in mapped}})
-    except SchemaError as e:
+    except (SchemaError, TypeError, AttributeError, ValueError) as e:
         raise AppendError(f"{folder / FEATURES_FILE}: {e}", str(folder)) from e
     name = str(info.get("name", folder.name))
-    splits = tuple(_split(folder, name, s) for s in info.get("splits", []))
+    listed = info.get("splits", [])
+    if not isinstance(listed, list):
+        raise AppendError(f"{folder / INFO_FILE}: splits is not a list", str(folder))
+    splits = tuple(_split(folder, name, s) for s in listed)
     if not splits:
         raise AppendError(f"{folder / INFO_FILE}: no splits listed", str(folder))
     description = str(info.get("description", "")).strip()
@@ -110,8 +121,13 @@ def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
         for i in range(shards)
     ]  # fmt: skip
     files = tuple(folder / n for n in names)
+    if not names:
+        raise AppendError(f"{where}: split {split!r} lists no shards (no shardLengths or numShards)", str(folder))
     if any(os.sep in n or n.startswith(".") for n in names):
         raise AppendError(f"{where}: split {split!r}: shard names outside the folder", str(folder))
+    if len(set(names)) != len(names):
+        what = "its filepathTemplate names one file for several shards"
+        raise AppendError(f"{where}: split {split!r}: {what}", str(folder))
     for f in files:
         if not f.is_file():
             raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
@@ -171,7 +187,10 @@ class _Mapper:
         spec: dict[str, Any] = {"dtype": "int64", "shape": [None]} if sequence else {"dtype": "int64"}
         names_file = self.folder / ("-".join(path) + ".labels.txt")
         if names_file.is_file():
-            spec["names"] = names_file.read_text(encoding="utf-8").splitlines()
+            try:
+                spec["names"] = names_file.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError as e:
+                raise SchemaError(f"{names_file.name}: not UTF-8 text (byte {e.start})") from e
         return _named("/".join(path), spec)
 
 

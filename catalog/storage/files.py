@@ -151,13 +151,19 @@ def open_shard(path: str, size: int | None = None) -> IO[bytes]:
     return f
 
 
+def location_size(location: str) -> int | None:
+    """The size of an adopted shard's own file now, opened as open_shard opens it (a regular
+    file, no link); None when it is not there. An object store's file: -1 (not asked)."""
+    try:
+        with open_shard(location) as f:
+            return -1 if is_url(location) else os.fstat(f.fileno()).st_size
+    except (FileNotFoundError, ObjectMissingError):
+        return None
+
+
 def location_exists(location: str) -> bool:
     """Whether an adopted shard's own file (a path or URL) is there to read, as open_shard reads it."""
-    try:
-        open_shard(location).close()
-    except (FileNotFoundError, ObjectMissingError):
-        return False
-    return True
+    return location_size(location) is not None
 
 
 def shard_batches(path: str, size: int | None = None) -> Iterator[list[bytes]]:
