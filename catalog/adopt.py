@@ -39,7 +39,7 @@ from catalog.ingest import (
 from catalog.inputs import STDIN, InputOptions, expand
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
-from catalog.storage import ShardFile, Store, clear_attempt, format_checksum, open_shard, store_for
+from catalog.storage import OWNER_FILE, ShardFile, Store, clear_attempt, format_checksum, open_shard, store_for
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
@@ -171,7 +171,7 @@ def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
     """The input files (folders and globs expanded, sorted; a TFDS directory's shards by split),
     each checked to be a regular file before anything is read."""
     given = [Path(p) for p in paths]
-    folders = [p for p in given if is_tfds_dir(p)]
+    folders = [p for p in given if _is_tfds_dir(p)]
     if folders:
         if len(given) > 1:
             raise AppendError(f"{folders[0]}: a TFDS directory is adopted on its own (one per adopt)", str(folders[0]))
@@ -199,16 +199,35 @@ def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
 def refuse_data_area(p: Plan, store: Store) -> None:
     """A file in the catalog's own data area is the catalog's to delete (gc): adopting it in
     place would leave a shard that vanishes when its owner is collected. Append it instead."""
-    if store.remote:
-        return
-    area = os.path.join(os.path.realpath(store.root), "")
+    area = "" if store.remote else os.path.join(os.path.realpath(store.root), "")
+    marked: dict[str, bool] = {}  # folder -> whether a catalog's data area starts there
     for path, _split in p.inputs:
-        if os.path.realpath(path).startswith(area):
+        real = os.path.realpath(path)
+        whose = "the catalog's" if area and real.startswith(area) else None
+        if whose is None and _in_a_data_area(os.path.dirname(real), marked):
+            whose = "another catalog's"
+        if whose is not None:
             raise AppendError(
-                f"{path}: inside the catalog's data area, whose files gc may delete: "
+                f"{path}: inside {whose} data area, whose files its gc may delete: "
                 "adopt --copy (or --link) takes it instead",
                 str(path),
             )
+
+
+def _in_a_data_area(folder: str, marked: dict[str, bool]) -> bool:
+    """Whether ``folder`` or a folder above it holds a data area's ownership marker."""
+    if folder not in marked:
+        parent = os.path.dirname(folder)
+        here = os.path.exists(os.path.join(folder, OWNER_FILE))
+        marked[folder] = here or (parent != folder and _in_a_data_area(parent, marked))
+    return marked[folder]
+
+
+def _is_tfds_dir(p: Path) -> bool:
+    try:
+        return is_tfds_dir(p)
+    except OSError as e:  # a name too long, a folder that cannot be read
+        raise AppendError(f"{p}: {e.strerror or e}", str(p)) from e
 
 
 def _once(inputs: list[tuple[Path, str]]) -> list[tuple[Path, str]]:

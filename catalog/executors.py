@@ -11,10 +11,12 @@ imported only here and only when asked for.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
@@ -190,6 +192,9 @@ class Heartbeat(Protocol):
     def beat(self) -> None: ...
 
 
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -206,7 +211,22 @@ def make_executor(workers: int | None, jobs: int) -> Executor | None:
     # worker, which breaks any script without an `if __name__ == "__main__"` guard. Workers
     # still get their jobs pickled, touch no database and import migration scripts themselves.
     methods = multiprocessing.get_all_start_methods()
-    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork" if "fork" in methods else "spawn"))
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    return ProcessPoolExecutor(n, mp_context=context, initializer=_worker_setup, initargs=(os.getpid(),))
+
+
+def _worker_setup(parent: int) -> None:
+    """A pool worker dies with its parent (a SIGKILLed CLI leaves no worker waiting forever on
+    its queue, holding its stdout), and Ctrl-C, which the terminal sends the whole process group,
+    ends it at once without a traceback of its own: the parent reports the interrupt."""
+    signal.signal(signal.SIGINT, lambda _sig, _frame: os._exit(130))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: no such call; the queue's end stops it later
+        return
+    if os.getppid() != parent:  # the parent died before the call: nobody will signal us
+        os._exit(1)
 
 
 def run_jobs(

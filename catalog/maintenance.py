@@ -389,15 +389,35 @@ def _collect_retired(
     if not report.dry_run and chosen:
         chosen, keeps = mf.with_lock_retry(lambda: _mark_collected(cat, candidates, where))
     report.kept_for_tags = keeps
+    in_use = _locations_in_use(cat, chosen)
     for r in chosen:
-        _collect(cat, r, where[r.id], report)
+        _collect(cat, r, where[r.id], report, r.location in in_use)
 
 
-def _collect(cat: CatalogHandle, r: Any, where: str, report: GcReport) -> None:
+def _locations_in_use(cat: CatalogHandle, chosen: list[Any]) -> set[str]:
+    """The adopted files among ``chosen`` that another shard row, not collected, still names
+    (a restore brought the file back under a new name): not forgotten."""
+    wanted = sorted({r.location for r in chosen if r.location is not None})
+    ids = {r.id for r in chosen}
+    found: set[str] = set()
+    with mf.read_txn(cat.engine) as conn:
+        for i in range(0, len(wanted), mf.ID_CHUNK):
+            rows = conn.execute(
+                select(SHARDS.c.id, SHARDS.c.location).where(
+                    SHARDS.c.location.in_(wanted[i : i + mf.ID_CHUNK]), SHARDS.c.collected_at.is_(None)
+                )
+            )
+            found.update(loc for sid, loc in rows if sid not in ids)
+    return found
+
+
+def _collect(cat: CatalogHandle, r: Any, where: str, report: GcReport, in_use: bool = False) -> None:
     """Delete one retired shard marked collected, and its index; an adopted file stays where it
-    is (its ``path`` names no file: nothing there to delete)."""
+    is (its ``path`` names no file: nothing there to delete), and is reported forgotten unless
+    another shard still reads it (``in_use``)."""
     if r.location is not None:
-        report.forgotten.append(where)
+        if not in_use:
+            report.forgotten.append(where)
     else:
         report.retired.append(where)
         report.removed.append(where)

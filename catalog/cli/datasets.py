@@ -3,6 +3,7 @@ tag and tags."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -196,7 +197,7 @@ def append(
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
-    total = sum(p.stat().st_size for p in inputs if p.is_file())
+    total = _input_bytes(inputs)
     # Jobs run one input each: a single input runs here, and needs no cluster.
     with (
         executor_of(executor, scheduler, workers, needed=len(inputs) > 1, jobs=len(inputs) if workers else None) as ex,
@@ -255,7 +256,7 @@ def adopt(
     if copy and link:
         raise typer.BadParameter("give --copy or --link, not both", param_hint="--copy/--link")
     cat = open_catalog()
-    total = sum(p.stat().st_size for p in paths if p.is_file())
+    total = _input_bytes(paths)
     with (
         executor_of(executor, scheduler, workers, jobs=workers) as ex,
         progress_bar(f"adopt {name}", total) as progress,
@@ -265,6 +266,16 @@ def adopt(
             author=author, allow_duplicate=allow_duplicate, progress=progress, executor=ex,
         )  # fmt: skip
     return Output(text=_adopt_text(name, commit, copy or link), json=commit.to_json)
+
+
+def _input_bytes(paths: Iterable[Path]) -> int:
+    """The bytes of the inputs that are files, for the progress bar; a path that cannot be
+    looked at counts nothing (the command itself says what is wrong with it)."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            total += p.stat().st_size if p.is_file() else 0
+    return total
 
 
 def _adopt_text(name: str, commit: Commit, moved: bool) -> Iterator[str]:

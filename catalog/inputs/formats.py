@@ -134,6 +134,14 @@ def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:
     """Every input as (path, format): a directory is its files (sorted, hidden ones skipped),
     or one image folder; a pattern that names no file is expanded as a glob; ``-`` stays."""
     check_format(fmt)
+    try:
+        return _expand(paths, fmt)
+    except OSError as e:  # a name too long, a folder that cannot be read: one line naming it
+        where = e.filename if e.filename is not None else (paths[0] if paths else "")
+        raise AppendError(f"{where}: {e.strerror or e}", str(where)) from e
+
+
+def _expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
     for p in paths:
         if str(p) == STDIN:
@@ -150,7 +158,7 @@ def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:
             matches = sorted(glob.glob(str(p), recursive=True))
             if not matches:
                 raise AppendError(f"{p}: no file matches this pattern", str(p))
-            out.extend(expand([Path(m) for m in matches], fmt))
+            out.extend(_expand([Path(m) for m in matches], fmt))
         else:
             out.append((p, fmt))
     return out

@@ -10,6 +10,7 @@ never a short or padded read.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -34,7 +35,11 @@ def stored_size(url: str) -> int:
         if is_url(url):
             with remote_errors(url, "cannot open"):  # the HEAD is the first step of opening it
                 return int(remote_fs(url).size(url))
-        return os.stat(url).st_size
+        st = os.lstat(url)  # as open_shard opens it: a link in its place is refused, never followed
+        if not stat.S_ISREG(st.st_mode):
+            what = "not a regular file (a link, folder or device took its place)"
+            raise CatalogError(f"{url}: {what}: run `catalog verify`")
+        return st.st_size
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(url) from e
     except OSError as e:
