@@ -306,8 +306,12 @@ def test_inspect_names_the_message(tf: Any, tmp_path: Path) -> None:
     assert events["note"].startswith("records are not tf.train.Example (record 0: not a tf.train.Example: its top")
     seq = _inspect_json(_write(tmp_path / "seq.tfrecord", _sequence_examples(tf, 4)))
     assert seq["message"] == "tf.train.SequenceExample"
-    assert seq["schema"] == {"features": {"id": {"dtype": "int64"}}}
-    assert "feature_lists" in seq["note"]
+    # the context as features, each feature list as a sequence feature (one step declared)
+    assert seq["schema"] == {
+        "features": {"id": {"dtype": "int64"}},
+        "sequence_features": {"tokens": {"dtype": "int64", "shape": [2]}},
+    }
+    assert "sequence_features their feature lists" in seq["note"]
     plain = _inspect_json(_write(tmp_path / "ex.tfrecord", [_example(tf, id=[1])]))
     assert (plain["message"], plain["note"]) == ("tf.train.Example", "")
 
