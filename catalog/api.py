@@ -130,7 +130,7 @@ class Catalog(CatalogHandle):
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
             raise AppendError("no records in the inputs: no schema to infer, nothing registered")
-        ds = self.register(name, inferred.schema, description, compression)
+        ds = self._register_for_inputs(name, inferred.schema, description, compression)
         try:
             return ds.append_files(
                 [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
@@ -139,6 +139,15 @@ class Catalog(CatalogHandle):
         except BaseException as e:
             self._undo_register(ds, e)
             raise
+
+    def _register_for_inputs(self, name: str, schema: Schema, description: str, compression: str) -> Dataset:
+        """register(), pending until the inputs' commit: should this process die before it, the
+        dataset is no dataset (lists and lookups skip it, its name is free, gc drops it)."""
+        validate_name(name)
+        create_dataset(
+            self, name, schema, description, default_author(), stored_compression(compression), mf.process_identity()
+        )
+        return self.dataset(name)
 
     def _undo_register(self, ds: Dataset, error: BaseException) -> None:
         """Drop a dataset registered for inputs that then failed, unless a commit made it more
@@ -186,7 +195,7 @@ class Catalog(CatalogHandle):
             schema = infer_inputs([(p, "tfrecord") for p, _ in todo.inputs], InputOptions()).schema
         if not schema.features:
             raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
-        ds = self.register(name, schema, description, todo.compression())
+        ds = self._register_for_inputs(name, schema, description, todo.compression())
         try:
             return ds.adopt(paths, **options)
         except BaseException as e:

@@ -16,6 +16,7 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.commit.intents import intent_states, intents_dead, live_intents
+from catalog.commit.protocol import drop_dataset
 from catalog.commit.values import GcReport, Problem, Progress, TagKeep, VerifyReport
 from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError
 from catalog.executors import run_jobs
@@ -261,6 +262,7 @@ def collect_garbage(
         raise CatalogError("--keep-versions must be at least 1 (the current version is always kept)")
     report = GcReport(dry_run=dry_run)
     check_owner(cat, dry_run)
+    _drop_abandoned(cat, report)
     if keep_versions is not None or older_than is not None:
         _collect_retired(cat, keep_versions, older_than, report)
     # List the files first, then read the manifest: a writer records its intent before
@@ -392,6 +394,16 @@ def _collect_retired(
     in_use = _locations_in_use(cat, chosen)
     for r in chosen:
         _collect(cat, r, where[r.id], report, r.location in in_use)
+
+
+def _drop_abandoned(cat: CatalogHandle, report: GcReport) -> None:
+    """Datasets registered for inputs whose process died before their commit (datasets.pending):
+    dropped while still at the version they had (their writers' files go as any dead writer's do)."""
+    with mf.read_txn(cat.engine) as conn:
+        rows = conn.execute(select(DATASETS.c.id, DATASETS.c.name, DATASETS.c.pending, DATASETS.c.version)).all()
+    for r in rows:
+        if mf.abandoned(r.pending) and (report.dry_run or drop_dataset(cat, r.id, only_at=r.version)):
+            report.abandoned.append(r.name)
 
 
 def _locations_in_use(cat: CatalogHandle, chosen: list[Any]) -> set[str]:

@@ -109,6 +109,10 @@ DATASETS = Table(
     _req("shard_count", Integer, default=0),
     # Format 5. How new shards are stored: none, gzip or zlib (register --compression).
     _req("compression", String(8), server_default="none"),
+    # Format 6. Set while a dataset registered for its inputs (adopt, register --infer) awaits
+    # its first commit: the registering process (process_identity). Once that process is dead
+    # the dataset is no dataset: lookups and lists skip it, register takes its name, gc drops it.
+    _opt("pending", String(160)),
 )
 
 SCHEMA_VERSIONS = Table(
@@ -758,8 +762,10 @@ def _upgrade_4_to_5(conn: Connection) -> None:
 
 
 def _upgrade_5_to_6(conn: Connection) -> None:
-    """Format 6: shards adopted in place have a location of their own (none before)."""
+    """Format 6: shards adopted in place have a location of their own (none before); a dataset
+    registered for its inputs is pending until its first commit (none is, before)."""
     conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN location TEXT")
+    conn.exec_driver_sql("ALTER TABLE datasets ADD COLUMN pending VARCHAR(160)")
 
 
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
@@ -845,6 +851,12 @@ def process_is_dead(process: str | None) -> bool:
     if found is None:  # a zombie, or /proc hides it (hidepid): dead only if we can see it is a zombie
         return os.path.exists(f"/proc/{pid}/stat")
     return found != start
+
+
+def abandoned(pending: str | None) -> bool:
+    """Whether a dataset registered for inputs (datasets.pending) lost its registering process
+    before their commit: then it is no dataset."""
+    return pending is not None and process_is_dead(pending)
 
 
 def intent_values(intent_id: str, dataset: str) -> dict[str, Any]:

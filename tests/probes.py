@@ -9,9 +9,11 @@ from catalog import Catalog
 
 
 def downgrade_to_format_5(db: Path) -> None:
-    """Turn a SQLite manifest into what format 5 had: no shard locations (nothing adopted in place)."""
+    """Turn a SQLite manifest into what format 5 had: no shard locations (nothing adopted in place),
+    no pending datasets."""
     with sqlite3.connect(db) as conn:
         conn.execute("ALTER TABLE shards DROP COLUMN location")
+        conn.execute("ALTER TABLE datasets DROP COLUMN pending")
         conn.execute("UPDATE catalog_meta SET value = '5' WHERE key = 'format_version'")
 
 

@@ -266,19 +266,26 @@ def test_ctrl_c_after_the_commit_keeps_the_new_dataset_it_reports(tmp_path: Path
     assert Catalog.open(cat.root).dataset("new").info().records == 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit: a new dataset is registered in its own transaction before the adoption's commit "
-    "(register --infer too), so a SIGKILL between them leaves it registered and empty",
-)
 def test_a_killed_adoption_into_a_new_name_leaves_no_empty_dataset(tmp_path: Path, ext: Path) -> None:
-    """SIGKILL before the commit of an adoption into a new name: nothing may stay registered,
-    but the dataset registered first (with the schema inferred from these files) stays, empty,
-    and a retry with other files then fails against that schema."""
+    """SIGKILL before the commit of an adoption into a new name: nothing may stay registered.
+    The dataset registered first is pending on the dead process: no list or lookup shows it, the
+    name is free for a retry with other files (another schema), and gc drops the leftover row."""
     cat = Catalog.init(tmp_path / "cat")
     code, _err = stop_at("commit.before", "SIGKILL", "-C", cat.root, "adopt", "new", ext)
     assert code == -signal.SIGKILL
     assert listed(cat) == []
+    shown = run("-C", cat.root, "show", "new")
+    assert shown.exit_code == 1 and "no dataset named 'new'" in shown.stderr
+    report = cat.gc(grace=timedelta(0))
+    assert report.abandoned == ["new"]
+    assert cat.gc(grace=timedelta(0)).abandoned == []
+    code, _err = stop_at("commit.before", "SIGKILL", "-C", cat.root, "adopt", "new", ext)
+    other = tmp_path / "other.tfrecord"
+    with RecordWriter(other) as w:
+        w.write(encode_example({"name": [b"x"]}))
+    again = run("-C", cat.root, "adopt", "new", other)  # the dead writer's dataset does not hold the name
+    assert again.exit_code == 0, again.stderr
+    assert cat.dataset("new").schema.to_json() == {"features": {"name": {"dtype": "string"}}}
 
 
 @pytest.mark.parametrize("change", ["grow", "truncate", "append whole records"])
@@ -887,3 +894,15 @@ def test_a_name_too_long_is_one_line_for_every_input_verb(cat: Catalog, tmp_path
     result = run("-C", cat.root, *args[verb])
     assert one_line_error(result), repr(result.exception)
     assert "File name too long" in result.stderr
+
+
+def test_a_killed_register_infer_leaves_no_empty_dataset(tmp_path: Path) -> None:
+    """The sibling: `register --infer` registers its dataset for the inputs it appends next."""
+    cat = Catalog.init(tmp_path / "cat")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": 1}\n{"id": 2}\n')
+    code, _err = stop_at("commit.before", "SIGKILL", "-C", cat.root, "register", "inferred", "--infer", rows)
+    assert code == -signal.SIGKILL
+    assert listed(cat) == []
+    assert run("-C", cat.root, "register", "inferred", "--infer", rows).exit_code == 0
+    assert [r["id"] for r in cat.dataset("inferred").read()] == [1, 2]

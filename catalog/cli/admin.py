@@ -153,6 +153,9 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
         yield f"{verb} {p}"
     for p in report.links:
         yield f"left alone (a symbolic link, never followed) {p}"
+    for name in report.abandoned:
+        why = "registered for inputs whose process died before their commit"
+        yield f"{'would drop' if dry_run else 'dropped'} dataset {name}: {why}"
     for p in report.forgotten:
         yield f"{'would forget' if dry_run else 'forgot'} adopted file {p} (no kept version needs it; left in place)"
     for k in report.kept_for_tags:

@@ -107,8 +107,8 @@ class CatalogHandle:
         validate_name(name)
         with mf.read_txn(self.engine) as conn:
             row = conn.execute(select(DATASETS).where(DATASETS.c.name == name)).first()
-            if row is None:
-                names = list(conn.execute(select(DATASETS.c.name)).scalars())
+            if row is None or mf.abandoned(row.pending):  # registered for inputs whose writer died: none
+                names = [n for n, p in conn.execute(select(DATASETS.c.name, DATASETS.c.pending)) if not mf.abandoned(p)]
                 raise DatasetNotFoundError(_not_found(name, names), name)
             schema = load_schema(conn, row.id, row.schema_version)
         return (row.id, row.name, row.version, row.schema_version, schema, row.compression)

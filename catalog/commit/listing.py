@@ -38,6 +38,7 @@ def list_datasets(engine: Engine, splits: bool = False) -> list[DatasetInfo]:
             .order_by(DATASETS.c.name)
         ).all()
         per_split = _current_split_totals(conn) if splits else None
+    rows = [r for r in rows if not mf.abandoned(r.pending)]  # registered for inputs whose writer died
     for r in rows:
         check_totals(engine, r, ShardSum(r.commit_shards, r.commit_records, r.commit_bytes))
     infos = [dataset_info(r, json.loads(r.schema_json)) for r in rows]

@@ -48,6 +48,7 @@ _SWAP_VERSION = (
         records=bindparam("new_records"),
         bytes=bindparam("new_bytes"),
         shard_count=bindparam("new_shard_count"),
+        pending=None,  # its first commit: a dataset registered for inputs is a dataset now
     )
 )
 _LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes).where(
@@ -367,16 +368,26 @@ def insert_schema(conn: Connection, dataset_id: int, version: int, schema: Schem
 
 
 def create_dataset(
-    cat: CatalogHandle, name: str, sch: Schema, description: str, author: str, compression: str = "none"
+    cat: CatalogHandle,
+    name: str,
+    sch: Schema,
+    description: str,
+    author: str,
+    compression: str = "none",
+    pending: str | None = None,
 ) -> None:
-    """Register dataset ``name`` at version 1 (a "create" commit, no shards)."""
+    """Register dataset ``name`` at version 1 (a "create" commit, no shards); ``pending``: for
+    inputs this process appends next (see the manifest's datasets.pending)."""
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
 
     def txn() -> None:
         with mf.write_txn(cat.engine) as conn:
-            if conn.execute(select(DATASETS.c.id).where(DATASETS.c.name == name)).first() is not None:
+            found = conn.execute(select(DATASETS.c.id, DATASETS.c.pending).where(DATASETS.c.name == name)).first()
+            if found is not None and not mf.abandoned(found.pending):
                 raise DatasetExistsError(f"dataset {name!r} already exists", name)
+            if found is not None:  # registered for inputs by a process that died before their commit
+                _delete_dataset(conn, found.id)
             ds_id = conn.execute(
                 insert(DATASETS).values(
                     name=name,
@@ -385,6 +396,7 @@ def create_dataset(
                     version=1,
                     schema_version=1,
                     compression=compression,
+                    pending=pending,
                     **empty,
                 )
             ).inserted_primary_key[0]  # type: ignore[index]
@@ -423,12 +435,17 @@ def drop_dataset(cat: CatalogHandle, ds_id: int, only_at: int | None = None) -> 
                 found = conn.execute(select(DATASETS.c.version).where(DATASETS.c.id == ds_id)).scalar()
                 if found != only_at:
                     return False
-            for table in (SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
-                conn.execute(delete(table).where(table.c.dataset_id == ds_id))
-            conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
+            _delete_dataset(conn, ds_id)
         return True
 
     return mf.with_lock_retry(txn)
+
+
+def _delete_dataset(conn: Connection, ds_id: int) -> None:
+    for table in (SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
+        conn.execute(delete(table).where(table.c.dataset_id == ds_id))
+    conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
+
 
 
 def _record_migration(conn: Connection, ds_id: int, ch: Change, schema_version: int, version: int, now: Any) -> None:

@@ -225,6 +225,8 @@ class GcReport:
     # Adopted files (outside the data area) no kept version needs: forgotten by the manifest,
     # left where they are, never deleted.
     forgotten: list[str] = field(default_factory=list)
+    # Datasets registered for inputs (adopt, register --infer) whose process died before their commit.
+    abandoned: list[str] = field(default_factory=list)
 
     @property
     def kept_tagged(self) -> int:
@@ -247,6 +249,7 @@ class GcReport:
             "indexes_removed": self.indexes_removed,
             "index_bytes": self.index_bytes,
             "forgotten": self.forgotten,
+            "abandoned": self.abandoned,
         }
 
 
