@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -39,7 +40,16 @@ from catalog.ingest import (
 from catalog.inputs import STDIN, InputOptions, expand
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
-from catalog.storage import OWNER_FILE, ShardFile, Store, clear_attempt, format_checksum, open_shard, store_for
+from catalog.storage import (
+    OWNER_FILE,
+    ShardFile,
+    ShardSink,
+    Store,
+    clear_attempt,
+    format_checksum,
+    open_shard,
+    store_for,
+)
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
@@ -126,23 +136,11 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
             raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
         if tap.read(1):  # framing ended where the file did: nothing may follow unread
             raise AppendError(f"{path}: bytes after the last record", str(path))
-    _unchanged(path, location, tap.size)
+    # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
     return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets)
-
-
-def _unchanged(path: Path, location: str, size: int) -> None:
-    """The file is still as long as the read found it: one written to meanwhile is refused."""
-    if is_url(location):
-        return
-    try:
-        now = os.stat(location).st_size
-    except OSError as e:
-        raise AppendError(f"{path}: gone while being adopted ({e.strerror}): nothing registered", str(path)) from e
-    if now != size:
-        raise AppendError(f"{path}: changed while being adopted ({size} bytes read, {now} now): nothing registered")
 
 
 @dataclass(frozen=True)
@@ -153,8 +151,9 @@ class Plan:
     split: str  # the split of plain files (a TFDS directory's files have their own)
     tfds: TfdsDataset | None = None
 
-    @property
+    @cached_property
     def expected(self) -> dict[Path, int]:
+        """Each TFDS shard's record count, as dataset_info.json gives it (worked out once)."""
         return self.tfds.expected() if self.tfds is not None else {}
 
     def named(self) -> str:
@@ -250,6 +249,12 @@ def _check_count(p: Plan, path: Path, records: int) -> None:
         raise AppendError(f"{path}: {records} records, but {INFO_FILE} says {expected}: nothing registered", str(path))
 
 
+def _take(sink: ShardSink, found: Scanned) -> ShardFile:
+    return sink.take_in_place(
+        found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
+    )
+
+
 def adopt_job(job: IngestJob) -> list[ShardFile]:
     """Module-level (picklable) worker: one input scanned, its record index published under the
     job's prefix; the adopted shard, for the writer's commit."""
@@ -260,9 +265,7 @@ def adopt_job(job: IngestJob) -> list[ShardFile]:
         found = scan(target, Path(job.path))
         if not found.records:
             return []  # an empty file: no shard (see adopt_files)
-        target.own.take_in_place(
-            found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
-        )
+        _take(target.own, found)
     except BaseException:
         target.own.abort()
         raise
@@ -290,16 +293,12 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
             progress(found.bytes)
         if not found.records:
             continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
-        sink.take_in_place(
-            found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
-        )
-        w.splits[sink.shards[-1].path] = split
+        w.splits[_take(sink, found).path] = split
 
 
-def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> tuple[set[str], list[str]]:
+def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> None:
     """``--copy``/``--link``: each input validated into the data area as ``append`` takes a
-    TFRecord file (hard linked where it can be, with ``link``), under its split. Returns the
-    sources that were linked, and every input's source in order."""
+    TFRecord file (hard linked where it can be, with ``link``), under its split."""
     sink = w.sink
     assert sink is not None
     starts = []
@@ -313,4 +312,3 @@ def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -
         made = sink.shards[starts[i] : starts[i + 1]]
         _check_count(p, path, sum(f.records for f in made))
         w.splits.update((f.path, split) for f in made)
-    return {f.source for f in sink.shards if f.linked and f.source}, [source_of(path) for path, _ in p.inputs]

@@ -104,8 +104,11 @@ class Catalog(CatalogHandle):
     ) -> Dataset:
         """A new dataset at version 1; ``compression`` (none, gzip or zlib): how its shards are
         stored (TensorFlow reads each as ``TFRecordDataset(..., compression_type=...)``)."""
+        return self._create(name, _as_schema(schema), description, compression, None)
+
+    def _create(self, name: str, schema: Schema, description: str, compression: str, pending: str | None) -> Dataset:
         validate_name(name)
-        create_dataset(self, name, _as_schema(schema), description, default_author(), stored_compression(compression))
+        create_dataset(self, name, schema, description, default_author(), stored_compression(compression), pending)
         return self.dataset(name)
 
     def register_inferred(
@@ -143,11 +146,7 @@ class Catalog(CatalogHandle):
     def _register_for_inputs(self, name: str, schema: Schema, description: str, compression: str) -> Dataset:
         """register(), pending until the inputs' commit: should this process die before it, the
         dataset is no dataset (lists and lookups skip it, its name is free, gc drops it)."""
-        validate_name(name)
-        create_dataset(
-            self, name, schema, description, default_author(), stored_compression(compression), mf.process_identity()
-        )
-        return self.dataset(name)
+        return self._create(name, schema, description, compression, mf.process_identity())
 
     def _undo_register(self, ds: Dataset, error: BaseException) -> None:
         """Drop a dataset registered for inputs that then failed, unless a commit made it more
@@ -178,16 +177,17 @@ class Catalog(CatalogHandle):
         share one), and dropped again when the adoption fails: all or nothing."""
         paths = list(paths)
         options: dict[str, Any] = {
-            "split": split, "copy": copy, "link": link, "token": token, "message": message, "author": author,
+            "copy": copy, "link": link, "token": token, "message": message, "author": author,
             "allow_duplicate": allow_duplicate, "progress": progress, "executor": executor,
         }  # fmt: skip
         validate_name(name)
+        _one_way(copy, link)
         try:
             ds = self.dataset(name)
         except DatasetNotFoundError:
             pass
         else:
-            return ds.adopt(paths, **options)
+            return ds.adopt(paths, split=split, **options)
         todo = adoption.plan(paths, split)
         if todo.tfds is not None:
             schema, description = todo.tfds.schema, description or todo.tfds.description
@@ -197,7 +197,7 @@ class Catalog(CatalogHandle):
             raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, schema, description, todo.compression())
         try:
-            return ds.adopt(paths, **options)
+            return ds._adopt(todo, **options)
         except BaseException as e:
             self._undo_register(ds, e)
             raise
@@ -241,6 +241,26 @@ class Catalog(CatalogHandle):
         """Give every uncompressed shard without a record index (registered before format 4, or
         ``--link``ed) its index: one read per shard; idempotent, safe beside writers and gc."""
         return indexing.index_catalog(self, names, version, progress)
+
+
+def _one_way(copy: bool, link: bool) -> None:
+    if copy and link:
+        raise CatalogError("adopt takes --copy or --link, not both")
+
+
+def _link_report(w: Writer, inputs: Sequence[Path]) -> Commit:
+    """A committed ``--link`` append's commit, saying which inputs were hard linked and which
+    copied (a retried token's commit as it was)."""
+    assert w.commit is not None
+    if w.skipped or w.sink is None:
+        return w.commit
+    linked = {f.source for f in w.sink.shards if f.linked}
+    everyone = [ingest.source_of(p) for p in inputs]
+    return replace(
+        w.commit,
+        linked=tuple(s for s in everyone if s in linked),
+        copied=tuple(s for s in everyone if s not in linked),
+    )
 
 
 def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> Schema:
@@ -336,15 +356,7 @@ class Dataset(DatasetHandle):
                 names = ", ".join(str(p) for p, _ in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
                 raise AppendError(f"{names}: no records in the input: nothing committed", str(inputs[0][0]))
         assert w.commit is not None
-        if not link or w.skipped or w.sink is None:
-            return w.commit
-        linked = {f.source for f in w.sink.shards if f.linked}
-        everyone = [ingest.source_of(p) for p, _ in inputs]
-        return replace(
-            w.commit,
-            linked=tuple(s for s in everyone if s in linked),
-            copied=tuple(s for s in everyone if s not in linked),
-        )
+        return _link_report(w, [p for p, _ in inputs]) if link else w.commit
 
     def adopt(
         self,
@@ -370,29 +382,38 @@ class Dataset(DatasetHandle):
         copying what cannot be linked. An input already in the dataset (the same bytes as a
         live shard) is refused unless ``allow_duplicate``. With ``executor`` and several files,
         each file is read by a job on it (in place only)."""
-        if copy and link:
-            raise CatalogError("adopt takes --copy or --link, not both")
-        todo = adoption.plan(paths, split)
+        _one_way(copy, link)
+        return self._adopt(
+            adoption.plan(paths, split), copy=copy, link=link, token=token, message=message, author=author,
+            allow_duplicate=allow_duplicate, progress=progress, executor=executor,
+        )  # fmt: skip
+
+    def _adopt(
+        self,
+        todo: adoption.Plan,
+        *,
+        copy: bool,
+        link: bool,
+        token: str | None,
+        message: str,
+        author: str | None,
+        allow_duplicate: bool,
+        progress: Progress | None,
+        executor: Executor | None,
+    ) -> Commit:
+        """:meth:`adopt` of planned inputs (Catalog.adopt plans them once, for a new dataset too)."""
         if not (copy or link):
             adoption.refuse_data_area(todo, self.catalog.store)
-        linked: set[str] = set()
-        everyone: list[str] = []
         with self._writer(token, message, None, None, author, todo.split, not allow_duplicate) as w:
             if not w.skipped:
                 if copy or link:
-                    linked, everyone = adoption.bring_in(w, todo, link, progress)
+                    adoption.bring_in(w, todo, link, progress)
                 else:
                     adoption.adopt_files(w, todo, progress, executor)
                 if w.records == 0:  # raised inside: the writer registers nothing
                     raise AppendError(f"{todo.named()}: no records in the input: nothing committed")
         assert w.commit is not None
-        if not link or w.skipped:
-            return w.commit
-        return replace(
-            w.commit,
-            linked=tuple(s for s in everyone if s in linked),
-            copied=tuple(s for s in everyone if s not in linked),
-        )
+        return _link_report(w, [p for p, _ in todo.inputs]) if link else w.commit
 
     def writer(
         self,

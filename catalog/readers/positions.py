@@ -303,8 +303,9 @@ class RecordReader:
         else:
             self._file(i, None)  # opened and its size checked
         try:
-            p = planned
-            offsets = load_offsets(p.url, p.index_url, p.records, p.bytes, p.index_checksum)
+            offsets = load_offsets(
+                planned.url, planned.index_url, planned.records, planned.bytes, planned.index_checksum
+            )
         except CorruptRecordError as e:
             raise damaged_shard(planned.url, e) from e
         return _Shard(planned.url, np.append(offsets.astype(np.int64), np.int64(planned.bytes)), remote)

@@ -328,7 +328,8 @@ def parser(tf: Any, schema: Schema, names: list[str], label_key: str | None, siz
     for feat in features:
         if feat.tensor:
             _raw_dtypes(tf, feat)  # fails now, naming the feature, not inside the traced map
-    seq_spec = to_tf_feature_spec({n: schema.sequence_feature_spec()[n] for n in steps}, tf)
+    every_step = schema.sequence_feature_spec()
+    seq_spec = to_tf_feature_spec({n: every_step[n] for n in steps}, tf)
 
     def parse(*batch: Any) -> Any:
         serialized = batch[-1] if sizes is None else sizes.check(tf, *batch)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from catalog.errors import CodecError, SchemaError, ValidationError
+from catalog.errors import CodecError, ValidationError
 from catalog.schema.encoders import feature_encoder
-from catalog.schema.features import SHAPE_SUFFIX, Feature, decodes_as_utf8
+from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 
@@ -337,41 +337,16 @@ def _tensor_column(
 # --------------------------------------------------------------------------- inference
 
 
-class _Seen:
-    def __init__(self) -> None:
-        self.kinds: set[str] = set()
-        self.counts: set[int] = set()
-        self.present = 0
-        self.utf8 = True
-
-
 def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature]:
     """Infer features from sample records: dtype from the wire kind, shape from counts."""
-    seen: dict[str, _Seen] = {}
+    seen: dict[str, ListTally] = {}
     total = 0
     for rec in records:
         kinded = decode_kinds(rec) if isinstance(rec, (bytes, bytearray, memoryview)) else RowCodec._as_kinded(rec)
         total += 1
         for name, (kind, values) in kinded.items():
-            s = seen.setdefault(name, _Seen())
-            s.present += 1
-            s.counts.add(len(values))
-            if kind is not None:
-                s.kinds.add(kind)
-            if kind == wire.BYTES and s.utf8:
-                s.utf8 = all(map(decodes_as_utf8, values))
-    feats = []
-    for name, s in seen.items():
-        if len(s.kinds) > 1:
-            raise SchemaError(f"stored with different kinds across records: {sorted(s.kinds)}", name)
-        kind = s.kinds.pop() if s.kinds else wire.BYTES  # only decoded dicts lose an empty list's kind
-        dtype = {wire.INT64: "int64", wire.FLOAT: "float32"}.get(kind, "string" if s.utf8 else "bytes")
-        shape: tuple[int | None, ...] = (None,)
-        if len(s.counts) == 1:
-            k = next(iter(s.counts))
-            shape = () if k == 1 else (k,)
-        # missing from some records: optional, never a made-up default (a 0 is not "no value")
-        feats.append(Feature(name, dtype, shape, optional=s.present < total))
-    return feats
+            seen.setdefault(name, ListTally()).add(kind, values)
+    # missing from some records: optional, never a made-up default (a 0 is not "no value")
+    return [s.feature(name, optional=s.present < total) for name, s in seen.items()]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog.schema.features import SHAPE_SUFFIX, Feature, convert
+from catalog.schema.features import SHAPE_SUFFIX, Feature, convert, list_feature_bytes
 from catalog.tfrecord import example as wire
 
 Encoder = Callable[[Any], bytes]
@@ -60,21 +60,8 @@ def _general(feat: Feature, entry: EntryPrefix) -> Encoder:
             return out
 
         return enc_tensor
-    make: dict[str, Callable[[Any], bytes]] = {
-        wire.INT64: wire.int64_feature,
-        wire.FLOAT: wire.float_feature,
-        wire.BYTES: wire.bytes_feature,
-    }
-    build = make[feat.wire_kind]
-    utf8 = feat.dtype == "string"
-    scalar = feat.is_scalar
-
     def enc(value: Any) -> bytes:
-        v = convert(feat, value)
-        values = [v] if scalar else v
-        if utf8:
-            values = [s.encode("utf-8") for s in values]
-        return entry(build(values))
+        return entry(list_feature_bytes(feat, value))
 
     return enc
 

@@ -10,6 +10,7 @@ rules; the codecs above only make the common cases fast.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,11 @@ SHAPE_SUFFIX = "/shape"
 _WIRE_KIND = {"int64": wire.INT64, "float32": wire.FLOAT, "string": wire.BYTES, "bytes": wire.BYTES}
 _NUMPY_DTYPE: dict[str, np.dtype[Any]] = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32)}
 _ZEROS = {"int64": 0, "float32": 0.0, "string": "", "bytes": b""}
+_BUILD: dict[str, Callable[[Any], bytes]] = {
+    wire.INT64: wire.int64_feature,
+    wire.FLOAT: wire.float_feature,
+    wire.BYTES: wire.bytes_feature,
+}
 # What a schema may declare. A record is one protobuf message (under 2 GiB), so no feature
 # holds more than 2^27 values (512 MiB of float32); a default is filled in memory and kept
 # in full in the manifest's schema JSON, so it fills at most 2^20 values.
@@ -183,6 +189,49 @@ def decodes_as_utf8(v: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+class ListTally:
+    """What inference saw of one list feature (an Example's, or a feature list's steps): wire
+    kinds, value counts, how often it was there, whether its bytes were all UTF-8 text."""
+
+    def __init__(self) -> None:
+        self.kinds: set[str] = set()
+        self.counts: set[int] = set()
+        self.present = 0
+        self.utf8 = True
+
+    def add(self, kind: str | None, values: list[Any]) -> None:
+        self.present += 1
+        self.counts.add(len(values))
+        if kind is not None:
+            self.kinds.add(kind)
+        if kind == wire.BYTES and self.utf8:
+            self.utf8 = all(map(decodes_as_utf8, values))
+
+    def feature(self, name: str, optional: bool = False, what: str = "stored") -> Feature:
+        """The feature these values make: dtype from the wire kind (an empty list's kept; bytes
+        of text are a string), shape from the counts (one count k: ``[k]``, 1 a scalar; else
+        ``[null]``). Never a made-up default: ``optional`` when it was missing somewhere."""
+        if len(self.kinds) > 1:
+            raise SchemaError(f"{what} with different kinds across records: {sorted(self.kinds)}", name)
+        kind = next(iter(self.kinds)) if self.kinds else wire.BYTES  # only decoded dicts lose an empty list's kind
+        dtype = {wire.INT64: "int64", wire.FLOAT: "float32"}.get(kind, "string" if self.utf8 else "bytes")
+        shape: tuple[int | None, ...] = (None,)
+        if len(self.counts) == 1:
+            k = next(iter(self.counts))
+            shape = () if k == 1 else (k,)
+        return Feature(name, dtype, shape, optional=optional)
+
+
+def list_feature_bytes(feat: Feature, value: Any) -> bytes:
+    """A list feature's value, checked (:func:`convert`), as a serialized ``Feature`` message:
+    the general path of every list encoder, and one step of a feature list."""
+    v = convert(feat, value)
+    values = [v] if feat.is_scalar else v
+    if feat.dtype == "string":
+        values = [s.encode("utf-8") for s in values]
+    return _BUILD[feat.wire_kind](values)
 
 
 def _is_utf8(text: str) -> bool:

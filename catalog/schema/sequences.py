@@ -13,25 +13,17 @@ variable-length step a list of 1-D arrays (lists for strings).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from catalog.errors import CodecError, SchemaError, ValidationError
-from catalog.schema.features import Feature, convert, decodes_as_utf8, parse_feature
+from catalog.schema.features import Feature, ListTally, convert, list_feature_bytes, parse_feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 
 STEP_KEYS = {"dtype", "shape", "names", "description"}
-_BUILD: dict[str, Callable[[Any], bytes]] = {
-    wire.INT64: wire.int64_feature,
-    wire.FLOAT: wire.float_feature,
-    wire.BYTES: wire.bytes_feature,
-}
-_KIND_OF = {"int64_list": wire.INT64, "float_list": wire.FLOAT, "bytes_list": wire.BYTES}
-
-
 def parse_step(name: str, raw: Any) -> Feature:
     """One sequence feature's declaration: a list feature's dtype and shape (per step)."""
     if isinstance(raw, dict):
@@ -84,7 +76,7 @@ class SequenceCodec:
             steps = row.get(name)
             if steps is None:
                 continue  # no such list: zero steps
-            body = b"".join(wire.length_delimited(wire.TAG_1, _step(feat, s)) for s in _steps(feat, steps))
+            body = b"".join(wire.length_delimited(wire.TAG_1, list_feature_bytes(feat, s)) for s in _steps(feat, steps))
             entry = self._keys[name] + wire.length_delimited(wire.TAG_2, body)  # key, then the FeatureList
             entries.append(wire.length_delimited(wire.TAG_1, entry))
         return wire.length_delimited(wire.TAG_2, b"".join(entries)) if entries else b""
@@ -117,15 +109,6 @@ def _steps(feat: Feature, steps: Any) -> Iterable[Any]:
     raise ValidationError(f"a sequence feature's value is a list of steps, got {type(steps).__name__}", feat.name)
 
 
-def _step(feat: Feature, value: Any) -> bytes:
-    """One step as a serialized Feature."""
-    v = convert(feat, value)
-    values = [v] if feat.is_scalar else v
-    if feat.dtype == "string":
-        values = [s.encode("utf-8") for s in values]
-    return _BUILD[feat.wire_kind](values)
-
-
 def _check_step(feat: Feature, value: Any) -> list[Any]:
     v = convert(feat, value)
     return [v] if feat.is_scalar else list(v)
@@ -134,7 +117,7 @@ def _check_step(feat: Feature, value: Any) -> list[Any]:
 def _decoded_step(feat: Feature, f: Any, index: int) -> list[Any]:
     kind = f.WhichOneof("kind")
     values = list(getattr(f, kind).value) if kind is not None else []
-    if kind is not None and _KIND_OF[kind] != feat.wire_kind:
+    if kind is not None and kind != feat.wire_kind:  # the oneof's name is the wire kind
         raise ValidationError(f"step {index}: expected {feat.dtype}, got {kind}", feat.name)
     if feat.dtype == "string":
         try:
@@ -172,14 +155,11 @@ def sequence_spec(features: Mapping[str, Feature]) -> dict[str, dict[str, Any]]:
 
 
 class StepInference:
-    """The sequence features of SequenceExample records, inferred as they pass: a step's list
-    type from its wire kind (text when every bytes value is UTF-8), its shape from its values'
-    counts (one count k over every step: ``[]`` for 1, ``[k]``; else ``[null]``)."""
+    """The sequence features of SequenceExample records, inferred as they pass: each feature
+    list's steps tallied as an Example's lists are (features.ListTally)."""
 
     def __init__(self) -> None:
-        self.kinds: dict[str, set[str]] = {}
-        self.counts: dict[str, set[int]] = {}
-        self.utf8: dict[str, bool] = {}
+        self.seen: dict[str, ListTally] = {}
 
     def add(self, record: Any) -> None:
         """Tally one record (bytes: only a SequenceExample has feature lists)."""
@@ -187,33 +167,13 @@ class StepInference:
             return
         _context, lists = split_record(bytes(record))
         for name, flist in lists.feature_list.items():
-            kinds, counts = self.kinds.setdefault(name, set()), self.counts.setdefault(name, set())
+            tally = self.seen.setdefault(name, ListTally())
             for f in flist.feature:
                 kind = f.WhichOneof("kind")
-                values = list(getattr(f, kind).value) if kind is not None else []
-                counts.add(len(values))
-                if kind is not None:
-                    kinds.add(_KIND_OF[kind])
-                if kind == "bytes_list" and self.utf8.get(name, True):
-                    self.utf8[name] = all(map(decodes_as_utf8, values))
+                tally.add(kind, list(getattr(f, kind).value) if kind is not None else [])
 
     def features(self) -> list[Feature]:
-        out = []
-        for name, kinds in self.kinds.items():
-            if len(kinds) > 1:
-                raise SchemaError(f"steps stored with different kinds across records: {sorted(kinds)}", name)
-            kind = kinds.pop() if kinds else wire.BYTES
-            text = "string" if self.utf8.get(name, True) else "bytes"
-            dtype = {wire.INT64: "int64", wire.FLOAT: "float32"}.get(kind, text)
-            counts = self.counts[name]
-            shape: tuple[int | None, ...] = (None,)
-            if len(counts) == 1:
-                k = next(iter(counts))
-                shape = () if k == 1 else (k,)
-            out.append(Feature(name, dtype, shape))
-        return out
-
-
+        return [s.feature(name, what="steps stored") for name, s in self.seen.items()]
 
 
 LENGTH_SUFFIX = "/length"  # a padded sequence feature's steps per record (pad_batch)
