@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+import numpy as np
 
 from catalog.commit.handles import explain_with, raise_explained
 from catalog.commit.values import Progress
@@ -27,6 +29,7 @@ from catalog.inputs import (
 )
 from catalog.inputs.delimited import finite_float
 from catalog.schema import Schema, json_problem, row_from_json
+from catalog.stats.tally import column_fills, row_fills
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 from catalog.writer import Writer
@@ -50,10 +53,13 @@ class Target(Protocol):
     @property
     def sink(self) -> ShardSink | None: ...
 
-    def write_record(self, record: bytes) -> None: ...
+    def write_record(self, record: bytes, filled: Iterable[str] = ()) -> None: ...
 
     def heartbeat(self) -> None: ...
 
+
+# A batch's decoded columns, and which records lacked each feature with a default (Schema.decode_batch).
+Decoded = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 # Where a record may hold an infinity: a float32's ends in 80 7f (80 ff when negative), a
@@ -100,18 +106,20 @@ def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | 
         if progress and str(path) != STDIN:
             progress(_size(path))
         return
+    defaulted = w.sink.defaulted if w.sink is not None else ()
     for index, (where, row) in enumerate(source):
         try:
             record = schema.encode(row)
         except ValidationError as e:
             raise_explained(w.ds, _row_error(path, source.unit, index, where, e), lambda old: old.encode(row))  # noqa: B023
-        w.write_record(record)
+        w.write_record(record, row_fills(defaulted, row))
     if progress and str(path) != STDIN:
         progress(_size(path))
 
 
 def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
     schema = w.ds.schema
+    defaulted = w.sink.defaulted if w.sink is not None else ()
     index = 0
     for columns, where in source.batches():
         n = len(where)
@@ -121,8 +129,9 @@ def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
             i = e.record or 0
             error = _row_error(path, source.unit, index + i, where[i], e)
             raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
-        for record in records:
-            w.write_record(record)
+        fills = column_fills(defaulted, columns, n)
+        for i, record in enumerate(records):
+            w.write_record(record, fills[i] if fills is not None else ())
         index += n
 
 
@@ -139,18 +148,20 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> None:
+def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> Decoded:
     """validate_batch against the writer's schema; data in an older schema version says so."""
     try:
-        validate_batch(w.ds.schema, batch, path, first_index)
+        return validate_batch(w.ds.schema, batch, path, first_index)
     except AppendError as e:
         raise_explained(w.ds, e, lambda schema: schema.decode_batch(batch))
 
 
-def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> None:
-    """Check every record of a batch; the error names file, record index and feature."""
+def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> Decoded:
+    """Check every record of a batch; the error names file, record index and feature.
+    Returns the decoded columns and which records lacked each feature with a default."""
+    absent: dict[str, np.ndarray] = {}
     try:
-        schema.decode_batch(batch)
+        return schema.decode_batch(batch, absent), absent
     except ValidationError as e:
         index = first_index + (e.record or 0)
         where = f"feature {e.feature!r}: " if e.feature else ""
@@ -172,7 +183,7 @@ def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None
     assert sink is not None
     compression = detect_file_compression(path) or "none"
     if compression == sink.compression:
-        kept = link and sink.adopt(path, _validated(w, path)) is not None
+        kept = link and sink.adopt(path, *_validated(w, path)) is not None
         if not kept and compression != "none":
             with open_input(path) as f:
                 sink.take_as_is(f, lambda copy: _validated(w, copy, path))
@@ -184,12 +195,16 @@ def ingest_tfrecord(w: Target, path: Path, link: bool, progress: Progress | None
     _reframe(w, path, progress)
 
 
-def _validated(w: Target, path: Path, named: Path | None = None) -> int:
-    """Check every record of a TFRecord file (errors name ``named``, else ``path``); its count."""
+def _validated(w: Target, path: Path, named: Path | None = None) -> tuple[int, bytes | None]:
+    """Check every record of a TFRecord file (errors name ``named``, else ``path``); its count
+    and its statistics (None when they are not computed)."""
     count = 0
+    tally = w.sink.new_tally() if w.sink is not None else None
     try:
         for batch in read_record_batches(path):
-            check_batch(w, batch, named or path, count)
+            columns, absent = check_batch(w, batch, named or path, count)
+            if tally is not None:
+                tally.add_columns(columns, len(batch), absent)
             count += len(batch)
             w.heartbeat()  # validation writes nothing, so beat by hand
     except CorruptRecordError as e:
@@ -197,15 +212,17 @@ def _validated(w: Target, path: Path, named: Path | None = None) -> int:
             raise
         # named as the input, not as the copy the catalog checked
         raise CorruptRecordError(e.reason, str(named), e.offset, compressed=e.compressed) from None
-    return count
+    return count, tally.result().to_bytes() if tally is not None else None
 
 
 def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
     index = 0
+    sink = w.sink
+    assert sink is not None
     for batch in read_record_batches(path):
-        check_batch(w, batch, path, index)
-        for rec in batch:
-            w.write_record(rec)  # beats the intent's heartbeat as it goes
+        columns, absent = check_batch(w, batch, path, index)
+        sink.write_decoded(batch, columns, absent)
+        w.heartbeat()
         index += len(batch)
         if progress:
             progress(sum(map(len, batch)) + (HEADER_SIZE + FOOTER_SIZE) * len(batch))
@@ -214,6 +231,8 @@ def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
 def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None) -> None:
     schema = w.ds.schema
     infs = infinities(schema)  # checked for in each record: a number json made infinite
+    defaulted = w.sink.defaulted if w.sink is not None else ()
+    filled: list[str] = []
     index = 0
     # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
     # own line (a text stream decodes in chunks and miscounts the lines read so far).
@@ -226,12 +245,13 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
         if not line.strip():
             continue
         try:
-            record = _encode_line(schema, line, path, lineno, index, infs)
+            record = _encode_line(schema, line, path, lineno, index, infs, (defaulted, filled))
         except AppendError as e:
             if lineno == 1 and ("not valid JSON" in str(e) or line.lstrip().startswith("[")):
                 check_json_document(path, line, f)
             raise_explained(w.ds, e, lambda old: _encode_line(old, line, path, lineno, index))  # noqa: B023
-        w.write_record(record)
+        w.write_record(record, filled)
+        filled.clear()
         index += 1
         if progress:
             progress(len(raw))
@@ -246,9 +266,17 @@ def infinities(schema: Schema) -> re.Pattern[bytes] | None:
 
 
 def _encode_line(
-    schema: Schema, line: str, path: Path, lineno: int, index: int, infs: re.Pattern[bytes] | None = None
+    schema: Schema,
+    line: str,
+    path: Path,
+    lineno: int,
+    index: int,
+    infs: re.Pattern[bytes] | None = None,
+    fills: tuple[tuple[str, ...], list[str]] | None = None,
 ) -> bytes:
-    record = _encode_json(schema, line, path, lineno, index)
+    """One JSON line's record; ``fills``: (the features with defaults, a list that receives
+    those the line lacked, filled in)."""
+    record = _encode_json(schema, line, path, lineno, index, fills)
     if infs is not None and infs.search(record):  # rare: a number json made infinite ("1e400")?
         try:
             json.loads(line, parse_float=finite_float)
@@ -257,7 +285,9 @@ def _encode_line(
     return record
 
 
-def _encode_json(schema: Schema, line: str, path: Path, lineno: int, index: int) -> bytes:
+def _encode_json(
+    schema: Schema, line: str, path: Path, lineno: int, index: int, fills: tuple[tuple[str, ...], list[str]] | None
+) -> bytes:
     try:
         obj, end = _scan_json(line, 0)  # the C scanner alone: json.loads adds ~1 us of wrappers a line
         if line[end:].strip():
@@ -269,6 +299,8 @@ def _encode_json(schema: Schema, line: str, path: Path, lineno: int, index: int)
             raise AppendError(f"{path}: line {lineno}: not valid JSON: {e.msg}", str(path), index) from e
         except (RecursionError, ValueError) as e:
             raise AppendError(f"{path}: line {lineno}: {json_problem(e)}", str(path), index) from e
+    if fills is not None and fills[0]:
+        fills[1].extend(row_fills(fills[0], obj))
     try:
         try:
             # Most rows are already in their Python form; the JSON conventions (base64 bytes,
@@ -305,6 +337,7 @@ class IngestJob:
     shard_records: int
     options: InputOptions = field(default_factory=InputOptions)
     compression: str = "none"  # the dataset's: how its shards are stored
+    statistics: bool = True  # compute each shard's statistics (the catalog's ``statistics``)
 
 
 class _JobSchemas:
@@ -319,13 +352,20 @@ class _JobSchemas:
 class JobTarget:
     def __init__(self, job: IngestJob) -> None:
         self.ds = _JobSchemas(job)
+        schema = self.ds.schema if job.statistics else None
         self.own = ShardSink(
-            job.data_root, job.dataset, job.prefix, job.shard_size, job.shard_records, compression=job.compression
+            job.data_root,
+            job.dataset,
+            job.prefix,
+            job.shard_size,
+            job.shard_records,
+            compression=job.compression,
+            schema=schema,
         )
         self.sink: ShardSink | None = self.own
 
-    def write_record(self, record: bytes) -> None:
-        self.own.write(record)
+    def write_record(self, record: bytes, filled: Iterable[str] = ()) -> None:
+        self.own.write(record, filled)
 
     def heartbeat(self) -> None:
         pass  # the caller beats the writer's intent while it waits for the jobs
@@ -375,6 +415,7 @@ def ingest_jobs(w: Writer, inputs: Sequence[tuple[Path, str]], link: bool, optio
         "shard_size": w.shard_size,
         "shard_records": w.shard_records,
         "compression": ds.compression,
+        "statistics": w.catalog.statistics,
     }
     return [
         IngestJob(path=str(p.absolute()), format=fmt, prefix=w.intent.prefix(i), **common)

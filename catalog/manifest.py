@@ -28,6 +28,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -52,7 +53,7 @@ try:
 except ImportError:  # Windows: no writers' queue (see WRITE_QUEUE)
     fcntl = None  # type: ignore[assignment]
 
-FORMAT_VERSION = 6  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 7  # the manifest's own schema version (see upgrade())
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -190,6 +191,19 @@ SHARDS = Table(
     Index("ix_shards_split_totals", "dataset_id", "removed_version", "split", "records", "bytes"),
     # Format 5. An append's duplicate check finds a shard by its bytes' checksum, not by a scan.
     Index("ix_shards_checksum", "dataset_id", "checksum"),
+)
+
+# Format 7. A shard's feature statistics (catalog.stats: counts, moments and sketches, as
+# compressed JSON), written in the commit that registers it, or later by `catalog stats
+# --compute` for a shard that has none. Kept apart from ``shards`` so that listing shards
+# never loads them; keyed by the shard's path, unique like the shard.
+SHARD_STATS = Table(
+    "shard_stats",
+    METADATA,
+    Column("path", String(1024), primary_key=True),
+    _dataset_id(),
+    _req("data", LargeBinary),
+    Index("ix_shard_stats_dataset", "dataset_id"),
 )
 
 # One applied migration (Flyway's schema history): a file's sha256, or a quick one's operations.
@@ -768,6 +782,11 @@ def _upgrade_5_to_6(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE datasets ADD COLUMN pending VARCHAR(160)")
 
 
+def _upgrade_6_to_7(conn: Connection) -> None:
+    """Format 7: shards' statistics, in their own table (create_all made it): none is
+    computed for the shards registered before (`catalog stats NAME --compute`)."""
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
 UPGRADES: dict[int, Callable[[Connection], None]] = {
     1: _upgrade_1_to_2,
@@ -775,6 +794,7 @@ UPGRADES: dict[int, Callable[[Connection], None]] = {
     3: _upgrade_3_to_4,
     4: _upgrade_4_to_5,
     5: _upgrade_5_to_6,
+    6: _upgrade_6_to_7,
 }
 
 

@@ -3,7 +3,7 @@ one commit through the commit protocol (catalog.commit.protocol)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from catalog import faults
@@ -16,6 +16,7 @@ from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
+from catalog.stats.tally import column_fills, row_fills
 from catalog.storage import ShardSink
 
 ROWS_SOURCE = "rows"  # the source of shards written from Python rows
@@ -75,6 +76,7 @@ class Writer:
             self.shard_size,
             self.shard_records,
             compression=self.ds.compression,
+            schema=self.ds.schema if self.catalog.statistics else None,
         )
         self.sink.source = ROWS_SOURCE
         return self
@@ -122,7 +124,7 @@ class Writer:
             record = self.ds.schema.encode(row)
         except ValidationError as e:
             raise_explained(self.ds, self._at_row(e, self.rows), lambda schema: schema.encode(row))
-        self.write_record(record)
+        self.write_record(record, row_fills(self.sink.defaulted, row) if self.sink is not None else ())
         self.rows += 1
 
     def write_batch(self, batch: Any) -> None:
@@ -135,8 +137,9 @@ class Writer:
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
-            for record in records:
-                self.write_record(record)
+            fills = column_fills(self.sink.defaulted, columns, n) if self.sink is not None else None
+            for i, record in enumerate(records):
+                self.write_record(record, fills[i] if fills is not None else ())
             self.rows += n
 
     def _at_row(self, e: ValidationError, row: int) -> ValidationError:
@@ -150,11 +153,12 @@ class Writer:
         error.feature, error.record = e.feature, row
         return error
 
-    def write_record(self, record: bytes) -> None:
-        """Write one serialized Example already validated against the dataset's schema."""
+    def write_record(self, record: bytes, filled: Iterable[str] = ()) -> None:
+        """Write one serialized Example already validated against the dataset's schema
+        (``filled``: the features whose default its encoder filled in, for the statistics)."""
         if self.sink is None:
             raise CatalogError("the writer is not open (use it in a `with` block)")
-        self.sink.write(record)
+        self.sink.write(record, filled)
         # Rows written through write()/append_rows() must keep the intent alive too, or gc
         # takes a busy writer for dead; a beat is one clock read when the last is recent.
         self.intent.beat()

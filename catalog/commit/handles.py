@@ -63,6 +63,9 @@ class CatalogHandle:
         self.store = store_for(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
+        # Compute each new shard's feature statistics as it is written (catalog.stats); False
+        # leaves them "not computed" (`catalog stats NAME --compute` fills them in later).
+        self.statistics = True
 
     @property
     def engine(self) -> Engine:

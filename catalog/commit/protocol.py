@@ -27,7 +27,7 @@ from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHan
 from catalog.commit.intents import DELETE_INTENT
 from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
-from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARDS, TAGS, utcnow
+from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARD_STATS, SHARDS, TAGS, utcnow
 from catalog.schema import Schema
 from catalog.storage import ShardFile
 
@@ -56,6 +56,7 @@ _LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes).where(
 )
 _INSERT_COMMIT = insert(COMMITS)
 _INSERT_SHARD = insert(SHARDS)
+_INSERT_STATS = insert(SHARD_STATS)
 
 
 class LiveChanged(Exception):
@@ -317,6 +318,9 @@ def _write_shards(
     ]
     if rows:
         conn.execute(_INSERT_SHARD, rows)
+        stats = [{"path": s.file.path, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
+        if stats:
+            conn.execute(_INSERT_STATS, stats)
     return [
         ShardInfo(
             url(r["path"], r["location"]),
@@ -442,7 +446,7 @@ def drop_dataset(cat: CatalogHandle, ds_id: int, only_at: int | None = None) -> 
 
 
 def _delete_dataset(conn: Connection, ds_id: int) -> None:
-    for table in (SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
+    for table in (SHARD_STATS, SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
         conn.execute(delete(table).where(table.c.dataset_id == ds_id))
     conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
 

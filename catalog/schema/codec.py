@@ -243,9 +243,11 @@ class RowCodec:
                 row[name] = _row_value(feat, got[1])
         return row
 
-    def decode_batch_generic(self, records: Iterable[bytes], indices: list[int] | None = None) -> dict[str, np.ndarray]:
+    def decode_batch_generic(
+        self, records: Iterable[bytes], indices: list[int] | None = None, absent: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
         """The per-record reference for :func:`columnar.decode_batch`; ``indices`` number the
-        records in errors."""
+        records in errors; ``absent`` receives, per feature with a default, which lacked it."""
         columns: dict[str, list[Any]] = {name: [] for name in self.features}
         shapes: dict[str, list[tuple[int, ...]]] = {name: [] for name, f in self.features.items() if f.stores_shape}
         count = 0
@@ -261,6 +263,12 @@ class RowCodec:
                 if feat.stores_shape and got is not None:
                     shapes[name].append(self._tensor_shape(feat, kinded))
             count += 1
+        if absent is not None:
+            absent.update(
+                (name, np.array([v is None for v in columns[name]], dtype=bool))
+                for name, f in self.features.items()
+                if f.has_default
+            )
         return {name: build_column(f, columns[name], shapes.get(name), count) for name, f in self.features.items()}
 
 

@@ -176,6 +176,7 @@ class _Batch:
         self.buf = np.frombuffer(raw, dtype=np.uint8)
         self.starts, self.ends = starts, ends
         self.slow = np.zeros(self.n, dtype=bool)
+        self.absent: dict[str, Arr] | None = None  # filled in when a caller asks (see decode_batch)
         # Unaligned little-endian words starting at every byte: one gather reads 4 or 8 bytes.
         self.w32 = np.ndarray((len(self.buf) - 3,), dtype="<u4", buffer=self.buf, strides=(1,))
         self.w64 = np.ndarray((len(self.buf) - 7,), dtype="<u8", buffer=self.buf, strides=(1,))
@@ -637,6 +638,8 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
         out = np.empty(n, dtype=object)
         for r, v in zip(rec.tolist(), values, strict=True):
             out[r] = v
+    if batch.absent is not None and feat.has_default:
+        batch.absent[feat.name] = missing
     if missing.any():
         usable, default = plan.default(feat) if feat.has_default or feat.is_varlen else (False, None)
         if usable:
@@ -685,16 +688,18 @@ def _fits(feat: Feature, shape: list[int], nbytes: int) -> bool:
 # --------------------------------------------------------------------------- entry point
 
 
-def decode_batch(codec: RowCodec, records: Iterable[bytes]) -> dict[str, Arr]:
+def decode_batch(codec: RowCodec, records: Iterable[bytes], absent: dict[str, Arr] | None = None) -> dict[str, Arr]:
     """The columns of ``records`` (one array per feature), as :meth:`RowCodec.decode_batch_generic`
-    returns them, with the same errors, parsed a batch at a time."""
+    returns them, with the same errors, parsed a batch at a time. ``absent``, when given,
+    receives for each feature with a default which records lacked it (and read the default)."""
     recs = records if isinstance(records, list) else list(records)
     if not recs or not codec.features or not _bytes_like(recs):
-        return codec.decode_batch_generic(recs)
+        return codec.decode_batch_generic(recs, absent=absent)
     plan = _plan(codec)
     batch = _Batch(recs, plan.pad)
     if not batch.ok:
-        return codec.decode_batch_generic(recs)
+        return codec.decode_batch_generic(recs, absent=absent)
+    batch.absent = absent
     return _with_slow(codec, batch, plan, recs.__getitem__)
 
 
@@ -726,9 +731,12 @@ def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[in
     out = _fast_columns(batch, plan)
     slow = np.flatnonzero(batch.slow).tolist()
     if slow:
-        redone = codec.decode_batch_generic([record(i) for i in slow], slow)
+        lacked: dict[str, Arr] | None = None if batch.absent is None else {}
+        redone = codec.decode_batch_generic([record(i) for i in slow], slow, absent=lacked)
         for name, column in out.items():
             column[slow] = redone[name]
+        for name, mask in (lacked or {}).items():
+            batch.absent.setdefault(name, np.zeros(batch.n, dtype=bool))[slow] = mask  # type: ignore[union-attr]
     return out
 
 

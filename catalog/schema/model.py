@@ -259,13 +259,16 @@ class Schema:
         row.update(self._seq.decode(lists))
         return row
 
-    def decode_batch(self, records: Iterable[bytes]) -> dict[str, np.ndarray]:
+    def decode_batch(
+        self, records: Iterable[bytes], absent: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
         """Decode records into columnar numpy arrays (one array per feature); a sequence
-        feature's column holds each record's steps (an object array: ragged)."""
+        feature's column holds each record's steps (an object array: ragged). ``absent``,
+        when given, receives for each feature with a default which records lacked it."""
         if not self.sequence:
-            return decode_batch(self._codec, records)
+            return decode_batch(self._codec, records, absent)
         parts = [split_record(r) for r in records]
-        out = decode_batch(self._codec, [c for c, _l in parts])
+        out = decode_batch(self._codec, [c for c, _l in parts], absent)
         rows = []
         for i, (_c, lists) in enumerate(parts):
             try:

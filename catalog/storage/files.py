@@ -7,12 +7,13 @@ only then may a manifest transaction register it (see ARCHITECTURE.md).
 
 from __future__ import annotations
 
+import builtins
 import errno
 import io
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,6 +40,8 @@ class ShardFile:
     source: str | None = None  # where its records came from (see the manifest's shards.source)
     linked: bool = False  # the input file itself, hard linked (append --link), not a copy
     location: str | None = None  # adopted in place: the file's own path or URL (``path`` is no file)
+    # Its records' statistics (catalog.stats.DatasetStats.to_bytes), None: not computed.
+    stats: builtins.bytes | None = field(default=None, repr=False)
 
 
 def format_checksum(crc: int) -> str:

@@ -20,6 +20,8 @@ from crc32c import crc32c
 
 from catalog import faults
 from catalog.errors import CatalogError
+from catalog.schema import Schema
+from catalog.stats import Tally
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -43,6 +45,7 @@ class ShardSink:
         sync: bool = True,
         index: bool = True,
         compression: str = "none",
+        schema: Schema | None = None,
     ) -> None:
         self.store = data_root if isinstance(data_root, Store) else store_for(data_root)
         self._folder = self.store.url(dataset)  # refuses a dataset name that would lead outside
@@ -68,6 +71,12 @@ class ShardSink:
         self._rel = ""  # the open shard's final name, "<dataset>/<file>"
         self._bytes = 0
         self._records = 0
+        # Each shard's statistics (catalog.stats), from the records as they are written; None:
+        # not computed (the catalog's ``statistics`` off). ``defaulted``: the features whose
+        # default a writer fills in, which it reports (fill) so they count as filled, not present.
+        self.schema = schema
+        self.defaulted = tuple(n for n, f in schema.all_features.items() if f.has_default) if schema else ()
+        self._tally: Tally | None = None
         self.store.prepare(dataset)
 
     @property
@@ -85,16 +94,27 @@ class ShardSink:
         self.temps.append(self._temp)
         codec = None if self.compression == "none" else self.compression
         self._writer = RecordWriter(self._file, codec, index=self.index)
+        self._tally = self.new_tally()
         return self._writer
 
-    def write(self, record: bytes) -> None:
-        size = len(record) + HEADER_SIZE + FOOTER_SIZE
+    def new_tally(self) -> Tally | None:
+        """An empty tally of statistics (None when they are not computed)."""
+        return None if self.schema is None else Tally(self.schema)
+
+    def _room(self, size: int, before_roll: Callable[[], None] | None = None) -> RecordWriter:
+        """The writer of the shard a record of ``size`` framed bytes goes to (a new one when
+        the open shard is full; ``before_roll`` runs first)."""
         writer = self._writer
         if writer is None or (
             self._records and (self._bytes + size > self.shard_size or self._records >= self.shard_records)
         ):
+            if before_roll is not None and writer is not None:
+                before_roll()
             self._finish()
             writer = self._open()
+        return writer
+
+    def _put(self, writer: RecordWriter, record: bytes, size: int) -> None:
         try:
             writer.write(record)
         except OSError as e:
@@ -102,11 +122,43 @@ class ShardSink:
         self._bytes += size
         self._records += 1
 
+    def write(self, record: bytes, filled: Iterable[str] = ()) -> None:
+        """Write one record; ``filled``: the features whose default the writer put in it."""
+        size = len(record) + HEADER_SIZE + FOOTER_SIZE
+        self._put(self._room(size), record, size)
+        if self._tally is not None:
+            self._tally.add_record(record)
+            for name in filled:
+                self._tally.fill(name)
+
     def write_many(self, records: Iterable[bytes]) -> None:
         for r in records:
             self.write(r)
 
-    def adopt(self, source: Path, records: int) -> ShardFile | None:
+    def write_decoded(
+        self, records: list[bytes], columns: dict[str, np.ndarray], absent: dict[str, np.ndarray]
+    ) -> None:
+        """Write records the caller decoded already (``Schema.decode_batch``, checking them):
+        the statistics take those columns instead of decoding the records again."""
+        if self.schema is None:
+            self.write_many(records)
+            return
+        start = 0
+
+        def tally_so_far(end: int) -> None:
+            if self._tally is not None and end > start:
+                part = {k: v[start:end] for k, v in columns.items()}
+                self._tally.add_columns(part, end - start, {k: v[start:end] for k, v in absent.items()})
+
+        for i, record in enumerate(records):
+            size = len(record) + HEADER_SIZE + FOOTER_SIZE
+            writer = self._room(size, lambda: tally_so_far(i))  # noqa: B023 - called at once
+            if writer is not self._writer or self._records == 0:
+                start = i  # a new shard starts here
+            self._put(writer, record, size)
+        tally_so_far(len(records))
+
+    def adopt(self, source: Path, records: int, stats: bytes | None = None) -> ShardFile | None:
         """Take an existing local file as a shard by hard link; None when it cannot be linked
         (another filesystem, or an object store): the caller then copies the records."""
         if not self.store.links_local_files:
@@ -117,7 +169,7 @@ class ShardSink:
             return None
         self.placed.append(rel)
         size, checksum = self.store.checksum(rel)
-        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source, linked=True)
+        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source, linked=True, stats=stats)
         self.shards.append(shard)
         return shard
 
@@ -130,6 +182,7 @@ class ShardSink:
         compression: str,
         offsets: np.ndarray | None,
         source: str | None = None,
+        stats: bytes | None = None,
     ) -> ShardFile:
         """An existing file, checked by the caller, as a shard where it is (``location``, never
         written or removed here): a new name in the dataset (no file takes it) and, when
@@ -141,15 +194,17 @@ class ShardSink:
             data, index_checksum = index_bytes(offsets)
             publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
         self.placed.append(rel)  # abort() removes its index (its name holds no file)
-        shard = ShardFile(rel, records, size, checksum, compression, index_checksum, source, location=location)
+        shard = ShardFile(
+            rel, records, size, checksum, compression, index_checksum, source, location=location, stats=stats
+        )
         self.shards.append(shard)
         return shard
 
-    def take_as_is(self, source: IO[bytes], count: Callable[[Path], int]) -> ShardFile:
+    def take_as_is(self, source: IO[bytes], count: Callable[[Path], tuple[int, bytes | None]]) -> ShardFile:
         """One shard holding ``source``'s bytes exactly (an input already in this sink's
         compression: never inflated and deflated again). They are copied first and then
-        ``count`` checks the copy and returns its records, so what is registered is what was
-        checked, whatever happens to the input meanwhile."""
+        ``count`` checks the copy and returns its records (and their statistics), so what is
+        registered is what was checked, whatever happens to the input meanwhile."""
         self._finish()
         rel = self._next_rel()
         self.store.prepare(self.dataset)
@@ -165,11 +220,11 @@ class ShardSink:
         except OSError as e:
             f.close()
             raise write_error(temp, e) from e
-        records = count(temp)
+        records, stats = count(temp)
         self._publishing = rel
         self.store.publish(f, temp, rel, self.sync)
         self.temps.pop()
-        shard = ShardFile(rel, records, size, format_checksum(crc), self.compression, source=self.source)
+        shard = ShardFile(rel, records, size, format_checksum(crc), self.compression, source=self.source, stats=stats)
         self.placed.append(rel)
         self.shards.append(shard)
         self._publishing = None
@@ -186,7 +241,8 @@ class ShardSink:
         writer, f, temp = self._writer, self._file, self._temp
         if writer is None or f is None or temp is None:
             return
-        self._writer = self._file = self._temp = None
+        stats = self._tally.result().to_bytes() if self._tally is not None else None
+        self._writer = self._file = self._temp = self._tally = None
         rel = self._rel
         faults.point("shard.closing", temp=temp, records=writer.records, flush=writer.flush)
         try:
@@ -213,6 +269,7 @@ class ShardSink:
                 self.compression,
                 index_checksum=checksum,
                 source=self.source,
+                stats=stats,
             )
         )
         self._publishing = None
@@ -237,7 +294,7 @@ class ShardSink:
         """Remove every file this sink made (the caller registers nothing)."""
         if self._file is not None:
             self._file.close()
-        self._writer = self._file = self._temp = None
+        self._writer = self._file = self._temp = self._tally = None
         for path in [*self.temps, *self._index_temps]:
             with contextlib.suppress(OSError):  # gone, or a read-only area: gc takes what stays
                 path.unlink()

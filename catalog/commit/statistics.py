@@ -1,0 +1,113 @@
+"""A version's (or a split's) feature statistics, merged from its shards' in the manifest
+(no data read), and statistics registered later for shards that had none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy import insert, select
+
+from catalog import manifest as mf
+from catalog.commit.handles import DatasetHandle, live_at, load_schema
+from catalog.commit.values import SHARD_CHUNK, VersionRef
+from catalog.errors import CatalogError
+from catalog.manifest import SHARD_STATS, SHARDS
+from catalog.schema import Schema
+from catalog.stats import DatasetStats, merged
+
+
+@dataclass
+class VersionStats:
+    """What is known of the records of ``version`` (of ``split``, None: all splits)."""
+
+    dataset: str
+    version: int
+    schema_version: int
+    schema: Schema
+    split: str | None
+    stats: DatasetStats
+    shards: int = 0
+    records: int = 0
+    # shards (and their records) without statistics: registered before format 7, or with
+    # statistics off; `catalog stats NAME --compute` fills them in
+    missing_shards: int = 0
+    missing_records: int = 0
+    splits: list[str] = field(default_factory=list)  # every split of the version
+
+    @property
+    def complete(self) -> bool:
+        return self.missing_shards == 0
+
+
+def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | None = None) -> VersionStats:
+    """The merged statistics of the shards live at ``version`` (in ``split``), streamed from
+    the manifest in chunks: a million shards never sit in memory at once."""
+    with mf.read_txn(ds.catalog.engine) as conn:
+        v, sv = ds._resolve_version(conn, version)
+        live = live_at(conn, ds.id, v)
+        splits = sorted(set(conn.execute(live.with_only_columns(SHARDS.c.split).order_by(None).distinct()).scalars()))
+        if split is not None and split not in splits:
+            have = ", ".join(splits) or "none"
+            raise CatalogError(f"no split {split!r} in dataset {ds.name!r} version {v} (splits: {have})")
+        query = live.with_only_columns(SHARDS.c.path, SHARDS.c.records, SHARD_STATS.c.data).join_from(
+            SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True
+        )
+        if split is not None:
+            query = query.where(SHARDS.c.split == split)
+        out = VersionStats(ds.name, v, sv, load_schema(conn, ds.id, sv), split, merged(()), splits=splits)
+        result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query)
+        for rows in result.partitions():
+            for path, records, data in rows:
+                out.shards += 1
+                out.records += records
+                if data is None:
+                    out.missing_shards += 1
+                    out.missing_records += records
+                else:
+                    out.stats.merge(DatasetStats.from_bytes(data, path))
+    return out
+
+
+def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[tuple[str, str | None, int]]:
+    """(path, location, records) of the shards live at ``version`` that have no statistics."""
+    with mf.read_txn(ds.catalog.engine) as conn:
+        v, _sv = ds._resolve_version(conn, version)
+        query = (
+            live_at(conn, ds.id, v)
+            .with_only_columns(SHARDS.c.path, SHARDS.c.location, SHARDS.c.records)
+            .join_from(SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True)
+            .where(SHARD_STATS.c.path.is_(None))
+        )
+        return [(r[0], r[1], r[2]) for r in conn.execute(query)]
+
+
+def stats_blobs(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, bytes]:
+    """The stored statistics of the shards named (those that have some)."""
+    wanted = list(paths)
+    out: dict[str, bytes] = {}
+    with mf.read_txn(ds.catalog.engine) as conn:
+        for i in range(0, len(wanted), mf.ID_CHUNK):
+            chunk = wanted[i : i + mf.ID_CHUNK]
+            query = select(SHARD_STATS.c.path, SHARD_STATS.c.data).where(SHARD_STATS.c.path.in_(chunk))
+            out.update((p, d) for p, d in conn.execute(query))
+    return out
+
+
+def register_stats(ds: DatasetHandle, computed: dict[str, bytes]) -> int:
+    """Register statistics computed later (``catalog stats --compute``) for shards that still
+    have none and are still registered: safe beside writers, idempotent. Returns how many."""
+    if not computed:
+        return 0
+
+    def txn() -> int:
+        with mf.write_txn(ds.catalog.engine) as conn:
+            paths = list(computed)
+            known = set(conn.execute(select(SHARDS.c.path).where(SHARDS.c.path.in_(paths))).scalars())
+            taken = set(conn.execute(select(SHARD_STATS.c.path).where(SHARD_STATS.c.path.in_(paths))).scalars())
+            rows = [{"path": p, "dataset_id": ds.id, "data": d} for p, d in computed.items() if p in known - taken]
+            if rows:
+                conn.execute(insert(SHARD_STATS), rows)
+            return len(rows)
+
+    return mf.with_lock_retry(txn)
