@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,12 @@ from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
+from catalog.commit.statistics import stats_blobs
 from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import APPLIED_MIGRATIONS
-from catalog.migrations.operations import Operation, compile_steps, evolve, from_json
+from catalog.migrations.operations import AddField, DropField, Operation, RenameField, compile_steps, evolve, from_json
 from catalog.migrations.scripts import (
     DEFAULT_DIR,
     SLUG_RE,
@@ -40,6 +41,7 @@ from catalog.migrations.scripts import (
     sha256_of,
 )
 from catalog.schema import Schema, SchemaDiff
+from catalog.stats import DatasetStats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.tfrecord.framing import stored_compression
 
@@ -92,6 +94,10 @@ class ShardJob:
     prefix: str  # file-name prefix, led by the intent id
     size: int | None = None  # the source's registered bytes: reading stops there
     compression: str = "none"  # of the new shard: the dataset's
+    statistics: bool = True  # compute the new shard's statistics
+    # Per feature of the target schema, how many records were filled from its default (the
+    # source shard's counts, carried through the operations); None: the source has no statistics.
+    filled: tuple[tuple[str, int], ...] | None = None
 
 
 _COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
@@ -107,7 +113,10 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
-    sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression)
+    schema = job.spec.chain()[-1] if job.statistics else None
+    sink = ShardSink(
+        job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=schema
+    )
     index = 0
     try:
         write = sink.write
@@ -115,6 +124,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
             for record in batch:
                 write(fn(record, index))
                 index += 1
+        if job.filled is not None:
+            sink.set_filled(dict(job.filled))
     except Exception as e:
         sink.abort()
         raise _record_error(job, index, e) from None
@@ -448,10 +459,36 @@ def _run(
     compression: str,
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
+    on = ds.catalog.statistics
+    carried = _carried_fills(spec, stats_blobs(ds, [s.rel for s in shards])) if on else {}
     jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, compression)
+        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, compression, on)
         for i, s in enumerate(shards)
     ]
+    jobs = [replace(job, filled=carried.get(s.rel)) for job, s in zip(jobs, shards, strict=True)]
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)
     return {s.id: f for s, f in zip(shards, files, strict=True)}
+
+
+def _carried_fills(spec: MigrationSpec, blobs: dict[str, bytes]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per source shard with statistics, its records filled from defaults, per feature of the
+    target schema: followed through renames, dropped with their feature, and every record for
+    a feature added with a default (migrated records hold the values, so decoding them could
+    not tell)."""
+    ops, chain = spec.ops(), spec.chain()
+    out: dict[str, tuple[tuple[str, int], ...]] = {}
+    for path, blob in blobs.items():
+        stats = DatasetStats.from_bytes(blob, path)
+        fills = {name: fs.filled for name, fs in stats.features.items()}
+        for op, after in zip(ops, chain[1:], strict=True):
+            if isinstance(op, AddField):
+                feat = after.all_features.get(op.name)
+                fills[op.name] = stats.records if feat is not None and feat.has_default and op.fn is None else 0
+            elif isinstance(op, DropField):
+                fills.pop(op.name, None)
+            elif isinstance(op, RenameField) and op.old in fills:
+                fills[op.new] = fills.pop(op.old)
+        target = chain[-1].all_features
+        out[path] = tuple((name, count) for name, count in fills.items() if name in target and count)
+    return out

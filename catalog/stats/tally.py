@@ -51,6 +51,7 @@ class Tally:
         self.stats = DatasetStats({name: self._empty(name, f) for name, f in self._features.items()})
         self._pending: list[bytes] = []
         self._writer_fills: Counter[str] = Counter()
+        self._exact_fills: dict[str, int] | None = None
         self._rng = np.random.default_rng(0)  # a fixed seed: the same records give the same statistics
 
     def _empty(self, name: str, feat: Feature) -> FeatureStats:
@@ -81,6 +82,11 @@ class Tally:
         """``count`` records of those added read ``name``'s default because the writer filled it in."""
         self._writer_fills[name] += count
 
+    def set_filled(self, fills: Mapping[str, int]) -> None:
+        """How many of the records had each feature filled from its default, known exactly by
+        the caller (a migration carries its source shard's counts): replaces what decoding sees."""
+        self._exact_fills = dict(fills)
+
     def add_columns(self, columns: Mapping[str, np.ndarray], n: int, absent: Mapping[str, np.ndarray]) -> None:
         """Decoded columns of ``n`` records (``Schema.decode_batch``), with its ``absent`` masks."""
         self.stats.records += n
@@ -90,15 +96,16 @@ class Tally:
             lacked = int(np.count_nonzero(mask)) if mask is not None else 0
             fs.records += n
             fs.filled += lacked
-            fs.present += n - lacked  # less the missing ones (_add_column) and the writer's fills (result)
             _add_column(fs, feat, columns[name], name in self._sequence, self._rng)
 
     def result(self) -> DatasetStats:
         self.flush()
-        for name, count in self._writer_fills.items():  # written as values, read as present: they were not
-            fs = self.stats.features[name]
-            fs.filled += count
-            fs.present -= count
+        for name, fs in self.stats.features.items():
+            if self._exact_fills is not None:
+                fs.filled = self._exact_fills.get(name, 0)
+            else:  # written as values, so read as present: they were not
+                fs.filled += self._writer_fills[name]
+            fs.present = fs.records - fs.missing - fs.filled
         self._writer_fills.clear()
         return self.stats
 
@@ -108,7 +115,6 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
     if column.dtype == object:
         present = [v for v in column.tolist() if v is not None]
         fs.missing += len(column) - len(present)
-        fs.present -= len(column) - len(present)
         if not present:
             return
         if _varlen(feat, sequence) or not feat.is_scalar or feat.tensor:

@@ -131,6 +131,11 @@ class ShardSink:
             for name in filled:
                 self._tally.fill(name)
 
+    def set_filled(self, fills: dict[str, int]) -> None:
+        """The open shard's exact counts of records filled from defaults (Tally.set_filled)."""
+        if self._tally is not None:
+            self._tally.set_filled(fills)
+
     def write_many(self, records: Iterable[bytes]) -> None:
         for r in records:
             self.write(r)
