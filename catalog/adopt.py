@@ -12,6 +12,7 @@ its size before they read it, ``verify`` its checksum.
 
 from __future__ import annotations
 
+import builtins
 import io
 import os
 from collections.abc import Iterable
@@ -67,6 +68,7 @@ class Scanned:
     checksum: str
     compression: str
     offsets: np.ndarray | None  # its record index (uncompressed files only)
+    stats: builtins.bytes | None = None  # its records' statistics (None: not computed)
 
 
 class _Tap(io.RawIOBase):
@@ -123,11 +125,14 @@ def scan(w: Target, path: Path) -> Scanned:
 def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     lengths: list[np.ndarray] = []
     count = 0
+    tally = w.sink.new_tally() if w.sink is not None else None
     with open_shard(location) as f:
         tap = _Tap(f, str(path))
         try:
             for batch in read_record_batches(cast(IO[bytes], tap), compression):
-                check_batch(w, batch, path, count)
+                columns, absent = check_batch(w, batch, path, count)
+                if tally is not None:
+                    tally.add_columns(columns, len(batch), absent)
                 if compression == "none":
                     lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
                 count += len(batch)
@@ -140,7 +145,8 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
-    return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets)
+    stats = tally.result().to_bytes() if tally is not None else None
+    return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets, stats)
 
 
 @dataclass(frozen=True)
@@ -251,7 +257,14 @@ def _check_count(p: Plan, path: Path, records: int) -> None:
 
 def _take(sink: ShardSink, found: Scanned) -> ShardFile:
     return sink.take_in_place(
-        found.location, found.records, found.bytes, found.checksum, found.compression, found.offsets, found.source
+        found.location,
+        found.records,
+        found.bytes,
+        found.checksum,
+        found.compression,
+        found.offsets,
+        found.source,
+        found.stats,
     )
 
 

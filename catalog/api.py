@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from catalog import adopt as adoption
-from catalog import directory, indexing, ingest, maintenance, provision, rewrite
+from catalog import describe, directory, indexing, ingest, maintenance, provision, rewrite
 from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.protocol import create_dataset, drop_dataset
+from catalog.commit.statistics import DriftCheck
 from catalog.commit.values import (
     DEFAULT_SHARD_RECORDS,
     DEFAULT_SHARD_SIZE,
@@ -285,14 +286,19 @@ class Dataset(DatasetHandle):
         shard_records: int | None = None,
         author: str | None = None,
         split: str = DEFAULT_SPLIT,
+        check: str | None = None,
+        max_linf: float | None = None,
     ) -> Commit:
         """Validate and write ``rows`` as new shards of ``split``, registered in one commit.
 
         ``rows``: an iterable of rows (mappings of feature to value); or, encoded a column at a
         time, a pandas DataFrame, a pyarrow Table or RecordBatch, a dict of equal-length columns
         (lists or numpy arrays), or an iterable of DataFrames, Tables or RecordBatches (a dict
-        inside an iterable is a row). An error names the row, counted from 0 over the call."""
-        with self.writer(token, message, shard_size, shard_records, author, split) as w:
+        inside an iterable is a row). An error names the row, counted from 0 over the call.
+        ``check`` ("fail" or "warn") compares the new records' statistics with the dataset's
+        before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
+        implies "fail") for the L-infinity distance of every feature without its own."""
+        with self._writer(token, message, shard_size, shard_records, author, split, check=(check, max_linf)) as w:
             if w.skipped:
                 pass
             elif is_columnar(rows) or isinstance(rows, Mapping):
@@ -324,6 +330,8 @@ class Dataset(DatasetHandle):
         feature: str | None = None,
         image_shape: tuple[int, int, int] | None = None,
         allow_duplicate: bool = False,
+        check: str | None = None,
+        max_linf: float | None = None,
     ) -> Commit:
         """Validate and write the inputs as new shards of ``split``, registered in one commit.
 
@@ -334,7 +342,7 @@ class Dataset(DatasetHandle):
         tensors. Each input gets its own shards (its path is their ``source``); an input whose
         shards have the bytes of live ones (appended before) is refused unless
         ``allow_duplicate``. With ``executor`` and several inputs, each input is a job on it
-        (see ingest.ingest_files)."""
+        (see ingest.ingest_files). ``check``, ``max_linf``: as :meth:`append_rows`."""
         inputs = expand([Path(p) for p in paths], format)
         for p, fmt in inputs:
             problem = None if str(p) == STDIN or fmt == "images" else regular_file_problem(p)
@@ -344,7 +352,8 @@ class Dataset(DatasetHandle):
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
-        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate) as w:
+        checks = (check, max_linf)
+        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate, checks) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
                 ingest.ingest_files(w, inputs, link, progress, executor, options)
@@ -437,8 +446,9 @@ class Dataset(DatasetHandle):
         author: str | None,
         split: str,
         unique: bool = False,
+        check: tuple[str | None, float | None] = (None, None),
     ) -> Writer:
-        return Writer(
+        w = Writer(
             self,
             token,
             message,
@@ -448,6 +458,10 @@ class Dataset(DatasetHandle):
             split,
             unique,
         )
+        mode, max_linf = check
+        if mode is not None or max_linf is not None:
+            w.check = DriftCheck(mode or "fail", max_linf)
+        return w
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)
@@ -553,6 +567,12 @@ class Dataset(DatasetHandle):
     restore = rewrite.restore
     compact = rewrite.compact
     export = export_dataset
+
+    # ---- statistics (see describe.py): ds.stats(version, split, features), kept by the manifest;
+    # ds.compute_stats() for shards that have none; ds.compare_stats("train", "validation")
+    stats = describe.stats
+    compute_stats = describe.compute_stats
+    compare_stats = describe.compare_stats
 
     # ---- readers (see catalog/readers/)
     tf_dataset = tfdata.tf_dataset

@@ -139,6 +139,10 @@ class AppendError(CatalogError):
         return (type(self), (str(self), self.path, self.record, self.feature))  # keeps the fields across processes
 
 
+class CheckError(CatalogError):
+    """An append's new data breaks a feature's checks (`append --check`); nothing was registered."""
+
+
 class VersionNotFoundError(CatalogError):
     """A dataset version that does not exist, or whose shards were collected."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,12 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
 from catalog.commit.slicing import validate_split
+from catalog.commit.statistics import stats_blobs
 from catalog.commit.values import Commit, Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
 from catalog.executors import executor_for, run_jobs
+from catalog.stats import DatasetStats
+from catalog.stats import merged as merge_stats
 from catalog.storage import (
     CHECKSUM_CHUNK,
     SHARD_SUFFIX,
@@ -244,6 +247,7 @@ def compact(
         done = (lambda job, _r: progress(sum(s.bytes for s in job.sources))) if progress else None
         with executor_for(executor, workers, len(jobs)) as ex:
             files = run_jobs(concat_job, jobs, ex, intent, done)
+        files = with_stats(ds, files, groups)
         change = Change(
             "compact",
             snap.version,
@@ -306,10 +310,9 @@ def _restore_once(
     author: str,
 ) -> Commit:  # fmt: skip
     with Intent.of(ds) as intent:
-        revived = [
-            NewShard(_relink(ds, intent, i, s), s.seq, s.schema_version, s.split)
-            for i, s in enumerate(x for x in target.shards if x.id not in keep)
-        ]
+        back = [s for s in target.shards if s.id not in keep]
+        files = with_stats(ds, [_relink(ds, intent, i, s) for i, s in enumerate(back)], [[s] for s in back])
+        revived = [NewShard(f, s.seq, s.schema_version, s.split) for f, s in zip(files, back, strict=True)]
         change = Change(
             "restore",
             now.version,
@@ -346,3 +349,21 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
     if index_checksum is not None:
         store.sync_dir(index_folder(ds.name))
     return ShardFile(rel, s.records, s.bytes, s.checksum, s.compression, index_checksum, location=s.location)
+
+
+def with_stats(
+    ds: DatasetHandle, files: Sequence[ShardFile], sources: Sequence[Sequence[LiveShard]]
+) -> list[ShardFile]:
+    """Rewritten shards (each holding exactly the records of its sources) with their sources'
+    statistics merged: nothing decoded again. A shard some source of which has none gets none."""
+    if not ds.catalog.statistics:
+        return list(files)
+    blobs = stats_blobs(ds, [s.rel for group in sources for s in group])
+    out = []
+    for f, group in zip(files, sources, strict=True):
+        parts = [blobs.get(s.rel) for s in group]
+        if parts and all(p is not None for p in parts):
+            stats = merge_stats(DatasetStats.from_bytes(p or b"", s.rel) for p, s in zip(parts, group, strict=True))
+            f = replace(f, stats=stats.to_bytes())
+        out.append(f)
+    return out

@@ -4,6 +4,7 @@ one commit through the commit protocol (catalog.commit.protocol)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from catalog import faults
@@ -12,12 +13,13 @@ from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schema, commit, prior_commit
 from catalog.commit.slicing import validate_split
+from catalog.commit.statistics import DriftCheck, drift_violations, refuse
 from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
 from catalog.stats.tally import column_fills, row_fills
-from catalog.storage import ShardSink
+from catalog.storage import ShardFile, ShardSink
 
 ROWS_SOURCE = "rows"  # the source of shards written from Python rows
 
@@ -52,6 +54,7 @@ class Writer:
         self.read_version = ds.version
         self.rows = 0  # rows written by write() and write_batch(), for messages
         self.splits: dict[str, str] = {}  # a shard's split where it is not ``split`` (adopt: TFDS's splits)
+        self.check: DriftCheck | None = None  # append --check: new data against the schema's checks
 
     @property
     def records(self) -> int:
@@ -176,6 +179,7 @@ class Writer:
         except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
             raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
         added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
+        warnings = self._checked(shards)
         change = Change(
             "append", self.read_version, self.ds.schema_version, added,
             self.message, self.author, self.intent.id, token=self.token, unique=self.unique,
@@ -183,7 +187,16 @@ class Writer:
         done = commit(self.ds, change)
         if done.duplicate:  # a twin with our token committed first: our files are not needed
             self._settle(None)
-        return done
+        return replace(done, warnings=warnings) if warnings else done
+
+    def _checked(self, shards: list[ShardFile]) -> tuple[str, ...]:
+        """Apply ``check`` to the new shards: raise (fail) or return the warnings (warn)."""
+        if self.check is None or not shards:
+            return ()
+        violations = drift_violations(self.ds, shards, self.split, self.check)
+        if violations and self.check.mode == "fail":
+            raise refuse(self.ds, violations)
+        return tuple(v.message() for v in violations)
 
     def _same_split(self, prior: Commit) -> Commit:
         """The earlier commit of this writer's token, unless it registered its records under

@@ -11,10 +11,12 @@ from sqlalchemy import insert, select
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, live_at, load_schema
 from catalog.commit.values import SHARD_CHUNK, VersionRef
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, CheckError
 from catalog.manifest import SHARD_STATS, SHARDS
 from catalog.schema import Schema
 from catalog.stats import DatasetStats, merged
+from catalog.stats.drift import Violation, check
+from catalog.storage import ShardFile
 
 
 @dataclass
@@ -69,17 +71,31 @@ def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | No
     return out
 
 
-def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[tuple[str, str | None, int]]:
-    """(path, location, records) of the shards live at ``version`` that have no statistics."""
+@dataclass(frozen=True)
+class Unprofiled:
+    """A live shard without statistics, and the schema its records follow."""
+
+    path: str  # "<dataset>/<file>"
+    url: str  # where its bytes are
+    records: int
+    bytes: int
+    schema: Schema
+
+
+def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[Unprofiled]:
+    """The shards live at ``version`` that have no statistics."""
+    url = ds.catalog.store.shard_url
     with mf.read_txn(ds.catalog.engine) as conn:
-        v, _sv = ds._resolve_version(conn, version)
+        v, _sv = ds._live(conn, version)[:2]
         query = (
             live_at(conn, ds.id, v)
-            .with_only_columns(SHARDS.c.path, SHARDS.c.location, SHARDS.c.records)
+            .with_only_columns(*(SHARDS.c[k] for k in ("path", "location", "records", "bytes", "schema_version")))
             .join_from(SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True)
             .where(SHARD_STATS.c.path.is_(None))
         )
-        return [(r[0], r[1], r[2]) for r in conn.execute(query)]
+        rows = conn.execute(query).all()
+        schemas = {sv: load_schema(conn, ds.id, sv) for sv in {r[4] for r in rows}}
+    return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]]) for r in rows]
 
 
 def stats_blobs(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, bytes]:
@@ -111,3 +127,42 @@ def register_stats(ds: DatasetHandle, computed: dict[str, bytes]) -> int:
             return len(rows)
 
     return mf.with_lock_retry(txn)
+
+
+@dataclass(frozen=True)
+class DriftCheck:
+    """``append --check``: ``mode`` fail (refuse, nothing registered) or warn (commit, warn);
+    ``max_linf``: the L-infinity limit of every feature without a ``linf`` check of its own."""
+
+    mode: str = "fail"
+    max_linf: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fail", "warn"):
+            raise CatalogError(f"bad check mode {self.mode!r}: fail or warn")
+        if self.max_linf is not None and not 0 <= self.max_linf <= 1:
+            raise CatalogError(f"--max-linf is a distance between 0 and 1, got {self.max_linf}")
+
+
+def drift_violations(ds: DatasetHandle, files: list[ShardFile], split: str, spec: DriftCheck) -> list[Violation]:
+    """What the new shards' records break of the schema's checks, against the dataset's
+    current statistics (of ``split`` when it has records, else of every split)."""
+    if any(f.stats is None for f in files):
+        raise CatalogError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
+    new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
+    current = version_stats(ds)
+    if split in current.splits:
+        current = version_stats(ds, current.version, split)
+    out: list[Violation] = []
+    for name, feat in ds.schema.all_features.items():
+        checks = dict(feat.checks or ())
+        if (checks or spec.max_linf is not None) and name in new.features:
+            out += check(name, new.features[name], current.stats.features.get(name), checks, spec.max_linf)
+    return out
+
+
+def refuse(ds: DatasetHandle, violations: list[Violation]) -> CheckError:
+    """The one line for an append its checks refuse."""
+    more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+    first = violations[0].message()
+    return CheckError(f"dataset {ds.name!r}: append refused by --check: {first}{more}; nothing registered")

@@ -87,6 +87,8 @@ class Commit:
     # append --link: the inputs taken by hard link, and those copied after all (None: not asked)
     linked: tuple[str, ...] | None = None
     copied: tuple[str, ...] | None = None
+    # append --check=warn: the checks the new data broke, one line each (committed all the same)
+    warnings: tuple[str, ...] = ()
 
     def to_json(self, with_shards: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -112,6 +114,8 @@ class Commit:
         if with_shards:
             out["shards"] = [s.to_json() for s in self.shards]
             out["duplicate"] = self.duplicate
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if self.linked is not None:
             out["linked"] = list(self.linked)
             out["copied"] = list(self.copied or ())

@@ -20,7 +20,10 @@ from catalog.errors import SchemaError, ValidationError
 from catalog.tfrecord import example as wire
 
 LIST_DTYPES = ("int64", "float32", "string", "bytes")
-FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description", "names", "format"}
+FEATURE_KEYS = {"dtype", "shape", "default", "optional", "encoding", "description", "names", "format", "checks"}
+# What new data of a feature must meet (`append --check`, catalog.stats.drift): the share of
+# records without a value, the L-infinity distance to the data there, and the value range.
+CHECK_KEYS = ("max_missing", "linf", "min", "max")
 IMAGE_FORMATS = ("png", "jpeg", "gif", "bmp", "webp")
 MAX_NAMES = 1 << 20
 SHAPE_SUFFIX = "/shape"
@@ -60,6 +63,7 @@ class Feature:
     image: bool = False
     image_format: str | None = None
     image_shape: tuple[int | None, ...] | None = None
+    checks: tuple[tuple[str, float], ...] | None = None  # thresholds for new data, in CHECK_KEYS order
 
     @property
     def may_be_absent(self) -> bool:
@@ -114,6 +118,8 @@ class Feature:
             out["optional"] = True
         if self.description:
             out["description"] = self.description
+        if self.checks is not None:
+            out["checks"] = dict(self.checks)
         return out
 
 
@@ -275,11 +281,34 @@ def parse_feature(name: str, raw: Any) -> Feature:
         raise SchemaError(f"optional must be true or false, got {optional!r}", name)
     if optional and "default" in raw:
         raise SchemaError('a feature with a default is optional already: give "default" or "optional", not both', name)
-    meta: dict[str, Any] = {"names": names, **image}
+    checks = _parse_checks(name, raw["checks"]) if "checks" in raw else None
+    meta: dict[str, Any] = {"names": names, "checks": checks, **image}
     feat = Feature(name, dtype, shape, tensor, description=description, optional=optional, **meta)
     if "default" in raw:
         feat = Feature(name, dtype, shape, tensor, _check_default(feat, raw["default"]), True, description, **meta)
     return feat
+
+
+def _parse_checks(name: str, raw: Any) -> tuple[tuple[str, float], ...]:
+    """``"checks"``: thresholds new data must meet; rates and distances between 0 and 1."""
+    if not isinstance(raw, dict) or not raw:
+        raise SchemaError(f'"checks" maps some of {", ".join(CHECK_KEYS)} to numbers', name)
+    unknown = sorted(set(raw) - set(CHECK_KEYS))
+    if unknown:
+        raise SchemaError(f'unknown check(s) {unknown}; allowed: {", ".join(CHECK_KEYS)}', name)
+    out = []
+    for key in CHECK_KEYS:
+        if key not in raw:
+            continue
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SchemaError(f'check "{key}" must be a finite number, got {value!r}', name)
+        if key in ("max_missing", "linf") and not 0 <= value <= 1:
+            raise SchemaError(f'check "{key}" is a share between 0 and 1, got {value!r}', name)
+        out.append((key, float(value)))
+    if "min" in raw and "max" in raw and raw["min"] > raw["max"]:
+        raise SchemaError(f'check "min" ({raw["min"]}) is above "max" ({raw["max"]})', name)
+    return tuple(out)
 
 
 def _parse_names(name: str, raw: Any, dtype: str, shape: tuple[int | None, ...], tensor: bool) -> tuple[str, ...]:

@@ -168,7 +168,9 @@ class FeatureStats:
     def quantile_values(self, ranks: list[float]) -> list[float] | None:
         if self.quantiles.is_empty():
             return None
-        return [float(q) for q in self.quantiles.get_quantiles(ranks)]
+        # the ends exactly (a KLL sketch past its first compaction answers 1.0 with a retained item)
+        ends = {0.0: self.quantiles.get_min_value(), 1.0: self.quantiles.get_max_value()}
+        return [float(ends.get(r, q)) for r, q in zip(ranks, self.quantiles.get_quantiles(ranks), strict=True)]
 
     def histogram(self, buckets: int = 10) -> list[tuple[float, float, float]] | None:
         """Equal-width buckets between minimum and maximum: (low, high, estimated count)."""
