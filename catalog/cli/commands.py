@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import typer
 
-from catalog.cli import admin, datasets, files, indexes, rewrites
+from catalog.cli import admin, datasets, files, indexes, rewrites, statistics
 from catalog.cli.base import app
+from catalog.cli.options import BareCheck
 
 __all__ = ["app"]
 
@@ -28,6 +29,7 @@ for name, fn in [
     ("copy-manifest", admin.copy_manifest),
     ("upgrade", admin.upgrade),
     ("cat", datasets.cat),
+    ("stats", statistics.stats),
     ("verify", admin.verify),
     ("history", datasets.history),
     ("tag", datasets.tag),
@@ -39,7 +41,7 @@ for name, fn in [
     ("compact", rewrites.compact),
     ("export", rewrites.export),
 ]:
-    app.command(name)(fn)
+    app.command(name, cls=BareCheck if name == "append" else None)(fn)  # append's --check may stand alone
 
 migrations_app = typer.Typer(no_args_is_help=True, help="Write and list migration scripts.")
 migrations_app.command("new")(rewrites.migrations_new)

@@ -14,12 +14,14 @@ import typer
 from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_bar, verb
 from catalog.cli.options import (
     AsJson,
+    CheckMode,
     DatasetName,
     Delimiter,
     ExecutorKind,
     ImageShape,
     InputFormat,
     Inputs,
+    MaxLinf,
     Message,
     NpyFeature,
     Scheduler,
@@ -194,6 +196,8 @@ def append(
     allow_duplicate: Annotated[
         bool, typer.Option("--allow-duplicate", help="Append an input even when its bytes are in the dataset already.")
     ] = False,
+    check: CheckMode = None,
+    max_linf: MaxLinf = None,
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
@@ -219,8 +223,11 @@ def append(
             feature=feature,
             image_shape=_image_shape(image_shape),
             allow_duplicate=allow_duplicate,
+            check=check,
+            max_linf=max_linf,
         )
-    return Output(text=_append_text(name, commit), json=commit.to_json)
+    warned = "\n".join(f"warning: {w}" for w in commit.warnings) or None
+    return Output(text=_append_text(name, commit), json=commit.to_json, summary=warned)
 
 
 @verb

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
+from typer.core import TyperCommand
 
 BYTES_RE = re.compile(r"\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*", re.IGNORECASE)  # fullmatch
 _UNITS = {
@@ -123,3 +124,30 @@ Scheduler = Annotated[
         help="Dask scheduler address (else $CATALOG_DASK_SCHEDULER; else a local cluster is started).",
     ),
 ]
+
+
+# append --check: alone it means --check=fail (click cannot give an option an optional value)
+CheckMode = Annotated[
+    Literal["fail", "warn"] | None,
+    typer.Option(
+        "--check",
+        metavar="[=fail|warn]",
+        help="Compare the new data's statistics with the dataset's before committing (the schema's checks, "
+        "--max-linf): refuse (fail, also --check alone) or commit and warn.",
+    ),
+]
+MaxLinf = Annotated[
+    float | None,
+    typer.Option(
+        "--max-linf", min=0.0, max=1.0, help="L-infinity limit for every feature without its own (implies --check)."
+    ),
+]
+
+
+class BareCheck(TyperCommand):
+    """A command whose ``--check`` may stand alone, meaning ``--check=fail``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        cut = args.index("--") if "--" in args else len(args)
+        fixed = ["--check=fail" if a == "--check" else a for a in args[:cut]] + args[cut:]
+        return super().parse_args(ctx, fixed)
