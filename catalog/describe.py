@@ -120,7 +120,8 @@ def side_of(ds: DatasetHandle, spec: str, version: VersionRef = None) -> Version
     """``spec``: a version number, a tag, a split (at ``version``, default current) or SPLIT@VERSION."""
     m = _AT.match(spec)
     if m:
-        return version_stats(ds, m.group("version"), m.group("split"))
+        at = m.group("version")
+        return version_stats(ds, int(at) if at.isdigit() else at, m.group("split"))
     if spec.isdigit():
         return version_stats(ds, int(spec))
     here = version_stats(ds, version)

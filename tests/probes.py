@@ -8,9 +8,17 @@ from pathlib import Path
 from catalog import Catalog
 
 
+def downgrade_to_format_6(db: Path) -> None:
+    """Turn a SQLite manifest into what format 6 had: no shard statistics."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE shard_stats")
+        conn.execute("UPDATE catalog_meta SET value = '6' WHERE key = 'format_version'")
+
+
 def downgrade_to_format_5(db: Path) -> None:
     """Turn a SQLite manifest into what format 5 had: no shard locations (nothing adopted in place),
     no pending datasets."""
+    downgrade_to_format_6(db)
     with sqlite3.connect(db) as conn:
         conn.execute("ALTER TABLE shards DROP COLUMN location")
         conn.execute("ALTER TABLE datasets DROP COLUMN pending")

@@ -3,9 +3,11 @@ splits) and checking new data against a feature's thresholds, from the sketches 
 
 The L-infinity distance is TensorFlow Data Validation's measure for drift and skew: the
 largest difference, over the values, between the two normalized frequency distributions.
-Values with top-value tracking (strings, bytes, class labels) compare per value; numbers
-compare per bucket, the buckets bounded by the deciles of both sides together, so each
-holds about a tenth of the data and a shift of the mass between buckets shows.
+Values with top-value tracking (strings, bytes, class labels) compare per value (TFDV's
+categorical distance). Numbers compare their cumulative distributions, the largest gap
+between them at the percentiles of both sides together (the Kolmogorov-Smirnov statistic):
+per-bucket frequencies would cap the distance at one bucket's share (two samples with no
+value in common would be 0.1 apart over ten buckets), where this one reaches 1.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from catalog.stats.sketches import FeatureStats, new_kll
 
-DECILES = [i / 10 for i in range(1, 10)]
+PERCENTILES = [i / 100 for i in range(1, 100)]
 
 
 def missing_rate(fs: FeatureStats) -> float:
@@ -35,10 +37,10 @@ def linf(a: FeatureStats, b: FeatureStats) -> float | None:
     both = new_kll()
     both.merge(a.quantiles)
     both.merge(b.quantiles)
-    edges = sorted(set(float(q) for q in both.get_quantiles(DECILES)))
-    pa = np.asarray(a.quantiles.get_pmf(edges))
-    pb = np.asarray(b.quantiles.get_pmf(edges))
-    return float(np.abs(pa - pb).max())
+    points = sorted({float(q) for q in both.get_quantiles(PERCENTILES)} | {both.get_min_value(), both.get_max_value()})
+    ca = np.asarray(a.quantiles.get_cdf(points))[:-1]  # the last entry is 1 for both
+    cb = np.asarray(b.quantiles.get_cdf(points))[:-1]
+    return float(np.abs(ca - cb).max())
 
 
 def _linf_values(a: FeatureStats, b: FeatureStats) -> float | None:

@@ -192,7 +192,7 @@ def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
             fs.distinct.update(f"\x00{len(raw)}:{crc32c(raw):08x}")  # a digest: never a top value
             continue
         key = value if text else value.decode("latin-1")  # one character per byte, reversible
-        fs.distinct.update(key)
+        fs.distinct.update("\x01" + key)  # led by a mark: the sketch ignores an empty string
         fs.top.update(key, count)
 
 

@@ -1,0 +1,325 @@
+"""Feature statistics (catalog.stats, manifest format 7): computed as shards are written,
+merged per version and split from the manifest, compared, and checked on append."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from catalog import Catalog
+from catalog.cli import app
+from catalog.errors import CatalogError, CheckError
+from catalog.stats.sketches import KLL_K
+from catalog.tfrecord import RecordWriter, encode_example
+
+runner = CliRunner()
+N = 6000
+SCHEMA = {
+    "features": {
+        "i": {"dtype": "int64"},
+        "f": {"dtype": "float32"},
+        "label": {"dtype": "int64", "names": ["cat", "dog", "eel"]},
+        "word": {"dtype": "string", "default": "none"},
+        "blob": {"dtype": "bytes", "optional": True},
+        "tokens": {"dtype": "int64", "shape": [None]},
+        "pixels": {"dtype": "uint8", "shape": [4, 4], "encoding": "tensor"},
+    }
+}
+
+
+def run(*args: Any) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def generated(n: int = N, seed: int = 0) -> dict[str, Any]:
+    """Columns of random rows, with NaNs, infinities, zeros, missing and default-filled values."""
+    rng = np.random.default_rng(seed)
+    f = rng.normal(3, 2, n).astype(np.float32)
+    f[rng.random(n) < 0.01] = np.nan
+    f[rng.random(n) < 0.005] = np.inf
+    f[rng.random(n) < 0.02] = 0
+    words = np.array(["alpha", "beta", "gamma", "delta", ""], dtype=object)[rng.integers(0, 5, n)]
+    words[rng.random(n) < 0.1] = None  # filled with the default "none"
+    blobs = [None if rng.random() < 0.3 else rng.bytes(int(rng.integers(0, 300))) for _ in range(n)]
+    return {
+        "i": rng.integers(-(10**12), 10**12, n),
+        "f": f,
+        "label": rng.choice(3, n, p=[0.6, 0.3, 0.1]),
+        "word": list(words),
+        "blob": blobs,
+        "tokens": [rng.integers(0, 50, int(rng.integers(0, 6))) for _ in range(n)],
+        "pixels": rng.integers(0, 256, (n, 4, 4)).astype(np.uint8),
+    }
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    return Catalog.init(tmp_path / "cat")
+
+
+def rank_error(values: np.ndarray, q: float, rank: float) -> float:
+    """How far ``q`` is, in normalized rank, from ``rank`` in ``values``."""
+    s = np.sort(values)
+    lo, hi = np.searchsorted(s, q, "left") / len(s), np.searchsorted(s, q, "right") / len(s)
+    return 0.0 if lo <= rank <= hi else min(abs(rank - lo), abs(rank - hi))
+
+
+def test_statistics_equal_numpy_on_generated_data(cat: Catalog) -> None:
+    cols = generated()
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(cols, shard_records=1000)  # six shards, merged on reading
+    st = ds.stats()
+    assert (st.at.shards, st.at.records, st.at.missing_shards) == (6, N, 0)
+    f = st.feature("f")
+    arr = cols["f"].astype(np.float64)
+    finite = arr[np.isfinite(arr)]
+    assert (f.records, f.present, f.filled, f.missing) == (N, N, 0, 0)
+    assert f.nans == int(np.isnan(arr).sum()) and f.infs == int(np.isinf(arr).sum())
+    assert f.zeros == int((arr == 0).sum())
+    assert (f.values.count, f.values.min, f.values.max) == (finite.size, finite.min(), finite.max())
+    assert f.values.mean == pytest.approx(finite.mean(), rel=1e-9)
+    assert f.values.std == pytest.approx(finite.std(), rel=1e-9)
+    bound = 1.5 * f.quantiles.normalized_rank_error(False)  # DataSketches' 99% bound, with margin
+    for rank, q in zip([0.1, 0.5, 0.9], f.quantile_values([0.1, 0.5, 0.9]) or [], strict=True):
+        assert rank_error(finite, q, rank) <= bound
+    assert f.quantile_values([0.0, 1.0]) == [finite.min(), finite.max()]
+    hist = f.histogram(10) or []
+    assert sum(c for _lo, _hi, c in hist) == pytest.approx(finite.size)
+
+    i = st.feature("i")
+    assert (i.values.min, i.values.max) == (int(cols["i"].min()), int(cols["i"].max()))  # int64 exactly
+    assert i.values.mean == pytest.approx(cols["i"].mean(), rel=1e-9)
+
+
+def test_texts_labels_lists_and_tensors(cat: Catalog) -> None:
+    cols = generated()
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(cols, shard_records=2500)
+    st = ds.stats()
+    word = st.feature("word")
+    filled = sum(w is None for w in cols["word"])
+    assert (word.present, word.filled, word.missing) == (N - filled, filled, 0)
+    seen = ["none" if w is None else w for w in cols["word"]]
+    assert dict(word.top_values(10)) == {w: seen.count(w) for w in set(seen)}  # few values: exact
+    assert word.distinct_estimate() == len(set(seen))
+    assert word.zeros == seen.count("")  # empty strings
+    assert (word.values.min, word.values.max) == (0, 5)  # lengths
+
+    blob = st.feature("blob")
+    present = [b for b in cols["blob"] if b is not None]
+    assert (blob.present, blob.missing) == (len(present), N - len(present))
+    assert blob.values.count == len(present) and blob.values.max == max(map(len, present))
+    assert blob.long_values == sum(len(b) > 128 for b in present)
+    assert blob.distinct_estimate() == pytest.approx(len(set(present)), rel=0.08)
+
+    label = st.feature("label")
+    counts = np.bincount(cols["label"], minlength=3)
+    assert dict(label.top_values()) == {str(k): int(c) for k, c in enumerate(counts) if c}
+    summary = [s for s in st.summaries() if s["feature"] == "label"][0]
+    assert summary["top_values"][0]["value"] == "0 (cat)"
+
+    tokens = st.feature("tokens")
+    lengths = np.array([len(t) for t in cols["tokens"]])
+    flat = np.concatenate(cols["tokens"])
+    assert tokens.lengths is not None
+    assert (tokens.lengths.min, tokens.lengths.max, tokens.lengths.count) == (lengths.min(), lengths.max(), N)
+    assert tokens.lengths.mean == pytest.approx(lengths.mean())
+    assert (tokens.values.count, tokens.values.max) == (flat.size, flat.max())
+
+    pixels = st.feature("pixels")
+    px = cols["pixels"].reshape(-1)
+    assert (pixels.values.count, pixels.zeros) == (px.size, int((px == 0).sum()))
+    assert pixels.values.mean == pytest.approx(px.mean(), rel=1e-9)
+
+
+def test_merge_of_shards_equals_the_union(cat: Catalog) -> None:
+    cols = generated(3000, seed=5)
+    one = cat.register("one", SCHEMA)
+    one.append_rows(cols)
+    many = cat.register("many", SCHEMA)
+    many.append_rows(cols, shard_records=300)
+    a, b = one.stats(), many.stats()
+    assert (a.at.shards, b.at.shards) == (1, 10)
+    for name in SCHEMA["features"]:
+        x, y = a.feature(name), b.feature(name)
+        exact = ("records", "present", "filled", "missing", "zeros", "nans", "infs", "long_values")
+        assert [getattr(x, k) for k in exact] == [getattr(y, k) for k in exact], name
+        assert (x.values.count, x.values.min, x.values.max) == (y.values.count, y.values.min, y.values.max)
+        assert x.values.mean == pytest.approx(y.values.mean, rel=1e-9, abs=1e-12)
+        assert x.quantiles.n == y.quantiles.n
+    for name in ("word", "label"):  # few distinct values: counted exactly, whatever the merge order
+        assert a.feature(name).top_values() == b.feature(name).top_values()
+
+
+def test_fills_from_every_path(cat: Catalog, tmp_path: Path) -> None:
+    schema = {"features": {"id": {"dtype": "int64"}, "w": {"dtype": "int64", "default": -1}}}
+    ds = cat.register("d", schema)
+    ds.append_rows([{"id": 1}, {"id": 2, "w": 5}, {"id": 3, "w": None}])  # rows: 2 filled
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text('{"id": 4}\n{"id": 5, "w": 7}\n')
+    ds.append_files([jsonl])  # 1 filled
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,w\n6,\n7,8\n8,\n")
+    ds.append_files([csv])  # 2 filled (empty cells)
+    rec = tmp_path / "in.tfrecord"
+    with RecordWriter(rec) as w:  # records without "w": TensorFlow reads the default: filled
+        w.write(encode_example({"id": [9]}))
+        w.write(encode_example({"id": [10], "w": [3]}))
+    ds.append_files([rec])  # 1 filled
+    ds.append_rows({"id": np.array([11, 12])})  # columns without "w": 2 filled
+    w = ds.stats().feature("w")
+    assert (w.records, w.filled, w.present, w.missing) == (12, 8, 4, 0)
+    assert (w.values.min, w.values.max) == (-1, 8)  # what readers read, defaults included
+
+
+def test_check_refuses_drift_and_registers_nothing(cat: Catalog, tmp_path: Path) -> None:
+    schema = {"features": {"x": {"dtype": "float32", "checks": {"linf": 0.2, "max": 100}}, "y": {"dtype": "int64"}}}
+    ds = cat.register("d", schema)
+    rng = np.random.default_rng(1)
+    ds.append_rows({"x": rng.normal(0, 1, 2000).astype(np.float32), "y": rng.integers(0, 5, 2000)})
+    same = tmp_path / "same.jsonl"
+    same.write_text("".join(json.dumps({"x": float(v), "y": 1}) + "\n" for v in rng.normal(0, 1, 500)))
+    shifted = tmp_path / "shifted.jsonl"
+    shifted.write_text("".join(json.dumps({"x": float(v), "y": 1}) + "\n" for v in rng.normal(3, 1, 500)))
+    root = cat.root
+    files_before = sorted(p.name for p in (root / "data" / "d").iterdir())
+
+    result = run("-C", root, "append", "d", shifted, "--check")
+    assert result.exit_code == 1
+    assert "append refused by --check: feature 'x': L-infinity distance" in result.stderr
+    assert "nothing registered" in result.stderr and "Traceback" not in result.output
+    assert cat.dataset("d").version == 2
+    assert sorted(p.name for p in (root / "data" / "d").iterdir()) == files_before  # no file left behind
+
+    assert run("-C", root, "append", "d", same, "--check").exit_code == 0  # similar data passes
+    warned = run("-C", root, "append", "d", shifted, "--check=warn", "--json")
+    assert warned.exit_code == 0 and "warning: feature 'x': L-infinity distance" in warned.stderr
+    assert "L-infinity" in json.loads(warned.stdout)["warnings"][0]
+    assert cat.dataset("d").version == 4
+
+    with pytest.raises(CheckError, match="refused by --check: feature 'y': L-infinity"):  # --max-linf: the others
+        ds.append_rows({"x": rng.normal(0, 1, 500).astype(np.float32), "y": np.full(500, 4)}, max_linf=0.3)
+    with pytest.raises(CheckError, match="feature 'x': maximum 500 is above the limit 100"):
+        ds.append_rows({"x": np.full(10, 500, np.float32), "y": np.ones(10, np.int64)}, check="fail")
+    assert cat.dataset("d").version == 4
+
+
+def test_max_missing_check(cat: Catalog) -> None:
+    ds = cat.register("d", {"features": {"a": {"dtype": "int64", "default": 0, "checks": {"max_missing": 0.1}}}})
+    ds.append_rows([{"a": 1}] * 95 + [{}] * 5, check="fail")  # 5%: fine (the first append has nothing to drift from)
+    with pytest.raises(CheckError, match="missing rate 0.5 is above the limit 0.1"):
+        ds.append_rows([{"a": 1}, {}], check="fail")
+
+
+def test_rewrites_keep_statistics(cat: Catalog) -> None:
+    schema = {"features": {"id": {"dtype": "int64"}, "w": {"dtype": "int64", "default": -1}}}
+    ds = cat.register("d", schema)
+    for k in range(3):
+        ds.append_rows([{"id": i} if i % 2 else {"id": i, "w": i} for i in range(k * 10, k * 10 + 10)])
+    before = ds.stats().feature("w")
+    ds = cat.dataset("d")
+    ds.compact()
+    after = cat.dataset("d").stats()
+    assert after.at.shards == 1 and after.at.missing_shards == 0
+    assert (after.feature("w").filled, after.feature("w").values.max) == (before.filled, before.values.max)
+    cat.dataset("d").migrate(add=["z:int64=3"], rename=["w:ww"]) if False else None
+    cat.dataset("d").restore(4)  # the three appended shards again
+    restored = cat.dataset("d").stats()
+    assert restored.at.shards == 3 and restored.feature("w").filled == before.filled
+
+
+def test_migration_statistics(cat: Catalog, tmp_path: Path) -> None:
+    schema = {"features": {"id": {"dtype": "int64"}, "w": {"dtype": "int64", "default": -1}}}
+    ds = cat.register("d", schema)
+    ds.append_rows([{"id": i} if i % 4 == 0 else {"id": i, "w": i} for i in range(40)])
+    result = run("-C", cat.root, "migrate", "d", "--add", "z:float32=0.5", "--rename", "w:ww")
+    assert result.exit_code == 0, result.output
+    st = cat.dataset("d").stats()
+    assert st.at.missing_shards == 0
+    assert (st.feature("ww").filled, st.feature("ww").present) == (10, 30)  # carried through the rename
+    z = st.feature("z")
+    assert (z.filled, z.present, z.values.min, z.values.max) == (40, 0, 0.5, 0.5)
+
+
+def test_old_shards_not_computed_then_compute(cat: Catalog, tmp_path: Path) -> None:
+    from probes import downgrade_to_format_6
+
+    cat.register("d", SCHEMA).append_rows(generated(500), shard_records=200)
+    cat.close()
+    downgrade_to_format_6(cat.root / "catalog.db")
+    assert run("-C", cat.root, "upgrade").stdout == "manifest format 6 -> 7\n"
+    shown = run("-C", cat.root, "stats", "d")
+    assert shown.exit_code == 0
+    assert "not computed: 3 shards (500 records)" in shown.stdout
+    assert json.loads(run("-C", cat.root, "stats", "d", "--json").stdout)["not_computed"] == {"shards": 3, "records": 500}
+    computed = run("-C", cat.root, "stats", "d", "--compute", "--json")
+    assert computed.exit_code == 0 and "computed the statistics of 3 shards (500 records)" in computed.stderr
+    doc = json.loads(computed.stdout)
+    assert doc["not_computed"] == {"shards": 0, "records": 0}
+    assert {f["feature"]: f["present"] for f in doc["features"]}["i"] == 500
+    again = run("-C", cat.root, "stats", "d", "--compute")
+    assert "computed the statistics of 0 shards" in again.stderr  # idempotent
+
+
+def test_statistics_off(cat: Catalog) -> None:
+    cat.statistics = False
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(generated(100))
+    assert ds.stats().at.missing_shards == 1
+    with pytest.raises(CatalogError, match="--check needs statistics"):
+        ds.append_rows(generated(10), check="fail")
+
+
+def test_adopt_and_tfrecord_inputs_get_statistics(cat: Catalog, tmp_path: Path) -> None:
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    for k in range(2):
+        with RecordWriter(folder / f"part-{k}.tfrecord") as w:
+            for i in range(50):
+                w.write(encode_example({"id": [k * 50 + i]}))
+    cat.adopt("a", [folder])
+    st = cat.dataset("a").stats()
+    assert (st.at.shards, st.at.missing_shards, st.feature("id").values.max) == (2, 0, 99)
+
+
+def test_compare_versions_and_splits(cat: Catalog) -> None:
+    ds = cat.register("d", {"features": {"x": {"dtype": "float32"}, "w": {"dtype": "string"}}})
+    rng = np.random.default_rng(2)
+    ds.append_rows({"x": rng.normal(0, 1, 1000).astype(np.float32), "w": ["a", "b"] * 500})
+    ds.append_rows({"x": rng.normal(5, 1, 1000).astype(np.float32), "w": ["c"] * 1000}, split="test")
+    cmp = ds.compare_stats("train", "test")
+    by = {f.name: f for f in cmp.features}
+    assert by["x"].linf is not None and by["x"].linf > 0.5
+    assert by["w"].new_values == ["c"] and sorted(by["w"].vanished_values) == ["a", "b"]
+    assert by["w"].linf == pytest.approx(1.0)
+    same = ds.compare_stats("2", "train@2")  # a version, and a split of a version
+    assert all(f.linf == 0 for f in same.features)
+    text = run("-C", cat.root, "stats", "d", "--compare", "train", "test")
+    assert text.exit_code == 0 and " !" in text.stdout
+    bad = run("-C", cat.root, "stats", "d", "--compare", "train", "nope")
+    assert bad.exit_code == 1 and bad.stderr.startswith("error: dataset 'd' has no tag 'nope'")
+
+
+def test_damaged_statistics_are_one_line(cat: Catalog) -> None:
+    cat.register("d", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}])
+    with sqlite3.connect(cat.root / "catalog.db") as conn:
+        conn.execute("UPDATE shard_stats SET data = X'00010203'")
+    result = run("-C", cat.root, "stats", "d")
+    assert result.exit_code == 1
+    assert "damaged statistics in the manifest" in result.stderr and "Traceback" not in result.output
+
+
+def test_sketch_sizes_are_bounded(cat: Catalog) -> None:
+    """What a shard's statistics weigh in the manifest (reported in the README)."""
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(generated(20000))
+    with sqlite3.connect(cat.root / "catalog.db") as conn:
+        (size,) = conn.execute("SELECT length(data) FROM shard_stats").fetchone()
+    assert size < 8 * 1024 * len(SCHEMA["features"])
+    assert KLL_K == 200
