@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from catalog.cli import admin, datasets, files, indexes, rewrites, statistics
+from catalog.cli import admin, datasets, files, indexes, rewrites, rows, statistics
 from catalog.cli.base import app
 from catalog.cli.options import BareCheck
 
@@ -28,7 +28,7 @@ for name, fn in [
     ("backup", admin.backup),
     ("copy-manifest", admin.copy_manifest),
     ("upgrade", admin.upgrade),
-    ("cat", datasets.cat),
+    ("cat", rows.cat),
     ("stats", statistics.stats),
     ("verify", admin.verify),
     ("history", datasets.history),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -25,7 +25,6 @@ from catalog.cli.options import (
     Message,
     NpyFeature,
     Scheduler,
-    Split,
     Version,
     parse_bytes,
 )
@@ -327,47 +326,6 @@ def drop(name: DatasetName) -> Output:
     """Remove a dataset from the catalog (its files go at the next gc)."""
     open_catalog().drop(name)
     return Output(text=[f"dropped {name}; run `catalog gc` to remove its files"])
-
-
-@verb
-def cat(
-    name: DatasetName,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N records.")] = None,
-    version: Version = None,
-    split: Split = None,
-    names: Annotated[
-        bool, typer.Option("--names", help="Print class labels as their names (features with \"names\").")
-    ] = False,
-) -> Output:
-    """Print records as JSON Lines, per the schema."""
-    from catalog.commit.plans import plan
-    from catalog.readers.batches import rows
-    from catalog.schema import row_to_json
-
-    ds = open_catalog().dataset(name)
-    selected = plan(ds, version, split)  # one snapshot: the version, its schema, the slice (checked here)
-    schema = selected.schema()
-    records = (row_to_json(schema, row) for row in _first(rows(selected, None), limit))
-    labeled = {n: f.names for n, f in schema.features.items() if f.names and names}
-    return Output(records=(_named(r, labeled) for r in records) if labeled else records)
-
-
-def _named(row: dict[str, Any], labeled: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
-    """A row with each label as its class name (a value outside the names stays a number)."""
-    for feature, names in labeled.items():
-        value = row.get(feature)
-        if isinstance(value, int) and 0 <= value < len(names):
-            row[feature] = names[value]
-    return row
-
-
-def _first(rows: Iterator[dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:
-    """At most ``limit`` rows; the reader starts even for none (its errors, a missing shard,
-    say, are reported all the same)."""
-    for i, row in enumerate(rows):
-        if limit is not None and i >= limit:
-            break
-        yield row
 
 
 @verb

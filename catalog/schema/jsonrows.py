@@ -55,7 +55,9 @@ def _value_to_json(feat: Feature, value: Any) -> Any:
 
 
 def row_to_json(schema: Schema, row: dict[str, Any]) -> dict[str, Any]:
-    return {name: _value_to_json(feat, row[name]) for name, feat in schema.all_features.items()}
+    """A row (all of the schema's features, or some: a reader's columns) in JSON's terms."""
+    feats = schema.all_features
+    return {name: _value_to_json(feats[name], value) for name, value in row.items()}
 
 
 def value_from_json(feat: Feature, value: Any) -> Any:

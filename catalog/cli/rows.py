@@ -1,0 +1,155 @@
+"""`catalog cat`: records as JSON Lines, for programs (piped, --json: every byte, base64) and
+for people (a terminal: long bytes and tensors folded to one line's worth)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+import numpy as np
+import typer
+
+from catalog.cli.base import open_catalog, verb
+from catalog.cli.options import AsJson, DatasetName, Split, Version
+from catalog.cli.output import Output
+
+if TYPE_CHECKING:
+    from catalog.commit.plans import ReadPlan
+    from catalog.schema import Schema
+
+TENSOR_SHOWN = 8  # values of a folded tensor shown before the ellipsis
+
+
+@verb
+def cat(
+    name: DatasetName,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N records.")] = None,
+    version: Version = None,
+    split: Split = None,
+    names: Annotated[
+        bool, typer.Option("--names", help="Print class labels as their names (features with \"names\").")
+    ] = False,
+    columns: Annotated[
+        str | None, typer.Option("--columns", metavar="A,B", help="Only these features, in this order.")
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip the first N records.")] = 0,
+    sample: Annotated[
+        int | None, typer.Option("--sample", min=0, help="N records drawn at random (without replacement).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample: the same seed, the same records.")] = 0,
+    as_json: AsJson = False,
+) -> Output:
+    """Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."""
+    from catalog.commit.plans import plan
+
+    ds = open_catalog().dataset(name)
+    selected = plan(ds, version, split)  # one snapshot: the version, its schema, the slice (checked here)
+    schema = selected.schema()
+    wanted = _columns(schema, columns, name)
+    chosen = _indices(selected.records, offset, limit, sample, seed)
+    found = _rows(ds, selected, wanted, chosen, offset, limit)
+    fold = _line_width() if sys.stdout.isatty() and not as_json else None
+    labeled = {n: f.names for n, f in schema.all_features.items() if f.names and names}
+    return Output(records=(_shown(schema, row, labeled, fold) for row in found))
+
+
+def _columns(schema: Schema, text: str | None, dataset: str) -> list[str] | None:
+    if text is None:
+        return None
+    wanted = [c.strip() for c in text.split(",") if c.strip()]
+    have = schema.all_features
+    unknown = [c for c in wanted if c not in have]
+    if unknown or not wanted:
+        from catalog.errors import CatalogError
+
+        what = f"no feature {unknown[0]!r}" if unknown else "no feature named in --columns"
+        raise CatalogError(f"dataset {dataset!r} has {what} (features: {', '.join(have)})")
+    return list(dict.fromkeys(wanted))
+
+
+def _indices(total: int, offset: int, limit: int | None, sample: int | None, seed: int) -> list[int] | None:
+    """The record numbers to print, in order; None: from ``offset`` on, read in order."""
+    if sample is None:
+        return None
+    pool = max(0, total - offset)
+    picked = np.random.default_rng(seed).choice(pool, size=min(sample, pool), replace=False) + offset
+    chosen = sorted(int(i) for i in picked)
+    return chosen if limit is None else chosen[:limit]
+
+
+def _rows(
+    ds: Any, selected: ReadPlan, columns: list[str] | None, chosen: list[int] | None, offset: int, limit: int | None
+) -> Iterator[dict[str, Any]]:
+    """The rows asked for: by position where every shard is uncompressed (record indexes),
+    else read in order, the others decoded and passed over."""
+    if chosen is None:
+        stop = selected.records if limit is None else min(offset + limit, selected.records)
+        if offset == 0 or not _positional(selected):
+            return _in_order(selected, columns, offset, stop)
+        chosen = list(range(offset, stop))
+    if _positional(selected):
+        from catalog.indexing import ensure_indexes
+        from catalog.readers.source import DataSource
+
+        source = DataSource(ensure_indexes(ds, selected), columns)
+        return (source[i] for i in chosen)
+    return _picked(_in_order(selected, columns, 0, None), set(chosen))
+
+
+def _positional(selected: ReadPlan) -> bool:
+    return all(s.compression == "none" for s in selected.shards)
+
+
+def _in_order(selected: ReadPlan, columns: list[str] | None, start: int, stop: int | None) -> Iterator[dict[str, Any]]:
+    """Rows ``start`` to ``stop`` in dataset order; the reader starts even for none (its errors,
+    a missing shard, say, are reported all the same)."""
+    from catalog.readers.batches import rows
+
+    for i, row in enumerate(rows(selected, columns)):
+        if stop is not None and i >= stop:
+            break
+        if i >= start:
+            yield row
+
+
+def _picked(rows: Iterable[dict[str, Any]], wanted: set[int]) -> Iterator[dict[str, Any]]:
+    last = max(wanted, default=-1)
+    for i, row in enumerate(rows):
+        if i > last:
+            break
+        if i in wanted:
+            yield row
+
+
+def _line_width() -> int:
+    return shutil.get_terminal_size((120, 24)).columns
+
+
+def _shown(
+    schema: Schema, row: dict[str, Any], labeled: Mapping[str, tuple[str, ...]], fold: int | None
+) -> dict[str, Any]:
+    """One row as JSON: bytes base64, or, on a terminal (``fold``: its width), a value longer
+    than a line as ``<bytes 1,717: 89504e47…>`` or ``<uint8[32,32,3]: 12, 40, …>``."""
+    from catalog.schema import row_to_json
+
+    out = row_to_json(schema, row)
+    for feature, names in labeled.items():
+        value = out.get(feature)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+            out[feature] = names[value]
+    if fold is not None:
+        for key, value in row.items():
+            if isinstance(value, (bytes, np.ndarray)) and len(repr(out[key])) > fold:
+                out[key] = _folded(value)
+    return out
+
+
+def _folded(value: bytes | np.ndarray) -> str:
+    if isinstance(value, bytes):
+        return f"<bytes {len(value):,}: {value[:4].hex()}…>"
+    head = ", ".join(str(v) for v in value.reshape(-1)[:TENSOR_SHOWN].tolist())
+    shape = ",".join(map(str, value.shape))
+    return f"<{value.dtype}[{shape}]: {head}, …>"
+
