@@ -30,6 +30,7 @@ for name, fn in [
     ("upgrade", admin.upgrade),
     ("cat", rows.cat),
     ("stats", statistics.stats),
+    ("serve", statistics.serve),
     ("verify", admin.verify),
     ("history", datasets.history),
     ("tag", datasets.tag),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
@@ -16,7 +16,6 @@ from catalog.cli.options import AsJson, DatasetName, Split, Version
 from catalog.cli.output import Output
 
 if TYPE_CHECKING:
-    from catalog.commit.plans import ReadPlan
     from catalog.schema import Schema
 
 TENSOR_SHOWN = 8  # values of a folded tensor shown before the ellipsis
@@ -43,13 +42,14 @@ def cat(
 ) -> Output:
     """Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."""
     from catalog.commit.plans import plan
+    from catalog.readers.picking import rows_at
 
     ds = open_catalog().dataset(name)
     selected = plan(ds, version, split)  # one snapshot: the version, its schema, the slice (checked here)
     schema = selected.schema()
     wanted = _columns(schema, columns, name)
     chosen = _indices(selected.records, offset, limit, sample, seed)
-    found = _rows(ds, selected, wanted, chosen, offset, limit)
+    found = rows_at(ds, selected, wanted, chosen, offset, limit)
     fold = _line_width() if sys.stdout.isatty() and not as_json else None
     labeled = {n: f.names for n, f in schema.all_features.items() if f.names and names}
     return Output(records=(_shown(schema, row, labeled, fold) for row in found))
@@ -77,50 +77,6 @@ def _indices(total: int, offset: int, limit: int | None, sample: int | None, see
     picked = np.random.default_rng(seed).choice(pool, size=min(sample, pool), replace=False) + offset
     chosen = sorted(int(i) for i in picked)
     return chosen if limit is None else chosen[:limit]
-
-
-def _rows(
-    ds: Any, selected: ReadPlan, columns: list[str] | None, chosen: list[int] | None, offset: int, limit: int | None
-) -> Iterator[dict[str, Any]]:
-    """The rows asked for: by position where every shard is uncompressed (record indexes),
-    else read in order, the others decoded and passed over."""
-    if chosen is None:
-        stop = selected.records if limit is None else min(offset + limit, selected.records)
-        if offset == 0 or not _positional(selected):
-            return _in_order(selected, columns, offset, stop)
-        chosen = list(range(offset, stop))
-    if _positional(selected):
-        from catalog.indexing import ensure_indexes
-        from catalog.readers.source import DataSource
-
-        source = DataSource(ensure_indexes(ds, selected), columns)
-        return (source[i] for i in chosen)
-    return _picked(_in_order(selected, columns, 0, None), set(chosen))
-
-
-def _positional(selected: ReadPlan) -> bool:
-    return all(s.compression == "none" for s in selected.shards)
-
-
-def _in_order(selected: ReadPlan, columns: list[str] | None, start: int, stop: int | None) -> Iterator[dict[str, Any]]:
-    """Rows ``start`` to ``stop`` in dataset order; the reader starts even for none (its errors,
-    a missing shard, say, are reported all the same)."""
-    from catalog.readers.batches import rows
-
-    for i, row in enumerate(rows(selected, columns)):
-        if stop is not None and i >= stop:
-            break
-        if i >= start:
-            yield row
-
-
-def _picked(rows: Iterable[dict[str, Any]], wanted: set[int]) -> Iterator[dict[str, Any]]:
-    last = max(wanted, default=-1)
-    for i, row in enumerate(rows):
-        if i > last:
-            break
-        if i in wanted:
-            yield row
 
 
 def _line_width() -> int:

@@ -177,3 +177,24 @@ def _compare_text(cmp: Comparison) -> Iterator[str]:
         )  # fmt: skip
     yield from _render(t)
     yield f"! marks an L-infinity distance above {DRIFT_SHOWN} (drift between A and B)"
+
+
+@verb
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (default: this machine only; 0.0.0.0: everyone).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8765,
+) -> Output:
+    """Look at the catalog in a browser: datasets, history, schemas, shards, statistics, rows (read only)."""
+    try:
+        from catalog.web import serve as run
+    except ImportError as e:
+        from catalog.errors import CatalogError
+
+        extra = "pip install 'tfrecord-catalog[web]'"
+        raise CatalogError(f"catalog serve needs the web extra: {extra} ({e.name} is missing)") from None
+    root = open_catalog().root  # a missing catalog: one line, before anything listens
+    typer.echo(f"serving {root} at http://{host}:{port}/ (read only; Ctrl-C stops)", err=True)
+    run(root, host, port)
+    return Output()

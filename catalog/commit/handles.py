@@ -305,6 +305,15 @@ class DatasetHandle:
             for rows in result.partitions():
                 yield from (ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in rows)
 
+    def shard_page(self, version: VersionRef = None, offset: int = 0, limit: int = 100) -> list[ShardInfo]:
+        """Shards ``offset`` to ``offset + limit`` of :meth:`shards` (one query, whatever the
+        dataset's size: a viewer pages a million shards)."""
+        url = self.catalog.store.shard_url
+        with mf.read_txn(self.catalog.engine) as conn:
+            _v, _sv, query = self._live(conn, version)
+            page = query.with_only_columns(*SHARD_INFO_COLUMNS).offset(max(0, offset)).limit(max(0, limit))
+            return [ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in conn.execute(page)]
+
     def files(self, version: VersionRef = None) -> list[str]:
         """Shard locations at ``version``: absolute paths, or URLs for an object store (such as
         ``s3://...``, which ``tf.data.TFRecordDataset`` opens where TensorFlow has that filesystem)."""

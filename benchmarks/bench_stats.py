@@ -1,0 +1,687 @@
+"""Statistics benchmarks: what computing each shard's feature statistics adds to appends and
+migrations, statistics on against statistics off, side by side in one run.
+
+Run from the repository root:
+
+    .venv/bin/python -m benchmarks.bench_stats              # full run: 1,000,000 rows, 50,000 tensors
+    .venv/bin/python -m benchmarks.bench_stats --quick      # 100,000 rows, 10,000 tensors
+    .venv/bin/python -m benchmarks.bench_stats --json results.json
+    .venv/bin/python -m benchmarks.bench_stats --profile all   # cProfile every statistics-on side, not only misses
+    .venv/bin/python -m benchmarks.bench_stats --only frame,cast
+
+The target (the statistics issue): statistics add at most 15% to append and migrate time, so
+the ratio time off / time on is at least 1/1.15 (0.87). Both sides run the same call on the same
+input: ``Dataset.append_rows(df)``, ``append_files([jsonl])``, ``append_files([tfrecord])``,
+``append_rows({...numpy columns})`` of uint8 tensors, and ``Dataset.migrate`` (a quick
+byte-level ``add=["z:int64=0"]`` and a row-level ``CastField``), each into a new catalog (or,
+for a migration, a fresh copy of the same dataset) made outside the timer, through a handle
+whose ``statistics`` is True (the default) or False. Each comparison runs in interleaved rounds
+whose order rotates, after an untimed warm-up run of each side whose output is checked: the
+records decode to the input, both sides wrote the same bytes, the statistics-on side has one
+statistics blob per live shard (decoded, its records counted) and the off side none. The
+statistics' size in the manifest (``shard_stats`` in catalog.db) is reported per shard and per
+feature. Progress goes to stderr, the report (markdown tables) to stdout. See
+benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import io
+import itertools
+import json
+import os
+import pstats
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.harness import (
+    LABELS,
+    MIB,
+    REPO,
+    Contender,
+    FreshCatalog,
+    Timing,
+    Versus,
+    arg_parser,
+    check,
+    dist_version,
+    fmt_rate,
+    log,
+    machine_header,
+    median_line,
+    page_cache,
+    print_header,
+    protobuf_version,
+    race,
+    versus,
+    versus_missed,
+    versus_profiles,
+    write_report,
+)
+from catalog import Catalog, Dataset, read_record_batches
+from catalog.stats import DatasetStats
+
+NAME = "table"
+IMAGES_NAME = "images"
+SECTIONS = ("frame", "jsonl", "tfrecord", "tensor", "add", "cast")
+TARGET = 1 / 1.15  # time off / time on: statistics add at most 15%
+CLASSES = [f"class_{i}" for i in range(10)]
+TAG_VALUES, MAX_TAGS = 50, 5
+IMAGE_SHAPE = (32, 32, 3)
+
+# 8 columns: int64, float32, a string of 100 values, a string id per row, a variable-length
+# int64 list, and a class label (int64 with names).
+TABLE_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "clicks": {"dtype": "int64"},
+        "score": {"dtype": "float32"},
+        "price": {"dtype": "float32"},
+        "category": {"dtype": "string"},
+        "uid": {"dtype": "string"},
+        "tags": {"dtype": "int64", "shape": [None]},
+        "label": {"dtype": "int64", "names": CLASSES},
+    }
+}
+IMAGE_SCHEMA: dict[str, Any] = {
+    "features": {
+        "image": {"dtype": "uint8", "shape": list(IMAGE_SHAPE), "encoding": "tensor"},
+        "label": {"dtype": "int64", "names": CLASSES},
+    }
+}
+CAST_SCRIPT = """
+from catalog.migrate import CastField
+
+operations = [CastField("clicks", {"dtype": "float32"})]
+"""
+QUICK_ADD = "z:int64=0"
+RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
+
+
+@dataclass
+class Config:
+    rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
+    images: int  # rows of the tensor dataset
+    repeats: int  # timed rounds per comparison, at least
+    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
+    max_rounds: int = 9
+
+    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
+        return race(contenders, self.repeats, self.budget, self.max_rounds)
+
+
+FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)
+QUICK = Config(rows=100_000, images=10_000, repeats=3, budget=10.0)
+
+
+# --------------------------------------------------------------------------- the inputs
+
+
+@dataclass
+class Ragged:
+    """A variable-length column, as lengths and every value in order."""
+
+    lengths: np.ndarray
+    flat: np.ndarray
+
+
+Expected = dict[str, "np.ndarray | Ragged"]
+
+
+def make_table(n: int, seed: int = 0) -> tuple[pd.DataFrame, Expected]:
+    """The table as a DataFrame (floats float32-exact), and what decoding its records must give."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, MAX_TAGS + 1, n)
+    flat = rng.integers(0, TAG_VALUES, int(lengths.sum()), dtype=np.int64)
+    ends = np.cumsum(lengths).tolist()
+    values = flat.tolist()
+    tags = [values[e - k : e] for e, k in zip(ends, lengths.tolist(), strict=True)]
+    df = pd.DataFrame(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "clicks": rng.integers(0, 1_000, n, dtype=np.int64),
+            "score": rng.random(n).astype(np.float32),
+            "price": np.round(rng.random(n) * 1_000, 2).astype(np.float32),
+            "category": np.array(LABELS, dtype=object)[rng.integers(0, len(LABELS), n)],
+            "uid": [f"user-{k:08x}" for k in rng.permutation(n).tolist()],
+            "tags": tags,
+            "label": rng.integers(0, len(CLASSES), n, dtype=np.int64),
+        }
+    )
+    check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
+    expected: Expected = {k: df[k].to_numpy() for k in df.columns if k != "tags"}
+    expected["tags"] = Ragged(lengths.astype(np.int64), flat)
+    return df, expected
+
+
+def write_jsonl(df: pd.DataFrame, path: Path) -> None:
+    """The table as JSON Lines: every float the exact value of its float32."""
+    columns = [df[k].tolist() for k in df.columns]
+    names = list(df.columns)
+    with open(path, "w", encoding="utf-8") as f:
+        for row in zip(*columns, strict=True):
+            f.write(json.dumps(dict(zip(names, row, strict=True)), separators=(",", ":")))
+            f.write("\n")
+
+
+def make_images(n: int, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "image": rng.integers(0, 256, (n, *IMAGE_SHAPE), dtype=np.uint8),
+        "label": rng.integers(0, len(CLASSES), n, dtype=np.int64),
+    }
+
+
+def same_column(got: np.ndarray, want: np.ndarray | Ragged) -> bool:
+    if isinstance(want, Ragged):
+        lengths = np.fromiter(map(len, got), dtype=np.int64, count=len(got))
+        flat = np.concatenate([np.asarray(v, dtype=np.int64) for v in got]) if len(got) else np.zeros(0, np.int64)
+        return np.array_equal(lengths, want.lengths) and np.array_equal(flat, want.flat)
+    if want.dtype == object:
+        return len(got) == len(want) and got.tolist() == want.tolist()
+    return bool(np.array_equal(got, want))
+
+
+# --------------------------------------------------------------------------- statistics in the manifest
+
+
+@dataclass
+class StatsSize:
+    """The statistics blobs of a catalog's live shards: bytes per shard, per feature."""
+
+    records: list[int]  # per shard
+    blob_bytes: list[int]  # per shard: length(data) in shard_stats
+    feature_bytes: dict[str, list[int]] = field(default_factory=dict)  # zlib of the feature's JSON alone
+    feature_json: dict[str, list[int]] = field(default_factory=dict)  # the feature's JSON, uncompressed
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def live_stats(root: Path) -> list[tuple[str, int, bytes | None]]:
+    """(path, records, statistics blob or None) of every live shard, from catalog.db."""
+    db = sqlite3.connect(f"file:{root / 'catalog.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT sh.path, sh.records, st.data FROM shards sh LEFT JOIN shard_stats st ON st.path = sh.path "
+            "WHERE sh.removed_version IS NULL ORDER BY sh.seq"
+        ).fetchall()
+    finally:
+        db.close()
+    return [(str(p), int(n), None if d is None else bytes(d)) for p, n, d in rows]
+
+
+def check_stats(who: str, root: Path, on: bool, features: set[str]) -> StatsSize | None:
+    """Statistics on: one blob per live shard, decoding to its record count and the schema's
+    features (returns their sizes). Off: no live shard has any."""
+    shards = live_stats(root)
+    check(bool(shards), f"{who}: no live shards")
+    if not on:
+        check(all(blob is None for _, _, blob in shards), f"{who}: statistics written with statistics off")
+        return None
+    size = StatsSize([], [])
+    for path, records, blob in shards:
+        check(blob is not None, f"{who}: shard {path} has no statistics")
+        assert blob is not None
+        stats = DatasetStats.from_bytes(blob, path)
+        check(stats.records == records, f"{who}: {path}: statistics of {stats.records} records, not {records}")
+        check(set(stats.features) == features, f"{who}: {path}: statistics of {sorted(stats.features)}")
+        size.records.append(records)
+        size.blob_bytes.append(len(blob))
+        for name, fs in stats.features.items():
+            text = json.dumps(fs.to_json(), separators=(",", ":")).encode("utf-8")
+            size.feature_bytes.setdefault(name, []).append(len(zlib.compress(text, 6)))
+            size.feature_json.setdefault(name, []).append(len(text))
+            size.kinds[name] = fs.kind
+    return size
+
+
+# --------------------------------------------------------------------------- the sides
+
+RECYCLE_CHUNK = os.urandom(4 * MIB)
+
+
+def recycle_memory(scratch: Path, nbytes: int) -> None:
+    """Write ``nbytes`` into a scratch file and delete it unsynced: memory the next run's page
+    cache reuses (see bench_migrate: a VM's fresh memory makes new page cache slow to write)."""
+    if nbytes <= 0:
+        return
+    path = scratch / "recycle.scratch"
+    with open(path, "wb") as f:
+        for _ in range(0, nbytes, len(RECYCLE_CHUNK)):
+            f.write(RECYCLE_CHUNK)
+    path.unlink()
+
+
+@dataclass
+class Case:
+    key: str
+    title: str  # the call, on what
+    records: int
+    schema: dict[str, Any]  # the schema of the dataset written (after the migration, for one)
+    expected: Expected
+    run: Callable[[Dataset], object]
+    pristine: Path | None = None  # a migration: the dataset every run migrates a fresh copy of
+    first: list[bytes] | None = None  # the first side's records, which the other must equal
+
+
+class Side:
+    """One side of a case: statistics on or off, a new catalog (or a fresh copy) every run,
+    made before and removed after the timed call; the CPU seconds of its timed runs."""
+
+    def __init__(self, case: Case, on: bool, work: Path) -> None:
+        self.case, self.on, self.work = case, on, work
+        self.name = "on" if on else "off"
+        self.runs = 0
+        self.cpu: list[float] = []
+        self.out_bytes = 0  # the warm-up's shard bytes: how much memory to recycle before a run
+        self.cat: Catalog | None = None
+        self.ds: Dataset | None = None
+        self.fresh: FreshCatalog | None = None
+        self.size: StatsSize | None = None
+
+    def prepare(self) -> None:
+        if self.case.pristine is not None:
+            self.fresh = FreshCatalog(self.case.pristine, self.work, NAME)
+            self.fresh.prepare()
+            self.cat, self.ds = self.fresh.cat, self.fresh.ds
+        else:
+            self.cat = Catalog.init(self.work / f"catalog-{next(RUN_IDS):04d}")
+            name = IMAGES_NAME if "image" in self.case.schema["features"] else NAME
+            self.ds = self.cat.register(name, self.case.schema)
+        assert self.cat is not None
+        self.cat.statistics = self.on
+
+    def settle(self) -> None:
+        os.sync()  # the last run's output on disk: no write-back lands in the next timed run
+        recycle_memory(self.work, 2 * self.out_bytes)
+        gc.collect()
+
+    def timed(self) -> object:
+        assert self.ds is not None
+        c0 = time.process_time()
+        out = self.case.run(self.ds)
+        if self.runs:  # the warm-up run is not timed
+            self.cpu.append(time.process_time() - c0)
+        self.runs += 1
+        return out
+
+    def finish(self, _out: object, first: bool) -> None:
+        if first:
+            self.check_output()
+        self.discard()
+
+    def discard(self) -> None:
+        if self.fresh is not None:
+            self.fresh.discard()
+        elif self.cat is not None:
+            self.cat.close()
+            shutil.rmtree(self.cat.root)
+        self.cat = self.ds = self.fresh = None
+
+    def contender(self) -> Contender:
+        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=self.settle)
+
+    def check_output(self) -> None:
+        """The records decode to the input and equal the other side's; the statistics are there (or not)."""
+        assert self.cat is not None and self.ds is not None
+        case, who = self.case, f"{self.case.key}, statistics {self.name}"
+        ds = self.cat.dataset(self.ds.name)  # reopened: a migration made a new schema version
+        files = ds.files()
+        self.out_bytes = sum(os.path.getsize(p) for p in files)
+        records = [r for p in files for batch in read_record_batches(p) for r in batch]
+        check(len(records) == case.records, f"{who}: {len(records):,} records, not {case.records:,}")
+        if case.first is None:
+            cols = ds.schema.decode_batch(records)
+            check(set(cols) == set(case.expected), f"{who}: decoded features {sorted(cols)}")
+            for k, want in case.expected.items():
+                check(same_column(cols[k], want), f"{who}: decoded {k!r} differs from the input")
+            case.first = records
+        else:
+            check(records == case.first, f"{who}: the records differ from the other side's")
+            case.first = None  # both sides checked: the reference is not needed any more
+            log(f"  checked: both sides wrote the same {case.records:,} records, equal to the input")
+        self.size = check_stats(who, self.cat.root, self.on, set(case.expected))
+
+    def profile(self) -> str:
+        """One run under cProfile, into a new catalog (or copy) made outside the profile."""
+        self.prepare()
+        self.settle()
+        ds = self.ds
+        assert ds is not None
+        try:
+            return stats_profile(lambda: self.case.run(ds))
+        finally:
+            self.discard()
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def stats_profile(fn: Callable[[], object], top: int = 15) -> str:
+    """cProfile of one call: the ``top`` entries under catalog/stats by cumulative time, then
+    the top 20 entries overall by cumulative time."""
+    prof = cProfile.Profile()
+    gc.collect()
+    prof.enable()
+    fn()
+    prof.disable()
+    parts = []
+    for title, restrictions in (
+        ("under catalog/stats, by cumulative time", ("/catalog/stats/", top)),
+        ("overall, by cumulative time", (20,)),
+    ):
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(*restrictions)
+        lines = [
+            line.rstrip().replace(str(REPO) + "/", "")
+            for line in out.getvalue().splitlines()
+            if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
+        ]
+        parts.append(f"-- {title}:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+@dataclass
+class Inputs:
+    work: Path
+    df: pd.DataFrame | None = None
+    table: Expected | None = None
+    jsonl: Path | None = None
+    tfrecord: Path | None = None
+    pristine: Path | None = None
+    images: dict[str, np.ndarray] | None = None
+
+    def describe(self) -> list[str]:
+        out = []
+        if self.jsonl is not None:
+            out.append(f"JSON Lines {self.jsonl.stat().st_size / MIB:.1f} MiB")
+        if self.tfrecord is not None:
+            out.append(f"TFRecord {self.tfrecord.stat().st_size / MIB:.1f} MiB (`ds.export` of the table)")
+        if self.pristine is not None:
+            with Catalog.open(self.pristine) as cat:
+                files = cat.dataset(NAME).files()
+            size = sum(os.path.getsize(p) for p in files)
+            out.append(f"the dataset migrated: {len(files)} shard(s), {size / MIB:.1f} MiB, with statistics")
+        return out
+
+
+def build_pristine(df: pd.DataFrame, work: Path) -> Path:
+    """The table appended with default shard sizes (statistics on, as `catalog append` does)."""
+    pristine = work / "pristine"
+    with Catalog.init(pristine) as cat:
+        commit = cat.register(NAME, TABLE_SCHEMA).append_rows(df, message="benchmark data")
+    check(commit.records == len(df), "the pristine dataset's records")
+    (work / "migrations" / NAME).mkdir(parents=True)
+    (work / "migrations" / NAME / "0001_cast_clicks.py").write_text(CAST_SCRIPT.lstrip(), encoding="utf-8")
+    return pristine
+
+
+def make_inputs(cfg: Config, work: Path, chosen: set[str]) -> Inputs:
+    """Every input, made and page-cached before any timing."""
+    inp = Inputs(work)
+    if chosen & {"frame", "jsonl", "tfrecord", "add", "cast"}:
+        t0 = time.perf_counter()
+        inp.df, inp.table = make_table(cfg.rows)
+        if "jsonl" in chosen:
+            inp.jsonl = work / "table.jsonl"
+            write_jsonl(inp.df, inp.jsonl)
+            page_cache(inp.jsonl)
+        if chosen & {"tfrecord", "add", "cast"}:
+            inp.pristine = build_pristine(inp.df, work)
+        if "tfrecord" in chosen:
+            inp.tfrecord = work / "table.tfrecord"
+            with Catalog.open(inp.pristine) as cat:
+                cat.dataset(NAME).export(inp.tfrecord)
+            page_cache(inp.tfrecord)
+        log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
+    if "tensor" in chosen:
+        inp.images = make_images(cfg.images)
+    return inp
+
+
+def migrated_expected(table: Expected, key: str) -> Expected:
+    clicks = table["clicks"]
+    assert isinstance(clicks, np.ndarray)
+    if key == "add":
+        return {**table, "z": np.zeros(len(clicks), dtype=np.int64)}
+    return {**table, "clicks": clicks.astype(np.float32)}
+
+
+def migrated_schema(key: str) -> dict[str, Any]:
+    features = dict(TABLE_SCHEMA["features"])
+    if key == "add":
+        features["z"] = {"dtype": "int64", "default": 0}
+    else:
+        features["clicks"] = {"dtype": "float32"}
+    return {"features": features}
+
+
+def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
+    rows, table, df = f"{cfg.rows:,} rows x 8 columns", inp.table, inp.df
+    out: list[Case] = []
+    if "frame" in chosen and table is not None and df is not None:
+        frame = df
+        out.append(Case("frame", f"`append_rows(df)`, DataFrame of {rows}", cfg.rows, TABLE_SCHEMA, table,
+                        lambda ds: ds.append_rows(frame)))  # fmt: skip
+    if "jsonl" in chosen and table is not None and inp.jsonl is not None:
+        jsonl = inp.jsonl
+        out.append(Case("jsonl", f"`append_files([jsonl])`, {rows}", cfg.rows, TABLE_SCHEMA, table,
+                        lambda ds: ds.append_files([jsonl])))  # fmt: skip
+    if "tfrecord" in chosen and table is not None and inp.tfrecord is not None:
+        tfrecord = inp.tfrecord
+        out.append(Case("tfrecord", f"`append_files([tfrecord])`, {rows} (decoded to validate)", cfg.rows,
+                        TABLE_SCHEMA, table, lambda ds: ds.append_files([tfrecord])))  # fmt: skip
+    if "tensor" in chosen and inp.images is not None:
+        images = inp.images
+        title = f"`append_rows({{image, label}})`, {cfg.images:,} uint8[32,32,3] tensors + label"
+        expected: Expected = dict(images)
+        out.append(Case("tensor", title, cfg.images, IMAGE_SCHEMA, expected, lambda ds: ds.append_rows(images)))
+    migrations = inp.work / "migrations"
+    for key, title, run in (
+        ("add", f'`migrate(add=["{QUICK_ADD}"])` (byte-level)', lambda ds: ds.migrate(migrations, add=[QUICK_ADD])),
+        ("cast", '`migrate`: CastField("clicks", float32) (row-level)', lambda ds: ds.migrate(migrations)),
+    ):
+        if key in chosen and table is not None and inp.pristine is not None:
+            out.append(Case(key, f"{title}, {rows}, 1 fresh copy a run", cfg.rows, migrated_schema(key),
+                            migrated_expected(table, key), run, pristine=inp.pristine))  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- a race
+
+
+@dataclass
+class Outcome:
+    rows: list[Versus]  # the target's row, then the CPU row
+    seconds: dict[str, dict[str, list[float]]]  # side -> wall / cpu -> seconds a run
+    size: StatsSize | None
+    profile: Callable[[], str]
+
+
+def run_case(cfg: Config, case: Case, work: Path) -> Outcome:
+    log(f"[{case.key}] {case.title} ...")
+    started = time.perf_counter()
+    sides = {"on": Side(case, True, work), "off": Side(case, False, work)}
+    t = cfg.race({name: side.contender() for name, side in sides.items()})
+    cpu = {name: side.cpu for name, side in sides.items()}
+    head = versus(case.key, case.title, "rec/s", case.records, t["on"], t["off"], target=TARGET)
+    cpu_row = versus(
+        f"{case.key}-cpu", f"(info) {case.key}: the same, CPU time", "rec/s", case.records,
+        Timing("on", cpu["on"]), Timing("off", cpu["off"]),
+    )  # fmt: skip
+    log(
+        f"[{case.key}] off/on {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} "
+        f"rounds; CPU {cpu_row.ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
+    )
+    seconds = {name: {"wall": t[name].times, "cpu": cpu[name]} for name in sides}
+    return Outcome([head, cpu_row], seconds, sides["on"].size, sides["on"].profile)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def added(r: Versus, pick: Callable[[list[float]], float] = min) -> str:
+    ratio = r.ratio(pick)
+    return "—" if ratio is None else f"{(1 / ratio - 1) * 100:+.0f}%"
+
+
+def overhead_table(rows: list[Versus]) -> str:
+    lines = [
+        "| case | statistics on | statistics off | ratio off / on | statistics add | target | met? |",
+        "|---|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for r in rows:
+        on, off, ratio = min(r.catalog_times), min(r.peer_times or [0.0]), r.ratio()
+        target = "—" if r.target is None else f">= {r.target:.2f}x (<= +15%)"
+        met = {None: "—", True: "yes", False: "**NO**"}[r.met()]
+        lines.append(
+            f"| {r.benchmark} | {on:.2f} s ({fmt_rate(r.catalog_rate(), r.unit)}) | {off:.2f} s "
+            f"({fmt_rate(r.peer_rate(), r.unit)}) | {'—' if ratio is None else f'{ratio:.2f}x'} | {added(r)} "
+            f"| {target} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def seconds_table(outcomes: dict[str, Outcome]) -> str:
+    med = statistics.median
+    lines = [
+        "| case | statistics | wall, best | wall, median | CPU, best | CPU, median |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for key, o in outcomes.items():
+        for side, s in o.seconds.items():
+            wall, cpu = s["wall"], s["cpu"]
+            lines.append(
+                f"| {key} | {side} | {min(wall):.2f} s | {med(wall):.2f} s | {min(cpu):.2f} s | {med(cpu):.2f} s |"
+            )
+    return "\n".join(lines)
+
+
+def size_tables(outcomes: dict[str, Outcome]) -> str:
+    """Bytes per shard of each case, then bytes per feature (mean over shards)."""
+    sized = {k: o.size for k, o in outcomes.items() if o.size is not None}
+    lines = [
+        "| case | shards | records a shard | statistics bytes a shard (mean; min-max) | bytes a record |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key, s in sized.items():
+        mean = statistics.mean(s.blob_bytes)
+        lines.append(
+            f"| {key} | {len(s.blob_bytes)} | {statistics.mean(s.records):,.0f} | {mean:,.0f}; "
+            f"{min(s.blob_bytes):,}-{max(s.blob_bytes):,} | {sum(s.blob_bytes) / sum(s.records):.4f} |"
+        )
+    features = list(dict.fromkeys(name for s in sized.values() for name in s.feature_bytes))
+    lines += ["", "| feature | " + " | ".join(sized) + " |", "|---|" + "---:|" * len(sized)]
+    for name in features:
+        cells = []
+        for s in sized.values():
+            b, j = s.feature_bytes.get(name), s.feature_json.get(name)
+            cells.append("—" if not b or not j else f"{statistics.mean(b):,.0f} ({statistics.mean(j):,.0f})")
+        kind = next(s.kinds[name] for s in sized.values() if name in s.kinds)
+        lines.append(f"| {name} ({kind}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[Versus]:
+    print(overhead_table(results))
+    print(
+        "\nratio = time with statistics off / time with statistics on (best round of each side); statistics add "
+        "= time on / time off - 1. Both sides include validation, the shards' fsync and the commit; `(info)` "
+        f"rows compare the sides' CPU seconds (`time.process_time`). Total time {elapsed:.0f} s."
+    )
+    print(
+        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
+    )
+    print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
+    print(seconds_table(outcomes))
+    print(
+        "\nStatistics in the manifest (`SELECT length(data) FROM shard_stats`, the live shards of the warm-up run):\n"
+    )
+    print(size_tables(outcomes))
+    print(
+        "\nPer feature: bytes of the feature's statistics JSON compressed alone with zlib (level 6, as the blob), "
+        "mean over shards; its uncompressed JSON in parentheses. A blob is the features' JSON compressed together, "
+        "so it is a little smaller than their sum."
+    )
+    return versus_missed(results)
+
+
+def header(cfg: Config, quick: bool) -> dict[str, Any]:
+    info = machine_header(
+        numpy=np.__version__,
+        pandas=pd.__version__,
+        datasketches=dist_version("datasketches"),
+        protobuf=protobuf_version(),
+        sqlite=sqlite3.sqlite_version,
+        crc32c=dist_version("crc32c"),
+    )
+    print_header(
+        "TFRecord Catalog: statistics on vs off (appends and migrations)",
+        info,
+        f"temp catalogs on {info['tmp_fs']}",
+        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; best of {cfg.repeats} "
+        f"to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
+        f"tags int64[None] (0-{MAX_TAGS} values); label int64 with {len(CLASSES)} names",
+        f"tensors: image uint8{list(IMAGE_SHAPE)} (`encoding: tensor`, random pixels), label int64 with names",
+        "every run: a new catalog, or a fresh copy of the dataset to migrate (made, and the last one removed, "
+        "untimed), then `os.sync()`, recycled page-cache memory and `gc.collect()`, untimed",
+    )
+    return info
+
+
+def run_all(cfg: Config, work: Path, chosen: set[str]) -> dict[str, Outcome]:
+    inp = make_inputs(cfg, work, chosen)
+    print("- inputs: " + ("; ".join(inp.describe()) or "tensors only") + "\n", flush=True)
+    runs = work / "runs"
+    runs.mkdir()
+    gc.collect()
+    gc.freeze()  # the inputs live for the whole run: out of every collection
+    return {case.key: run_case(cfg, case, runs) for case in cases_of(inp, cfg, chosen)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(
+        __doc__, "100,000 rows and 10,000 tensors", "minimum timed rounds per comparison (default 3)",
+        "the statistics-on side",
+    )  # fmt: skip
+    parser.add_argument("--only", metavar="CASES", help=f"comma-separated cases ({','.join(SECTIONS)}); default all")
+    args = parser.parse_args(argv)
+    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
+    check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
+    started = time.perf_counter()
+    info = header(cfg, args.quick)
+    with tempfile.TemporaryDirectory(prefix="bench_stats_", dir="/tmp") as d:
+        outcomes = run_all(cfg, Path(d), chosen)
+        results = [row for o in outcomes.values() for row in o.rows]
+        elapsed = time.perf_counter() - started
+        print_results(results, outcomes, elapsed)
+        profiles = {key: o.profile for key, o in outcomes.items()}
+        texts = versus_profiles(args.profile, results, profiles, "statistics on, cProfile")
+    if args.json:
+        sizes = {k: None if o.size is None else o.size.__dict__ for k, o in outcomes.items()}
+        seconds = {k: o.seconds for k, o in outcomes.items()}
+        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], seconds=seconds,
+                     stats_sizes=sizes, elapsed_seconds=elapsed, profiles=texts)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

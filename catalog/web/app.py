@@ -1,0 +1,115 @@
+"""The viewer's web application: Starlette routes over ``pages``, Jinja2 templates (every value
+escaped), and a JSON twin of every page (``?format=json``, or the same path under ``/api``).
+
+Read-only by construction: the routes answer GET (and HEAD) alone, and each calls only the
+reading functions of ``pages``; no route serves a file (pictures travel inside the pages as
+data URIs, styles and charts are inline), so no URL can reach a file, in the catalog or outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from catalog.api import Catalog
+from catalog.errors import CatalogError, DatasetNotFoundError, VersionNotFoundError
+from catalog.web import pages
+from catalog.web.charts import bars, histogram
+
+Build = Callable[[Request], dict[str, Any]]
+
+
+def _templates() -> Environment:
+    env = Environment(loader=PackageLoader("catalog.web", "templates"), autoescape=select_autoescape(["html"]))
+    env.globals.update(histogram=histogram, bars=bars)
+    env.filters["num"] = _num
+    return env
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    if not text.isdigit():
+        raise CatalogError(f"?{name}= takes a whole number, got {text!r}")
+    return int(text)
+
+
+def _version(request: Request) -> int | str | None:
+    text = request.query_params.get("version") or None
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def create_app(root: str | Path) -> Starlette:
+    """The viewer of the catalog at ``root`` (opened once, read only)."""
+    cat = Catalog.open(root)
+    env = _templates()
+
+    def page(template: str, build: Build) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            as_json = request.url.path.startswith("/api") or request.query_params.get("format") == "json"
+            try:
+                data = build(request)
+            except CatalogError as e:
+                status = 404 if isinstance(e, (DatasetNotFoundError, VersionNotFoundError)) else 400
+                if as_json:
+                    return JSONResponse({"error": str(e)}, status_code=status)
+                html = env.get_template("error.html").render(error=str(e), root=str(cat.root))
+                return HTMLResponse(html, status_code=status)
+            if as_json:
+                return JSONResponse(data)
+            query = dict(request.query_params)
+            context = {"data": data, "root": str(cat.root), "query": query, "path": request.url.path}
+            return HTMLResponse(env.get_template(template).render(**context))
+
+        return endpoint
+
+    def dataset(request: Request) -> Any:
+        return cat.dataset(request.path_params["name"])
+
+    builds: list[tuple[str, str, Build]] = [
+        ("/", "catalog.html", lambda r: pages.catalog_page(cat)),
+        ("/datasets/{name}", "dataset.html",
+         lambda r: pages.dataset_page(dataset(r), _version(r), r.query_params.get("diff"), _int(r, "page", 1))),
+        ("/datasets/{name}/stats", "stats.html",
+         lambda r: pages.stats_page(dataset(r), _version(r), r.query_params.get("split") or None)),
+        ("/datasets/{name}/compare", "compare.html",
+         lambda r: pages.compare_page(dataset(r), r.query_params.get("a", ""), r.query_params.get("b", ""))),
+        ("/datasets/{name}/rows", "rows.html",
+         lambda r: pages.rows_page(dataset(r), _version(r), r.query_params.get("split") or None, _int(r, "offset", 0),
+                                   _int(r, "limit", pages.ROWS_PER_PAGE), not r.url.path.startswith("/api")
+                                   and r.query_params.get("format") != "json")),
+    ]  # fmt: skip
+    routes = []
+    for path, template, build in builds:
+        routes.append(Route(path, page(template, build), methods=["GET"]))
+        routes.append(Route("/api" + ("/datasets" if path == "/" else path), page(template, build), methods=["GET"]))
+    app = Starlette(routes=routes)
+    app.state.catalog = cat
+    return app
+
+
+def serve(root: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Run the viewer until Ctrl-C (uvicorn, one process)."""
+    import uvicorn
+
+    uvicorn.run(create_app(root), host=host, port=port, log_level="warning")

@@ -1,0 +1,122 @@
+"""What each page of the viewer shows, as plain data: the JSON twin is exactly this, and the
+HTML page is a template over it. Reads only: every function here opens nothing for writing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.api import Catalog, Dataset
+from catalog.commit.plans import plan
+from catalog.commit.values import Commit, VersionRef, iso
+from catalog.errors import CatalogError
+from catalog.readers.picking import rows_at
+from catalog.schema import Schema, row_to_json
+from catalog.storage import location_size
+from catalog.web.images import shown_value
+
+SHARDS_PER_PAGE = 100
+ROWS_PER_PAGE = 20
+MOST_ROWS = 200
+
+
+def _commit(c: Commit) -> dict[str, Any]:
+    return {
+        "version": c.version, "kind": c.kind, "time": iso(c.time), "author": c.author, "message": c.message,
+        "records_added": c.records, "records_removed": c.records_removed, "total_records": c.total_records,
+        "total_bytes": c.total_bytes, "schema_version": c.schema_version, "tags": list(c.tags),
+    }  # fmt: skip
+
+
+def catalog_page(cat: Catalog) -> dict[str, Any]:
+    """Every dataset: versions, splits, records, bytes, last commit."""
+    out = []
+    for info in cat.list():
+        ds = cat.dataset(info.name)
+        last = ds.history()[-1]
+        full = ds.info()
+        out.append({**full.to_json(), "schema": None, "last_commit": _commit(last)})
+    return {"root": str(cat.root), "datasets": out}
+
+
+def dataset_page(ds: Dataset, version: VersionRef, diff: str | None, page: int) -> dict[str, Any]:
+    """History, schema at ``version`` (and a diff ``A..B``), splits, one page of shards."""
+    info = ds.info(version)
+    offset = max(0, page - 1) * SHARDS_PER_PAGE
+    shards = ds.shard_page(info.version, offset, SHARDS_PER_PAGE)
+    items = [{**s.to_json(), "relpath": s.relpath, "state": _state(ds, s.relpath, s.location, s.bytes)} for s in shards]
+    pages = max(1, -(-info.shard_count // SHARDS_PER_PAGE))
+    return {
+        "dataset": info.to_json(),
+        "history": [_commit(c) for c in ds.history()],
+        "diff": _diff(ds, diff) if diff else None,
+        "shards": {
+            "page": max(1, page),
+            "per_page": SHARDS_PER_PAGE,
+            "total": info.shard_count,
+            "pages": pages,
+            "items": items,
+        },
+    }
+
+
+def _diff(ds: Dataset, spec: str) -> dict[str, Any]:
+    """``A..B``: the schemas of versions (or tags) A and B compared."""
+    a, sep, b = spec.partition("..")
+    if not sep or not a or not b:
+        raise CatalogError(f"bad diff {spec!r}: two versions or tags as A..B, e.g. 1..3")
+    left, right = ds.schema_at(_ref(a)), ds.schema_at(_ref(b))
+    return {"a": a, "b": b, **left.diff(right).to_json()}
+
+
+def _ref(text: str) -> VersionRef:
+    return int(text) if text.isdigit() else text
+
+
+def _state(ds: Dataset, rel: str, location: str | None, registered: int) -> str:
+    """A shard's file as a stat sees it (the CRCs are `catalog verify`'s): ok, missing, or its size."""
+    try:
+        size = location_size(ds.catalog.store.shard_url(rel, location))
+    except (OSError, CatalogError):
+        return "unreadable"
+    if size is None:
+        return "missing"
+    if size < 0:
+        return "not checked (object store)"
+    return "ok" if size == registered else f"{size} bytes, {registered} registered"
+
+
+def stats_page(ds: Dataset, version: VersionRef, split: str | None) -> dict[str, Any]:
+    return ds.stats(version, split).to_json()
+
+
+def compare_page(ds: Dataset, a: str, b: str) -> dict[str, Any]:
+    """Two versions, tags or splits compared; without both, what there is to choose from."""
+    info = ds.info()
+    choices = {"splits": sorted(info.splits or {}), "versions": list(range(1, info.version + 1))}
+    comparison = ds.compare_stats(a, b).to_json() if a and b else None
+    return {"dataset": ds.name, "a": a, "b": b, **choices, "comparison": comparison}
+
+
+def rows_page(
+    ds: Dataset, version: VersionRef, split: str | None, offset: int, limit: int, html: bool
+) -> dict[str, Any]:
+    """Rows ``offset`` to ``offset + limit`` as JSON (bytes base64, as `cat` prints them); for
+    the HTML page each value also gets its shown form (a picture, or a folded text)."""
+    limit = min(max(1, limit), MOST_ROWS)
+    offset = max(0, offset)
+    selected = plan(ds, version, split)
+    schema = selected.schema()
+    found = rows_at(ds, selected, None, None, offset, limit)
+    rows = [_row(schema, row, offset + i, html) for i, row in enumerate(found)]
+    return {
+        "dataset": ds.name, "version": selected.version, "split": split, "offset": offset, "limit": limit,
+        "total": selected.records, "rows": rows,
+    }  # fmt: skip
+
+
+def _row(schema: Schema, row: dict[str, Any], index: int, html: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": index, "values": row_to_json(schema, row)}
+    if html:
+        feats = schema.all_features
+        out["shown"] = {name: shown_value(feats[name], value) for name, value in row.items()}
+    return out
