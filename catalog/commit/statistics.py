@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, live_at, load_schema
 from catalog.commit.values import SHARD_CHUNK, VersionRef
 from catalog.errors import CatalogError, CheckError
-from catalog.manifest import SHARD_STATS, SHARDS
+from catalog.manifest import COMMITS, SHARD_STATS, SHARDS
 from catalog.schema import Schema
 from catalog.stats import DatasetStats, merged
 from catalog.stats.drift import Violation, check
@@ -42,11 +43,26 @@ class VersionStats:
         return self.missing_shards == 0
 
 
+# Merged statistics already worked out in this process, by (manifest, dataset, version, split):
+# a version's shards never change, and merging KLL sketches flips coins (DataSketches' own
+# generator, which cannot be seeded), so without this two looks at one version could show
+# medians apart by up to the sketch's error. Complete ones only (a --compute adds to the rest).
+_MERGED: OrderedDict[tuple[str, int, int, str | None, str], VersionStats] = OrderedDict()
+_MERGED_KEPT = 64
+
+
 def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | None = None) -> VersionStats:
     """The merged statistics of the shards live at ``version`` (in ``split``), streamed from
     the manifest in chunks: a million shards never sit in memory at once."""
     with mf.read_txn(ds.catalog.engine) as conn:
         v, sv = ds._resolve_version(conn, version)
+        made = conn.execute(
+            select(COMMITS.c.created_at).where(COMMITS.c.dataset_id == ds.id, COMMITS.c.version == v)
+        ).scalar()  # in the key: a dataset dropped and registered again may get the same id
+        key = (str(ds.catalog.engine.url), ds.id, v, split, str(made))
+        if key in _MERGED:
+            _MERGED.move_to_end(key)
+            return _MERGED[key]
         live = live_at(conn, ds.id, v)
         splits = sorted(set(conn.execute(live.with_only_columns(SHARDS.c.split).order_by(None).distinct()).scalars()))
         if split is not None and split not in splits:
@@ -68,6 +84,10 @@ def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | No
                     out.missing_records += records
                 else:
                     out.stats.merge(DatasetStats.from_bytes(data, path))
+    if out.complete:
+        _MERGED[key] = out
+        while len(_MERGED) > _MERGED_KEPT:
+            _MERGED.popitem(last=False)
     return out
 
 

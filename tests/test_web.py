@@ -1,0 +1,159 @@
+"""The viewer (`catalog serve`) through the ASGI test client: every page and its JSON twin,
+escaping, read-only routes, no file reachable by URL, paged shards, pictures."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette", reason="the viewer needs the web extra (starlette)")
+from starlette.testclient import TestClient  # noqa: E402
+
+from catalog import Catalog  # noqa: E402
+from catalog.web import create_app  # noqa: E402
+
+EVIL = "<script>alert(1)</script>"
+
+
+def png(seed: int) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(np.random.default_rng(seed).integers(0, 255, (12, 10, 3)).astype(np.uint8)).save(out, "PNG")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("web") / "cat"
+    cat = Catalog.init(root)
+    schema = {
+        "features": {
+            "image": {"dtype": "bytes", "encoding": "image", "format": "png"},
+            "px": {"dtype": "uint8", "shape": [6, 5, 3], "encoding": "tensor"},
+            "label": {"dtype": "int64", "names": ["cat", "dog"]},
+            "text": {"dtype": "string"},
+        }
+    }
+    ds = cat.register("pics", schema, description=EVIL)
+    rows = [{"image": png(i), "px": np.full((6, 5, 3), i, np.uint8), "label": i % 2, "text": EVIL if i == 3 else f"t{i}"}
+            for i in range(30)]  # fmt: skip
+    ds.append_rows(rows, message=EVIL)
+    ds.append_rows(rows[:10], split="validation")
+    ds.tag("v-one", version=2)
+    many = cat.register("many", {"features": {"x": {"dtype": "int64"}}})
+    many.append_rows([{"x": i} for i in range(250)], shard_records=1)  # 250 shards: three pages
+    cat.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(root: Path) -> Any:
+    return TestClient(create_app(root))
+
+
+PAGES = [
+    ("/", "pics"),
+    ("/datasets/pics", "History"),
+    ("/datasets/pics?version=v-one", "version 2"),
+    ("/datasets/pics?diff=1..3", "Schema 1 → 3"),
+    ("/datasets/pics/stats", "filled (default)"),
+    ("/datasets/pics/stats?split=validation", "split validation"),
+    ("/datasets/pics/compare?a=train&b=validation", "L-infinity"),
+    ("/datasets/pics/compare", "splits: train, validation"),
+    ("/datasets/pics/rows?offset=5&limit=5", "rows 5 to 10 of 40"),
+]
+
+
+@pytest.mark.parametrize(("url", "text"), PAGES)
+def test_every_page_and_its_json_twin(client: Any, url: str, text: str) -> None:
+    page = client.get(url)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert text in page.text
+    sep = "&" if "?" in url else "?"
+    twin = client.get(url + sep + "format=json")
+    api = client.get("/api" + ("/datasets" if url == "/" else url))
+    assert twin.status_code == 200 and twin.headers["content-type"] == "application/json"
+    assert twin.json() == api.json()
+
+
+def test_json_carries_the_figures(client: Any) -> None:
+    cat = client.get("/api/datasets").json()["datasets"]
+    pics = next(d for d in cat if d["name"] == "pics")
+    assert pics["records"] == 40 and pics["splits"]["validation"]["records"] == 10
+    assert pics["last_commit"]["version"] == 3
+    stats = client.get("/api/datasets/pics/stats?split=train").json()
+    label = next(f for f in stats["features"] if f["feature"] == "label")
+    assert label["present"] == 30 and label["top_values"][0]["value"] in ("0 (cat)", "1 (dog)")
+    rows = client.get("/api/datasets/pics/rows?offset=2&limit=3").json()
+    assert [r["index"] for r in rows["rows"]] == [2, 3, 4]
+    assert base64.b64decode(rows["rows"][0]["values"]["image"]) == png(2)
+
+
+def test_values_are_escaped(client: Any) -> None:
+    for url in ["/", "/datasets/pics", "/datasets/pics/rows?offset=0&limit=10", "/datasets/pics/stats"]:
+        html = client.get(url).text
+        assert EVIL not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in client.get("/datasets/pics/rows?limit=10").text
+    assert "&lt;script&gt;" in client.get("/datasets/pics").text  # the description and commit message
+
+
+def test_pictures(client: Any) -> None:
+    html = client.get("/datasets/pics/rows?offset=0&limit=2").text
+    encoded = base64.b64encode(png(0)).decode()
+    assert f'src="data:image/png;base64,{encoded}"' in html  # the stored bytes as they are
+    assert html.count("<img ") == 4  # the PNG and the uint8 tensor, rendered, in each row
+
+
+def test_shards_are_paged(client: Any) -> None:
+    first = client.get("/api/datasets/many").json()["shards"]
+    assert (first["total"], first["pages"], len(first["items"])) == (250, 3, 100)
+    third = client.get("/api/datasets/many?page=3").json()["shards"]
+    assert len(third["items"]) == 50 and third["items"][0]["state"] == "ok"
+    every = {s["path"] for p in (1, 2, 3) for s in client.get(f"/api/datasets/many?page={p}").json()["shards"]["items"]}
+    assert len(every) == 250
+
+
+def test_bad_requests_are_one_line(client: Any) -> None:
+    missing = client.get("/datasets/nope")
+    assert missing.status_code == 404 and "no dataset" in missing.text.lower()
+    assert client.get("/api/datasets/nope").json()["error"] == "no dataset named 'nope'"
+    assert client.get("/api/datasets/pics/rows?offset=x").status_code == 400
+    assert client.get("/api/datasets/pics?version=99").status_code == 404
+    assert client.get("/api/datasets/pics/compare?a=train&b=nope").status_code in (400, 404)
+
+
+def test_read_only_and_no_files(client: Any, root: Path) -> None:
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    for url, _text in PAGES:
+        client.get(url)
+    for method in ("post", "put", "delete", "patch"):
+        assert getattr(client, method)("/datasets/pics").status_code == 405
+    for url in ["/catalog.db", "/data/pics", "/../catalog.db", "/datasets/..%2F..%2Fcatalog.db", "/static/../../etc/passwd",
+                "/datasets/pics/rows/../../catalog.db"]:  # fmt: skip
+        answer = client.get(url)
+        assert answer.status_code == 404, url
+        assert b"SQLite format" not in answer.content
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    assert after == before  # nothing written, not even an index
+
+
+def test_serve_binds_this_machine_by_default(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda application, **kw: seen.update(kw))
+    result = CliRunner().invoke(app, ["-C", str(root), "serve"])
+    assert result.exit_code == 0, result.output
+    assert (seen["host"], seen["port"]) == ("127.0.0.1", 8765)
+    CliRunner().invoke(app, ["-C", str(root), "serve", "--host", "0.0.0.0", "--port", "9000"])
+    assert (seen["host"], seen["port"]) == ("0.0.0.0", 9000)
