@@ -137,7 +137,7 @@ def test_read_only_and_no_files(client: Any, root: Path) -> None:
         client.get(url)
     for method in ("post", "put", "delete", "patch"):
         assert getattr(client, method)("/datasets/pics").status_code == 405
-    hostile = ["/catalog.db", "/data/pics", "/../catalog.db", "/datasets/..%2F..%2Fcatalog.db", "/static/../../etc/passwd"]
+    hostile = ["/catalog.db", "/data/pics", "/../catalog.db", "/datasets/..%2F..%2Fcatalog.db", "/static/../../etc"]
     for url in [*hostile, "/datasets/pics/rows/../../catalog.db"]:
         answer = client.get(url)
         assert answer.status_code == 404, url
