@@ -129,6 +129,7 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
         ["list"],
         ["show", "demo", "--no-shards"],
         ["cat", "demo", "--limit", "2"],
+        ["stats", "demo"],
         ["verify"],
         ["migrations", "list", "demo", "--migrations", str(mig)],
         ["migrate", "demo", "--migrations", str(mig), "--dry-run"],
@@ -136,6 +137,7 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
         ["migrate", "demo", "--add", "height:int64=4", "--add", "width:int64=4", "-m", "image size"],
         ["cat", "demo", "--limit", "1"],
         ["cat", "demo", "--version", "3", "--limit", "1"],
+        ["stats", "demo", "--compare", "2", "3", "-f", "score", "-f", "tags"],
         ["compact", "demo"],
         ["export", "demo", str(out / "demo-export.tfrecord.gz"), "--compression", "gzip"],
         ["history", "demo"],
@@ -145,7 +147,8 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
         yield from _demo_step([*c, *step])
     yield (
         f"\ndone: the catalog is in {root}, its migrations in {mig}; try `catalog -C {root} show demo --version 3` "
-        f"or `catalog -C {root} migrations list demo --migrations {mig}`"
+        f"or `catalog -C {root} migrations list demo --migrations {mig}`;\n"
+        f"look at it in a browser: `catalog -C {root} serve` (then open http://127.0.0.1:8765/)"
     )
 
 

@@ -28,7 +28,9 @@ TOP_LG_MAP = 6
 # Longer string/bytes values (images, documents) are counted for distinct values (by a
 # digest), never kept as top values: a sketch of 48 JPEGs would weigh more than the shard's index.
 TOP_MAX_BYTES = 128
-_NO_FALSE_NEGATIVES = dsk.frequent_items_error_type.NO_FALSE_NEGATIVES
+# Top values are those surely frequent: of all-distinct values (ids, captions) none is shown,
+# rather than any 48 of them with counts that are only the sketch's error.
+_NO_FALSE_POSITIVES = dsk.frequent_items_error_type.NO_FALSE_POSITIVES
 
 Number = int | float
 
@@ -159,10 +161,11 @@ class FeatureStats:
         return None if self.distinct is None or self.distinct.is_empty() else round(self.distinct.get_estimate())
 
     def top_values(self, limit: int = 10) -> list[tuple[str, int]]:
-        """The most frequent values with their estimated counts (upper bounds), most first."""
+        """The surely frequent values with their estimated counts, most first (exact while the
+        feature has fewer distinct values than the sketch tracks)."""
         if self.top is None or self.top.is_empty():
             return []
-        items = self.top.get_frequent_items(_NO_FALSE_NEGATIVES)
+        items = self.top.get_frequent_items(_NO_FALSE_POSITIVES)
         return [(item, int(estimate)) for item, estimate, _lo, _hi in items[:limit]]
 
     def quantile_values(self, ranks: list[float]) -> list[float] | None:
