@@ -148,3 +148,26 @@ def test_a_long_inline_job_keeps_its_intent_alive(
     assert len(beats) >= 5  # 20 records x 20 ms: beaten from the side while the one job ran
     with mf.read_txn(cat.engine) as conn:
         assert conn.execute(select(INTENTS.c.id)).all() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('CastField("v", "float32")', "CastField('v', ...): the feature is given by its JSON form"),
+        ('AddField("w", "int64", default=0)', "AddField('w', ...): the feature is given by its JSON form"),
+        ('AddField("", {"dtype": "int64"}, default=0)', "AddField: a feature name is a non-empty string"),
+        ('Transform("not a function", {"features": {}})', "Transform: its first argument is a function of the row"),
+    ],
+)
+def test_a_script_with_bad_operation_arguments_is_one_line(tmp_path: Path, line: str, said: str) -> None:
+    """A script's operation built with the wrong kind of argument: one line naming the script
+    and the operation, exit 1, nothing migrated (was a Python traceback from deep inside)."""
+    cat = Catalog.init(tmp_path / "cat")
+    cat.register("d", {"features": {"v": {"dtype": "int64"}}}).append_rows([{"v": 1}])
+    script = tmp_path / "migrations" / "d" / "0001_bad.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"from catalog.migrate import AddField, CastField, Transform\n\noperations = [{line}]\n")
+    result = CliRunner().invoke(app, ["-C", str(cat.root), "migrate", "d", "--migrations", str(tmp_path / "migrations")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"error: {script}: {said}")
+    assert cat.dataset("d").version == 2

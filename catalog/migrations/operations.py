@@ -73,6 +73,16 @@ def _need(features: Features, name: str, op: str) -> dict[str, Any]:
     return features[name]
 
 
+def _check_spec(op: str, name: Any, spec: Any) -> None:
+    """A script's operation arguments, checked where it is built: a name, and a feature's JSON
+    form (a dict), never a bare dtype that would fail later with a Python error."""
+    if not isinstance(name, str) or not name:
+        raise MigrationError(f"{op}: a feature name is a non-empty string, got {name!r}")
+    if not isinstance(spec, Mapping):
+        raise MigrationError(f"{op}({name!r}, ...): the feature is given by its JSON form, e.g. "
+                             f"{{'dtype': 'float32'}}, got {spec!r}")  # fmt: skip
+
+
 def _fresh(features: Features, name: str, op: str) -> None:
     if not isinstance(name, str) or not name:
         raise MigrationError(f"{op}: a feature name is a non-empty string, got {name!r}")
@@ -93,6 +103,11 @@ class AddField(Operation):
     spec: Mapping[str, Any]
     default: Any = _NO_DEFAULT
     fn: Callable[[Row], Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_spec("AddField", self.name, self.spec)
+        if self.fn is not None and not callable(self.fn):
+            raise MigrationError(f"AddField({self.name!r}, ...): fn is a function of the row, got {self.fn!r}")
 
     @property
     def byte_level(self) -> bool:  # type: ignore[override]
@@ -208,6 +223,9 @@ class CastField(Operation):
     spec: Mapping[str, Any]
     lossy: bool = False
 
+    def __post_init__(self) -> None:
+        _check_spec("CastField", self.name, self.spec)
+
     def evolve(self, features: Features) -> Features:
         old = _need(features, self.name, "CastField")
         new = dict(self.spec)
@@ -245,6 +263,10 @@ class Transform(Operation):
 
     fn: Callable[[Row], Row]
     schema: Schema | Mapping[str, Any] | str | os.PathLike[str]
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise MigrationError(f"Transform: its first argument is a function of the row, got {self.fn!r}")
 
     def target(self) -> Schema:
         if isinstance(self.schema, Schema):

@@ -42,6 +42,7 @@ from catalog.migrations.scripts import (
 )
 from catalog.schema import Schema, SchemaDiff
 from catalog.stats import DatasetStats
+from catalog.stats.tally import constant_stats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.tfrecord.framing import stored_compression
 
@@ -98,6 +99,9 @@ class ShardJob:
     # Per feature of the target schema, how many records were filled from its default (the
     # source shard's counts, carried through the operations); None: the source has no statistics.
     filled: tuple[tuple[str, int], ...] | None = None
+    # The source shard's statistics: a byte-level migration derives the new shard's from them
+    # (a rename renames, a drop drops, an added constant is one value n times): nothing decoded.
+    source_stats: bytes | None = None
 
 
 _COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
@@ -113,7 +117,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
             raise MigrationError(f"{job.spec.id}: {e}") from None
     fn = _COMPILED[key]
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
-    schema = job.spec.chain()[-1] if job.statistics else None
+    derived = _derived_stats(job) if job.statistics else None
+    schema = job.spec.chain()[-1] if job.statistics and derived is None else None
     sink = ShardSink(
         job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=schema
     )
@@ -132,7 +137,32 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     shards = sink.close()
     if index != job.records:
         raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
+    if shards and derived is not None:
+        return replace(shards[0], stats=derived.to_bytes())
     return shards[0] if shards else None
+
+
+def _derived_stats(job: ShardJob) -> DatasetStats | None:
+    """The new shard's statistics from its source's, for a migration that only adds constant
+    features, drops and renames (byte-level: the values of the others are the source's bytes)."""
+    ops, chain = job.spec.ops(), job.spec.chain()
+    if job.source_stats is None or not all(op.byte_level for op in ops) or any(s.sequence for s in chain):
+        return None
+    stats = DatasetStats.from_bytes(job.source_stats, job.source)
+    features = dict(stats.features)
+    for op, after in zip(ops, chain[1:], strict=True):
+        if isinstance(op, AddField):
+            features[op.name] = constant_stats(after.all_features[op.name], stats.records)
+        elif isinstance(op, DropField):
+            features.pop(op.name, None)
+        elif isinstance(op, RenameField) and op.old in features:
+            moved = features.pop(op.old)
+            moved.name = op.new
+            features[op.new] = moved
+    target = chain[-1].all_features
+    if set(features) != set(target):
+        return None  # the source's statistics are of another schema: decode instead
+    return DatasetStats({name: features[name] for name in target}, stats.records)
 
 
 def _record_error(job: ShardJob, index: int, e: Exception) -> MigrationError:
@@ -460,12 +490,16 @@ def _run(
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     on = ds.catalog.statistics
-    carried = _carried_fills(spec, stats_blobs(ds, [s.rel for s in shards])) if on else {}
+    blobs = stats_blobs(ds, [s.rel for s in shards]) if on else {}
+    carried = _carried_fills(spec, blobs)  # for the row path (a byte-level one derives from the blobs)
     jobs = [
         ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, compression, on)
         for i, s in enumerate(shards)
     ]
-    jobs = [replace(job, filled=carried.get(s.rel)) for job, s in zip(jobs, shards, strict=True)]
+    jobs = [
+        replace(job, filled=carried.get(s.rel), source_stats=blobs.get(s.rel))
+        for job, s in zip(jobs, shards, strict=True)
+    ]
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)
     return {s.id: f for s, f in zip(shards, files, strict=True)}

@@ -220,3 +220,18 @@ def column_fills(defaulted: tuple[str, ...], columns: Mapping[str, Any], n: int)
                 rows = [[] for _ in range(n)]
             rows[i].append(name)
     return rows
+
+
+def constant_stats(feat: Feature, n: int) -> FeatureStats:
+    """The statistics of ``n`` records that all read ``feat``'s default (filled: a migration
+    added the feature), or, for an optional feature, that all lack it; no data decoded but one."""
+    schema = Schema([feat])
+    one = schema.decode_batch([schema.encode({})])[feat.name]
+    if one.dtype == object:
+        column = np.empty(n, dtype=object)
+        column[:] = [one[0]] * n
+    else:
+        column = np.repeat(one, n, axis=0)
+    tally = Tally(schema)
+    tally.add_columns({feat.name: column}, n, {feat.name: np.ones(n, dtype=bool)} if feat.has_default else {})
+    return tally.result().features[feat.name]
