@@ -167,7 +167,8 @@ def test_a_script_with_bad_operation_arguments_is_one_line(tmp_path: Path, line:
     script = tmp_path / "migrations" / "d" / "0001_bad.py"
     script.parent.mkdir(parents=True)
     script.write_text(f"from catalog.migrate import AddField, CastField, Transform\n\noperations = [{line}]\n")
-    result = CliRunner().invoke(app, ["-C", str(cat.root), "migrate", "d", "--migrations", str(tmp_path / "migrations")])
+    args = ["-C", str(cat.root), "migrate", "d", "--migrations", str(tmp_path / "migrations")]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.startswith(f"error: {script}: {said}")
     assert cat.dataset("d").version == 2
