@@ -139,5 +139,7 @@ def compare_stats(
     names = _pick(union, features, ds.name)
     out = Comparison(left, right)
     for name in names:
-        out.features.append(drift(name, left.stats.features.get(name), right.stats.features.get(name)))
+        x, y = left.stats.features.get(name), right.stats.features.get(name)
+        if x is not None or y is not None:  # neither: no records (or none computed) on either side
+            out.features.append(drift(name, x, y))
     return out

@@ -326,6 +326,8 @@ def test_compare_versions_and_splits(cat: Catalog) -> None:
     assert by["w"].linf == pytest.approx(1.0)
     same = ds.compare_stats("2", "train@2")  # a version, and a split of a version
     assert all(f.linf == 0 for f in same.features)
+    assert ds.compare_stats("1", "1").features == []  # the empty first version: nothing to compare
+    assert [f.only_in for f in ds.compare_stats("1", "2").features] == ["b", "b"]
     text = run("-C", cat.root, "stats", "d", "--compare", "train", "test")
     assert text.exit_code == 0 and " !" in text.stdout
     bad = run("-C", cat.root, "stats", "d", "--compare", "train", "nope")

@@ -147,15 +147,33 @@ def test_read_only_and_no_files(client: Any, root: Path) -> None:
 
 
 def test_serve_binds_this_machine_by_default(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import uvicorn
     from typer.testing import CliRunner
 
+    import catalog.web
     from catalog.cli import app
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda application, **kw: seen.update(kw))
+    monkeypatch.setattr(catalog.web, "serve", lambda where, host, port: seen.update(host=host, port=port))
     result = CliRunner().invoke(app, ["-C", str(root), "serve"])
     assert result.exit_code == 0, result.output
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 8765)
     CliRunner().invoke(app, ["-C", str(root), "serve", "--host", "0.0.0.0", "--port", "9000"])
     assert (seen["host"], seen["port"]) == ("0.0.0.0", 9000)
+
+
+def test_serve_on_a_taken_port_is_one_line(root: Path) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["-C", str(root), "serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    bad = CliRunner().invoke(app, ["-C", str(root), "serve", "--host", "999.1.1.1"])
+    assert bad.exit_code == 1 and bad.stderr.splitlines()[-1].startswith("error: cannot listen on 999.1.1.1:8765")

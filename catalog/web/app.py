@@ -8,6 +8,7 @@ data URIs, styles and charts are inline), so no URL can reach a file, in the cat
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,23 @@ def create_app(root: str | Path) -> Starlette:
     return app
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, or one line saying why not (a port in use, a host that
+    is no address of this machine): uvicorn would log it and exit 3."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as e:
+        raise CatalogError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
+
+
 def serve(root: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Run the viewer until Ctrl-C (uvicorn, one process)."""
     import uvicorn
 
-    uvicorn.run(create_app(root), host=host, port=port, log_level="warning")
+    app = create_app(root)
+    sock = listen(host, port)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
