@@ -225,6 +225,11 @@ def append(
             check=check,
             max_linf=max_linf,
         )
+    return _append_output(name, commit)
+
+
+def _append_output(name: str, commit: Commit) -> Output:
+    """The commit, and on stderr the checks it broke (``--check=warn``)."""
     warned = "\n".join(f"warning: {w}" for w in commit.warnings) or None
     return Output(text=_append_text(name, commit), json=commit.to_json, summary=warned)
 
