@@ -44,7 +44,7 @@ def linf(a: FeatureStats, b: FeatureStats) -> float | None:
 
 
 def _linf_values(a: FeatureStats, b: FeatureStats) -> float | None:
-    wa, wb = a.top.total_weight, b.top.total_weight
+    wa, wb = a.top_weight, b.top_weight
     if not wa or not wb:
         return None
     keys = {k for k, _c in a.top_values(1 << 10)} | {k for k, _c in b.top_values(1 << 10)}
