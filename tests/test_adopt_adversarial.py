@@ -330,11 +330,11 @@ def test_a_file_removed_while_it_is_read_is_one_line(
     part = ext / "part-0.tfrecord"
     checked = adoption.check_batch
 
-    def check_batch(*args: Any, **kwargs: Any) -> None:
+    def check_batch(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(adoption, "check_batch", checked)
         if part.exists():
             part.unlink() if how == "unlink" else part.rename(ext / "moved")
-        checked(*args, **kwargs)
+        return checked(*args, **kwargs)
 
     monkeypatch.setattr(adoption, "check_batch", check_batch)
     result = run("-C", cat.root, "adopt", "d", part)
@@ -713,11 +713,11 @@ def test_a_file_grown_while_it_is_read_is_refused_or_registered_as_read(
     big = write_part(ext / "big.tfrecord", range(5000))
     checked = adoption.check_batch
 
-    def check_batch(*args: Any, **kwargs: Any) -> None:
+    def check_batch(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(adoption, "check_batch", checked)
         with open(big, "ab") as f:
             f.write(b"\0" * 10 if growth == "a partial record" else (ext / "part-0.tfrecord").read_bytes())
-        checked(*args, **kwargs)
+        return checked(*args, **kwargs)
 
     monkeypatch.setattr(adoption, "check_batch", check_batch)
     result = run("-C", cat.root, "adopt", "d", big)

@@ -8,7 +8,6 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 
 from catalog.cli.base import open_catalog, verb
@@ -16,6 +15,8 @@ from catalog.cli.options import AsJson, DatasetName, Split, Version
 from catalog.cli.output import Output
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from catalog.schema import Schema
 
 TENSOR_SHOWN = 8  # values of a folded tensor shown before the ellipsis
@@ -73,6 +74,8 @@ def _indices(total: int, offset: int, limit: int | None, sample: int | None, see
     """The record numbers to print, in order; None: from ``offset`` on, read in order."""
     if sample is None:
         return None
+    import numpy as np
+
     pool = max(0, total - offset)
     picked = np.random.default_rng(seed).choice(pool, size=min(sample, pool), replace=False) + offset
     chosen = sorted(int(i) for i in picked)
@@ -88,6 +91,8 @@ def _shown(
 ) -> dict[str, Any]:
     """One row as JSON: bytes base64, or, on a terminal (``fold``: its width), a value longer
     than a line as ``<bytes 1,717: 89504e47…>`` or ``<uint8[32,32,3]: 12, 40, …>``."""
+    import numpy as np
+
     from catalog.schema import row_to_json
 
     out = row_to_json(schema, row)
