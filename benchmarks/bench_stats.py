@@ -538,7 +538,10 @@ def run_case(cfg: Config, case: Case, work: Path) -> Outcome:
 
 def added(r: Versus, pick: Callable[[list[float]], float] = min) -> str:
     ratio = r.ratio(pick)
-    return "—" if ratio is None else f"{(1 / ratio - 1) * 100:+.0f}%"
+    if ratio is None:
+        return "—"
+    percent = (1 / ratio - 1) * 100
+    return f"{0.0 if round(percent) == 0 else percent:+.0f}%"  # no "-0%"
 
 
 def overhead_table(rows: list[Versus]) -> str:
