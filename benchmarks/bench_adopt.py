@@ -44,7 +44,7 @@ from benchmarks.harness import (
     MIB,
     WORDS,
     Contender,
-    Timing,
+    Racing,
     Versus,
     arg_parser,
     cache_tree,
@@ -55,7 +55,6 @@ from benchmarks.harness import (
     median_line,
     print_header,
     profile_text,
-    race,
     versus,
     versus_missed,
     versus_profiles,
@@ -86,16 +85,13 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 
 
 @dataclass
-class Config:
+class Config(Racing):
     total_bytes: int  # the folder's size, about
     files: int
     repeats: int  # timed rounds per comparison, at least
     budget: float  # seconds a comparison may spend on extra rounds
     max_rounds: int = 9
     workers: tuple[int, ...] = (1, 2)
-
-    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
-        return race(contenders, self.repeats, self.budget, self.max_rounds)
 
 
 FULL = Config(total_bytes=1_000_000_000, files=16, repeats=5, budget=30.0)

@@ -51,6 +51,7 @@ from benchmarks.harness import (
     MIB,
     WORDS,
     Contender,
+    Racing,
     Timing,
     Versus,
     arg_parser,
@@ -65,7 +66,6 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     protobuf_version,
-    race,
     versus,
     versus_missed,
     versus_profiles,
@@ -97,15 +97,12 @@ RUN_IDS = itertools.count(1)  # every run's catalog or output file has a name of
 
 
 @dataclass
-class Config:
+class Config(Racing):
     rows: int  # rows of the CSV, the Parquet file and the DataFrame
     images: int  # JPEGs in the image folder
     repeats: int  # timed rounds per comparison, at least
     budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
     max_rounds: int = 9
-
-    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
-        return race(contenders, self.repeats, self.budget, self.max_rounds)
 
 
 FULL = Config(rows=1_000_000, images=10_000, repeats=3, budget=60.0)

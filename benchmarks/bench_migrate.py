@@ -45,7 +45,7 @@ from benchmarks.harness import (
     MIB,
     Contender,
     FreshCatalog,
-    Timing,
+    Racing,
     Versus,
     arg_parser,
     check,
@@ -59,7 +59,6 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     protobuf_version,
-    race,
     usable_cpus,
     versus_missed,
     versus_profiles,
@@ -77,7 +76,7 @@ BLOB_SCHEMA: dict[str, Any] = {"features": {"data": {"dtype": "bytes"}}}
 
 
 @dataclass
-class Config:
+class Config(Racing):
     records: int  # small Examples in the dataset
     shards: int  # ... split into this many shards
     peer_shards: int  # the peer migrates the first this-many shards (its eager loop is slow)
@@ -86,9 +85,6 @@ class Config:
     repeats: int  # timed rounds per comparison, at least
     budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
     max_rounds: int = 15
-
-    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
-        return race(contenders, self.repeats, self.budget, self.max_rounds)
 
 
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)

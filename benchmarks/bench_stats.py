@@ -54,6 +54,7 @@ from benchmarks.harness import (
     REPO,
     Contender,
     FreshCatalog,
+    Racing,
     Timing,
     Versus,
     arg_parser,
@@ -66,7 +67,6 @@ from benchmarks.harness import (
     page_cache,
     print_header,
     protobuf_version,
-    race,
     versus,
     versus_missed,
     versus_profiles,
@@ -113,15 +113,12 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 
 
 @dataclass
-class Config:
+class Config(Racing):
     rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
     images: int  # rows of the tensor dataset
     repeats: int  # timed rounds per comparison, at least
     budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
     max_rounds: int = 9
-
-    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
-        return race(contenders, self.repeats, self.budget, self.max_rounds)
 
 
 FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)

@@ -257,6 +257,18 @@ def _timed_once(c: Contender) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
+class Racing:
+    """A benchmark's Config (a dataclass declaring ``repeats``, ``budget`` and ``max_rounds``)
+    that races contenders with its own settings."""
+
+    repeats: int
+    budget: float
+    max_rounds: int
+
+    def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
+        return race(contenders, self.repeats, self.budget, self.max_rounds)
+
+
 def race(
     contenders: dict[str, Contender], repeats: int, budget: float = 0.0, max_rounds: int = 15
 ) -> dict[str, Timing]:

@@ -238,10 +238,7 @@ def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
     empty = counts.pop("" if fs.kind == "string" else b"", 0)
     if empty:  # the distinct-count sketch ignores an empty value: counted by zeros (distinct_estimate)
         fs.top.update("", empty)
-    if fs.kind == "string":
-        _count_texts(fs, counts)
-    else:
-        _count_bytes(fs, counts)
+    _count_values(fs, counts)
 
 
 def _skip_singles(counts: Counter[Any]) -> int:
@@ -251,31 +248,19 @@ def _skip_singles(counts: Counter[Any]) -> int:
     return 2 if len(counts) > TOP_SKIP_SINGLES else 1
 
 
-def _count_texts(fs: FeatureStats, counts: Counter[str]) -> None:
+def _count_values(fs: FeatureStats, counts: Counter[Any]) -> None:
+    """A batch's distinct strings (or bytes) into the distinct-count and top-value sketches,
+    which take text: bytes go as latin-1 (one character a byte, reversible)."""
     distinct, top = fs.distinct.update, fs.top.update
     least = _skip_singles(counts)
+    text = fs.kind == "string"
     for value, count in counts.items():
         if len(value) > TOP_MAX_BYTES:
             fs.long_values += count
-            raw = value.encode("utf-8")
+            raw = value.encode("utf-8") if text else value
             distinct(f"\x00{len(raw)}:{crc32c(raw):08x}")  # a digest: never a top value
             continue
-        distinct(value)
-        if count >= least:
-            top(value, count)
-        else:
-            fs.top_rest += count
-
-
-def _count_bytes(fs: FeatureStats, counts: Counter[bytes]) -> None:
-    distinct, top = fs.distinct.update, fs.top.update
-    least = _skip_singles(counts)
-    for value, count in counts.items():
-        if len(value) > TOP_MAX_BYTES:
-            fs.long_values += count
-            distinct(f"\x00{len(value)}:{crc32c(value):08x}")  # a digest: never a top value
-            continue
-        key = value.decode("latin-1")  # one character per byte, reversible
+        key = value if text else value.decode("latin-1")
         distinct(key)
         if count >= least:
             top(key, count)
