@@ -59,6 +59,7 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     protobuf_version,
+    recycle_memory,
     usable_cpus,
     versus_missed,
     versus_profiles,
@@ -89,29 +90,6 @@ class Config(Racing):
 
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)
 QUICK = Config(records=20_000, shards=8, peer_shards=2, blob_mib=64, blob_shards=16, repeats=3, budget=1.5)
-
-# --------------------------------------------------------------------------- settling before a run
-
-RECYCLE_CHUNK = os.urandom(4 * MIB)
-
-
-def recycle_memory(scratch: Path, nbytes: int) -> None:
-    """Write ``nbytes`` into a scratch file and delete it: memory the next run's new page cache can reuse.
-
-    Our VMs (Firecracker, free page reporting) hand memory the guest freed a few seconds ago
-    back to the host; the guest's next use of it faults on the host, and writing into such
-    fresh page cache runs at 0.2-0.5 GB/s instead of 2-4 GB/s. Without this step, a run that
-    writes new data pays that VM cost, and how much of it varies run to run. Every contender
-    of a comparison gets the same step.
-    """
-    if nbytes <= 0:
-        return
-    path = scratch / "recycle.scratch"
-    with open(path, "wb") as f:
-        for _ in range(0, nbytes, len(RECYCLE_CHUNK)):
-            f.write(RECYCLE_CHUNK)
-    path.unlink()  # never synced: its dirty pages are dropped, not written
-
 
 def settler(scratch: Path, recycle: int) -> Callable[[], None]:
     """Before every timed run: write back every dirty page, recycle memory, collect garbage.

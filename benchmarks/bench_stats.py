@@ -67,6 +67,7 @@ from benchmarks.harness import (
     page_cache,
     print_header,
     protobuf_version,
+    recycle_memory,
     versus,
     versus_missed,
     versus_profiles,
@@ -247,19 +248,6 @@ def check_stats(who: str, root: Path, on: bool, features: set[str]) -> StatsSize
 
 # --------------------------------------------------------------------------- the sides
 
-RECYCLE_CHUNK = os.urandom(4 * MIB)
-
-
-def recycle_memory(scratch: Path, nbytes: int) -> None:
-    """Write ``nbytes`` into a scratch file and delete it unsynced: memory the next run's page
-    cache reuses (see bench_migrate: a VM's fresh memory makes new page cache slow to write)."""
-    if nbytes <= 0:
-        return
-    path = scratch / "recycle.scratch"
-    with open(path, "wb") as f:
-        for _ in range(0, nbytes, len(RECYCLE_CHUNK)):
-            f.write(RECYCLE_CHUNK)
-    path.unlink()
 
 
 @dataclass

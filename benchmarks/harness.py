@@ -936,3 +936,24 @@ def start_s3() -> tuple[Any, str]:
     os.environ.update(S3_ENV)
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     return server, endpoint
+
+
+RECYCLE_CHUNK = os.urandom(4 * MIB)
+
+
+def recycle_memory(scratch: Path, nbytes: int) -> None:
+    """Write ``nbytes`` into a scratch file and delete it: memory the next run's new page cache can reuse.
+
+    Our VMs (Firecracker, free page reporting) hand memory the guest freed a few seconds ago
+    back to the host; the guest's next use of it faults on the host, and writing into such
+    fresh page cache runs at 0.2-0.5 GB/s instead of 2-4 GB/s. Without this step, a run that
+    writes new data pays that VM cost, and how much of it varies run to run. Every contender
+    of a comparison gets the same step.
+    """
+    if nbytes <= 0:
+        return
+    path = scratch / "recycle.scratch"
+    with open(path, "wb") as f:
+        for _ in range(0, nbytes, len(RECYCLE_CHUNK)):
+            f.write(RECYCLE_CHUNK)
+    path.unlink()  # never synced: its dirty pages are dropped, not written
