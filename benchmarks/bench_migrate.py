@@ -91,6 +91,10 @@ class Config(Racing):
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)
 QUICK = Config(records=20_000, shards=8, peer_shards=2, blob_mib=64, blob_shards=16, repeats=3, budget=1.5)
 
+
+# --------------------------------------------------------------------------- settling before a run
+
+
 def settler(scratch: Path, recycle: int) -> Callable[[], None]:
     """Before every timed run: write back every dirty page, recycle memory, collect garbage.
 

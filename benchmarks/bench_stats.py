@@ -249,7 +249,6 @@ def check_stats(who: str, root: Path, on: bool, features: set[str]) -> StatsSize
 # --------------------------------------------------------------------------- the sides
 
 
-
 @dataclass
 class Case:
     key: str
