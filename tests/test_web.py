@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ds.tag("v-one", version=2)
     many = cat.register("many", {"features": {"x": {"dtype": "int64"}}})
     many.append_rows([{"x": i} for i in range(250)], shard_records=1)  # 250 shards: three pages
+    bare = cat.register("bare", {"features": {"x": {"dtype": "int64"}}})
+    bare.append_rows([{"x": i} for i in range(30)], shard_records=10)
     cat.close()
+    with sqlite3.connect(root / "catalog.db") as conn:  # shards from before record indexes (format 3)
+        conn.execute("UPDATE shards SET index_checksum = NULL WHERE path LIKE 'bare/%'")
+    for idx in (root / "data" / ".index" / "bare").iterdir():
+        idx.unlink()
     return root
 
 
@@ -135,6 +142,8 @@ def test_read_only_and_no_files(client: Any, root: Path) -> None:
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
     for url, _text in PAGES:
         client.get(url)
+    rows = client.get("/api/datasets/bare/rows?offset=12&limit=5").json()["rows"]  # shards without an index
+    assert [r["values"]["x"] for r in rows] == [12, 13, 14, 15, 16]
     for method in ("post", "put", "delete", "patch"):
         assert getattr(client, method)("/datasets/pics").status_code == 405
     hostile = ["/catalog.db", "/data/pics", "/../catalog.db", "/datasets/..%2F..%2Fcatalog.db", "/static/../../etc"]

@@ -21,21 +21,25 @@ def rows_at(
     chosen: list[int] | None,
     offset: int = 0,
     limit: int | None = None,
+    write: bool = True,
 ) -> Iterator[dict[str, Any]]:
-    """The rows numbered ``chosen`` (ascending), or, when None, ``offset`` to ``offset + limit``."""
+    """The rows numbered ``chosen`` (ascending), or, when None, ``offset`` to ``offset + limit``.
+    ``write=False`` (the viewer, which changes nothing): no record index is built, so shards
+    without one are read in order."""
     if chosen is None:
         stop = plan.records if limit is None else min(offset + limit, plan.records)
-        if offset == 0 or not _positional(plan):
+        if offset == 0 or not _positional(plan, write):
             return in_order(plan, columns, offset, stop)
         chosen = list(range(offset, stop))
-    if _positional(plan):
-        source = DataSource(ensure_indexes(ds, plan), columns)
+    if _positional(plan, write):
+        source = DataSource(ensure_indexes(ds, plan) if write else plan, columns)
         return (source[i] for i in chosen)
     return _picked(in_order(plan, columns, 0, None), set(chosen))
 
 
-def _positional(plan: ReadPlan) -> bool:
-    return all(s.compression == "none" for s in plan.shards)
+def _positional(plan: ReadPlan, write: bool) -> bool:
+    """Whether every shard can be read by position (uncompressed; indexed, or allowed to be)."""
+    return all(s.compression == "none" and (write or s.index_checksum is not None) for s in plan.shards)
 
 
 def in_order(plan: ReadPlan, columns: list[str] | None, start: int, stop: int | None) -> Iterator[dict[str, Any]]:

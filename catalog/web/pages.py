@@ -106,7 +106,7 @@ def rows_page(
     offset = max(0, offset)
     selected = plan(ds, version, split)
     schema = selected.schema()
-    found = rows_at(ds, selected, None, None, offset, limit)
+    found = rows_at(ds, selected, None, None, offset, limit, write=False)
     rows = [_row(schema, row, offset + i, html) for i, row in enumerate(found)]
     return {
         "dataset": ds.name, "version": selected.version, "split": split, "offset": offset, "limit": limit,
