@@ -148,7 +148,8 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
     yield (
         f"\ndone: the catalog is in {root}, its migrations in {mig}; try `catalog -C {root} show demo --version 3` "
         f"or `catalog -C {root} migrations list demo --migrations {mig}`;\n"
-        f"look at it in a browser: `catalog -C {root} serve` (then open http://127.0.0.1:8765/)"
+        f"look at it in a browser: `catalog -C {root} serve` (then open http://127.0.0.1:8765/; "
+        "it needs the web extra: pip install -e '.[web]')"
     )
 
 

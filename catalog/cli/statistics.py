@@ -141,7 +141,7 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
         yield from _render(t)
     lists = [r for r in rows if "list_lengths" in r]
     if lists:
-        t = Table(title="values per record (lists, sequences, tensors of unknown shape)", title_justify="left")
+        t = Table(title="values per record", title_justify="left")
         for col in ("feature", "min", "mean", "max"):
             t.add_column(col, justify="left" if col == "feature" else "right")
         for r in lists:

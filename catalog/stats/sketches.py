@@ -174,7 +174,8 @@ class FeatureStats:
         if self.distinct is None:
             return None
         empty = 1 if self.zeros and not self.numeric else 0
-        return (0 if self.distinct.is_empty() else round(self.distinct.get_estimate())) + empty
+        estimate = (0 if self.distinct.is_empty() else round(self.distinct.get_estimate())) + empty
+        return min(estimate, self.values.count)  # never more distinct values than values (HLL's error)
 
     @property
     def top_weight(self) -> int:
