@@ -43,7 +43,7 @@ class StatsReport:
         return {
             "dataset": a.dataset, "version": a.version, "schema_version": a.schema_version, "split": a.split,
             "splits": a.splits, "records": a.records, "shards": a.shards,
-            "not_computed": {"shards": a.missing_shards, "records": a.missing_records},
+            "not_computed": {"shards": a.missing_shards, "records": a.missing_records, "damaged": a.damaged},
             "features": self.summaries(),
         }  # fmt: skip
 

@@ -283,11 +283,11 @@ def test_old_shards_not_computed_then_compute(cat: Catalog, tmp_path: Path) -> N
     assert shown.exit_code == 0
     assert "not computed: 3 shards (500 records)" in shown.stdout
     doc = json.loads(run("-C", cat.root, "stats", "d", "--json").stdout)
-    assert doc["not_computed"] == {"shards": 3, "records": 500}
+    assert doc["not_computed"] == {"shards": 3, "records": 500, "damaged": 0}
     computed = run("-C", cat.root, "stats", "d", "--compute", "--json")
     assert computed.exit_code == 0 and "computed the statistics of 3 shards (500 records)" in computed.stderr
     doc = json.loads(computed.stdout)
-    assert doc["not_computed"] == {"shards": 0, "records": 0}
+    assert doc["not_computed"] == {"shards": 0, "records": 0, "damaged": 0}
     assert {f["feature"]: f["present"] for f in doc["features"]}["i"] == 500
     again = run("-C", cat.root, "stats", "d", "--compute")
     assert "computed the statistics of 0 shards" in again.stderr  # idempotent
@@ -334,13 +334,20 @@ def test_compare_versions_and_splits(cat: Catalog) -> None:
     assert bad.exit_code == 1 and bad.stderr.startswith("error: dataset 'd' has no tag 'nope'")
 
 
-def test_damaged_statistics_are_one_line(cat: Catalog) -> None:
-    cat.register("d", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}])
+def test_damaged_statistics_are_left_out_and_recomputed(cat: Catalog) -> None:
+    ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+    ds.append_rows([{"x": 1}])
+    ds.append_rows([{"x": 5}, {"x": 7}])
     with sqlite3.connect(cat.root / "catalog.db") as conn:
-        conn.execute("UPDATE shard_stats SET data = X'00010203'")
+        (path,) = conn.execute("SELECT path FROM shards ORDER BY id LIMIT 1").fetchone()
+        conn.execute("UPDATE shard_stats SET data = X'00010203' WHERE path = ?", (path,))
     result = run("-C", cat.root, "stats", "d")
-    assert result.exit_code == 1
-    assert "damaged statistics in the manifest" in result.stderr and "Traceback" not in result.output
+    assert result.exit_code == 0 and "Traceback" not in result.output
+    assert "not computed: 1 shards (1 records, 1 of them damaged)" in result.stdout
+    fixed = run("-C", cat.root, "stats", "d", "--compute", "--json")
+    assert "computed the statistics of 1 shards (1 records)" in fixed.stderr
+    doc = json.loads(fixed.stdout)
+    assert doc["not_computed"]["shards"] == 0 and doc["features"][0]["values"]["min"] == 1
 
 
 def test_sketch_sizes_are_bounded(cat: Catalog) -> None:
@@ -351,3 +358,19 @@ def test_sketch_sizes_are_bounded(cat: Catalog) -> None:
         (size,) = conn.execute("SELECT length(data) FROM shard_stats").fetchone()
     assert size < 8 * 1024 * len(SCHEMA["features"])
     assert KLL_K == 200
+
+
+def test_rewrites_over_damaged_statistics_still_run(cat: Catalog) -> None:
+    """A shard whose statistics do not read back: compact and a migration still run (its new
+    shard gets none, or its own from decoding), and --compute mends what is left."""
+    ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+    for k in range(3):
+        ds.append_rows([{"x": k * 10 + i} for i in range(10)])
+    with sqlite3.connect(cat.root / "catalog.db") as conn:
+        conn.execute("UPDATE shard_stats SET data = X'789c0300000000'")  # zlib of nothing: no JSON
+    cat.dataset("d").compact()
+    assert cat.dataset("d").stats().at.missing_shards == 1
+    assert run("-C", cat.root, "migrate", "d", "--add", "y:int64=0").exit_code == 0
+    st = cat.dataset("d").stats()
+    assert st.at.missing_shards == 0 and st.feature("x").values.max == 29  # the migration decoded it
+    assert st.feature("y").filled == 30

@@ -97,8 +97,9 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
     where = f"split {at.split}" if at.split else f"splits: {', '.join(at.splits) or 'none'}"
     yield f"dataset {at.dataset} version {at.version} ({where}): {at.records:,} records in {at.shards:,} shards"
     if at.missing_shards:
+        damaged = f", {at.damaged:,} of them damaged" if at.damaged else ""
         yield (
-            f"not computed: {at.missing_shards:,} shards ({at.missing_records:,} records) are left out; "
+            f"not computed: {at.missing_shards:,} shards ({at.missing_records:,} records{damaged}) are left out; "
             f"run `catalog stats {at.dataset} --compute`"
         )
     rows = report.summaries()

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, live_at, load_schema
@@ -36,6 +36,7 @@ class VersionStats:
     # statistics off; `catalog stats NAME --compute` fills them in
     missing_shards: int = 0
     missing_records: int = 0
+    damaged: int = 0  # of the missing: statistics that do not read back (`--compute` replaces them)
     splits: list[str] = field(default_factory=list)  # every split of the version
 
     @property
@@ -79,16 +80,30 @@ def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | No
             for path, records, data in rows:
                 out.shards += 1
                 out.records += records
-                if data is None:
+                found = readable(data, path, records)
+                if found is None:
                     out.missing_shards += 1
                     out.missing_records += records
+                    out.damaged += data is not None
                 else:
-                    out.stats.merge(DatasetStats.from_bytes(data, path))
+                    out.stats.merge(found)
     if out.complete:
         _MERGED[key] = out
         while len(_MERGED) > _MERGED_KEPT:
             _MERGED.popitem(last=False)
     return out
+
+
+def readable(data: bytes | None, path: str, records: int) -> DatasetStats | None:
+    """A shard's stored statistics, None when there are none, or none that read back and
+    count its records (a damaged row: left out, and replaced by `catalog stats --compute`)."""
+    if data is None:
+        return None
+    try:
+        found = DatasetStats.from_bytes(data, path)
+    except CatalogError:
+        return None
+    return found if found.records == records else None
 
 
 @dataclass(frozen=True)
@@ -103,48 +118,57 @@ class Unprofiled:
 
 
 def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[Unprofiled]:
-    """The shards live at ``version`` that have no statistics."""
+    """The shards live at ``version`` that have no statistics (or damaged ones)."""
     url = ds.catalog.store.shard_url
+    columns = (*(SHARDS.c[k] for k in ("path", "location", "records", "bytes", "schema_version")), SHARD_STATS.c.data)
     with mf.read_txn(ds.catalog.engine) as conn:
         v, _sv = ds._live(conn, version)[:2]
         query = (
             live_at(conn, ds.id, v)
-            .with_only_columns(*(SHARDS.c[k] for k in ("path", "location", "records", "bytes", "schema_version")))
+            .with_only_columns(*columns)
             .join_from(SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True)
-            .where(SHARD_STATS.c.path.is_(None))
         )
-        rows = conn.execute(query).all()
+        rows = [r for r in conn.execute(query) if readable(r[5], r[0], r[2]) is None]
         schemas = {sv: load_schema(conn, ds.id, sv) for sv in {r[4] for r in rows}}
     return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]]) for r in rows]
 
 
 def stats_blobs(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, bytes]:
-    """The stored statistics of the shards named (those that have some)."""
+    """The stored statistics of the shards named, those that have some that read back (a
+    damaged row is as good as none: a rewrite then leaves its shard's statistics to --compute)."""
     wanted = list(paths)
     out: dict[str, bytes] = {}
     with mf.read_txn(ds.catalog.engine) as conn:
         for i in range(0, len(wanted), mf.ID_CHUNK):
             chunk = wanted[i : i + mf.ID_CHUNK]
-            query = select(SHARD_STATS.c.path, SHARD_STATS.c.data).where(SHARD_STATS.c.path.in_(chunk))
-            out.update((p, d) for p, d in conn.execute(query))
+            query = (
+                select(SHARD_STATS.c.path, SHARD_STATS.c.data, SHARDS.c.records)
+                .join_from(SHARD_STATS, SHARDS, SHARDS.c.path == SHARD_STATS.c.path)
+                .where(SHARD_STATS.c.path.in_(chunk))
+            )
+            out.update((p, d) for p, d, n in conn.execute(query) if readable(d, p, n) is not None)
     return out
 
 
 def register_stats(ds: DatasetHandle, computed: dict[str, bytes]) -> int:
     """Register statistics computed later (``catalog stats --compute``) for shards that still
-    have none and are still registered: safe beside writers, idempotent. Returns how many."""
+    have none (or damaged ones) and are still registered: safe beside writers, idempotent.
+    Returns how many."""
     if not computed:
         return 0
 
     def txn() -> int:
         with mf.write_txn(ds.catalog.engine) as conn:
             paths = list(computed)
-            known = set(conn.execute(select(SHARDS.c.path).where(SHARDS.c.path.in_(paths))).scalars())
-            taken = set(conn.execute(select(SHARD_STATS.c.path).where(SHARD_STATS.c.path.in_(paths))).scalars())
-            rows = [{"path": p, "dataset_id": ds.id, "data": d} for p, d in computed.items() if p in known - taken]
-            if rows:
+            known = dict(conn.execute(select(SHARDS.c.path, SHARDS.c.records).where(SHARDS.c.path.in_(paths))).all())
+            stored = select(SHARD_STATS.c.path, SHARD_STATS.c.data).where(SHARD_STATS.c.path.in_(paths))
+            good = {p for p, d in conn.execute(stored) if p in known and readable(d, p, known[p]) is not None}
+            fresh = [p for p in computed if p in known and p not in good]
+            if fresh:
+                conn.execute(delete(SHARD_STATS).where(SHARD_STATS.c.path.in_(fresh)))
+                rows = [{"path": p, "dataset_id": ds.id, "data": computed[p]} for p in fresh]
                 conn.execute(insert(SHARD_STATS), rows)
-            return len(rows)
+            return len(fresh)
 
     return mf.with_lock_retry(txn)
 

@@ -131,6 +131,9 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
                 index += 1
         if job.filled is not None:
             sink.set_filled(dict(job.filled))
+        else:  # no statistics to carry: at least the features this migration filled in
+            for name in _constants_added(job.spec):
+                sink.fill(name, index)
     except Exception as e:
         sink.abort()
         raise _record_error(job, index, e) from None
@@ -503,6 +506,21 @@ def _run(
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)
     return {s.id: f for s, f in zip(shards, files, strict=True)}
+
+
+def _constants_added(spec: MigrationSpec) -> list[str]:
+    """The features this migration adds with a default and no function: filled in every record."""
+    names: list[str] = []
+    for op, after in zip(spec.ops(), spec.chain()[1:], strict=True):
+        if isinstance(op, AddField):
+            feat = after.all_features.get(op.name)
+            if feat is not None and feat.has_default and op.fn is None:
+                names.append(feat.name)
+        elif isinstance(op, DropField) and op.name in names:
+            names.remove(op.name)
+        elif isinstance(op, RenameField) and op.old in names:
+            names[names.index(op.old)] = op.new
+    return names
 
 
 def _carried_fills(spec: MigrationSpec, blobs: dict[str, bytes]) -> dict[str, tuple[tuple[str, int], ...]]:

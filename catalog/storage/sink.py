@@ -131,6 +131,11 @@ class ShardSink:
             for name in filled:
                 self._tally.fill(name)
 
+    def fill(self, name: str, count: int) -> None:
+        """``count`` records of the open shard had ``name``'s default filled in by their writer."""
+        if self._tally is not None:
+            self._tally.fill(name, count)
+
     def set_filled(self, fills: dict[str, int]) -> None:
         """The open shard's exact counts of records filled from defaults (Tally.set_filled)."""
         if self._tally is not None:
