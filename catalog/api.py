@@ -298,7 +298,8 @@ class Dataset(DatasetHandle):
         ``check`` ("fail" or "warn") compares the new records' statistics with the dataset's
         before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
         implies "fail") for the L-infinity distance of every feature without its own."""
-        with self._writer(token, message, shard_size, shard_records, author, split, check=(check, max_linf)) as w:
+        drift = DriftCheck.asked(check, max_linf)
+        with self._writer(token, message, shard_size, shard_records, author, split, check=drift) as w:
             if w.skipped:
                 pass
             elif is_columnar(rows) or isinstance(rows, Mapping):
@@ -352,8 +353,8 @@ class Dataset(DatasetHandle):
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
-        checks = (check, max_linf)
-        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate, checks) as w:
+        drift = DriftCheck.asked(check, max_linf)
+        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate, drift) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
                 ingest.ingest_files(w, inputs, link, progress, executor, options)
@@ -446,9 +447,9 @@ class Dataset(DatasetHandle):
         author: str | None,
         split: str,
         unique: bool = False,
-        check: tuple[str | None, float | None] = (None, None),
+        check: DriftCheck | None = None,
     ) -> Writer:
-        w = Writer(
+        return Writer(
             self,
             token,
             message,
@@ -457,11 +458,8 @@ class Dataset(DatasetHandle):
             author or default_author(),
             split,
             unique,
+            check,
         )
-        mode, max_linf = check
-        if mode is not None or max_linf is not None:
-            w.check = DriftCheck(mode or "fail", max_linf)
-        return w
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)

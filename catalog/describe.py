@@ -71,7 +71,6 @@ class ComputeReport:
     dataset: str
     computed: int = 0  # shards whose statistics this run registered
     records: int = 0
-    already: int = 0  # shards that had statistics (or got them meanwhile)
 
     def to_json(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "computed": self.computed, "records": self.records}
@@ -124,8 +123,8 @@ def side_of(ds: DatasetHandle, spec: str, version: VersionRef = None) -> Version
         return version_stats(ds, int(at) if at.isdigit() else at, m.group("split"))
     if spec.isdigit():
         return version_stats(ds, int(spec))
-    here = version_stats(ds, version)
-    if spec in here.splits:
+    here = ds.info(version)  # the splits from the manifest's totals, before merging anything
+    if spec in (here.splits or {}):
         return version_stats(ds, here.version, spec)
     return version_stats(ds, spec)  # a tag (an unknown name: one line naming tags and versions)
 

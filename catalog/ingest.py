@@ -29,7 +29,7 @@ from catalog.inputs import (
 )
 from catalog.inputs.delimited import finite_float
 from catalog.schema import Schema, json_problem, row_from_json
-from catalog.stats.tally import column_fills, row_fills
+from catalog.stats.tally import per_row
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 from catalog.writer import Writer
@@ -106,30 +106,31 @@ def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | 
         if progress and str(path) != STDIN:
             progress(_size(path))
         return
-    defaulted = w.sink.defaulted if w.sink is not None else ()
+    filled: list[str] = []
     for index, (where, row) in enumerate(source):
         try:
-            record = schema.encode(row)
+            record = schema.encode(row, filled)
         except ValidationError as e:
             raise_explained(w.ds, _row_error(path, source.unit, index, where, e), lambda old: old.encode(row))  # noqa: B023
-        w.write_record(record, row_fills(defaulted, row))
+        w.write_record(record, filled)
+        filled.clear()
     if progress and str(path) != STDIN:
         progress(_size(path))
 
 
 def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
     schema = w.ds.schema
-    defaulted = w.sink.defaulted if w.sink is not None else ()
     index = 0
     for columns, where in source.batches():
         n = len(where)
+        filled: dict[str, list[int]] = {}
         try:
-            records = schema.encode_columns(columns, n)
+            records = schema.encode_columns(columns, n, filled)
         except ValidationError as e:
             i = e.record or 0
             error = _row_error(path, source.unit, index + i, where[i], e)
             raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
-        fills = column_fills(defaulted, columns, n)
+        fills = per_row(filled, n)
         for i, record in enumerate(records):
             w.write_record(record, fills[i] if fills is not None else ())
         index += n
@@ -231,7 +232,6 @@ def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
 def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None) -> None:
     schema = w.ds.schema
     infs = infinities(schema)  # checked for in each record: a number json made infinite
-    defaulted = w.sink.defaulted if w.sink is not None else ()
     filled: list[str] = []
     index = 0
     # Lines are split as bytes and decoded one by one, so a bad byte is reported on its
@@ -245,7 +245,7 @@ def ingest_jsonl(w: Target, path: Path, f: IO[bytes], progress: Progress | None)
         if not line.strip():
             continue
         try:
-            record = _encode_line(schema, line, path, lineno, index, infs, (defaulted, filled))
+            record = _encode_line(schema, line, path, lineno, index, infs, filled)
         except AppendError as e:
             if lineno == 1 and ("not valid JSON" in str(e) or line.lstrip().startswith("[")):
                 check_json_document(path, line, f)
@@ -272,11 +272,10 @@ def _encode_line(
     lineno: int,
     index: int,
     infs: re.Pattern[bytes] | None = None,
-    fills: tuple[tuple[str, ...], list[str]] | None = None,
+    filled: list[str] | None = None,
 ) -> bytes:
-    """One JSON line's record; ``fills``: (the features with defaults, a list that receives
-    those the line lacked, filled in)."""
-    record = _encode_json(schema, line, path, lineno, index, fills)
+    """One JSON line's record; ``filled`` receives the features whose default went in."""
+    record = _encode_json(schema, line, path, lineno, index, filled)
     if infs is not None and infs.search(record):  # rare: a number json made infinite ("1e400")?
         try:
             json.loads(line, parse_float=finite_float)
@@ -285,9 +284,7 @@ def _encode_line(
     return record
 
 
-def _encode_json(
-    schema: Schema, line: str, path: Path, lineno: int, index: int, fills: tuple[tuple[str, ...], list[str]] | None
-) -> bytes:
+def _encode_json(schema: Schema, line: str, path: Path, lineno: int, index: int, filled: list[str] | None) -> bytes:
     try:
         obj, end = _scan_json(line, 0)  # the C scanner alone: json.loads adds ~1 us of wrappers a line
         if line[end:].strip():
@@ -299,15 +296,15 @@ def _encode_json(
             raise AppendError(f"{path}: line {lineno}: not valid JSON: {e.msg}", str(path), index) from e
         except (RecursionError, ValueError) as e:
             raise AppendError(f"{path}: line {lineno}: {json_problem(e)}", str(path), index) from e
-    if fills is not None and fills[0]:
-        fills[1].extend(row_fills(fills[0], obj))
     try:
         try:
             # Most rows are already in their Python form; the JSON conventions (base64 bytes,
             # "NaN" strings) only matter where encoding fails, so convert only then.
-            return schema.encode(obj)
+            return schema.encode(obj, filled)
         except ValidationError:
-            return schema.encode(row_from_json(schema, obj))
+            if filled is not None:
+                filled.clear()  # what the failed attempt noted
+            return schema.encode(row_from_json(schema, obj), filled)
     except ValidationError as e:
         where = f"feature {e.feature!r}: " if e.feature else ""
         raise AppendError(

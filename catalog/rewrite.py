@@ -22,11 +22,10 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
 from catalog.commit.slicing import validate_split
-from catalog.commit.statistics import stats_blobs
+from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Commit, Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
 from catalog.executors import executor_for, run_jobs
-from catalog.stats import DatasetStats
 from catalog.stats import merged as merge_stats
 from catalog.storage import (
     CHECKSUM_CHUNK,
@@ -358,12 +357,10 @@ def with_stats(
     statistics merged: nothing decoded again. A shard some source of which has none gets none."""
     if not ds.catalog.statistics:
         return list(files)
-    blobs = stats_blobs(ds, [s.rel for group in sources for s in group])
+    known = stored_stats(ds, [s.rel for group in sources for s in group])
     out = []
     for f, group in zip(files, sources, strict=True):
-        parts = [blobs.get(s.rel) for s in group]
-        if parts and all(p is not None for p in parts):
-            stats = merge_stats(DatasetStats.from_bytes(p or b"", s.rel) for p, s in zip(parts, group, strict=True))
-            f = replace(f, stats=stats.to_bytes())
+        if group and all(s.rel in known for s in group):
+            f = replace(f, stats=merge_stats(known[s.rel] for s in group).to_bytes())
         out.append(f)
     return out

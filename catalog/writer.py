@@ -18,7 +18,7 @@ from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
-from catalog.stats.tally import column_fills, row_fills
+from catalog.stats.tally import per_row
 from catalog.storage import ShardFile, ShardSink
 
 ROWS_SOURCE = "rows"  # the source of shards written from Python rows
@@ -37,6 +37,7 @@ class Writer:
         author: str,
         split: str = DEFAULT_SPLIT,
         unique: bool = False,
+        check: DriftCheck | None = None,
     ) -> None:
         self.split = validate_split(split)  # before the intent: a bad name writes nothing
         self.unique = unique  # refuse shards whose bytes a live shard has (an input appended twice)
@@ -54,7 +55,7 @@ class Writer:
         self.read_version = ds.version
         self.rows = 0  # rows written by write() and write_batch(), for messages
         self.splits: dict[str, str] = {}  # a shard's split where it is not ``split`` (adopt: TFDS's splits)
-        self.check: DriftCheck | None = None  # append --check: new data against the schema's checks
+        self.check = check  # append --check: new data against the schema's checks
 
     @property
     def records(self) -> int:
@@ -123,11 +124,12 @@ class Writer:
     # ---- writing
     def write(self, row: Mapping[str, Any]) -> None:
         """Validate and encode one row into the current shard."""
+        filled: list[str] = []
         try:
-            record = self.ds.schema.encode(row)
+            record = self.ds.schema.encode(row, filled)
         except ValidationError as e:
             raise_explained(self.ds, self._at_row(e, self.rows), lambda schema: schema.encode(row))
-        self.write_record(record, row_fills(self.sink.defaulted, row) if self.sink is not None else ())
+        self.write_record(record, filled)
         self.rows += 1
 
     def write_batch(self, batch: Any) -> None:
@@ -135,12 +137,13 @@ class Writer:
         equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
         schema = self.ds.schema
         for columns, n in column_batches(batch, schema.features):
+            filled: dict[str, list[int]] = {}
             try:
-                records = schema.encode_columns(columns, n)
+                records = schema.encode_columns(columns, n, filled)
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
-            fills = column_fills(self.sink.defaulted, columns, n) if self.sink is not None else None
+            fills = per_row(filled, n)
             for i, record in enumerate(records):
                 self.write_record(record, fills[i] if fills is not None else ())
             self.rows += n

@@ -109,7 +109,9 @@ def _shown(
 
 def _folded(value: bytes | np.ndarray) -> str:
     if isinstance(value, bytes):
-        return f"<bytes {len(value):,}: {value[:4].hex()}…>"
+        from catalog.schema import folded_bytes
+
+        return folded_bytes(value)
     head = ", ".join(str(v) for v in value.reshape(-1)[:TENSOR_SHOWN].tolist())
     shape = ",".join(map(str, value.shape))
     return f"<{value.dtype}[{shape}]: {head}, …>"

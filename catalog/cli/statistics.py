@@ -50,8 +50,7 @@ def stats(
     ds = open_catalog().dataset(name)
     done = None
     if compute:
-        total = sum(s.bytes for s in ds.shards(version))
-        with progress_bar(f"stats {name}", total) as progress:
+        with progress_bar(f"stats {name}", None) as progress:  # how much lacks statistics is found as it goes
             done = ds.compute_stats(version, progress)
     note = f"computed the statistics of {done.computed} shards ({done.records} records)" if done else None
     if compare is not None:

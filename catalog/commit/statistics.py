@@ -133,11 +133,11 @@ def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[
     return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]]) for r in rows]
 
 
-def stats_blobs(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, bytes]:
+def stored_stats(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, DatasetStats]:
     """The stored statistics of the shards named, those that have some that read back (a
     damaged row is as good as none: a rewrite then leaves its shard's statistics to --compute)."""
     wanted = list(paths)
-    out: dict[str, bytes] = {}
+    out: dict[str, DatasetStats] = {}
     with mf.read_txn(ds.catalog.engine) as conn:
         for i in range(0, len(wanted), mf.ID_CHUNK):
             chunk = wanted[i : i + mf.ID_CHUNK]
@@ -146,7 +146,10 @@ def stats_blobs(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, bytes]:
                 .join_from(SHARD_STATS, SHARDS, SHARDS.c.path == SHARD_STATS.c.path)
                 .where(SHARD_STATS.c.path.in_(chunk))
             )
-            out.update((p, d) for p, d, n in conn.execute(query) if readable(d, p, n) is not None)
+            for path, data, records in conn.execute(query):
+                found = readable(data, path, records)
+                if found is not None:
+                    out[path] = found
     return out
 
 
@@ -181,6 +184,11 @@ class DriftCheck:
     mode: str = "fail"
     max_linf: float | None = None
 
+    @classmethod
+    def asked(cls, mode: str | None, max_linf: float | None) -> DriftCheck | None:
+        """The check ``check=``/``max_linf=`` ask for (a limit alone implies fail); None: none."""
+        return None if mode is None and max_linf is None else cls(mode or "fail", max_linf)
+
     def __post_init__(self) -> None:
         if self.mode not in ("fail", "warn"):
             raise CatalogError(f"bad check mode {self.mode!r}: fail or warn")
@@ -194,9 +202,8 @@ def drift_violations(ds: DatasetHandle, files: list[ShardFile], split: str, spec
     if any(f.stats is None for f in files):
         raise CatalogError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
     new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
-    current = version_stats(ds)
-    if split in current.splits:
-        current = version_stats(ds, current.version, split)
+    here = ds.info()  # the splits from the manifest's totals: one merge, of the split's or of all
+    current = version_stats(ds, here.version, split if split in (here.splits or {}) else None)
     out: list[Violation] = []
     for name, feat in ds.schema.all_features.items():
         checks = dict(feat.checks or ())

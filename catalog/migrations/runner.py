@@ -24,7 +24,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
-from catalog.commit.statistics import stats_blobs
+from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
 from catalog.executors import executor_for, run_jobs
@@ -95,16 +95,15 @@ class ShardJob:
     prefix: str  # file-name prefix, led by the intent id
     size: int | None = None  # the source's registered bytes: reading stops there
     compression: str = "none"  # of the new shard: the dataset's
-    statistics: bool = True  # compute the new shard's statistics
+    statistics: bool = True  # tally the new shard's statistics from its records
     # Per feature of the target schema, how many records were filled from its default (the
     # source shard's counts, carried through the operations); None: the source has no statistics.
     filled: tuple[tuple[str, int], ...] | None = None
-    # The source shard's statistics: a byte-level migration derives the new shard's from them
-    # (a rename renames, a drop drops, an added constant is one value n times): nothing decoded.
-    source_stats: bytes | None = None
+    added: tuple[str, ...] = ()  # features this migration fills with their default in every record
 
 
-_COMPILED: dict[str, Any] = {}  # per process: MigrationSpec.key() -> the record function
+# per process: MigrationSpec.key() -> the record function and the target schema
+_COMPILED: dict[str, tuple[Any, Schema]] = {}
 
 
 def migrate_shard(job: ShardJob) -> ShardFile | None:
@@ -112,13 +111,13 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     key = job.spec.key()
     if key not in _COMPILED:
         try:
-            _COMPILED[key] = compile_steps(job.spec.ops(), job.spec.chain())
+            chain = job.spec.chain()
+            _COMPILED[key] = compile_steps(job.spec.ops(), chain), chain[-1]
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
-    fn = _COMPILED[key]
+    fn, target = _COMPILED[key]
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
-    derived = _derived_stats(job) if job.statistics else None
-    schema = job.spec.chain()[-1] if job.statistics and derived is None else None
+    schema = target if job.statistics else None
     sink = ShardSink(
         job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=schema
     )
@@ -132,7 +131,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         if job.filled is not None:
             sink.set_filled(dict(job.filled))
         else:  # no statistics to carry: at least the features this migration filled in
-            for name in _constants_added(job.spec):
+            for name in job.added:
                 sink.fill(name, index)
     except Exception as e:
         sink.abort()
@@ -140,32 +139,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     shards = sink.close()
     if index != job.records:
         raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
-    if shards and derived is not None:
-        return replace(shards[0], stats=derived.to_bytes())
     return shards[0] if shards else None
-
-
-def _derived_stats(job: ShardJob) -> DatasetStats | None:
-    """The new shard's statistics from its source's, for a migration that only adds constant
-    features, drops and renames (byte-level: the values of the others are the source's bytes)."""
-    ops, chain = job.spec.ops(), job.spec.chain()
-    if job.source_stats is None or not all(op.byte_level for op in ops) or any(s.sequence for s in chain):
-        return None
-    stats = DatasetStats.from_bytes(job.source_stats, job.source)
-    features = dict(stats.features)
-    for op, after in zip(ops, chain[1:], strict=True):
-        if isinstance(op, AddField):
-            features[op.name] = constant_stats(after.all_features[op.name], stats.records)
-        elif isinstance(op, DropField):
-            features.pop(op.name, None)
-        elif isinstance(op, RenameField) and op.old in features:
-            moved = features.pop(op.old)
-            moved.name = op.new
-            features[op.new] = moved
-    target = chain[-1].all_features
-    if set(features) != set(target):
-        return None  # the source's statistics are of another schema: decode instead
-    return DatasetStats({name: features[name] for name in target}, stats.records)
 
 
 def _record_error(job: ShardJob, index: int, e: Exception) -> MigrationError:
@@ -493,54 +467,83 @@ def _run(
 ) -> dict[int, ShardFile | None]:
     root = ds.catalog.store.root
     on = ds.catalog.statistics
-    blobs = stats_blobs(ds, [s.rel for s in shards]) if on else {}
-    carried = _carried_fills(spec, blobs)  # for the row path (a byte-level one derives from the blobs)
-    jobs = [
-        ShardJob(spec, s.path, s.records, root, ds.name, intent.prefix(first_unit + i), s.bytes, compression, on)
-        for i, s in enumerate(shards)
-    ]
-    jobs = [
-        replace(job, filled=carried.get(s.rel), source_stats=blobs.get(s.rel))
-        for job, s in zip(jobs, shards, strict=True)
-    ]
+    sources = stored_stats(ds, [s.rel for s in shards]) if on else {}
+    lineage = Lineage.of(spec)
+    derived = {s.rel: d for s in shards if s.rel in sources and (d := lineage.derive(sources[s.rel])) is not None}
+
+    def job(i: int, s: LiveShard) -> ShardJob:
+        tally = on and s.rel not in derived  # a derived shard's statistics need no records
+        fills = lineage.fills(sources.get(s.rel))
+        unit = intent.prefix(first_unit + i)
+        return ShardJob(spec, s.path, s.records, root, ds.name, unit, s.bytes, compression, tally, fills, lineage.added)
+
+    jobs = [job(i, s) for i, s in enumerate(shards)]
     done = (lambda job, _r: progress(job.records)) if progress else None
     files = run_jobs(migrate_shard, jobs, ex, intent, done)
+    for i, (s, f) in enumerate(zip(shards, files, strict=True)):
+        stats = derived.get(s.rel)
+        if f is not None and stats is not None:
+            files[i] = replace(f, stats=stats.to_bytes())
     return {s.id: f for s, f in zip(shards, files, strict=True)}
 
 
-def _constants_added(spec: MigrationSpec) -> list[str]:
-    """The features this migration adds with a default and no function: filled in every record."""
-    names: list[str] = []
-    for op, after in zip(spec.ops(), spec.chain()[1:], strict=True):
-        if isinstance(op, AddField):
-            feat = after.all_features.get(op.name)
-            if feat is not None and feat.has_default and op.fn is None:
-                names.append(feat.name)
-        elif isinstance(op, DropField) and op.name in names:
-            names.remove(op.name)
-        elif isinstance(op, RenameField) and op.old in names:
-            names[names.index(op.old)] = op.new
-    return names
+ADDED = ""  # a feature's origin when the migration fills it with its default in every record
 
 
-def _carried_fills(spec: MigrationSpec, blobs: dict[str, bytes]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """Per source shard with statistics, its records filled from defaults, per feature of the
-    target schema: followed through renames, dropped with their feature, and every record for
-    a feature added with a default (migrated records hold the values, so decoding them could
-    not tell)."""
-    ops, chain = spec.ops(), spec.chain()
-    out: dict[str, tuple[tuple[str, int], ...]] = {}
-    for path, blob in blobs.items():
-        stats = DatasetStats.from_bytes(blob, path)
-        fills = {name: fs.filled for name, fs in stats.features.items()}
+@dataclass(frozen=True)
+class Lineage:
+    """Where each feature of a migration's target schema comes from: a source feature (through
+    renames), or ADDED; a feature absent here is computed (a function, a transform)."""
+
+    origins: dict[str, str]
+    target: Schema
+    byte_level: bool  # the records' other bytes are the source's (add a constant, drop, rename)
+
+    @classmethod
+    def of(cls, spec: MigrationSpec) -> Lineage:
+        ops, chain = spec.ops(), spec.chain()
+        origins = {name: name for name in chain[0].all_features}
         for op, after in zip(ops, chain[1:], strict=True):
             if isinstance(op, AddField):
                 feat = after.all_features.get(op.name)
-                fills[op.name] = stats.records if feat is not None and feat.has_default and op.fn is None else 0
+                if feat is not None and feat.has_default and op.fn is None:
+                    origins[op.name] = ADDED
             elif isinstance(op, DropField):
-                fills.pop(op.name, None)
-            elif isinstance(op, RenameField) and op.old in fills:
-                fills[op.new] = fills.pop(op.old)
-        target = chain[-1].all_features
-        out[path] = tuple((name, count) for name, count in fills.items() if name in target and count)
-    return out
+                origins.pop(op.name, None)
+            elif isinstance(op, RenameField) and op.old in origins:
+                origins[op.new] = origins.pop(op.old)
+        target = chain[-1]
+        kept = {name: o for name, o in origins.items() if name in target.all_features}
+        byte_level = all(op.byte_level for op in ops) and not any(s.sequence for s in chain)
+        return cls(kept, target, byte_level)
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return tuple(name for name, o in self.origins.items() if o == ADDED)
+
+    def fills(self, source: DatasetStats | None) -> tuple[tuple[str, int], ...] | None:
+        """The new shard's records filled from defaults, per feature: the source's counts carried
+        by name, every record for an added constant (migrated records hold the values, so decoding
+        them could not tell); None without the source's statistics."""
+        if source is None:
+            return None
+        counts = {name: source.records if o == ADDED else source.features[o].filled
+                  for name, o in self.origins.items() if o == ADDED or o in source.features}  # fmt: skip
+        return tuple((name, n) for name, n in counts.items() if n)
+
+    def derive(self, source: DatasetStats) -> DatasetStats | None:
+        """A byte-level migration's new shard's statistics from its source's, nothing decoded (a
+        rename renames, a drop drops, an added constant is one value n times); None for another
+        migration, or when the source's statistics are of another schema."""
+        if not self.byte_level:
+            return None
+        features = {}
+        for name, feat in self.target.all_features.items():
+            origin = self.origins.get(name)
+            if origin == ADDED:
+                features[name] = constant_stats(feat, source.records)
+            elif origin is not None and origin in source.features:
+                features[name] = replace(source.features[origin], name=name)
+            else:
+                return None
+        return DatasetStats(features, source.records)

@@ -64,7 +64,9 @@ def unknown_fields_within(data: bytes) -> bool:
     return size - ex.ByteSize() != len(wire.beyond_features(data))
 
 
-def _encode_column(name: str, encoder: Any, default: bytes | None, column: Sequence[Any]) -> list[bytes]:
+def _encode_column(
+    name: str, encoder: Any, default: bytes | None, column: Sequence[Any], filled: list[int] | None
+) -> list[bytes]:
     out: list[bytes] = []
     append = out.append
     try:
@@ -72,6 +74,8 @@ def _encode_column(name: str, encoder: Any, default: bytes | None, column: Seque
             if value is not None:
                 append(encoder(value))
             elif default is not None:
+                if filled is not None and default:  # a default's entry (b"": an optional feature, absent)
+                    filled.append(len(out))
                 append(default)
             else:
                 raise ValidationError("missing (the feature has no default)", name)
@@ -114,7 +118,9 @@ class RowCodec:
         self.allowed = frozenset(self.features) | shapes  # every key a record may hold
 
     # ---- encoding
-    def encode(self, row: Mapping[str, Any]) -> bytes:
+    def encode(self, row: Mapping[str, Any], filled: list[str] | None = None) -> bytes:
+        """``row``'s record; ``filled``, when given, receives the features whose default went
+        in (the statistics count them as filled, not present)."""
         if type(row) is not dict and not isinstance(row, Mapping):
             raise ValidationError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
         get = row.get
@@ -129,6 +135,8 @@ class RowCodec:
             elif default is not None:
                 append(default)
                 present += name in row
+                if filled is not None and default:  # a default's entry (b"": an optional feature, absent)
+                    filled.append(name)
             else:
                 raise ValidationError("missing (the feature has no default)", name)
         if present != len(row):
@@ -136,22 +144,28 @@ class RowCodec:
             raise ValidationError("not in the schema", str(extra))
         return wire.features_field(b"".join(entries))
 
-    def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes]:
+    def encode_columns(
+        self, columns: Mapping[str, Sequence[Any]], n: int, filled: dict[str, list[int]] | None = None
+    ) -> list[bytes]:
         """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
         time: each encoder runs over its whole column, then each record joins its entries. A
-        ValidationError names the row (``record``) and the feature."""
+        ValidationError names the row (``record``) and the feature. ``filled``, when given,
+        receives per feature the rows whose default went in."""
         for name in columns:
             if name not in self.features:
                 raise ValidationError("not in the schema", str(name), record=0)
         per_feature: list[Sequence[bytes]] = []
         for name, encoder, default in self.plan:
             column = columns.get(name)
+            rows = None if filled is None or not default else filled.setdefault(name, [])
             if column is None:
                 if default is None:
                     raise ValidationError("missing (the feature has no default)", name, record=0)
                 per_feature.append([default] * n)
+                if rows is not None:
+                    rows.extend(range(n))
             else:
-                per_feature.append(_encode_column(name, encoder, default, column))
+                per_feature.append(_encode_column(name, encoder, default, column, rows))
         frame = wire.features_field
         return [frame(b"".join(parts)) for parts in zip(*per_feature, strict=True)] if per_feature else [frame(b"")] * n
 

@@ -60,6 +60,11 @@ def row_to_json(schema: Schema, row: dict[str, Any]) -> dict[str, Any]:
     return {name: _value_to_json(feats[name], value) for name, value in row.items()}
 
 
+def folded_bytes(value: bytes) -> str:
+    """Bytes too long to show a person, as their size and first four bytes: ``<bytes 1,717: 89504e47…>``."""
+    return f"<bytes {len(value):,}: {value[:4].hex()}…>"
+
+
 def value_from_json(feat: Feature, value: Any) -> Any:
     if feat.tensor and isinstance(value, dict) and set(value) == {"shape", "values"}:
         return _shaped(feat, value["shape"], value_from_json(feat, value["values"]))

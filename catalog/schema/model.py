@@ -216,29 +216,38 @@ class Schema:
             out.update(self._seq.validate(row))
         return out
 
-    def _encode_sequence(self, row: Mapping[str, Any]) -> bytes:
+    def _encode_sequence(self, row: Mapping[str, Any], filled: list[str] | None = None) -> bytes:
         """A row as a tf.train.SequenceExample: its context as an Example's features, then its feature lists."""
         if not isinstance(row, Mapping):
             raise ValidationError(f"a row is a mapping of feature name to value, got {type(row).__name__}")
         context = {k: v for k, v in row.items() if k not in self.sequence}
-        return self._codec.encode(context) + self._seq.encode(row)
+        return self._codec.encode(context, filled) + self._seq.encode(row)
 
-    def encode(self, row: Mapping[str, Any]) -> bytes:
-        """Validate a row and serialize it to a tf.train.Example."""
-        return self._codec.encode(row)
+    def encode(self, row: Mapping[str, Any], filled: list[str] | None = None) -> bytes:
+        """Validate a row and serialize it to a tf.train.Example; ``filled``, when given,
+        receives the features whose default went in."""
+        return self._codec.encode(row, filled)
 
-    def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes]:
+    def encode_columns(
+        self, columns: Mapping[str, Sequence[Any]], n: int, filled: dict[str, list[int]] | None = None
+    ) -> list[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
-        feature, None where a value is missing); a ValidationError's ``record`` is the row."""
+        feature, None where a value is missing); a ValidationError's ``record`` is the row.
+        ``filled``, when given, receives per feature the rows whose default went in."""
         if not self.sequence:
-            return self._codec.encode_columns(columns, n)
+            return self._codec.encode_columns(columns, n, filled)
         out = []
+        names: list[str] = []
         for i in range(n):  # sequences are ragged: a row at a time
             try:
-                out.append(self.encode({k: c[i] for k, c in columns.items() if c[i] is not None}))
+                out.append(self.encode({k: c[i] for k, c in columns.items() if c[i] is not None}, names))
             except ValidationError as e:
                 e.record = i
                 raise
+            if filled is not None:
+                for name in names:
+                    filled.setdefault(name, []).append(i)
+            names.clear()
         return out
 
     # ---- records

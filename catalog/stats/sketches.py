@@ -33,6 +33,8 @@ TOP_MAX_BYTES = 128
 _NO_FALSE_POSITIVES = dsk.frequent_items_error_type.NO_FALSE_POSITIVES
 
 Number = int | float
+# FeatureStats' plain counts: summed by a merge, stored as they are
+COUNTS = ("records", "present", "filled", "missing", "zeros", "nans", "infs", "long_values", "top_rest")
 CHUNK = 1 << 20  # numbers a Moments.add works on at once
 
 
@@ -147,7 +149,7 @@ class FeatureStats:
 
     def merge(self, other: FeatureStats) -> None:
         """Add ``other``'s records (statistics of the same feature, other records)."""
-        for name in ("records", "present", "filled", "missing", "zeros", "nans", "infs", "long_values", "top_rest"):
+        for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.values.merge(other.values)
         self.quantiles.merge(other.quantiles)
@@ -212,11 +214,8 @@ class FeatureStats:
 
     # ---- storage
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind, "records": self.records, "present": self.present, "filled": self.filled,
-            "missing": self.missing, "values": self.values.to_json(), "zeros": self.zeros, "nans": self.nans,
-            "infs": self.infs, "long_values": self.long_values, "top_rest": self.top_rest,
-        }  # fmt: skip
+        out: dict[str, Any] = {"kind": self.kind, "values": self.values.to_json()}
+        out.update((name, getattr(self, name)) for name in COUNTS)
         if not self.quantiles.is_empty():
             out["quantiles"] = _b64(self.quantiles.serialize())
         if self.lengths is not None:
@@ -231,7 +230,7 @@ class FeatureStats:
     @classmethod
     def from_json(cls, name: str, obj: dict[str, Any]) -> FeatureStats:
         fs = cls(name, obj["kind"])
-        for key in ("records", "present", "filled", "missing", "zeros", "nans", "infs", "long_values", "top_rest"):
+        for key in COUNTS:
             setattr(fs, key, int(obj.get(key, 0)))
         fs.values = Moments.from_json(obj["values"])
         if "quantiles" in obj:

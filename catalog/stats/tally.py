@@ -140,7 +140,7 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
     else:
         values = column.reshape(-1)
     if fs.numeric:
-        _add_numbers(fs, np.asarray(values) if not isinstance(values, np.ndarray) else values, rng, feat)
+        _add_numbers(fs, np.asarray(values), rng)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
 
@@ -162,7 +162,7 @@ def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
     return flat
 
 
-def _add_numbers(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator, feat: Feature) -> None:
+def _add_numbers(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator) -> None:
     if values.dtype == object:
         values = values.astype(np.float64 if fs.kind == "float" else np.int64)
     if not values.size:
@@ -270,28 +270,13 @@ def _count_values(fs: FeatureStats, counts: Counter[Any]) -> None:
             fs.top_rest += count
 
 
-def row_fills(defaulted: tuple[str, ...], row: Mapping[str, Any]) -> list[str]:
-    """The features of ``defaulted`` whose default an encoder fills into ``row``'s record."""
-    if not defaulted or not isinstance(row, Mapping):
-        return []
-    return [name for name in defaulted if row.get(name) is None]
-
-
-def column_fills(defaulted: tuple[str, ...], columns: Mapping[str, Any], n: int) -> list[list[str]] | None:
-    """Per row, the features of ``defaulted`` filled in when ``columns`` are encoded; None: none."""
-    rows: list[list[str]] | None = None
-    for name in defaulted:
-        column = columns.get(name)
-        lacking: Iterable[int]
-        if column is None:
-            lacking = range(n)
-        elif isinstance(column, np.ndarray) and column.dtype != object:
-            continue  # numbers: no None among them
-        else:
-            lacking = [i for i, v in enumerate(column) if v is None]
-        for i in lacking:
-            if rows is None:
-                rows = [[] for _ in range(n)]
+def per_row(filled: Mapping[str, list[int]], n: int) -> list[list[str]] | None:
+    """``encode_columns``' filled rows per feature, as the features filled per row (None: none)."""
+    if not any(filled.values()):
+        return None
+    rows: list[list[str]] = [[] for _ in range(n)]
+    for name, indexes in filled.items():
+        for i in indexes:
             rows[i].append(name)
     return rows
 

@@ -72,10 +72,8 @@ class ShardSink:
         self._bytes = 0
         self._records = 0
         # Each shard's statistics (catalog.stats), from the records as they are written; None:
-        # not computed (the catalog's ``statistics`` off). ``defaulted``: the features whose
-        # default a writer fills in, which it reports (fill) so they count as filled, not present.
+        # not computed (the catalog's ``statistics`` off).
         self.schema = schema
-        self.defaulted = tuple(n for n, f in schema.all_features.items() if f.has_default) if schema else ()
         self._tally: Tally | None = None
         self.store.prepare(dataset)
 
@@ -163,7 +161,7 @@ class ShardSink:
         for i, record in enumerate(records):
             size = len(record) + HEADER_SIZE + FOOTER_SIZE
             writer = self._room(size, lambda: tally_so_far(i))  # noqa: B023 - called at once
-            if writer is not self._writer or self._records == 0:
+            if self._records == 0:
                 start = i  # a new shard starts here
             self._put(writer, record, size)
         tally_so_far(len(records))

@@ -55,6 +55,11 @@ def _int(request: Request, name: str, default: int) -> int:
     return int(text)
 
 
+def _wants_json(request: Request) -> bool:
+    """A page's JSON twin: the same path under /api, or ?format=json."""
+    return request.url.path.startswith("/api") or request.query_params.get("format") == "json"
+
+
 def _version(request: Request) -> int | str | None:
     text = request.query_params.get("version") or None
     return int(text) if text is not None and text.isdigit() else text
@@ -67,7 +72,7 @@ def create_app(root: str | Path) -> Starlette:
 
     def page(template: str, build: Build) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            as_json = request.url.path.startswith("/api") or request.query_params.get("format") == "json"
+            as_json = _wants_json(request)
             try:
                 data = build(request)
             except CatalogError as e:
@@ -97,8 +102,7 @@ def create_app(root: str | Path) -> Starlette:
          lambda r: pages.compare_page(dataset(r), r.query_params.get("a", ""), r.query_params.get("b", ""))),
         ("/datasets/{name}/rows", "rows.html",
          lambda r: pages.rows_page(dataset(r), _version(r), r.query_params.get("split") or None, _int(r, "offset", 0),
-                                   _int(r, "limit", pages.ROWS_PER_PAGE), not r.url.path.startswith("/api")
-                                   and r.query_params.get("format") != "json")),
+                                   _int(r, "limit", pages.ROWS_PER_PAGE), not _wants_json(r))),
     ]  # fmt: skip
     routes = []
     for path, template, build in builds:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog.schema import Feature
+from catalog.schema import Feature, folded_bytes
 
 FOLD = 120  # characters of a value shown before it is folded
 _MAGIC = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"BM": "image/bmp"}
@@ -49,7 +49,7 @@ def shown_value(feat: Feature, value: Any) -> dict[str, Any]:
         if mime is not None:
             return {"image": f"data:{mime};base64,{base64.b64encode(value).decode('ascii')}"}
         if len(value) * 4 // 3 > FOLD:
-            return {"text": f"<bytes {len(value):,}: {value[:8].hex()}…>", "folded": True}
+            return {"text": folded_bytes(value), "folded": True}
         return {"text": base64.b64encode(value).decode("ascii"), "folded": False}
     if isinstance(value, np.ndarray) and _is_picture(value) and min(value.shape[:2]) > 0:
         png = _png(value)
