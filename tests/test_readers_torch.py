@@ -5,10 +5,13 @@ the same sequence on any world size, resumption at any sample on any world size.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
 import random
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +355,68 @@ def test_workers_see_their_own_files(ds: Dataset) -> None:
     assert sorted(consume(tds, 2, "fork")) == list(range(N))
     assert os.getpid() == tds._reader.local.pid
     assert np.array_equal(np.sort(consume(tds, 0)), np.arange(N))
+
+
+# forkserver's workers end as fork's do, but its server, started by an earlier test, keeps that TMPDIR
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_remove_their_inflated_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """A worker's inflated copy of a compressed shard goes when the worker does: workers end
+    through os._exit, which runs no weakref finalizer, and each copy is a whole shard."""
+    ds = make_dataset(tmp_path / "c")
+    add_gzip_shard(ds, [row(i) for i in range(N, N + 40)])
+    ds = ds.catalog.dataset("d")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # spawned workers read it
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # forked ones inherit it
+    loader = DataLoader(
+        ds.torch(batch_size=6, shuffle=True, seed=5), batch_size=None, num_workers=2, multiprocessing_context=method
+    )
+    seen, during = [], set()
+    for batch in loader:
+        seen.extend(batch["id"].tolist())
+        during.update(inflated(temp))
+    assert sorted(seen) == list(range(N + 40))
+    assert len(during) == 2 and inflated(temp) == []  # one copy per worker, gone with it
+    tds = ds.torch(batch_size=6, shuffle=True, seed=5)  # the parent's own copy goes with its reader
+    assert sorted(consume(tds)) == list(range(N + 40))
+    assert len(inflated(temp)) == 1
+    del tds
+    gc.collect()
+    assert inflated(temp) == []
+
+
+def inflated(temp: Path) -> list[Path]:
+    return sorted(temp.glob("catalog-inflated-*"))
+
+
+def test_a_killed_readers_inflated_copy_goes_with_the_next_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL runs no finalizer: the next process to inflate a shard removes dead processes' copies."""
+    ds = make_dataset(tmp_path / "c")
+    add_gzip_shard(ds, [row(i) for i in range(N, N + 40)])
+    ds = ds.catalog.dataset("d")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    child = ctx.Process(target=_inflate_and_wait, args=(ds, ready))
+    child.start()
+    assert ready.wait(60)
+    os.kill(child.pid, 9)
+    child.join()
+    (orphan,) = inflated(temp)
+    alive = temp / f"catalog-inflated-{os.getppid()}-x"  # a live process's copy stays
+    alive.mkdir()
+    assert sorted(consume(ds.torch(batch_size=6, shuffle=True, seed=5))) == list(range(N + 40))
+    assert not orphan.exists() and alive.exists()
+
+
+def _inflate_and_wait(ds: Dataset, ready: Any) -> None:
+    tds = ds.torch(batch_size=6, shuffle=True, seed=5)
+    next(iter(tds))
+    ready.set()
+    while True:
+        time.sleep(1)

@@ -9,7 +9,8 @@ count against the manifest.
 
 A gzip/zlib shard cannot be read at an offset: the first time a process needs one, it is
 inflated once into a temporary uncompressed file in that process (removed when the reader
-goes), indexed while it is written, and read like any other from then on.
+goes or the process ends, a DataLoader worker included; a killed process's by the next one
+to inflate), indexed while it is written, and read like any other from then on.
 
 The reader carries its plan alone across pickling; open files, indexes and inflated copies
 belong to the process that made them (a forked child starts its own).
@@ -23,10 +24,10 @@ import os
 import shutil
 import tempfile
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +44,7 @@ from catalog.tfrecord.sources import is_url, remote_error, remote_errors
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
 GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
+INFLATED = "catalog-inflated-"  # then the owning process's id
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
 FRAMING = HEADER_SIZE + FOOTER_SIZE
@@ -77,9 +79,31 @@ class _Local:
 
     def temp_dir(self) -> Path:
         if self.temp is None:
-            self.temp = Path(tempfile.mkdtemp(prefix="catalog-inflated-"))
-            weakref.finalize(self, _remove_temp, self.temp, self.pid)
+            _sweep_orphans()
+            self.temp = Path(tempfile.mkdtemp(prefix=f"{INFLATED}{self.pid}-"))
+            # multiprocessing's Finalize, not weakref.finalize: a forked worker (a DataLoader's)
+            # ends through os._exit, which runs only multiprocessing's exit finalizers.
+            Finalize(self, _remove_temp, args=(self.temp, self.pid), exitpriority=0)
         return self.temp
+
+
+def _sweep_orphans() -> None:
+    """Remove inflated copies whose process is gone: one killed (the OOM killer's favourite, a
+    DataLoader worker) ran no finalizer, and each copy is a whole shard."""
+    for path in Path(tempfile.gettempdir()).glob(f"{INFLATED}*-*"):
+        pid = path.name[len(INFLATED) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def _remove_temp(path: Path, pid: int) -> None:
