@@ -374,3 +374,22 @@ def test_rewrites_over_damaged_statistics_still_run(cat: Catalog) -> None:
     st = cat.dataset("d").stats()
     assert st.at.missing_shards == 0 and st.feature("x").values.max == 29  # the migration decoded it
     assert st.feature("y").filled == 30
+
+
+def test_sampled_tensor_quantiles_weigh_every_element_alike(cat: Catalog) -> None:
+    """Pixels go into the quantile sketch sampled; a small append's pixels must not weigh more,
+    element for element, than a large one's (a sample per batch would give each batch the same
+    weight, whatever its size)."""
+    schema = {"features": {"img": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor"}}}
+    ds = cat.register("imgs", schema)
+    rng = np.random.default_rng(0)
+    ds.append_rows({"img": rng.integers(0, 100, (6000, 32, 32, 3), dtype=np.uint8)})
+    ds.append_rows({"img": rng.integers(200, 256, (30, 32, 32, 3), dtype=np.uint8)})
+    img = ds.stats().feature("img")
+    share = 30 / 6030  # of the pixels, those >= 200
+    q = img.quantile_values([0.5, 0.97, 1 - 3 * share])
+    assert q is not None and q[0] == pytest.approx(49.5, abs=3) and max(q) < 100, q
+    hist = img.histogram(4) or []
+    assert sum(c for _lo, _hi, c in hist) == pytest.approx(img.values.count)  # every pixel, not the sample
+    top = sum(c for lo, _hi, c in hist if lo >= 190)
+    assert top / img.values.count == pytest.approx(share, rel=0.5), hist

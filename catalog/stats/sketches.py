@@ -200,16 +200,17 @@ class FeatureStats:
         return [float(ends.get(r, q)) for r, q in zip(ranks, self.quantiles.get_quantiles(ranks), strict=True)]
 
     def histogram(self, buckets: int = 10) -> list[tuple[float, float, float]] | None:
-        """Equal-width buckets between minimum and maximum: (low, high, estimated count)."""
+        """Equal-width buckets between minimum and maximum: (low, high, estimated count). The
+        counts are of every value, the sketch's shares scaled up (a tensor's sketch holds a sample)."""
         lo, hi = self.values.min, self.values.max
         if self.quantiles.is_empty() or lo is None or hi is None:
             return None
         if lo == hi:
-            return [(float(lo), float(hi), float(self.quantiles.n))]
+            return [(float(lo), float(hi), float(self.values.count))]
         edges = np.linspace(float(lo), float(hi), buckets + 1)
         # the PMF's buckets are [edge, next edge); the last one closes at the maximum
         pmf = self.quantiles.get_pmf(edges[1:-1].tolist())
-        n = self.quantiles.n
+        n = self.values.count
         return [(float(edges[i]), float(edges[i + 1]), float(p) * n) for i, p in enumerate(pmf)]
 
     # ---- storage

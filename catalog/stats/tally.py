@@ -25,13 +25,16 @@ from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll
 # feature a batch), bounded in bytes for large records.
 BATCH = 8192
 BATCH_BYTES = 8 << 20
-# Of a tensor (or long list) feature's elements, at most this many per batch go into its
-# quantile sketch, as 1,024 runs of 64 consecutive values at random places (counts, range,
-# moments, zeros, NaNs and infinities still see every element): sketching 3,072 bytes of
-# every 32x32x3 image costs more than writing it. Runs cost a cache miss each rather than
-# one a value; neighbouring values are alike (pixels), so the sample counts as about 1,024
-# values a batch, dozens of batches a shard: thousands, an error of about 1-2% in rank.
-SAMPLE = 1 << 16
+# A fixed-shape feature of more than PER_RECORD elements (a tensor: an image) feeds its
+# quantile sketch a sample of its elements, each taken with the same probability in every
+# batch and shard, PER_RECORD / elements (counts, range, moments, zeros, NaNs and infinities
+# still see every element): sketching 3,072 bytes of every 32x32x3 image costs more than
+# writing it. The rate is the feature's, never a batch's: sketches carry no weights, so a
+# rate per batch would give a 30-image append the weight of 6,000 images once merged. The
+# sample is taken as runs of RUN consecutive values at random places: a run costs a cache
+# miss, not a value; neighbouring values are alike (pixels), so the error in rank is about
+# that of one value a run, 1-2% over thousands of runs.
+PER_RECORD = 24
 RUN = 64
 # A batch with more distinct values than this (the frequent-items sketch tracks 48) shows the
 # sketch only values seen at least twice in it (see _skip_singles).
@@ -64,6 +67,7 @@ class Tally:
         self._writer_fills: Counter[str] = Counter()
         self._exact_fills: dict[str, int] | None = None
         self._rng = np.random.default_rng(0)  # a fixed seed: the same records give the same statistics
+        self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
 
     def _empty(self, name: str, feat: Feature) -> FeatureStats:
         fs = FeatureStats(name, feature_kind(feat))
@@ -108,7 +112,7 @@ class Tally:
             lacked = int(np.count_nonzero(mask)) if mask is not None else 0
             fs.records += n
             fs.filled += lacked
-            _add_column(fs, feat, columns[name], name in self._sequence, self._rng)
+            _add_column(fs, feat, columns[name], name in self._sequence, (self._rates[name], self._rng))
 
     def result(self) -> DatasetStats:
         self.flush()
@@ -122,7 +126,10 @@ class Tally:
         return self.stats
 
 
-def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, rng: np.random.Generator) -> None:
+Sampling = tuple[float, np.random.Generator]  # a feature's rate (sample_rate), and the tally's generator
+
+
+def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, sampling: Sampling) -> None:
     values: list[Any] | np.ndarray
     if column.dtype == object:
         present = [v for v in column.tolist() if v is not None]
@@ -140,7 +147,7 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
     else:
         values = column.reshape(-1)
     if fs.numeric:
-        _add_numbers(fs, np.asarray(values), rng)
+        _add_numbers(fs, np.asarray(values), sampling)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
 
@@ -162,7 +169,7 @@ def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
     return flat
 
 
-def _add_numbers(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator) -> None:
+def _add_numbers(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> None:
     if values.dtype == object:
         values = values.astype(np.float64 if fs.kind == "float" else np.int64)
     if not values.size:
@@ -172,7 +179,7 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator)
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
     if values.dtype.itemsize == 1 and values.size >= BYTE_HISTOGRAM:
-        _add_bytes_exactly(fs, values, rng)
+        _add_bytes_exactly(fs, values, sampling)
         return
     fs.zeros += int(values.size - np.count_nonzero(values))
     finite = values
@@ -184,7 +191,7 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator)
             fs.infs += int(values.size - np.count_nonzero(ok)) - nan
             finite = values[ok]
     fs.values.add(finite)
-    fs.quantiles.update(sampled(finite, rng).astype(np.float64))
+    fs.quantiles.update(sampled(finite, *sampling).astype(np.float64))
     if fs.top is not None:  # class labels: which classes, how often
         labels, counts = np.unique(finite, return_counts=True)
         for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
@@ -204,7 +211,7 @@ def byte_histogram(values: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _add_bytes_exactly(fs: FeatureStats, values: np.ndarray, rng: np.random.Generator) -> None:
+def _add_bytes_exactly(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> None:
     """Many 1-byte values (pixels): every exact figure from one histogram of them."""
     counts = byte_histogram(values)
     levels = np.arange(256, dtype=np.int64)
@@ -216,17 +223,30 @@ def _add_bytes_exactly(fs: FeatureStats, values: np.ndarray, rng: np.random.Gene
     m2 = float(np.dot(counts, (levels - mean) ** 2))
     fs.zeros += int(counts[levels == 0][0])
     fs.values.merge(Moments(n, mean, m2, int(levels[seen[0]]), int(levels[seen[-1]])))
-    fs.quantiles.update(sampled(values.reshape(-1), rng).astype(np.float64))
+    fs.quantiles.update(sampled(values.reshape(-1), *sampling).astype(np.float64))
 
 
-def sampled(flat: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """At most SAMPLE of ``flat``'s values for the quantile sketch: all of them, or runs of
-    RUN consecutive values at random places (single random picks from tens of megabytes of
-    pixels cost a cache miss each: 2.5 ms a batch)."""
-    if flat.size <= SAMPLE:
+def sampled(flat: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """``flat``'s values for the quantile sketch, each taken with probability ``rate`` (in
+    expectation): all of them at rate 1, else runs of RUN consecutive values at random places,
+    as many as ``flat.size * rate / RUN`` rounded at random (single random picks from tens of
+    megabytes of pixels cost a cache miss each: 2.5 ms a batch)."""
+    if rate >= 1:
         return flat
-    starts = rng.integers(0, flat.size - RUN, SAMPLE // RUN)
+    if flat.size <= RUN:
+        return flat[rng.random(flat.size) < rate]
+    want = flat.size * rate / RUN
+    runs = int(want) + int(rng.random() < want - int(want))
+    starts = rng.integers(0, flat.size - RUN + 1, runs)
     return flat[(starts[:, None] + np.arange(RUN)).reshape(-1)]
+
+
+def sample_rate(feat: Feature, sequence: bool) -> float:
+    """The share of ``feat``'s elements its quantile sketch sees (see PER_RECORD)."""
+    size = feat.size
+    if _varlen(feat, sequence) or size is None or size <= PER_RECORD:
+        return 1.0  # a list's length varies: no rate fits all its records, so every value
+    return PER_RECORD / size
 
 
 def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
