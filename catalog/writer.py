@@ -3,7 +3,7 @@ one commit through the commit protocol (catalog.commit.protocol)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
+from catalog.stats.columns import decoded_columns
 from catalog.stats.tally import per_row
 from catalog.storage import ShardFile, ShardSink
 
@@ -136,16 +137,23 @@ class Writer:
         """Validate and encode a pandas DataFrame, a pyarrow Table or RecordBatch, or a dict of
         equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
         schema = self.ds.schema
+        tallying = self.sink is not None and self.sink.tallying
         for columns, n in column_batches(batch, schema.features):
             filled: dict[str, list[int]] = {}
+            entries: dict[str, Sequence[bytes]] = {}
             try:
-                records = schema.encode_columns(columns, n, filled)
+                records = schema.encode_columns(columns, n, filled, entries if tallying else None)
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
-            fills = per_row(filled, n)
-            for i, record in enumerate(records):
-                self.write_record(record, fills[i] if fills is not None else ())
+            if entries:  # the statistics take the columns: the records are not decoded again
+                decoded, absent = decoded_columns(schema, columns, n, filled, entries)
+                self._sink().write_decoded(records, decoded, absent)
+                self.intent.beat()
+            else:
+                fills = per_row(filled, n)
+                for i, record in enumerate(records):
+                    self.write_record(record, fills[i] if fills is not None else ())
             self.rows += n
 
     def _at_row(self, e: ValidationError, row: int) -> ValidationError:
@@ -162,12 +170,15 @@ class Writer:
     def write_record(self, record: bytes, filled: Iterable[str] = ()) -> None:
         """Write one serialized Example already validated against the dataset's schema
         (``filled``: the features whose default its encoder filled in, for the statistics)."""
-        if self.sink is None:
-            raise CatalogError("the writer is not open (use it in a `with` block)")
-        self.sink.write(record, filled)
+        self._sink().write(record, filled)
         # Rows written through write()/append_rows() must keep the intent alive too, or gc
         # takes a busy writer for dead; a beat is one clock read when the last is recent.
         self.intent.beat()
+
+    def _sink(self) -> ShardSink:
+        if self.sink is None:
+            raise CatalogError("the writer is not open (use it in a `with` block)")
+        return self.sink
 
     def heartbeat(self) -> None:
         """Tell gc this writer is alive; cheap (one clock read) when the last beat is recent."""

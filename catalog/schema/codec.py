@@ -145,12 +145,17 @@ class RowCodec:
         return wire.features_field(b"".join(entries))
 
     def encode_columns(
-        self, columns: Mapping[str, Sequence[Any]], n: int, filled: dict[str, list[int]] | None = None
+        self,
+        columns: Mapping[str, Sequence[Any]],
+        n: int,
+        filled: dict[str, list[int]] | None = None,
+        entries: dict[str, Sequence[bytes]] | None = None,
     ) -> list[bytes]:
         """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
         time: each encoder runs over its whole column, then each record joins its entries. A
         ValidationError names the row (``record``) and the feature. ``filled``, when given,
-        receives per feature the rows whose default went in."""
+        receives per feature the rows whose default went in; ``entries`` each feature's
+        entries, a row's each (the statistics decode a few features from them, not records)."""
         for name in columns:
             if name not in self.features:
                 raise ValidationError("not in the schema", str(name), record=0)
@@ -166,6 +171,8 @@ class RowCodec:
                     rows.extend(range(n))
             else:
                 per_feature.append(_encode_column(name, encoder, default, column, rows))
+            if entries is not None:
+                entries[name] = per_feature[-1]
         frame = wire.features_field
         return [frame(b"".join(parts)) for parts in zip(*per_feature, strict=True)] if per_feature else [frame(b"")] * n
 

@@ -61,7 +61,12 @@ def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
     columns: Columns = {}
     for name, col in obj.items():
         if isinstance(col, np.ndarray):
-            columns[name] = col.tolist() if col.ndim == 1 and col.dtype.kind in "biuf" else list(col)
+            # numbers as Python scalars (the encoders' fast path); a batch of tensors stays one
+            # array (it iterates as its rows; the statistics take it whole, not decoded again)
+            if col.ndim > 1:
+                columns[name] = col  # type: ignore[assignment]
+            else:
+                columns[name] = col.tolist() if col.dtype.kind in "biuf" else list(col)
         elif isinstance(col, (list, tuple)):
             columns[name] = list(col)
         else:

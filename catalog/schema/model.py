@@ -229,13 +229,19 @@ class Schema:
         return self._codec.encode(row, filled)
 
     def encode_columns(
-        self, columns: Mapping[str, Sequence[Any]], n: int, filled: dict[str, list[int]] | None = None
+        self,
+        columns: Mapping[str, Sequence[Any]],
+        n: int,
+        filled: dict[str, list[int]] | None = None,
+        entries: dict[str, Sequence[bytes]] | None = None,
     ) -> list[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
         feature, None where a value is missing); a ValidationError's ``record`` is the row.
-        ``filled``, when given, receives per feature the rows whose default went in."""
+        ``filled``, when given, receives per feature the rows whose default went in;
+        ``entries`` (Example schemas only: a sequence's are not kept) each feature's encoded
+        map entries, one a row."""
         if not self.sequence:
-            return self._codec.encode_columns(columns, n, filled)
+            return self._codec.encode_columns(columns, n, filled, entries)
         out = []
         names: list[str] = []
         for i in range(n):  # sequences are ragged: a row at a time

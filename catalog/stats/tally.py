@@ -260,7 +260,7 @@ def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
     empty = counts.pop("" if fs.kind == "string" else b"", 0)
     if empty:  # the distinct-count sketch ignores an empty value: counted by zeros (distinct_estimate)
         fs.top.update("", empty)
-    _count_values(fs, counts)
+    _count_values(fs, counts, int(sizes.max()))
 
 
 def _skip_singles(counts: Counter[Any]) -> int:
@@ -270,24 +270,42 @@ def _skip_singles(counts: Counter[Any]) -> int:
     return 2 if len(counts) > TOP_SKIP_SINGLES else 1
 
 
-def _count_values(fs: FeatureStats, counts: Counter[Any]) -> None:
+def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int) -> None:
     """A batch's distinct strings (or bytes) into the distinct-count and top-value sketches,
-    which take text: bytes go as latin-1 (one character a byte, reversible)."""
-    distinct, top = fs.distinct.update, fs.top.update
+    which take text: bytes go as latin-1 (one character a byte, reversible). ``longest``: the
+    batch's longest value (a batch of short values takes the loop-free path)."""
     least = _skip_singles(counts)
+    if longest > TOP_MAX_BYTES:
+        counts = _count_long_values(fs, counts)
+    keys = list(counts) if fs.kind == "string" else [v.decode("latin-1") for v in counts]
+    for _ in map(fs.distinct.update, keys):  # a C-level loop: a few dozen ns a value saved
+        pass
+    top = fs.top.update
+    if least == 1:
+        for key, count in zip(keys, counts.values(), strict=True):
+            top(key, count)
+        return
+    shown = 0
+    for key, count in zip(keys, counts.values(), strict=True):
+        if count >= least:
+            top(key, count)
+            shown += count
+    fs.top_rest += counts.total() - shown
+
+
+def _count_long_values(fs: FeatureStats, counts: Counter[Any]) -> Counter[Any]:
+    """Values longer than TOP_MAX_BYTES into the distinct-count sketch by digest (never top
+    values); returns the others."""
+    short: Counter[Any] = Counter()
     text = fs.kind == "string"
     for value, count in counts.items():
         if len(value) > TOP_MAX_BYTES:
             fs.long_values += count
             raw = value.encode("utf-8") if text else value
-            distinct(f"\x00{len(raw)}:{crc32c(raw):08x}")  # a digest: never a top value
-            continue
-        key = value if text else value.decode("latin-1")
-        distinct(key)
-        if count >= least:
-            top(key, count)
+            fs.distinct.update(f"\x00{len(raw)}:{crc32c(raw):08x}")  # a digest: never a top value
         else:
-            fs.top_rest += count
+            short[value] = count
+    return short
 
 
 def per_row(filled: Mapping[str, list[int]], n: int) -> list[list[str]] | None:

@@ -95,6 +95,11 @@ class ShardSink:
         self._tally = self.new_tally()
         return self._writer
 
+    @property
+    def tallying(self) -> bool:
+        """Whether the shards written get statistics (write_decoded then saves a decode)."""
+        return self.schema is not None
+
     def new_tally(self) -> Tally | None:
         """An empty tally of statistics (None when they are not computed)."""
         return None if self.schema is None else Tally(self.schema)

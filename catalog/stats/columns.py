@@ -1,0 +1,87 @@
+"""A batch of rows given as columns, as the statistics' decoded columns, without decoding the
+records the encoder just wrote.
+
+``Schema.encode_columns`` hands over each feature's input column and its encoded map entries.
+A column of plain numbers or texts becomes its decoded column directly (the same values
+decoding gives: the encoder accepted every one of them, so they are in range); any other
+feature (lists, tensors, bytes, optional features, columns with a missing value) is decoded
+from its own entries alone, each row's framed as a one-feature Example. Either way the
+statistics are those of decoding the records (tests/test_stats.py holds the two equal); what
+is saved is decoding the rest of every record a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from catalog.schema import Feature, Schema
+from catalog.tfrecord import example as wire
+
+_F64_EXACT = 1 << 53  # integers a float64 holds exactly
+
+
+def decoded_columns(
+    schema: Schema,
+    columns: Mapping[str, Sequence[Any]],
+    n: int,
+    filled: Mapping[str, list[int]],
+    entries: Mapping[str, Sequence[bytes]],
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The columns ``Schema.decode_batch`` would give for the ``n`` records encoded from
+    ``columns``, and per feature the rows its writer filled from the default (counted as
+    filled, as a decoded record's absent feature is)."""
+    out: dict[str, np.ndarray] = {}
+    rest: list[Feature] = []
+    for name, feat in schema.features.items():
+        column = columns.get(name)
+        direct = None if column is None or filled.get(name) else _direct(feat, column)
+        if direct is None:
+            rest.append(feat)
+        else:
+            out[name] = direct
+    if rest:
+        frame = wire.features_field
+        parts = [entries[f.name] for f in rest]
+        out.update(Schema(rest).decode_batch([frame(b"".join(row)) for row in zip(*parts, strict=True)]))
+    absent = {}
+    for name, rows in filled.items():
+        if rows:
+            mask = absent[name] = np.zeros(n, dtype=bool)
+            mask[rows] = True
+    return out, absent
+
+
+def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
+    """``column`` as decoding gives it, for a scalar int64, float32 or string feature whose
+    values are all plain numbers or texts, or a fixed-shape tensor feature given one array of
+    its dtype; None otherwise (decode it)."""
+    if feat.optional:
+        return None
+    if feat.tensor:
+        if feat.stores_shape or not isinstance(column, np.ndarray):
+            return None
+        return column if column.dtype == feat.np_dtype and column.shape[1:] == feat.shape else None
+    if not feat.is_scalar:
+        return None
+    if feat.dtype == "string":
+        if not all(type(v) is str for v in column):
+            return None
+        out = np.empty(len(column), dtype=object)
+        out[:] = column
+        return out
+    if feat.dtype not in ("int64", "float32"):
+        return None
+    try:
+        arr = np.asarray(column)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if arr.ndim != 1 or arr.dtype.kind not in "biuf":
+        return None
+    if feat.dtype == "int64":
+        return arr.astype(np.int64) if arr.dtype.kind in "bi" else None
+    if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:
+        return None  # the encoder rounds such an integer twice (to float64, then float32), NumPy once
+    return arr.astype(np.float32)
