@@ -483,3 +483,21 @@ def test_statistics_from_columns_equal_those_of_decoded_records(case: tuple[dict
     for name, feature in want["features"].items():
         for key, value in feature.items():
             assert got["features"][name][key] == value, (name, key)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_many_one_byte_values_are_counted_exactly(cat: Catalog, dtype: str) -> None:
+    """Pixels are counted by histogram on a helper thread, a part at a time as they are
+    written, across shards: every exact figure equals NumPy's over all of them."""
+    schema = {"features": {"img": {"dtype": dtype, "shape": [16, 16, 3], "encoding": "tensor"}}}
+    ds = cat.register("px", schema)
+    info = np.iinfo(dtype)
+    px = np.random.default_rng(3).integers(info.min, info.max + 1, (5000, 16, 16, 3)).astype(dtype)
+    px[:100] = 0
+    ds.append_rows({"img": px}, shard_records=1500)  # four shards, each counted in parts
+    img = ds.stats().feature("img")
+    flat = px.reshape(-1).astype(np.int64)
+    assert (img.values.count, img.zeros) == (flat.size, int((flat == 0).sum()))
+    assert (img.values.min, img.values.max) == (int(flat.min()), int(flat.max()))
+    assert img.values.mean == pytest.approx(flat.mean(), rel=1e-12)
+    assert img.values.std == pytest.approx(flat.std(), rel=1e-12)

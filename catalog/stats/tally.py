@@ -9,8 +9,10 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -68,6 +70,7 @@ class Tally:
         self._exact_fills: dict[str, int] | None = None
         self._rng = np.random.default_rng(0)  # a fixed seed: the same records give the same statistics
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
+        self._bytes = ByteCounts()
 
     def _empty(self, name: str, feat: Feature) -> FeatureStats:
         fs = FeatureStats(name, feature_kind(feat))
@@ -112,10 +115,12 @@ class Tally:
             lacked = int(np.count_nonzero(mask)) if mask is not None else 0
             fs.records += n
             fs.filled += lacked
-            _add_column(fs, feat, columns[name], name in self._sequence, (self._rates[name], self._rng))
+            feed = Feed(name, self._rates[name], self._rng, self._bytes)
+            _add_column(fs, feat, columns[name], name in self._sequence, feed)
 
     def result(self) -> DatasetStats:
         self.flush()
+        self._bytes.apply(self.stats.features)
         for name, fs in self.stats.features.items():
             if self._exact_fills is not None:
                 fs.filled = self._exact_fills.get(name, 0)
@@ -126,10 +131,56 @@ class Tally:
         return self.stats
 
 
-Sampling = tuple[float, np.random.Generator]  # a feature's rate (sample_rate), and the tally's generator
+class ByteCounts:
+    """Histograms of many 1-byte values (pixels), counted on a helper thread: NumPy's bincount
+    lets go of the GIL, so the one pass over every pixel runs on a second core while the
+    writer frames and writes. Counts add up in any order: the figures are exact all the same."""
+
+    INFLIGHT = 4  # batches counted or waiting at most (each holds its batch's memory)
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._jobs: list[tuple[str, bool, Future[np.ndarray]]] = []
+        self._inflight: deque[Future[np.ndarray]] = deque()
+
+    def add(self, name: str, values: np.ndarray) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-statistics")
+        job = self._pool.submit(byte_histogram, values)
+        self._jobs.append((name, values.dtype.kind == "i", job))
+        self._inflight.append(job)
+        while len(self._inflight) > self.INFLIGHT:
+            self._inflight.popleft().result()
+
+    def apply(self, features: Mapping[str, FeatureStats]) -> None:
+        """Wait for the counts, and add each feature's exact figures from them."""
+        totals: dict[str, tuple[bool, np.ndarray]] = {}
+        for name, signed, job in self._jobs:
+            counts = job.result()
+            if name in totals:
+                counts = counts + totals[name][1]
+            totals[name] = (signed, counts)
+        for name, (signed, counts) in totals.items():
+            _add_byte_counts(features[name], counts, signed)
+        self._jobs.clear()
+        self._inflight.clear()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
-def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, sampling: Sampling) -> None:
+@dataclass
+class Feed:
+    """What a feature's column goes to besides its FeatureStats: its quantile sketch's sample
+    rate (sample_rate), the tally's generator, and its byte counts."""
+
+    name: str
+    rate: float
+    rng: np.random.Generator
+    bytes: ByteCounts
+
+
+def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, feed: Feed) -> None:
     values: list[Any] | np.ndarray
     if column.dtype == object:
         present = [v for v in column.tolist() if v is not None]
@@ -147,7 +198,7 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
     else:
         values = column.reshape(-1)
     if fs.numeric:
-        _add_numbers(fs, np.asarray(values), sampling)
+        _add_numbers(fs, np.asarray(values), feed)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
 
@@ -169,7 +220,7 @@ def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
     return flat
 
 
-def _add_numbers(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> None:
+def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
     if values.dtype == object:
         values = values.astype(np.float64 if fs.kind == "float" else np.int64)
     if not values.size:
@@ -178,8 +229,9 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> No
         values = np.abs(values)
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
-    if values.dtype.itemsize == 1 and values.size >= BYTE_HISTOGRAM:
-        _add_bytes_exactly(fs, values, sampling)
+    if values.dtype.itemsize == 1 and values.size >= BYTE_HISTOGRAM:  # pixels: exact figures from counts
+        feed.bytes.add(feed.name, values)
+        fs.quantiles.update(sampled(values.reshape(-1), feed.rate, feed.rng).astype(np.float64))
         return
     fs.zeros += int(values.size - np.count_nonzero(values))
     finite = values
@@ -191,7 +243,7 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> No
             fs.infs += int(values.size - np.count_nonzero(ok)) - nan
             finite = values[ok]
     fs.values.add(finite)
-    fs.quantiles.update(sampled(finite, *sampling).astype(np.float64))
+    fs.quantiles.update(sampled(finite, feed.rate, feed.rng).astype(np.float64))
     if fs.top is not None:  # class labels: which classes, how often
         labels, counts = np.unique(finite, return_counts=True)
         for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
@@ -211,11 +263,10 @@ def byte_histogram(values: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _add_bytes_exactly(fs: FeatureStats, values: np.ndarray, sampling: Sampling) -> None:
-    """Many 1-byte values (pixels): every exact figure from one histogram of them."""
-    counts = byte_histogram(values)
+def _add_byte_counts(fs: FeatureStats, counts: np.ndarray, signed: bool) -> None:
+    """Every exact figure of many 1-byte values from their histogram (``byte_histogram``)."""
     levels = np.arange(256, dtype=np.int64)
-    if values.dtype.kind == "i":  # int8: bytes 128..255 are -128..-1
+    if signed:  # int8: bytes 128..255 are -128..-1
         counts, levels = np.roll(counts, 128), levels - 128
     seen = np.flatnonzero(counts)
     n = int(counts.sum())
@@ -223,7 +274,6 @@ def _add_bytes_exactly(fs: FeatureStats, values: np.ndarray, sampling: Sampling)
     m2 = float(np.dot(counts, (levels - mean) ** 2))
     fs.zeros += int(counts[levels == 0][0])
     fs.values.merge(Moments(n, mean, m2, int(levels[seen[0]]), int(levels[seen[-1]])))
-    fs.quantiles.update(sampled(values.reshape(-1), *sampling).astype(np.float64))
 
 
 def sampled(flat: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:

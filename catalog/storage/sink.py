@@ -22,6 +22,7 @@ from catalog import faults
 from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.stats import Tally
+from catalog.stats.tally import BATCH as TALLY_BATCH
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -29,6 +30,9 @@ from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
 
+# write_decoded hands the statistics a part this large at a time: their helper thread counts
+# one part's pixels while the next is written, and the last part's count is all that is waited for.
+TALLY_BYTES = 2 << 20
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 
 
@@ -152,23 +156,27 @@ class ShardSink:
         self, records: list[bytes], columns: dict[str, np.ndarray], absent: dict[str, np.ndarray]
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
-        the statistics take those columns instead of decoding the records again."""
+        the statistics take those columns instead of decoding the records again, a part at a
+        time (at most TALLY_BATCH records or TALLY_BYTES) so that their helper thread counts
+        one part while the next is written."""
         if self.schema is None:
             self.write_many(records)
             return
-        start = 0
+        start = taken = 0
 
         def tally_so_far(end: int) -> None:
+            nonlocal start, taken
             if self._tally is not None and end > start:
                 part = {k: v[start:end] for k, v in columns.items()}
                 self._tally.add_columns(part, end - start, {k: v[start:end] for k, v in absent.items()})
+            start, taken = end, 0
 
         for i, record in enumerate(records):
             size = len(record) + HEADER_SIZE + FOOTER_SIZE
-            writer = self._room(size, lambda: tally_so_far(i))  # noqa: B023 - called at once
-            if self._records == 0:
-                start = i  # a new shard starts here
-            self._put(writer, record, size)
+            self._put(self._room(size, lambda: tally_so_far(i)), record, size)  # noqa: B023 - called at once
+            taken += size
+            if i + 1 - start >= TALLY_BATCH or taken >= TALLY_BYTES:
+                tally_so_far(i + 1)
         tally_so_far(len(records))
 
     def adopt(self, source: Path, records: int, stats: bytes | None = None) -> ShardFile | None:
