@@ -408,10 +408,13 @@ def test_a_killed_readers_inflated_copy_goes_with_the_next_reader(
     os.kill(child.pid, 9)
     child.join()
     (orphan,) = inflated(temp)
-    alive = temp / f"catalog-inflated-{os.getppid()}-x"  # a live process's copy stays
-    alive.mkdir()
+    host = orphan.name.split("-")[2]
+    alive = temp / f"catalog-inflated-{host}-{os.getppid()}-x"  # a live process's copy stays
+    elsewhere = temp / f"catalog-inflated-0000abcd-{child.pid}-x"  # another machine's (container's)
+    for kept in (alive, elsewhere):
+        kept.mkdir()
     assert sorted(consume(ds.torch(batch_size=6, shuffle=True, seed=5))) == list(range(N + 40))
-    assert not orphan.exists() and alive.exists()
+    assert not orphan.exists() and alive.exists() and elsewhere.exists()
 
 
 def _inflate_and_wait(ds: Dataset, ready: Any) -> None:

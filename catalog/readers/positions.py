@@ -22,6 +22,7 @@ import bisect
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from collections import OrderedDict
@@ -44,7 +45,7 @@ from catalog.tfrecord.sources import is_url, remote_error, remote_errors
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
 GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
-INFLATED = "catalog-inflated-"  # then the owning process's id
+INFLATED = "catalog-inflated-"  # then the owner's machine (a digest of its host name) and process id
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
 FRAMING = HEADER_SIZE + FOOTER_SIZE
@@ -80,7 +81,7 @@ class _Local:
     def temp_dir(self) -> Path:
         if self.temp is None:
             _sweep_orphans()
-            self.temp = Path(tempfile.mkdtemp(prefix=f"{INFLATED}{self.pid}-"))
+            self.temp = Path(tempfile.mkdtemp(prefix=f"{INFLATED}{_host()}-{self.pid}-"))
             # multiprocessing's Finalize, not weakref.finalize: a forked worker (a DataLoader's)
             # ends through os._exit, which runs only multiprocessing's exit finalizers.
             Finalize(self, _remove_temp, args=(self.temp, self.pid), exitpriority=0)
@@ -89,11 +90,17 @@ class _Local:
 
 def _sweep_orphans() -> None:
     """Remove inflated copies whose process is gone: one killed (the OOM killer's favourite, a
-    DataLoader worker) ran no finalizer, and each copy is a whole shard."""
-    for path in Path(tempfile.gettempdir()).glob(f"{INFLATED}*-*"):
-        pid = path.name[len(INFLATED) :].split("-", 1)[0]
+    DataLoader worker) ran no finalizer, and each copy is a whole shard. Only this machine's
+    copies: a temporary folder shared across containers holds other process-id namespaces."""
+    mine = f"{INFLATED}{_host()}-"
+    for path in Path(tempfile.gettempdir()).glob(f"{mine}*-*"):
+        pid = path.name[len(mine) :].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _host() -> str:
+    return f"{crc32c(socket.gethostname().encode()):08x}"
 
 
 def _alive(pid: int) -> bool:
