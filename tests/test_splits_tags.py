@@ -533,3 +533,18 @@ def test_copy_manifest_keeps_tags_and_splits(loaded: Path, tmp_path: Path) -> No
     c(loaded, "copy-manifest", f"sqlite:///{tmp_path / 'copy.db'}")
     assert (show(loaded)["splits"], c(loaded, "tags", "d", "--json").stdout) == before
     assert cat_ids(loaded, "--version", "run-42", "--split", "test[:2]") == TEST[:2]
+
+
+def test_last_commit_is_the_histories_last(loaded: Path) -> None:
+    """The viewer's catalog page reads each dataset's last commit alone: the same as the
+    history's last, after appends, a tag, a compaction (shards added and retired) and a gc."""
+    with Catalog.open(loaded) as cat:
+        ds = cat.dataset("d")
+        assert ds.last_commit() == ds.history()[-1]
+        ds.compact(split="train")
+        ds.tag("run-1")
+        last = ds.last_commit()
+        assert last == ds.history()[-1] and last.tags == ("run-1",) and last.kind == "compact"
+        assert last.records_removed > 0 and last.shards_removed > 1
+        cat.gc(keep_versions=1)
+        assert ds.last_commit() == ds.history()[-1]

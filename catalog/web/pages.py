@@ -32,7 +32,7 @@ def catalog_page(cat: Catalog) -> dict[str, Any]:
     """Every dataset: versions, splits, records, bytes, last commit."""
     out = []
     for info in list_datasets(cat.engine, splits=True):  # totals per split for all, in one query
-        last = cat.dataset(info.name).history()[-1]
+        last = cat.dataset(info.name).last_commit()
         out.append({**info.to_json(), "schema": None, "last_commit": _commit(last)})
     return {"root": str(cat.root), "datasets": out}
 
