@@ -21,6 +21,7 @@ from readers_data import N, add_gzip_shard, epoch_order, interleave, make_datase
 
 from catalog.api import Dataset
 from catalog.errors import CatalogError
+from catalog.readers import positions
 
 # Three workers on a two-core machine is the point of some tests, not a mistake.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
@@ -393,7 +394,9 @@ def inflated(temp: Path) -> list[Path]:
 def test_a_killed_readers_inflated_copy_goes_with_the_next_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGKILL runs no finalizer: the next process to inflate a shard removes dead processes' copies."""
+    """SIGKILL runs no finalizer: the next process to inflate a shard removes the copies no live
+    process holds (by the owner lock, which works across pid namespaces too), and nothing else:
+    a live reader's copy, links, files and folders of the same name stay."""
     ds = make_dataset(tmp_path / "c")
     add_gzip_shard(ds, [row(i) for i in range(N, N + 40)])
     ds = ds.catalog.dataset("d")
@@ -401,20 +404,34 @@ def test_a_killed_readers_inflated_copy_goes_with_the_next_reader(
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     ctx = multiprocessing.get_context("fork")
-    ready = ctx.Event()
-    child = ctx.Process(target=_inflate_and_wait, args=(ds, ready))
-    child.start()
-    assert ready.wait(60)
-    os.kill(child.pid, 9)
-    child.join()
-    (orphan,) = inflated(temp)
-    host = orphan.name.split("-")[2]
-    alive = temp / f"catalog-inflated-{host}-{os.getppid()}-x"  # a live process's copy stays
-    elsewhere = temp / f"catalog-inflated-0000abcd-{child.pid}-x"  # another machine's (container's)
-    for kept in (alive, elsewhere):
-        kept.mkdir()
+    children = []
+    for _ in range(2):
+        ready = ctx.Event()
+        children.append(ctx.Process(target=_inflate_and_wait, args=(ds, ready)))
+        children[-1].start()
+        assert ready.wait(60)
+    killed, alive = children
+    os.kill(killed.pid, 9)
+    killed.join()
+    copies = inflated(temp)
+    assert len(copies) == 2
+    for folder in copies:  # past the settling time a new owner file gets
+        os.utime(folder / ".owner", (time.time() - 60, time.time() - 60))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / ".owner").write_bytes(b"")
+    os.utime(victim / ".owner", (time.time() - 60, time.time() - 60))
+    (temp / "catalog-inflated-link").symlink_to(victim)
+    (temp / "catalog-inflated-\u00b9-x").write_bytes(b"")  # a file, and a pid no int() reads
+    (temp / "catalog-inflated-99999999999999999999-x").mkdir()  # no owner file: left alone
     assert sorted(consume(ds.torch(batch_size=6, shuffle=True, seed=5))) == list(range(N + 40))
-    assert not orphan.exists() and alive.exists() and elsewhere.exists()
+    left = {p.name for p in inflated(temp)}
+    gone = {p.name for p in copies} - left
+    assert len(gone) == 1 and len(left) == 4 and victim.exists() and (victim / ".owner").exists()
+    (kept,) = [p for p in copies if p.name in left]
+    assert not positions._abandoned(kept)  # the live child's: its owner lock is held
+    os.kill(alive.pid, 9)
+    alive.join()
 
 
 def _inflate_and_wait(ds: Dataset, ready: Any) -> None:

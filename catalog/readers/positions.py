@@ -22,9 +22,10 @@ import bisect
 import contextlib
 import os
 import shutil
-import socket
+import stat
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -34,6 +35,11 @@ from typing import IO, Any
 
 import numpy as np
 from crc32c import crc32c
+
+try:
+    import fcntl
+except ImportError:  # Windows: no sweep of abandoned copies
+    fcntl = None  # type: ignore[assignment]
 
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
@@ -45,7 +51,9 @@ from catalog.tfrecord.sources import is_url, remote_error, remote_errors
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
 GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
-INFLATED = "catalog-inflated-"  # then the owner's machine (a digest of its host name) and process id
+INFLATED = "catalog-inflated-"  # a process's folder of inflated copies, in the temporary folder
+OWNER = ".owner"  # in that folder: locked (flock) by its process for as long as it lives
+SETTLE = 10.0  # seconds: an owner file younger than this may not be locked yet
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
 FRAMING = HEADER_SIZE + FOOTER_SIZE
@@ -81,41 +89,60 @@ class _Local:
     def temp_dir(self) -> Path:
         if self.temp is None:
             _sweep_orphans()
-            self.temp = Path(tempfile.mkdtemp(prefix=f"{INFLATED}{_host()}-{self.pid}-"))
+            self.temp = Path(tempfile.mkdtemp(prefix=INFLATED))
+            owner = _claim(self.temp)
             # multiprocessing's Finalize, not weakref.finalize: a forked worker (a DataLoader's)
             # ends through os._exit, which runs only multiprocessing's exit finalizers.
-            Finalize(self, _remove_temp, args=(self.temp, self.pid), exitpriority=0)
+            Finalize(self, _remove_temp, args=(self.temp, self.pid, owner), exitpriority=0)
         return self.temp
 
 
+def _claim(folder: Path) -> int | None:
+    """Lock ``folder``'s owner file for this process's life (the kernel drops the lock when the
+    process ends, killed or not: that is how the sweep knows the folder is abandoned, across
+    containers and process-id namespaces alike). The open file, or None without flock."""
+    if fcntl is None:
+        return None
+    fd = os.open(folder / OWNER, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
 def _sweep_orphans() -> None:
-    """Remove inflated copies whose process is gone: one killed (the OOM killer's favourite, a
-    DataLoader worker) ran no finalizer, and each copy is a whole shard. Only this machine's
-    copies: a temporary folder shared across containers holds other process-id namespaces."""
-    mine = f"{INFLATED}{_host()}-"
-    for path in Path(tempfile.gettempdir()).glob(f"{mine}*-*"):
-        pid = path.name[len(mine) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+    """Remove inflated copies no live process owns: one killed (the OOM killer's favourite, a
+    DataLoader worker) ran no finalizer, and each copy is a whole shard."""
+    if fcntl is None:
+        return
+    for path in Path(tempfile.gettempdir()).glob(f"{INFLATED}*"):
+        if _abandoned(path):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _host() -> str:
-    return f"{crc32c(socket.gethostname().encode()):08x}"
-
-
-def _alive(pid: int) -> bool:
+def _abandoned(folder: Path) -> bool:
+    """Whether ``folder`` (a real folder, not a link) has an owner file no process holds; a
+    folder without one, or not this user's to open, is left alone."""
+    assert fcntl is not None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fd = os.open(folder / OWNER, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return False
-    except OSError:  # another user's process: alive
-        return True
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < SETTLE or folder.is_symlink():
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # locked: its process lives
+    finally:
+        os.close(fd)
     return True
 
 
-def _remove_temp(path: Path, pid: int) -> None:
+def _remove_temp(path: Path, pid: int, owner: int | None) -> None:
     if os.getpid() == pid:  # a forked child inherits the finalizer, not the directory
         shutil.rmtree(path, ignore_errors=True)
+        if owner is not None:
+            os.close(owner)
 
 
 class RecordReader:
