@@ -148,8 +148,7 @@ class Writer:
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
             if entries:  # the statistics take the columns: the records are not decoded again
                 decoded, absent = decoded_columns(schema, columns, n, filled, entries)
-                self._sink().write_decoded(records, decoded, absent)
-                self.intent.beat()
+                self._sink().write_decoded(records, decoded, absent, self.intent.beat)
             else:
                 fills = per_row(filled, n)
                 for i, record in enumerate(records):

@@ -6,8 +6,8 @@ A column of plain numbers or texts becomes its decoded column directly (the same
 decoding gives: the encoder accepted every one of them, so they are in range); any other
 feature (lists, tensors, bytes, optional features, columns with a missing value) is decoded
 from its own entries alone, each row's framed as a one-feature Example. Either way the
-statistics are those of decoding the records (tests/test_stats.py holds the two equal); what
-is saved is decoding the rest of every record a second time.
+columns are those decoding the records gives (tests/test_stats.py holds the statistics of a
+batch equal both ways); what is saved is decoding the rest of every record a second time.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         arr = np.asarray(column)
     except (ValueError, TypeError, OverflowError):
         return None
-    if arr.ndim != 1 or arr.dtype.kind not in "biuf":
-        return None
+    if arr.ndim != 1 or arr.dtype.kind not in "biuf" or arr.dtype.itemsize > 8:
+        return None  # (a long double: the encoder rounds it to float64 first, NumPy straight to float32)
     if feat.dtype == "int64":
         return arr.astype(np.int64) if arr.dtype.kind in "bi" else None
     if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:

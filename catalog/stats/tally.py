@@ -68,7 +68,10 @@ class Tally:
         self._pending_bytes = 0
         self._writer_fills: Counter[str] = Counter()
         self._exact_fills: dict[str, int] | None = None
-        self._rng = np.random.default_rng(0)  # a fixed seed: the same records give the same statistics
+        # Fresh entropy per tally: a fixed seed sampled the same places in every shard (shards of
+        # like records then showed the sketch the same few pixels). Sketches are not reproducible
+        # anyway: DataSketches' KLL compaction flips its own coins.
+        self._rng = np.random.default_rng()
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
         self._bytes = ByteCounts()
 

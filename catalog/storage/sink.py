@@ -23,6 +23,7 @@ from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.stats import Tally
 from catalog.stats.tally import BATCH as TALLY_BATCH
+from catalog.stats.tally import BATCH_BYTES as TALLY_BYTES
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -30,9 +31,6 @@ from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
 
-# write_decoded hands the statistics a part this large at a time: their helper thread counts
-# one part's pixels while the next is written, and the last part's count is all that is waited for.
-TALLY_BYTES = 2 << 20
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 
 
@@ -153,12 +151,16 @@ class ShardSink:
             self.write(r)
 
     def write_decoded(
-        self, records: list[bytes], columns: dict[str, np.ndarray], absent: dict[str, np.ndarray]
+        self,
+        records: list[bytes],
+        columns: dict[str, np.ndarray],
+        absent: dict[str, np.ndarray],
+        beat: Callable[[], None] | None = None,
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
         the statistics take those columns instead of decoding the records again, a part at a
-        time (at most TALLY_BATCH records or TALLY_BYTES) so that their helper thread counts
-        one part while the next is written."""
+        time as they are written, parted as Tally.add_record batches records (TALLY_BATCH
+        records or TALLY_BYTES); ``beat`` (the writer's heartbeat) runs after each part."""
         if self.schema is None:
             self.write_many(records)
             return
@@ -170,11 +172,13 @@ class ShardSink:
                 part = {k: v[start:end] for k, v in columns.items()}
                 self._tally.add_columns(part, end - start, {k: v[start:end] for k, v in absent.items()})
             start, taken = end, 0
+            if beat is not None:
+                beat()
 
         for i, record in enumerate(records):
             size = len(record) + HEADER_SIZE + FOOTER_SIZE
             self._put(self._room(size, lambda: tally_so_far(i)), record, size)  # noqa: B023 - called at once
-            taken += size
+            taken += len(record)
             if i + 1 - start >= TALLY_BATCH or taken >= TALLY_BYTES:
                 tally_so_far(i + 1)
         tally_so_far(len(records))
