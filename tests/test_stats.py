@@ -511,10 +511,12 @@ def test_shards_of_like_tensors_sample_different_places(cat: Catalog) -> None:
     schema = {"features": {"img": {"dtype": "uint8", "shape": [64, 64, 3], "encoding": "tensor"}}}
     gradient = np.repeat((np.arange(64, dtype=np.uint8) * 4)[:, None, None], 64 * 3).reshape(64, 64, 3)
     ds = cat.register("g", schema)
-    ds.append_rows({"img": np.repeat(gradient[None], 300, axis=0)}, shard_records=3)
+    ds.append_rows({"img": np.repeat(gradient[None], 900, axis=0)}, shard_records=3)
     q = ds.stats().feature("img").quantile_values([0.1, 0.5, 0.9])
     truth = np.quantile(gradient, [0.1, 0.5, 0.9])
-    assert q is not None and np.abs(np.array(q) - truth).max() <= 16, (q, truth)
+    # ~340 runs, each about one row's value: the median's rank error has a standard deviation
+    # of ~2.7% (7 levels); one seed for all gave [136, 136, 136]
+    assert q is not None and q[2] - q[0] >= 150 and np.abs(np.array(q) - truth).max() <= 40, (q, truth)
     ones = cat.register("ones", schema)
     for _ in range(30):  # 24 of an image's 12,288 values, in runs of 64: a run with probability 0.375
         ones.append_rows({"img": gradient[None]})
