@@ -29,7 +29,6 @@ from catalog.inputs import (
 )
 from catalog.inputs.delimited import finite_float
 from catalog.schema import Schema, json_problem, row_from_json
-from catalog.stats.tally import per_row
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 from catalog.writer import Writer
@@ -120,19 +119,22 @@ def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | 
 
 def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
     schema = w.ds.schema
+    sink = w.sink
+    assert sink is not None  # an open writer's, or a job's own
     index = 0
     for columns, where in source.batches():
         n = len(where)
         filled: dict[str, list[int]] = {}
+        entries: dict[str, Sequence[bytes]] = {}
         try:
-            records = schema.encode_columns(columns, n, filled)
+            records = schema.encode_columns(
+                columns, n, filled if sink.tallying else None, entries if sink.tallying else None
+            )
         except ValidationError as e:
             i = e.record or 0
             error = _row_error(path, source.unit, index + i, where[i], e)
             raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
-        fills = per_row(filled, n)
-        for i, record in enumerate(records):
-            w.write_record(record, fills[i] if fills is not None else ())
+        sink.write_encoded(records, columns, filled, entries, w.heartbeat)
         index += n
 
 

@@ -18,8 +18,6 @@ from catalog.commit.values import Commit
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
-from catalog.stats.columns import decoded_columns
-from catalog.stats.tally import per_row
 from catalog.storage import ShardFile, ShardSink
 
 ROWS_SOURCE = "rows"  # the source of shards written from Python rows
@@ -137,22 +135,16 @@ class Writer:
         """Validate and encode a pandas DataFrame, a pyarrow Table or RecordBatch, or a dict of
         equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
         schema = self.ds.schema
-        tallying = self.sink is not None and self.sink.tallying
+        tallying = self._sink().tallying
         for columns, n in column_batches(batch, schema.features):
             filled: dict[str, list[int]] = {}
             entries: dict[str, Sequence[bytes]] = {}
             try:
-                records = schema.encode_columns(columns, n, filled, entries if tallying else None)
+                records = schema.encode_columns(columns, n, filled if tallying else None, entries if tallying else None)
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
-            if entries:  # the statistics take the columns: the records are not decoded again
-                decoded, absent = decoded_columns(schema, columns, n, filled, entries)
-                self._sink().write_decoded(records, decoded, absent, self.intent.beat)
-            else:
-                fills = per_row(filled, n)
-                for i, record in enumerate(records):
-                    self.write_record(record, fills[i] if fills is not None else ())
+            self._sink().write_encoded(records, columns, filled, entries, self.intent.beat)
             self.rows += n
 
     def _at_row(self, e: ValidationError, row: int) -> ValidationError:

@@ -122,13 +122,15 @@ def _abandoned(folder: Path) -> bool:
     """Whether ``folder`` (a real folder, not a link) has an owner file no process holds; a
     folder without one, or not this user's to open, is left alone."""
     assert fcntl is not None
+    if folder.is_symlink():
+        return False
     try:
         fd = os.open(folder / OWNER, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < SETTLE or folder.is_symlink():
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < SETTLE:
             return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -9,7 +9,7 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,6 +52,11 @@ def feature_kind(feat: Feature) -> str:
     return "float" if feat.np_dtype.kind in "fc" else "int"
 
 
+def batch_full(records: int, nbytes: int) -> bool:
+    """Whether ``records`` records of ``nbytes`` bytes make a batch (BATCH, BATCH_BYTES)."""
+    return records >= BATCH or nbytes >= BATCH_BYTES
+
+
 def _varlen(feat: Feature, sequence: bool) -> bool:
     return sequence or feat.is_varlen or feat.stores_shape
 
@@ -87,7 +92,7 @@ class Tally:
     def add_record(self, record: bytes) -> None:
         self._pending.append(record)
         self._pending_bytes += len(record)
-        if len(self._pending) >= BATCH or self._pending_bytes >= BATCH_BYTES:
+        if batch_full(len(self._pending), self._pending_bytes):
             self.flush()
 
     def add_records(self, records: Iterable[bytes]) -> None:
@@ -144,16 +149,15 @@ class ByteCounts:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
         self._jobs: list[tuple[str, bool, Future[np.ndarray]]] = []
-        self._inflight: deque[Future[np.ndarray]] = deque()
+        self._waited = 0  # jobs before this one are done
 
     def add(self, name: str, values: np.ndarray) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-statistics")
-        job = self._pool.submit(byte_histogram, values)
-        self._jobs.append((name, values.dtype.kind == "i", job))
-        self._inflight.append(job)
-        while len(self._inflight) > self.INFLIGHT:
-            self._inflight.popleft().result()
+        self._jobs.append((name, values.dtype.kind == "i", self._pool.submit(byte_histogram, values)))
+        while len(self._jobs) - self._waited > self.INFLIGHT:
+            self._jobs[self._waited][2].result()
+            self._waited += 1
 
     def apply(self, features: Mapping[str, FeatureStats]) -> None:
         """Wait for the counts, and add each feature's exact figures from them."""
@@ -166,7 +170,7 @@ class ByteCounts:
         for name, (signed, counts) in totals.items():
             _add_byte_counts(features[name], counts, signed)
         self._jobs.clear()
-        self._inflight.clear()
+        self._waited = 0
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

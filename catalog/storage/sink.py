@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 from crc32c import crc32c
@@ -22,8 +22,8 @@ from catalog import faults
 from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.stats import Tally
-from catalog.stats.tally import BATCH as TALLY_BATCH
-from catalog.stats.tally import BATCH_BYTES as TALLY_BYTES
+from catalog.stats.columns import decoded_columns
+from catalog.stats.tally import batch_full, per_row
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -150,6 +150,26 @@ class ShardSink:
         for r in records:
             self.write(r)
 
+    def write_encoded(
+        self,
+        records: list[bytes],
+        columns: Mapping[str, Sequence[Any]],
+        filled: Mapping[str, list[int]],
+        entries: Mapping[str, Sequence[bytes]],
+        beat: Callable[[], None],
+    ) -> None:
+        """Write the records ``Schema.encode_columns`` made of ``columns`` (with what it reported
+        in ``filled`` and ``entries``, asked for while ``tallying``): the statistics take the
+        columns (stats.columns), not the records decoded again. ``beat``: the writer's heartbeat."""
+        if self.schema is not None and entries:
+            decoded, absent = decoded_columns(self.schema, columns, len(records), filled, entries)
+            self.write_decoded(records, decoded, absent, beat)
+            return
+        fills = per_row(filled, len(records))
+        for i, record in enumerate(records):
+            self.write(record, fills[i] if fills is not None else ())
+            beat()
+
     def write_decoded(
         self,
         records: list[bytes],
@@ -159,8 +179,8 @@ class ShardSink:
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
         the statistics take those columns instead of decoding the records again, a part at a
-        time as they are written, parted as Tally.add_record batches records (TALLY_BATCH
-        records or TALLY_BYTES); ``beat`` (the writer's heartbeat) runs after each part."""
+        time as they are written, parted as Tally.add_record batches records (batch_full);
+        ``beat`` (the writer's heartbeat) runs after each part."""
         if self.schema is None:
             self.write_many(records)
             return
@@ -179,7 +199,7 @@ class ShardSink:
             size = len(record) + HEADER_SIZE + FOOTER_SIZE
             self._put(self._room(size, lambda: tally_so_far(i)), record, size)  # noqa: B023 - called at once
             taken += len(record)
-            if i + 1 - start >= TALLY_BATCH or taken >= TALLY_BYTES:
+            if batch_full(i + 1 - start, taken):
                 tally_so_far(i + 1)
         tally_so_far(len(records))
 
