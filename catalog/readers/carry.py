@@ -6,24 +6,53 @@ its own, and the trainer fetches that segment's file descriptor over a socket fr
 worker, one connection per tensor (0.3-0.5 ms each on a 2-core box, and a batch has a tensor
 per feature, a variable-length feature one per row). Packed, a batch costs one buffer: up to
 INLINE bytes it travels inside the pickle, through the DataLoader's pipe (cheaper than a
-segment and a connection); above, in one shared-memory segment (one descriptor, no copies
-through the pipe). The trainer receives what the worker yielded, as plain containers.
+segment and a connection); above, through shared memory: a slot of the worker's ring
+(below), else one segment of its own. The trainer receives what the worker yielded, as
+plain containers.
 
 Only CPU tensors without autograd history are packed; anything else is pickled as it is.
 Tensors under LARGE bytes are laid out first and view one copy of that part in the trainer:
 a label or id column kept across an epoch must not keep every batch's images alive.
+
+A segment a batch costs its making, its pages' first touch and a connection to pass its
+descriptor: about 1 ms, more than a worker takes to read 256 small images. So each worker
+keeps a ring of SLOTS reused slots in one shared-memory file (``/dev/shm``, Linux), made at
+its first large batch: a batch is copied into a free slot, the pickle names the ring and
+the slot, and the trainer copies the batch out of the slot and frees it as it unpickles.
+Nothing waits: with no free slot (a trainer that fell behind, a large prefetch_factor), a
+batch larger than a slot, or no ring to be had (no /dev/shm, a full one), a batch takes a
+segment of its own as before. The ring file goes when its worker ends; one a killed worker
+left goes with the next ring any worker makes (owned.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from multiprocessing.util import Finalize
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from catalog.errors import CatalogError
+from catalog.readers import owned
 
 INLINE = 256 << 10  # bytes: smaller buffers travel in the pickle, larger in one shared segment
 LARGE = 64 << 10  # bytes: a tensor this large views the buffer; smaller ones share a copy of their part
 ALIGN = 64  # each tensor's bytes start at a multiple of this (any dtype's alignment)
 _CONTAINERS = (dict, list, tuple)
+SHM = Path("/dev/shm")  # where rings are made; no ring without it
+RING = "catalog-ring-"  # a ring file's name: this, then a random token
+SLOTS = 4  # per ring: DataLoader keeps up to prefetch_factor (2 by default) batches a worker in flight
+RING_MAX = 16 << 20  # bytes: a larger batch takes a segment of its own (the copy outweighs its cost)
+HEAD = 64  # bytes before the slots: a state byte per slot
+FREE, TAKEN = 0, 1
+ATTACHED = 16  # rings the trainer keeps mapped (one a worker; others' files are gone)
 
 
 class Slot:
@@ -68,6 +97,8 @@ def pack(value: Any) -> tuple[Any, ...]:
     packer = _Packer(torch)
     structure = packer.walk(value)
     small, total = packer.layout()
+    if total > INLINE and (placed := _WORKER.place(packer, total)) is not None:
+        return (unpack_slot, (*placed, total, structure, small))
     if total > INLINE:  # one segment; torch's reducer passes its descriptor
         whole = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
     else:
@@ -85,6 +116,126 @@ def unpack(buffer: Any, structure: Any, small: int) -> Any:
 
     whole = torch.from_numpy(buffer) if isinstance(buffer, np.ndarray) else buffer
     return _filled(structure, whole, whole[:small].clone() if small < len(whole) else whole)
+
+
+def unpack_slot(name: str, slot: int, total: int, structure: Any, small: int) -> Any:
+    """The carried value from ``slot`` of the ring ``name``: copied out, the slot freed."""
+    state, data = _attach(name)
+    buffer = data[slot, :total].copy()
+    state[slot] = FREE
+    return unpack(buffer, structure, small)
+
+
+class _Ring:
+    """A worker's shared-memory slots, in one locked file of ``/dev/shm``."""
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+        self.name = RING + secrets.token_hex(8)
+        path = SHM / self.name
+        fd = owned.claim(path)
+        assert fd is not None
+        try:
+            # Reserved now, so that a full /dev/shm is an OSError here and not a SIGBUS later
+            os.posix_fallocate(fd, 0, HEAD + SLOTS * slot)
+            mapped = mmap.mmap(fd, HEAD + SLOTS * slot)
+        except (OSError, ValueError):
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        self.state, self.data = _views(mapped, slot)
+        Finalize(self, _remove_ring, args=(path, fd, os.getpid()), exitpriority=0)
+
+    def take(self) -> int | None:
+        free = np.flatnonzero(self.state == FREE)
+        return int(free[0]) if len(free) else None
+
+
+class _WorkerRings:
+    """This process's ring, made at its first batch too large to travel inline."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # batches are pickled in the Queue's feeder thread; one at a time
+        self.pid = -1
+        self.ring: _Ring | None = None
+        self.failed = False
+
+    def place(self, packer: _Packer, total: int) -> tuple[str, int] | None:
+        """Copy the packed tensors into a free slot: (ring name, slot), or None to go another way."""
+        import torch
+
+        with self.lock:
+            ring = self._ring(total)
+            slot = ring.take() if ring is not None and total <= ring.slot else None
+            if ring is None or slot is None:
+                return None
+            whole = torch.from_numpy(ring.data[slot])
+            for t, where in packer.tensors:
+                _view(whole, where).copy_(t)
+            ring.state[slot] = TAKEN  # after the bytes: the trainer frees it once it has them
+            return ring.name, slot
+
+    def _ring(self, total: int) -> _Ring | None:
+        if self.pid != os.getpid():  # a forked child does not share its parent's ring
+            self.pid, self.ring, self.failed = os.getpid(), None, False
+        if self.ring is None and not self.failed and total <= RING_MAX:
+            self.failed = True  # one try a process
+            if owned.LOCKS and SHM.is_dir():
+                _sweep_rings()
+                with contextlib.suppress(OSError):  # no ring: segments as before
+                    self.ring = _Ring(min(max(total * 3 // 2, 1 << 20), RING_MAX) + 4095 & ~4095)
+        return self.ring
+
+
+_WORKER = _WorkerRings()
+_attached: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # the trainer's maps
+_attaching = threading.Lock()
+
+
+def _attach(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The trainer's view of a worker's ring (state bytes, slots), mapped at first sight."""
+    with _attaching:  # two loaders iterated in two threads share the maps
+        return _attach_locked(name)
+
+
+def _attach_locked(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name in _attached:
+        _attached.move_to_end(name)
+        return _attached[name]
+    for old in [n for n in _attached if not (SHM / n).exists()]:  # their workers ended
+        del _attached[old]
+    try:
+        fd = os.open(SHM / name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        lost = f"a DataLoader worker's batch is lost: its shared memory {SHM / name} is gone"
+        raise CatalogError(f"{lost} ({e.strerror})") from e
+    try:
+        size = os.fstat(fd).st_size
+        mapped = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+    _attached[name] = _views(mapped, (size - HEAD) // SLOTS)
+    while len(_attached) > ATTACHED:
+        _attached.popitem(last=False)
+    return _attached[name]
+
+
+def _views(mapped: mmap.mmap, slot: int) -> tuple[np.ndarray, np.ndarray]:
+    slots = np.frombuffer(mapped, np.uint8, SLOTS * slot, HEAD).reshape(SLOTS, slot)
+    return np.frombuffer(mapped, np.uint8, SLOTS), slots
+
+
+def _sweep_rings() -> None:
+    """Remove the rings of workers that were killed (no finalizer ran)."""
+    for path in SHM.glob(f"{RING}*"):
+        if owned.abandoned(path):
+            path.unlink(missing_ok=True)
+
+
+def _remove_ring(path: Path, fd: int, pid: int) -> None:
+    if os.getpid() == pid:  # a forked child inherits the finalizer, not the ring
+        path.unlink(missing_ok=True)
+        os.close(fd)
 
 
 class _Packer:

@@ -22,10 +22,8 @@ import bisect
 import contextlib
 import os
 import shutil
-import stat
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -36,13 +34,9 @@ from typing import IO, Any
 import numpy as np
 from crc32c import crc32c
 
-try:
-    import fcntl
-except ImportError:  # Windows: no sweep of abandoned copies
-    fcntl = None  # type: ignore[assignment]
-
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
+from catalog.readers import owned
 from catalog.readers.files import open_checked, remote_fs, stored_size, stream_shard
 from catalog.storage import damaged_shard, open_shard, size_mismatch
 from catalog.storage.index import load_offsets
@@ -53,7 +47,6 @@ GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than a
 GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
 INFLATED = "catalog-inflated-"  # a process's folder of inflated copies, in the temporary folder
 OWNER = ".owner"  # in that folder: locked (flock) by its process for as long as it lives
-SETTLE = 10.0  # seconds: an owner file younger than this may not be locked yet
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
 FRAMING = HEADER_SIZE + FOOTER_SIZE
@@ -90,28 +83,17 @@ class _Local:
         if self.temp is None:
             _sweep_orphans()
             self.temp = Path(tempfile.mkdtemp(prefix=INFLATED))
-            owner = _claim(self.temp)
+            owner = owned.claim(self.temp / OWNER)
             # multiprocessing's Finalize, not weakref.finalize: a forked worker (a DataLoader's)
             # ends through os._exit, which runs only multiprocessing's exit finalizers.
             Finalize(self, _remove_temp, args=(self.temp, self.pid, owner), exitpriority=0)
         return self.temp
 
 
-def _claim(folder: Path) -> int | None:
-    """Lock ``folder``'s owner file for this process's life (the kernel drops the lock when the
-    process ends, killed or not: that is how the sweep knows the folder is abandoned, across
-    containers and process-id namespaces alike). The open file, or None without flock."""
-    if fcntl is None:
-        return None
-    fd = os.open(folder / OWNER, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd
-
-
 def _sweep_orphans() -> None:
     """Remove inflated copies no live process owns: one killed (the OOM killer's favourite, a
     DataLoader worker) ran no finalizer, and each copy is a whole shard."""
-    if fcntl is None:
+    if not owned.LOCKS:
         return
     for path in Path(tempfile.gettempdir()).glob(f"{INFLATED}*"):
         if _abandoned(path):
@@ -121,30 +103,13 @@ def _sweep_orphans() -> None:
 def _abandoned(folder: Path) -> bool:
     """Whether ``folder`` (a real folder, not a link) has an owner file no process holds; a
     folder without one, or not this user's to open, is left alone."""
-    assert fcntl is not None
-    if folder.is_symlink():
-        return False
-    try:
-        fd = os.open(folder / OWNER, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < SETTLE:
-            return False
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False  # locked: its process lives
-    finally:
-        os.close(fd)
-    return True
+    return not folder.is_symlink() and owned.abandoned(folder / OWNER)
 
 
-def _remove_temp(path: Path, pid: int, owner: int | None) -> None:
+def _remove_temp(path: Path, pid: int, owner: int) -> None:
     if os.getpid() == pid:  # a forked child inherits the finalizer, not the directory
+        os.close(owner)  # first: Windows removes no open file
         shutil.rmtree(path, ignore_errors=True)
-        if owner is not None:
-            os.close(owner)
 
 
 class RecordReader:
