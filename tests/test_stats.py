@@ -21,7 +21,7 @@ from catalog.cli import app
 from catalog.errors import CatalogError, CheckError, ValidationError
 from catalog.schema import Schema
 from catalog.schema.frames import column_batches
-from catalog.stats import Tally
+from catalog.stats import Tally, tally
 from catalog.stats.columns import decoded_columns
 from catalog.stats.sketches import KLL_K
 from catalog.tfrecord import RecordWriter, encode_example
@@ -431,6 +431,12 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         st.just(2**60 + 2**36 + 1),  # rounds one way to float32 directly, another through float64
         st.just(np.longdouble(1) + np.longdouble(2**-24) + np.longdouble(2**-60)),  # so does this
     )
+    token = st.one_of(
+        st.integers(-5, 5),
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(0, 3).map(np.int32),
+        st.integers(2**63 - 2, 2**63 + 1).map(np.uint64),  # above int64: refused
+    )
     values: dict[str, st.SearchStrategy[Any]] = {
         "i": ints,
         "i_default": st.one_of(ints, st.none()),
@@ -438,7 +444,11 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         "s": st.one_of(st.text(max_size=5), st.none()),
         "b": st.one_of(st.binary(max_size=5), st.none()),
         "label": st.integers(0, 2),
-        "tokens": st.lists(st.integers(-5, 5), max_size=4),
+        "tokens": st.one_of(  # int64 lists as the tally takes them directly: lists, tuples, 1-D arrays
+            st.lists(token, max_size=4),
+            st.lists(token, max_size=4).map(tuple),
+            hnp.arrays(st.sampled_from([np.int64, np.int16, np.uint32]), st.integers(0, 4)),
+        ),
         "pair": st.lists(st.floats(-1e3, 1e3, width=32), min_size=2, max_size=2),
     }
     cols: dict[str, Any] = {}
@@ -521,3 +531,22 @@ def test_shards_of_like_tensors_sample_different_places(cat: Catalog) -> None:
     for _ in range(30):  # 24 of an image's 12,288 values, in runs of 64: a run with probability 0.375
         ones.append_rows({"img": gradient[None]})
     assert ones.stats().feature("img").histogram(4) is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 100), max_size=60))
+def test_batch_ends_cut_where_batch_full_does(lengths: list[int]) -> None:
+    """write_decoded parts its records before writing them (batch_ends), as Tally.add_record
+    batches them one by one (batch_full): the same parts."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tally, "BATCH", 5)
+        mp.setattr(tally, "BATCH_BYTES", 150)
+        want, records, nbytes = [], 0, 0
+        for i, length in enumerate(lengths):
+            records, nbytes = records + 1, nbytes + length
+            if tally.batch_full(records, nbytes):
+                want.append(i + 1)
+                records = nbytes = 0
+        if records:
+            want.append(len(lengths))
+        assert tally.batch_ends(lengths) == want

@@ -64,14 +64,12 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         if feat.stores_shape or not isinstance(column, np.ndarray):
             return None
         return column if column.dtype == feat.np_dtype and column.shape[1:] == feat.shape else None
+    if feat.is_varlen and feat.dtype == "int64":
+        return _rows(column, {list, tuple, np.ndarray})
     if not feat.is_scalar:
         return None
     if feat.dtype == "string":
-        if not all(type(v) is str for v in column):
-            return None
-        out = np.empty(len(column), dtype=object)
-        out[:] = column
-        return out
+        return _rows(column, {str})
     if feat.dtype not in ("int64", "float32"):
         return None
     try:
@@ -85,3 +83,12 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:
         return None  # the encoder rounds such an integer twice (to float64, then float32), NumPy once
     return arr.astype(np.float32)
+
+
+def _rows(column: Sequence[Any], kinds: set[type]) -> np.ndarray | None:
+    """``column`` as an object array when each value's type is one of ``kinds`` (exactly):
+    texts as they are; int64 lists as given, which the tally flattens to the integers decoding
+    gives (the encoder took only integers in int64's range, in 1-D lists or arrays)."""
+    if not set(map(type, column)) <= kinds:
+        return None
+    return np.fromiter(column, dtype=object, count=len(column))  # a list a row: never broadcast

@@ -9,8 +9,8 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -55,6 +55,20 @@ def feature_kind(feat: Feature) -> str:
 def batch_full(records: int, nbytes: int) -> bool:
     """Whether ``records`` records of ``nbytes`` bytes make a batch (BATCH, BATCH_BYTES)."""
     return records >= BATCH or nbytes >= BATCH_BYTES
+
+
+def batch_ends(lengths: Sequence[int]) -> list[int]:
+    """Where each batch of records of these ``lengths`` ends, batched as ``batch_full`` says
+    (the records that fill a batch belong to it), computed before the records are written."""
+    total = np.cumsum(np.asarray(lengths, dtype=np.int64))
+    ends: list[int] = []
+    start = 0
+    while start < len(total):
+        before = int(total[start - 1]) if start else 0
+        by_bytes = int(np.searchsorted(total, before + BATCH_BYTES, side="left")) + 1
+        start = min(start + BATCH, by_bytes, len(total))
+        ends.append(start)
+    return ends
 
 
 def _varlen(feat: Feature, sequence: bool) -> bool:
@@ -198,8 +212,9 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
             sizes = np.fromiter(map(len, present), dtype=np.int64, count=len(present))
             if fs.lengths is not None:
                 fs.lengths.add(sizes)
-                fs.length_quantiles.update(sizes.astype(np.float64))
-            values = _flatten(fs, present)
+                sketch(fs.length_quantiles, sizes)
+            varlen_ints = feat.is_varlen and fs.kind == "int"
+            values = _int64s(present, int(sizes.sum())) if varlen_ints else _flatten(fs, present)
         else:
             values = present
     else:
@@ -208,6 +223,16 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
         _add_numbers(fs, np.asarray(values), feed)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
+
+
+def _int64s(rows: list[Any], total: int) -> np.ndarray:
+    """An int64 list feature's values, from its decoded arrays or from the lists, tuples and
+    arrays of any integer type the encoder took (stats.columns), as int64 (every value is in
+    its range: the encoder checked; NumPy would join a uint64 array and an int64 one as floats,
+    and an empty list as a float array)."""
+    if set(map(type, rows)) == {np.ndarray}:
+        return np.concatenate(rows, axis=None, dtype=np.int64, casting="unsafe")
+    return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
 
 
 def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
@@ -238,7 +263,7 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
         values = values.astype(np.int64)
     if values.dtype.itemsize == 1 and values.size >= BYTE_HISTOGRAM:  # pixels: exact figures from counts
         feed.bytes.add(feed.name, values)
-        fs.quantiles.update(sampled(values.reshape(-1), feed.rate, feed.rng).astype(np.float64))
+        sketch(fs.quantiles, sampled(values.reshape(-1), feed.rate, feed.rng))
         return
     fs.zeros += int(values.size - np.count_nonzero(values))
     finite = values
@@ -250,12 +275,22 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
             fs.infs += int(values.size - np.count_nonzero(ok)) - nan
             finite = values[ok]
     fs.values.add(finite)
-    fs.quantiles.update(sampled(finite, feed.rate, feed.rng).astype(np.float64))
+    sketch(fs.quantiles, sampled(finite, feed.rate, feed.rng))
     if fs.top is not None:  # class labels: which classes, how often
         labels, counts = np.unique(finite, return_counts=True)
         for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
             fs.top.update(str(label), count)
             fs.distinct.update(int(label))
+
+
+def sketch(quantiles: Any, values: np.ndarray) -> None:
+    """Add ``values`` to a KLL ``quantiles`` sketch, sorted first: the sketch sorts each
+    buffer of K values it compacts, which is most of its cost per value, and a sorted input
+    makes that nearly free (2.8 ms for 100,000 values unsorted, 1.5 ms sorting included). Its
+    error bounds hold for values in any order."""
+    ordered = np.array(values, dtype=np.float64)  # a copy: sorted in place
+    ordered.sort()
+    quantiles.update(ordered)
 
 
 def byte_histogram(values: np.ndarray) -> np.ndarray:
@@ -309,15 +344,19 @@ def sample_rate(feat: Feature, sequence: bool) -> float:
 def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
     if not values:
         return
-    sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    counts = Counter(values)
+    distinct = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
+    if len(counts) == len(values):
+        sizes = distinct
+    else:  # each length once a distinct value, repeated: a category's 100 values, not 8,192
+        sizes = np.repeat(distinct, np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))
     fs.zeros += int(len(values) - np.count_nonzero(sizes))  # empty strings
     fs.values.add(sizes)
-    fs.quantiles.update(sizes.astype(np.float64))
-    counts = Counter(values)
+    sketch(fs.quantiles, sizes)
     empty = counts.pop("" if fs.kind == "string" else b"", 0)
     if empty:  # the distinct-count sketch ignores an empty value: counted by zeros (distinct_estimate)
         fs.top.update("", empty)
-    _count_values(fs, counts, int(sizes.max()))
+    _count_values(fs, counts, int(distinct.max()))
 
 
 def _skip_singles(counts: Counter[Any]) -> int:
@@ -335,19 +374,17 @@ def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int) -> None:
     if longest > TOP_MAX_BYTES:
         counts = _count_long_values(fs, counts)
     keys = list(counts) if fs.kind == "string" else [v.decode("latin-1") for v in counts]
-    for _ in map(fs.distinct.update, keys):  # a C-level loop: a few dozen ns a value saved
-        pass
+    deque(map(fs.distinct.update, keys), maxlen=0)  # a C-level loop: a few dozen ns a value saved
     top = fs.top.update
     if least == 1:
         for key, count in zip(keys, counts.values(), strict=True):
             top(key, count)
         return
-    shown = 0
-    for key, count in zip(keys, counts.values(), strict=True):
-        if count >= least:
-            top(key, count)
-            shown += count
-    fs.top_rest += counts.total() - shown
+    many = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    shown = np.flatnonzero(many >= least)  # few: the loop runs over them alone
+    for i, count in zip(shown.tolist(), many[shown].tolist(), strict=True):
+        top(keys[i], count)
+    fs.top_rest += int(many.sum() - many[shown].sum())
 
 
 def _count_long_values(fs: FeatureStats, counts: Counter[Any]) -> Counter[Any]:

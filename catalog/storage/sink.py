@@ -23,7 +23,7 @@ from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.stats import Tally
 from catalog.stats.columns import decoded_columns
-from catalog.stats.tally import batch_full, per_row
+from catalog.stats.tally import batch_ends, per_row
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -179,28 +179,34 @@ class ShardSink:
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
         the statistics take those columns instead of decoding the records again, a part at a
-        time as they are written, parted as Tally.add_record batches records (batch_full);
+        time as they are written, parted as Tally.add_record batches records (batch_full:
+        ``batch_ends``, counted from the first record, not from a shard's);
         ``beat`` (the writer's heartbeat) runs after each part."""
         if self.schema is None:
             self.write_many(records)
             return
-        start = taken = 0
+        start = 0
 
         def tally_so_far(end: int) -> None:
-            nonlocal start, taken
+            nonlocal start
             if self._tally is not None and end > start:
                 part = {k: v[start:end] for k, v in columns.items()}
                 self._tally.add_columns(part, end - start, {k: v[start:end] for k, v in absent.items()})
-            start, taken = end, 0
+            start = end
             if beat is not None:
                 beat()
 
+        def before_roll() -> None:
+            tally_so_far(i)  # the shard so far: ``i``, the record about to start the next one
+
+        ends = iter(batch_ends(list(map(len, records))))
+        end = next(ends, 0)
         for i, record in enumerate(records):
             size = len(record) + HEADER_SIZE + FOOTER_SIZE
-            self._put(self._room(size, lambda: tally_so_far(i)), record, size)  # noqa: B023 - called at once
-            taken += len(record)
-            if batch_full(i + 1 - start, taken):
-                tally_so_far(i + 1)
+            self._put(self._room(size, before_roll), record, size)
+            if i + 1 == end:
+                tally_so_far(end)
+                end = next(ends, 0)
         tally_so_far(len(records))
 
     def adopt(self, source: Path, records: int, stats: bytes | None = None) -> ShardFile | None:
