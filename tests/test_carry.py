@@ -68,29 +68,29 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_forked_workers_batches_ride_their_rings(ds: Dataset, shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every batch equal to the trainer's own reading, each through a slot of its worker's one
-    ring (slots reused: more batches than slots), and both rings gone with the workers: their
-    files at once, the trainer's maps of them when the next loader's rings come."""
+    ring (slots reused: more batches than slots); each ring's file gone once the trainer has
+    it, its map once the worker has ended and the next loader's rings come."""
     mine = list(DataLoader(ds.torch(batch_size=7, shuffle=True, transform=padded), batch_size=None))
     seen = counting(monkeypatch)
-    during: set[str] = set()
     loader = DataLoader(
         ds.torch(batch_size=7, shuffle=True, transform=padded),
         batch_size=None,
         num_workers=2,
         multiprocessing_context="fork",
     )
-    theirs = []
+    theirs, files = [], set()
     for batch in loader:
         theirs.append(batch)
-        during |= rings(shm)
+        files |= rings(shm)
     assert len(theirs) == len(mine) == -(-N // 7) > 2 * carry.SLOTS
     for a, b in zip(mine, theirs, strict=True):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in ("id", "img", "pad"))
         assert a["name"] == b["name"]
-    assert len(seen) == len(theirs) and set(seen) == during and len(during) == 2
-    assert rings(shm) == set() and during <= set(carry._attached)
+    first = set(seen)
+    assert len(seen) == len(theirs) and len(first) == 2 and not files & first  # named, then removed
+    assert rings(shm) == set() and first <= set(carry._attached)
     assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(N))  # new workers
-    assert len(set(carry._attached)) == 2 and not during & set(carry._attached) and rings(shm) == set()
+    assert len(set(carry._attached)) == 2 and not first & set(carry._attached) and rings(shm) == set()
 
 
 def test_spawned_workers_leave_no_ring(ds: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,7 +136,7 @@ def test_slots_are_freed_as_the_trainer_takes_batches(shm: Path) -> None:
     huge = {"x": torch.ones(carry._WORKER.ring.slot + 1, dtype=torch.uint8)}  # type: ignore[union-attr]
     data = ForkingPickler.dumps(carry.Carried(huge)).tobytes()
     assert not ride(data) and torch.equal(pickle.loads(data)["x"], huge["x"])
-    assert len(rings(shm)) == 1
+    assert rings(shm) == set()  # the one ring, taken: its file gone
 
 
 def test_no_room_for_a_ring_is_no_ring(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,6 +150,38 @@ def test_no_room_for_a_ring_is_no_ring(shm: Path, monkeypatch: pytest.MonkeyPatc
     data = ForkingPickler.dumps(carry.Carried(value(3))).tobytes()
     assert not ride(data) and rings(shm) == set()
     arrived(data, 3)
+
+
+def test_a_taken_ring_leaves_no_file(shm: Path) -> None:
+    """Once the trainer has mapped a ring its file is gone (a worker killed from then on
+    leaves nothing), and the ring goes on carrying batches, its slots reused."""
+    first = ForkingPickler.dumps(carry.Carried(value(0))).tobytes()
+    assert ride(first) and len(rings(shm)) == 1
+    arrived(first, 0)
+    assert rings(shm) == set()
+    for i in range(1, 3 * carry.SLOTS):
+        data = ForkingPickler.dumps(carry.Carried(value(i))).tobytes()
+        assert ride(data)
+        arrived(data, i)
+
+
+def test_a_ring_the_sweep_cannot_remove_is_no_harm(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's abandoned ring in the sticky /dev/shm cannot be removed: the sweep
+    leaves it, and this process still makes and uses its own."""
+    foreign = shm / f"{carry.RING}foreign"
+    foreign.write_bytes(b"")
+    os.utime(foreign, (time.time() - 60, time.time() - 60))
+    unlink = Path.unlink
+
+    def refuse(path: Path, missing_ok: bool = False) -> None:
+        if path.name.endswith("foreign"):
+            raise PermissionError(1, "Operation not permitted", str(path))
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    data = ForkingPickler.dumps(carry.Carried(value(4))).tobytes()
+    assert ride(data) and foreign.exists()
+    arrived(data, 4)
 
 
 def test_a_lost_ring_is_one_line(shm: Path) -> None:
@@ -183,7 +215,7 @@ def test_a_killed_workers_ring_goes_with_the_next_ring(shm: Path, tmp_path: Path
     arrived(ForkingPickler.dumps(carry.Carried(value(5))).tobytes(), 5)  # this process's first ring
     left = rings(shm)
     assert len(made - left) == 1 and {f"{carry.RING}link", f"{carry.RING}fifo", f"{carry.RING}dir"} <= left
-    assert victim.read_bytes() == b"keep" and len(left) == 5  # the live child's, this one's, the three
+    assert victim.read_bytes() == b"keep" and len(left) == 4  # the live child's and the three (this one's taken)
     os.kill(alive.pid, 9)  # type: ignore[arg-type]
     alive.join()
 

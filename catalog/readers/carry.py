@@ -21,8 +21,10 @@ its first large batch: a batch is copied into a free slot, the pickle names the 
 the slot, and the trainer copies the batch out of the slot and frees it as it unpickles.
 Nothing waits: with no free slot (a trainer that fell behind, a large prefetch_factor), a
 batch larger than a slot, or no ring to be had (no /dev/shm, a full one), a batch takes a
-segment of its own as before. The ring file goes when its worker ends; one a killed worker
-left goes with the next ring any worker makes (owned.py).
+segment of its own as before. The trainer removes a ring's file as soon as it has mapped it
+(both processes keep it open), and its map once the worker's lock on it is free (the worker
+ended); a worker removes its own at its exit, and a ring whose worker was killed before the
+trainer took it goes with the next ring any process makes (owned.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import mmap
 import os
 import secrets
 import threading
-from collections import OrderedDict
 from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,6 @@ SLOTS = 4  # per ring: DataLoader keeps up to prefetch_factor (2 by default) bat
 RING_MAX = 16 << 20  # bytes: a larger batch takes a segment of its own (the copy outweighs its cost)
 HEAD = 64  # bytes before the slots: a state byte per slot
 FREE, TAKEN = 0, 1
-ATTACHED = 16  # rings the trainer keeps mapped (one a worker; others' files are gone)
 
 
 class Slot:
@@ -120,9 +120,9 @@ def unpack(buffer: Any, structure: Any, small: int) -> Any:
 
 def unpack_slot(name: str, slot: int, total: int, structure: Any, small: int) -> Any:
     """The carried value from ``slot`` of the ring ``name``: copied out, the slot freed."""
-    state, data = _attach(name)
-    buffer = data[slot, :total].copy()
-    state[slot] = FREE
+    ring = _attach(name)
+    buffer = ring.data[slot, :total].copy()
+    ring.state[slot] = FREE
     return unpack(buffer, structure, small)
 
 
@@ -188,36 +188,51 @@ class _WorkerRings:
 
 
 _WORKER = _WorkerRings()
-_attached: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # the trainer's maps
+
+
+class _Attached:
+    """The trainer's map of a worker's ring, and its open file (to see its worker's lock)."""
+
+    __slots__ = ("data", "fd", "state")
+
+    def __init__(self, fd: int, mapped: mmap.mmap, slot: int) -> None:
+        self.fd = fd
+        self.state, self.data = _views(mapped, slot)
+
+
+_attached: dict[str, _Attached] = {}  # the trainer's rings, by name
 _attaching = threading.Lock()
 
 
-def _attach(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The trainer's view of a worker's ring (state bytes, slots), mapped at first sight."""
+def _attach(name: str) -> _Attached:
+    """The trainer's view of a worker's ring, mapped at first sight."""
     with _attaching:  # two loaders iterated in two threads share the maps
-        return _attach_locked(name)
+        ring = _attached.get(name)
+        return ring if ring is not None else _attach_new(name)
 
 
-def _attach_locked(name: str) -> tuple[np.ndarray, np.ndarray]:
-    if name in _attached:
-        _attached.move_to_end(name)
-        return _attached[name]
-    for old in [n for n in _attached if not (SHM / n).exists()]:  # their workers ended
-        del _attached[old]
+def _attach_new(name: str) -> _Attached:
+    """Map a worker's ring and remove its name: from now on the worker and this process hold
+    it open, and nothing is left in /dev/shm however the worker ends (SIGTERM at the
+    interpreter's exit for persistent workers, SIGKILL). Rings whose workers ended go first."""
+    for old in [n for n, ring in _attached.items() if owned.free(ring.fd)]:
+        os.close(_attached.pop(old).fd)
+    path = SHM / name
     try:
-        fd = os.open(SHM / name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
-        lost = f"a DataLoader worker's batch is lost: its shared memory {SHM / name} is gone"
+        lost = f"a DataLoader worker's batch is lost: its shared memory {path} is gone"
         raise CatalogError(f"{lost} ({e.strerror})") from e
     try:
         size = os.fstat(fd).st_size
-        mapped = mmap.mmap(fd, size)
-    finally:
+        ring = _Attached(fd, mmap.mmap(fd, size), (size - HEAD) // SLOTS)
+    except (OSError, ValueError):
         os.close(fd)
-    _attached[name] = _views(mapped, (size - HEAD) // SLOTS)
-    while len(_attached) > ATTACHED:
-        _attached.popitem(last=False)
-    return _attached[name]
+        raise
+    with contextlib.suppress(OSError):
+        path.unlink()
+    _attached[name] = ring
+    return ring
 
 
 def _views(mapped: mmap.mmap, slot: int) -> tuple[np.ndarray, np.ndarray]:
@@ -226,10 +241,13 @@ def _views(mapped: mmap.mmap, slot: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sweep_rings() -> None:
-    """Remove the rings of workers that were killed (no finalizer ran)."""
-    for path in SHM.glob(f"{RING}*"):
-        if owned.abandoned(path):
-            path.unlink(missing_ok=True)
+    """Remove the rings of workers killed before their trainer took them (no finalizer ran);
+    one this user may not remove (another's, in the sticky /dev/shm) is left alone."""
+    with contextlib.suppress(OSError):
+        for path in SHM.glob(f"{RING}*"):
+            if owned.abandoned(path):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
 
 def _remove_ring(path: Path, fd: int, pid: int) -> None:

@@ -41,6 +41,18 @@ def claim(path: Path, create: bool = True) -> int | None:
     return fd
 
 
+def free(fd: int) -> bool:
+    """Whether no other open file holds the lock of the file ``fd`` is open on (its owner
+    ended); taking it, this open file holds it until closed."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
 def abandoned(path: Path) -> bool:
     """Whether ``path`` is a regular file, not a link, past the settling time, whose lock no
     process holds. Anything else (a link, a folder, not this user's to open) is not."""
