@@ -186,6 +186,41 @@ def test_a_ring_the_sweep_cannot_remove_is_no_harm(shm: Path, monkeypatch: pytes
     arrived(data, 4)
 
 
+def test_other_pickles_hold_the_bytes(shm: Path) -> None:
+    """Only multiprocessing's pickler (the DataLoader's queue) puts a batch in a slot, which
+    one unpickling frees: a batch pickled otherwise (torch.save, a cache) holds its bytes,
+    loads any number of times, and claims no slot."""
+    data = pickle.dumps(carry.Carried(value(6)))
+    assert not ride(data) and rings(shm) == set() and carry._WORKER.ring is None
+    for _ in range(2):
+        arrived(data, 6)
+
+
+def test_a_ring_takes_a_small_share_of_dev_shm(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ring may take an eighth of /dev/shm's free space (Docker's is 64 MB): the rest stays
+    for the segments that carry what the ring cannot."""
+    monkeypatch.setattr(carry, "_free_shm", lambda: 8 * (carry.HEAD + carry.SLOTS * (1 << 20)) - 1)
+    data = ForkingPickler.dumps(carry.Carried(value(2))).tobytes()
+    assert not ride(data) and rings(shm) == set()
+    arrived(data, 2)
+
+
+def test_a_child_forked_while_a_batch_is_packed_packs_its_own(shm: Path) -> None:
+    """A fork while the Queue's feeder thread holds the ring's lock (packing a batch): the
+    child gets a lock of its own, not one held forever."""
+    arrived(ForkingPickler.dumps(carry.Carried(value(1))).tobytes(), 1)
+    with carry._WORKER.lock:
+        child = multiprocessing.get_context("fork").Process(target=_pack_one)
+        child.start()
+        child.join(60)
+    assert child.exitcode == 0
+
+
+def _pack_one() -> None:
+    torch.set_num_threads(1)  # as DataLoader workers do: the parent's OpenMP threads did not fork
+    arrived(ForkingPickler.dumps(carry.Carried(value(3))).tobytes(), 3)
+
+
 def test_a_lost_ring_is_one_line(shm: Path) -> None:
     with pytest.raises(CatalogError, match=r"worker's batch is lost: its shared memory .*catalog-ring-gone is gone"):
         carry.unpack_slot("catalog-ring-gone", 0, 10, {}, 0)

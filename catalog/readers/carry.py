@@ -20,11 +20,13 @@ keeps a ring of SLOTS reused slots in one shared-memory file (``/dev/shm``, Linu
 its first large batch: a batch is copied into a free slot, the pickle names the ring and
 the slot, and the trainer copies the batch out of the slot and frees it as it unpickles.
 Nothing waits: with no free slot (a trainer that fell behind, a large prefetch_factor), a
-batch larger than a slot, or no ring to be had (no /dev/shm, a full one), a batch takes a
-segment of its own as before. The trainer removes a ring's file as soon as it has mapped it
-(both processes keep it open), and its map once the worker's lock on it is free (the worker
-ended); a worker removes its own at its exit, and a ring whose worker was killed before the
-trainer took it goes with the next ring any process makes (owned.py).
+batch larger than a slot, or no ring to be had (no /dev/shm, or a ring would take more than
+an eighth of its free space), a batch takes a segment of its own as before. The trainer
+removes a ring's file as soon as it has mapped it (both processes keep it open), and its map
+once the worker's lock on it is free (the worker ended); a worker removes its own at its
+exit, and a ring whose worker was killed before the trainer took it goes with the next ring
+any process makes (owned.py). Only multiprocessing's pickler (the DataLoader's queue) puts
+a batch in a slot: any other pickle of it holds its bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import mmap
 import os
 import secrets
 import threading
+from multiprocessing.reduction import ForkingPickler
 from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ SHM = Path("/dev/shm")  # where rings are made; no ring without it
 RING = "catalog-ring-"  # a ring file's name: this, then a random token
 SLOTS = 4  # per ring: DataLoader keeps up to prefetch_factor (2 by default) batches a worker in flight
 RING_MAX = 16 << 20  # bytes: a larger batch takes a segment of its own (the copy outweighs its cost)
+SHM_SHARE = 8  # a ring takes at most this share of SHM's free space: the rest for segments (Docker's is 64 MB)
 HEAD = 64  # bytes before the slots: a state byte per slot
 FREE, TAKEN = 0, 1
 
@@ -69,18 +73,28 @@ class Slot:
 
 class Carried(dict[str, Any]):
     """A dict a worker yields: a dict to everything in the worker (DataLoader's conversion
-    and collation copy it with ``copy.copy`` and keep the type), pickled as one buffer plus
-    its structure, unpickled in the trainer as a plain dict whose tensors view that buffer."""
+    and collation copy it with ``copy.copy`` and keep the type). multiprocessing's pickler
+    (the DataLoader's queue) packs it as one buffer plus its structure, unpickled in the
+    trainer as a plain dict whose tensors view that buffer; any other pickling (``torch.save``,
+    a cache) takes the plain dict, bytes and all: a ring slot is claimed once and freed by the
+    one unpickling that queue does, and must never be named by a pickle kept or loaded twice."""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        try:
-            return pack(dict(self))
-        except Exception:  # pickled in the Queue's feeder thread, where an error is printed and
-            # the batch dropped (the trainer would wait forever): let torch carry it its own way
-            return (dict, (dict(self),))
+        return (dict, (dict(self),))
 
     def __copy__(self) -> Carried:
         return Carried(self)
+
+
+def _reduce_carried(value: Carried) -> tuple[Any, ...]:
+    try:
+        return pack(dict(value))
+    except Exception:  # pickled in the Queue's feeder thread, where an error is printed and
+        # the batch dropped (the trainer would wait forever): let torch carry it its own way
+        return (dict, (dict(value),))
+
+
+ForkingPickler.register(Carried, _reduce_carried)
 
 
 def carried(value: Any) -> Any:
@@ -182,12 +196,26 @@ class _WorkerRings:
             self.failed = True  # one try a process
             if owned.LOCKS and SHM.is_dir():
                 _sweep_rings()
+                slot = min(max(total * 3 // 2, 1 << 20), RING_MAX) + 4095 & ~4095
                 with contextlib.suppress(OSError):  # no ring: segments as before
-                    self.ring = _Ring(min(max(total * 3 // 2, 1 << 20), RING_MAX) + 4095 & ~4095)
+                    if HEAD + SLOTS * slot <= _free_shm() // SHM_SHARE:
+                        self.ring = _Ring(slot)
         return self.ring
 
 
 _WORKER = _WorkerRings()
+_attaching = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A child forked while another thread held a lock (the Queue's feeder thread packing a
+    batch) would wait on it forever: the child starts with its own, and no ring."""
+    global _WORKER, _attaching
+    _WORKER, _attaching = _WorkerRings(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class _Attached:
@@ -201,7 +229,6 @@ class _Attached:
 
 
 _attached: dict[str, _Attached] = {}  # the trainer's rings, by name
-_attaching = threading.Lock()
 
 
 def _attach(name: str) -> _Attached:
@@ -238,6 +265,12 @@ def _attach_new(name: str) -> _Attached:
 def _views(mapped: mmap.mmap, slot: int) -> tuple[np.ndarray, np.ndarray]:
     slots = np.frombuffer(mapped, np.uint8, SLOTS * slot, HEAD).reshape(SLOTS, slot)
     return np.frombuffer(mapped, np.uint8, SLOTS), slots
+
+
+def _free_shm() -> int:
+    """Bytes free in SHM for this user."""
+    info = os.statvfs(SHM)
+    return info.f_bavail * info.f_frsize
 
 
 def _sweep_rings() -> None:
