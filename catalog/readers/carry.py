@@ -148,7 +148,6 @@ class _Ring:
         self.name = RING + secrets.token_hex(8)
         path = SHM / self.name
         fd = owned.claim(path)
-        assert fd is not None
         try:
             # Reserved now, so that a full /dev/shm is an OSError here and not a SIGBUS later
             os.posix_fallocate(fd, 0, HEAD + SLOTS * slot)
@@ -170,7 +169,6 @@ class _WorkerRings:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # batches are pickled in the Queue's feeder thread; one at a time
-        self.pid = -1
         self.ring: _Ring | None = None
         self.failed = False
 
@@ -190,8 +188,6 @@ class _WorkerRings:
             return ring.name, slot
 
     def _ring(self, total: int) -> _Ring | None:
-        if self.pid != os.getpid():  # a forked child does not share its parent's ring
-            self.pid, self.ring, self.failed = os.getpid(), None, False
         if self.ring is None and not self.failed and total <= RING_MAX:
             self.failed = True  # one try a process
             if owned.LOCKS and SHM.is_dir():
@@ -208,8 +204,9 @@ _attaching = threading.Lock()
 
 
 def _after_fork() -> None:
-    """A child forked while another thread held a lock (the Queue's feeder thread packing a
-    batch) would wait on it forever: the child starts with its own, and no ring."""
+    """A forked child starts with no ring (its parent's is not its own) and a lock of its own:
+    one another thread held at the fork (the Queue's feeder thread packing a batch) would be
+    held forever."""
     global _WORKER, _attaching
     _WORKER, _attaching = _WorkerRings(), threading.Lock()
 

@@ -26,10 +26,10 @@ SETTLE = 10.0  # seconds: a file younger than this may be made but not locked ye
 LOCKS = fcntl is not None
 
 
-def claim(path: Path, create: bool = True) -> int | None:
-    """Lock ``path`` (made unless ``create`` is False) for this process's life: its open file,
-    or None without flock. Raises OSError when another process holds it."""
-    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT | os.O_EXCL if create else 0)
+def claim(path: Path) -> int:
+    """Make ``path`` and lock it for this process's life: its open file (unlocked without
+    flock). Raises OSError when it exists."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_CREAT | os.O_EXCL
     fd = os.open(path, flags, 0o600)
     if fcntl is None:
         return fd

@@ -213,8 +213,7 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
             if fs.lengths is not None:
                 fs.lengths.add(sizes)
                 sketch(fs.length_quantiles, sizes)
-            varlen_ints = feat.is_varlen and fs.kind == "int"
-            values = _int64s(present, int(sizes.sum())) if varlen_ints else _flatten(fs, present)
+            values = _flatten(fs, feat, present, int(sizes.sum()))
         else:
             values = present
     else:
@@ -225,18 +224,11 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
 
 
-def _int64s(rows: list[Any], total: int) -> np.ndarray:
-    """An int64 list feature's values, from its decoded arrays or from the lists, tuples and
-    arrays of any integer type the encoder took (stats.columns), as int64 (every value is in
-    its range: the encoder checked; NumPy would join a uint64 array and an int64 one as floats,
-    and an empty list as a float array)."""
-    if set(map(type, rows)) == {np.ndarray}:
-        return np.concatenate(rows, axis=None, dtype=np.int64, casting="unsafe")
-    return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
-
-
-def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
-    """Every value of the present records, in one flat list (texts) or array (numbers)."""
+def _flatten(fs: FeatureStats, feat: Feature, present: list[Any], total: int) -> list[Any] | np.ndarray:
+    """Every value (``total`` of them) of the present records, in one flat list (texts) or
+    array (numbers)."""
+    if feat.is_varlen and fs.kind == "int":
+        return _int64s(present, total)
     if fs.numeric:
         if isinstance(present[0], np.ndarray):
             return np.concatenate(present, axis=None)  # each array flattened, in one call
@@ -250,6 +242,16 @@ def _flatten(fs: FeatureStats, present: list[Any]) -> list[Any] | np.ndarray:
         else:
             flat.extend(v)
     return flat
+
+
+def _int64s(rows: list[Any], total: int) -> np.ndarray:
+    """An int64 list feature's values, from its decoded arrays or from the lists, tuples and
+    arrays of any integer type the encoder took (stats.columns), as int64 (every value is in
+    its range: the encoder checked; NumPy would join a uint64 array and an int64 one as floats,
+    and an empty list as a float array)."""
+    if set(map(type, rows)) == {np.ndarray}:
+        return np.concatenate(rows, axis=None, dtype=np.int64, casting="unsafe")
+    return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
 
 
 def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
