@@ -131,6 +131,8 @@ class Catalog(CatalogHandle):
         validate_name(name)
         options = InputOptions(delimiter, feature, image_shape)
         inputs = expand([Path(p) for p in paths], format)
+        if not inputs:
+            raise AppendError("no input files: nothing registered")
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
             raise AppendError("no records in the inputs: no schema to infer, nothing registered")
@@ -345,6 +347,8 @@ class Dataset(DatasetHandle):
         ``allow_duplicate``. With ``executor`` and several inputs, each input is a job on it
         (see ingest.ingest_files). ``check``, ``max_linf``: as :meth:`append_rows`."""
         inputs = expand([Path(p) for p in paths], format)
+        if not inputs:  # (a folder or a pattern without files says so in expand)
+            raise AppendError("no input files: nothing committed")
         for p, fmt in inputs:
             problem = None if str(p) == STDIN or fmt == "images" else regular_file_problem(p)
             if problem is not None:

@@ -1173,6 +1173,21 @@ def test_several_empty_inputs_are_named(root: Path, tmp_path: Path) -> None:
         ds.append_files(paths[:1])
 
 
+def test_no_inputs_at_all_commit_nothing(root: Path) -> None:
+    """``append_files([])`` (a list a program built, left empty) said IndexError; adoption
+    said what it was."""
+    register(root, ID_TEXT)
+    ds = Catalog.open(root).dataset("d")
+    version = ds.version
+    for call in (ds.append_files, ds.adopt):
+        with pytest.raises(AppendError, match=r"^no input files: nothing committed$"):
+            call([])
+    assert Catalog.open(root).dataset("d").version == version
+    with pytest.raises(AppendError, match=r"^no input files: nothing registered$"):
+        Catalog.open(root).register_inferred("e", [])
+    assert [d.name for d in Catalog.open(root).list()] == ["d"]
+
+
 # --------------------------------------------------------------------------- several formats, one commit
 
 

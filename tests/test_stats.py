@@ -24,6 +24,7 @@ from catalog.schema.frames import column_batches
 from catalog.stats import Tally, tally
 from catalog.stats.columns import decoded_columns
 from catalog.stats.sketches import KLL_K
+from catalog.stats.tally import BYTE_ROW, byte_sums
 from catalog.tfrecord import RecordWriter, encode_example
 
 runner = CliRunner()
@@ -498,8 +499,8 @@ def test_statistics_from_columns_equal_those_of_decoded_records(case: tuple[dict
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_many_one_byte_values_are_counted_exactly(cat: Catalog, dtype: str) -> None:
-    """Pixels are counted by histogram on a helper thread, a part at a time as they are
-    written, across shards: every exact figure equals NumPy's over all of them."""
+    """Pixels are summed on a helper thread, a part at a time as they are written, across
+    shards: every exact figure equals NumPy's over all of them."""
     schema = {"features": {"img": {"dtype": dtype, "shape": [16, 16, 3], "encoding": "tensor"}}}
     ds = cat.register("px", schema)
     info = np.iinfo(dtype)
@@ -512,6 +513,17 @@ def test_many_one_byte_values_are_counted_exactly(cat: Catalog, dtype: str) -> N
     assert (img.values.min, img.values.max) == (int(flat.min()), int(flat.max()))
     assert img.values.mean == pytest.approx(flat.mean(), rel=1e-12)
     assert img.values.std == pytest.approx(flat.std(), rel=1e-12)
+
+
+@pytest.mark.parametrize("fill", [255, 0, -128, 127])
+def test_byte_sums_are_exact_at_the_extremes(fill: int) -> None:
+    """Sums of 1-byte values run in int32 rows: the largest values, over rows and a rest that
+    is not a whole row, must not wrap."""
+    dtype = np.int8 if fill < 0 or fill == 127 else np.uint8
+    values = np.full(3 * BYTE_ROW + 11, fill, dtype=dtype)
+    wide = values.astype(np.int64)
+    got = byte_sums(values)
+    assert got == (wide.size, int(wide.sum()), int((wide * wide).sum()), int((wide == 0).sum()), fill, fill)
 
 
 def test_shards_of_like_tensors_sample_different_places(cat: Catalog) -> None:

@@ -41,7 +41,8 @@ RUN = 64
 # A batch with more distinct values than this (the frequent-items sketch tracks 48) shows the
 # sketch only values seen at least twice in it (see _skip_singles).
 TOP_SKIP_SINGLES = 256
-BYTE_HISTOGRAM = 1 << 14  # 1-byte values at least this many a batch are counted by histogram
+BYTE_SUMS = 1 << 14  # 1-byte values at least this many a batch are summed on a helper thread
+BYTE_ROW = 1 << 15  # 1-byte values summed at once in int32: 255**2 * BYTE_ROW < 2**31
 
 
 def feature_kind(feat: Feature) -> str:
@@ -154,35 +155,29 @@ class Tally:
 
 
 class ByteCounts:
-    """Histograms of many 1-byte values (pixels), counted on a helper thread: NumPy's bincount
-    lets go of the GIL, so the one pass over every pixel runs on a second core while the
-    writer frames and writes. Counts add up in any order: the figures are exact all the same."""
+    """Exact figures of many 1-byte values (pixels), computed on a helper thread: NumPy's
+    reductions let go of the GIL, so the passes over every pixel run on a second core while
+    the writer frames and writes. Sums add up in any order: the figures are exact all the same."""
 
     INFLIGHT = 4  # batches counted or waiting at most (each holds its batch's memory)
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
-        self._jobs: list[tuple[str, bool, Future[np.ndarray]]] = []
+        self._jobs: list[tuple[str, Future[tuple[int, ...]]]] = []
         self._waited = 0  # jobs before this one are done
 
     def add(self, name: str, values: np.ndarray) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-statistics")
-        self._jobs.append((name, values.dtype.kind == "i", self._pool.submit(byte_histogram, values)))
+        self._jobs.append((name, self._pool.submit(byte_sums, values)))
         while len(self._jobs) - self._waited > self.INFLIGHT:
-            self._jobs[self._waited][2].result()
+            self._jobs[self._waited][1].result()
             self._waited += 1
 
     def apply(self, features: Mapping[str, FeatureStats]) -> None:
-        """Wait for the counts, and add each feature's exact figures from them."""
-        totals: dict[str, tuple[bool, np.ndarray]] = {}
-        for name, signed, job in self._jobs:
-            counts = job.result()
-            if name in totals:
-                counts = counts + totals[name][1]
-            totals[name] = (signed, counts)
-        for name, (signed, counts) in totals.items():
-            _add_byte_counts(features[name], counts, signed)
+        """Wait for the sums, and add each feature's exact figures from them."""
+        for name, job in self._jobs:
+            _add_byte_sums(features[name], *job.result())
         self._jobs.clear()
         self._waited = 0
         if self._pool is not None:
@@ -204,8 +199,10 @@ class Feed:
 def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, feed: Feed) -> None:
     values: list[Any] | np.ndarray
     if column.dtype == object:
-        present = [v for v in column.tolist() if v is not None]
-        fs.missing += len(column) - len(present)
+        present = column.tolist()
+        if feat.optional:  # only an optional feature decodes to None (a record without it)
+            present = [v for v in present if v is not None]
+            fs.missing += len(column) - len(present)
         if not present:
             return
         if _varlen(feat, sequence) or not feat.is_scalar or feat.tensor:
@@ -263,7 +260,7 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
         values = np.abs(values)
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
-    if values.dtype.itemsize == 1 and values.size >= BYTE_HISTOGRAM:  # pixels: exact figures from counts
+    if values.dtype.itemsize == 1 and values.size >= BYTE_SUMS:  # pixels: exact figures from sums
         feed.bytes.add(feed.name, values)
         sketch(fs.quantiles, sampled(values.reshape(-1), feed.rate, feed.rng))
         return
@@ -295,29 +292,24 @@ def sketch(quantiles: Any, values: np.ndarray) -> None:
     quantiles.update(ordered)
 
 
-def byte_histogram(values: np.ndarray) -> np.ndarray:
-    """How many of each of the 256 byte values ``values`` (1-byte integers) hold: counted in
-    pairs (a 2-byte view, 65,536 bins, folded), which halves bincount's passes over pixels."""
-    flat = values.reshape(-1).view(np.uint8)
-    even = flat[: flat.size - flat.size % 2]
-    pairs = np.bincount(even.view(np.uint16), minlength=1 << 16).reshape(256, 256)
-    counts = pairs.sum(axis=0) + pairs.sum(axis=1)  # one byte of each pair, then the other
-    if flat.size % 2:
-        counts[flat[-1]] += 1
-    return counts
+def byte_sums(values: np.ndarray) -> tuple[int, int, int, int, int, int]:
+    """Count, sum, sum of squares, zeros, minimum and maximum of 1-byte integers, exactly:
+    summed in rows of BYTE_ROW values in int32 (no overflow), which NumPy does without casting
+    every value to 8 bytes first (a 256-bin histogram by bincount costs three times as much)."""
+    flat = values.reshape(-1)
+    whole = flat.size - flat.size % BYTE_ROW
+    rows = flat[:whole].reshape(-1, BYTE_ROW)
+    rest = flat[whole:].astype(np.int64)
+    total = int(rows.sum(axis=1, dtype=np.int32).sum(dtype=np.int64)) + int(rest.sum())
+    squares = int(np.einsum("ij,ij->i", rows, rows, dtype=np.int32).sum(dtype=np.int64)) + int(rest @ rest)
+    zeros = flat.size - int(np.count_nonzero(flat))
+    return flat.size, total, squares, zeros, int(flat.min()), int(flat.max())
 
 
-def _add_byte_counts(fs: FeatureStats, counts: np.ndarray, signed: bool) -> None:
-    """Every exact figure of many 1-byte values from their histogram (``byte_histogram``)."""
-    levels = np.arange(256, dtype=np.int64)
-    if signed:  # int8: bytes 128..255 are -128..-1
-        counts, levels = np.roll(counts, 128), levels - 128
-    seen = np.flatnonzero(counts)
-    n = int(counts.sum())
-    mean = float(np.dot(counts, levels)) / n
-    m2 = float(np.dot(counts, (levels - mean) ** 2))
-    fs.zeros += int(counts[levels == 0][0])
-    fs.values.merge(Moments(n, mean, m2, int(levels[seen[0]]), int(levels[seen[-1]])))
+def _add_byte_sums(fs: FeatureStats, n: int, total: int, squares: int, zeros: int, lo: int, hi: int) -> None:
+    """Add ``byte_sums``' figures: the sum of squared deviations from Python's exact integers."""
+    fs.zeros += zeros
+    fs.values.merge(Moments(n, total / n, (n * squares - total * total) / n, lo, hi))
 
 
 def sampled(flat: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
@@ -348,17 +340,16 @@ def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
         return
     counts = Counter(values)
     distinct = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
-    if len(counts) == len(values):
-        sizes = distinct
-    else:  # each length once a distinct value, repeated: a category's 100 values, not 8,192
-        sizes = np.repeat(distinct, np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))
+    once = len(counts) == len(values)
+    # each length once a distinct value, repeated: a category's 100 values, not 8,192
+    sizes = distinct if once else np.repeat(distinct, np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))
     fs.zeros += int(len(values) - np.count_nonzero(sizes))  # empty strings
     fs.values.add(sizes)
     sketch(fs.quantiles, sizes)
     empty = counts.pop("" if fs.kind == "string" else b"", 0)
     if empty:  # the distinct-count sketch ignores an empty value: counted by zeros (distinct_estimate)
         fs.top.update("", empty)
-    _count_values(fs, counts, int(distinct.max()))
+    _count_values(fs, counts, int(distinct.max()), once)
 
 
 def _skip_singles(counts: Counter[Any]) -> int:
@@ -368,15 +359,19 @@ def _skip_singles(counts: Counter[Any]) -> int:
     return 2 if len(counts) > TOP_SKIP_SINGLES else 1
 
 
-def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int) -> None:
+def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int, once: bool) -> None:
     """A batch's distinct strings (or bytes) into the distinct-count and top-value sketches,
     which take text: bytes go as latin-1 (one character a byte, reversible). ``longest``: the
-    batch's longest value (a batch of short values takes the loop-free path)."""
+    batch's longest value (a batch of short values takes the loop-free path); ``once``:
+    whether every value was seen once."""
     least = _skip_singles(counts)
     if longest > TOP_MAX_BYTES:
         counts = _count_long_values(fs, counts)
     keys = list(counts) if fs.kind == "string" else [v.decode("latin-1") for v in counts]
     deque(map(fs.distinct.update, keys), maxlen=0)  # a C-level loop: a few dozen ns a value saved
+    if least > 1 and once:  # every value once (ids): none is shown
+        fs.top_rest += len(counts)
+        return
     top = fs.top.update
     if least == 1:
         for key, count in zip(keys, counts.values(), strict=True):
