@@ -130,9 +130,9 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
         tap = _Tap(f, str(path))
         try:
             for batch in read_record_batches(cast(IO[bytes], tap), compression):
-                columns, absent = check_batch(w, batch, path, count)
+                columns, absent, ragged = check_batch(w, batch, path, count)
                 if tally is not None:
-                    tally.add_columns(columns, len(batch), absent)
+                    tally.add_columns(columns, len(batch), absent, ragged)
                 if compression == "none":
                     lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
                 count += len(batch)

@@ -28,7 +28,7 @@ from catalog.inputs import (
     row_source,
 )
 from catalog.inputs.delimited import finite_float
-from catalog.schema import Schema, json_problem, row_from_json
+from catalog.schema import Ragged, Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
 from catalog.writer import Writer
@@ -58,7 +58,7 @@ class Target(Protocol):
 
 
 # A batch's decoded columns, and which records lacked each feature with a default (Schema.decode_batch).
-Decoded = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
+Decoded = tuple[dict[str, np.ndarray], dict[str, np.ndarray], Ragged]  # decode_batch's columns, absent, ragged
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 # Where a record may hold an infinity: a float32's ends in 80 7f (80 ff when negative), a
@@ -161,10 +161,12 @@ def check_batch(w: Target, batch: list[bytes], path: Path, first_index: int) -> 
 
 def validate_batch(schema: Schema, batch: list[bytes], path: Path, first_index: int) -> Decoded:
     """Check every record of a batch; the error names file, record index and feature.
-    Returns the decoded columns and which records lacked each feature with a default."""
+    Returns the decoded columns, which records lacked each feature with a default, and the
+    variable-length numeric columns' values joined (as Schema.decode_batch gives them)."""
     absent: dict[str, np.ndarray] = {}
+    ragged: Ragged = {}
     try:
-        return schema.decode_batch(batch, absent), absent
+        return schema.decode_batch(batch, absent, ragged), absent, ragged
     except ValidationError as e:
         index = first_index + (e.record or 0)
         where = f"feature {e.feature!r}: " if e.feature else ""
@@ -205,9 +207,9 @@ def _validated(w: Target, path: Path, named: Path | None = None) -> tuple[int, b
     tally = w.sink.new_tally() if w.sink is not None else None
     try:
         for batch in read_record_batches(path):
-            columns, absent = check_batch(w, batch, named or path, count)
+            columns, absent, ragged = check_batch(w, batch, named or path, count)
             if tally is not None:
-                tally.add_columns(columns, len(batch), absent)
+                tally.add_columns(columns, len(batch), absent, ragged)
             count += len(batch)
             w.heartbeat()  # validation writes nothing, so beat by hand
     except CorruptRecordError as e:
@@ -223,8 +225,8 @@ def _reframe(w: Target, path: Path, progress: Progress | None) -> None:
     sink = w.sink
     assert sink is not None
     for batch in read_record_batches(path):
-        columns, absent = check_batch(w, batch, path, index)
-        sink.write_decoded(batch, columns, absent)
+        columns, absent, ragged = check_batch(w, batch, path, index)
+        sink.write_decoded(batch, columns, absent, ragged=ragged)
         w.heartbeat()
         index += len(batch)
         if progress:

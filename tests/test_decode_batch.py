@@ -53,8 +53,16 @@ def outcome(fn: Callable[[], dict[str, np.ndarray]]) -> tuple[str, Any]:
 
 
 def check_batch(schema: Schema, records: Sequence[bytes]) -> tuple[str, Any]:
-    """Decode with both paths; assert they agree; return the outcome."""
-    fast = outcome(lambda: schema.decode_batch(list(records)))
+    """Decode with both paths; assert they agree; return the outcome. The values joined that
+    ``ragged`` hands over are the column's arrays, joined, with their lengths."""
+    ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    fast = outcome(lambda: schema.decode_batch(list(records), ragged=ragged))
+    if fast[0] != "error":
+        for name, (flat, counts) in ragged.items():
+            arrays = list(fast[1][name])
+            assert counts.tolist() == [len(a) for a in arrays], name
+            joined = np.concatenate(arrays) if arrays else flat[:0]
+            assert flat.dtype == joined.dtype and flat.tolist() == joined.tolist(), name
     generic = outcome(lambda: schema._codec.decode_batch_generic(list(records)))
     others = [generic]
     if all(type(r) is bytes for r in records):  # records read from a shard, parsed where they lie

@@ -310,6 +310,30 @@ def test_statistics_off(cat: Catalog) -> None:
         ds.append_rows(generated(10), check="fail")
 
 
+def test_list_statistics_of_a_tfrecord_input_cut_into_shards(cat: Catalog, tmp_path: Path) -> None:
+    """A TFRecord input's statistics take its validation's columns, lists as their values
+    joined (decode_batch's ``ragged``), cut where shards end: equal to NumPy's per shard."""
+    cols = generated(3000, seed=5)
+    schema = Schema.from_json(SCHEMA)
+    rows = [{k: v[i] for k, v in cols.items()} for i in range(3000)]
+    with RecordWriter(tmp_path / "in.tfrecord") as w:
+        for row in rows:
+            w.write(schema.encode({k: v for k, v in row.items() if v is not None}))
+    ds = cat.register("d", SCHEMA)
+    ds.append_files([tmp_path / "in.tfrecord"], shard_records=700)  # 5 shards, cut inside batches
+    tokens = cols["tokens"]
+    st = ds.stats()  # merged over the shards: a value counted twice or lost at a cut shows
+    t = st.feature("tokens")
+    lengths = np.array([len(t) for t in tokens])
+    flat = np.concatenate(tokens)
+    assert st.at.shards == 5
+    assert (t.lengths.count, t.lengths.min, t.lengths.max) == (3000, lengths.min(), lengths.max())
+    assert t.lengths.mean == pytest.approx(lengths.mean(), rel=1e-12)
+    assert (t.values.count, t.values.min, t.values.max) == (flat.size, flat.min(), flat.max())
+    assert t.values.mean == pytest.approx(flat.mean(), rel=1e-12)
+    assert t.values.std == pytest.approx(flat.std(), rel=1e-12)
+
+
 def test_adopt_and_tfrecord_inputs_get_statistics(cat: Catalog, tmp_path: Path) -> None:
     folder = tmp_path / "ext"
     folder.mkdir()
@@ -413,6 +437,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "b": {"dtype": "bytes", "optional": True},
     "label": {"dtype": "int64", "names": ["a", "b", "c"]},
     "tokens": {"dtype": "int64", "shape": [None]},
+    "weights": {"dtype": "float32", "shape": [None]},
     "pair": {"dtype": "float32", "shape": [2]},
     "px": {"dtype": "uint8", "shape": [2, 3], "encoding": "tensor"},
     "big": {"dtype": ">i4", "shape": [2], "encoding": "tensor"},
@@ -451,6 +476,7 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
             hnp.arrays(st.sampled_from([np.int64, np.int16, np.uint32]), st.integers(0, 4)),
         ),
         "pair": st.lists(st.floats(-1e3, 1e3, width=32), min_size=2, max_size=2),
+        "weights": st.lists(st.floats(width=32, allow_nan=True), max_size=4),
     }
     cols: dict[str, Any] = {}
     for name in names:

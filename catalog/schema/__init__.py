@@ -14,6 +14,7 @@ The names below are what the rest of the package and users import.
 
 from catalog.errors import CodecError
 from catalog.schema.codec import Kinded, decode_kinds, unknown_fields_within
+from catalog.schema.columnar import Ragged
 from catalog.schema.features import SHAPE_SUFFIX, Feature, zero
 from catalog.schema.jsonrows import float32_json, folded_bytes, row_from_json, row_to_json, value_from_json
 from catalog.schema.model import Schema, SchemaDiff, json_problem, to_tf_feature_spec
@@ -23,6 +24,7 @@ __all__ = [
     "CodecError",
     "Feature",
     "Kinded",
+    "Ragged",
     "Schema",
     "SchemaDiff",
     "decode_kinds",

@@ -34,6 +34,9 @@ from catalog.tfrecord import example as wire
 
 Arr = npt.NDArray[Any]
 Values = Any  # of E entries: an (E, *shape) array, or a list of E per-record values (varlen)
+# A variable-length numeric column as its decoder cut it: every value in record order, and each
+# record's count (see decode_batch's ``ragged``)
+Ragged = dict[str, tuple[Arr, Arr]]
 
 # A length that fails every bounds check: stands in for length varints over five bytes.
 _BAD_LENGTH = 1 << 40
@@ -177,6 +180,7 @@ class _Batch:
         self.starts, self.ends = starts, ends
         self.slow = np.zeros(self.n, dtype=bool)
         self.absent: dict[str, Arr] | None = None  # filled in when a caller asks (see decode_batch)
+        self.ragged: Ragged | None = None  # the same
         # Unaligned little-endian words starting at every byte: one gather reads 4 or 8 bytes.
         self.w32 = np.ndarray((len(self.buf) - 3,), dtype="<u4", buffer=self.buf, strides=(1,))
         self.w64 = np.ndarray((len(self.buf) - 7,), dtype="<u8", buffer=self.buf, strides=(1,))
@@ -493,10 +497,18 @@ def _bad_varint_payloads(data: Arr, plen: Arr) -> Arr | None:
     return bad
 
 
-def _pieces(flat: Arr, counts: Arr) -> list[Arr]:
+class _Pieces(list[Arr]):
+    """Views of consecutive runs of ``flat``, one per record, and the runs' ``counts``."""
+
+    def __init__(self, flat: Arr, counts: Arr) -> None:
+        bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+        super().__init__(flat[a:b] for a, b in itertools.pairwise(bounds))
+        self.flat, self.counts = flat, counts
+
+
+def _pieces(flat: Arr, counts: Arr) -> _Pieces:
     """Split ``flat`` into consecutive runs of ``counts`` items (views, one per record)."""
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
-    return [flat[a:b] for a, b in itertools.pairwise(bounds)]
+    return _Pieces(flat, counts)
 
 
 # --------------------------------------------------------------------------- bytes and tensors
@@ -629,7 +641,7 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
                 out[r] = v
         return out
     if isinstance(values, np.ndarray):
-        if len(rec) == n and (n < 2 or bool((rec[1:] > rec[:-1]).all())):
+        if _in_order(rec, n):
             out = values  # every record once, in order: the common case, no copy
         else:
             out = np.empty((n, *col.shape), dtype=feat.np_dtype)
@@ -638,6 +650,8 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
         out = np.empty(n, dtype=object)
         for r, v in zip(rec.tolist(), values, strict=True):
             out[r] = v
+        if batch.ragged is not None and isinstance(values, _Pieces) and len(rec) == n:
+            batch.ragged[feat.name] = _record_order(rec, values.flat, values.counts)
     if batch.absent is not None and feat.has_default:
         batch.absent[feat.name] = missing
     if missing.any():
@@ -647,6 +661,23 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
         else:
             batch.slow |= missing
     return out
+
+
+def _in_order(rec: Arr, n: int) -> bool:
+    """Whether the values' records ``rec`` are every record of ``n`` once, in order."""
+    return len(rec) == n and (n < 2 or bool((rec[1:] > rec[:-1]).all()))
+
+
+def _record_order(rec: Arr, flat: Arr, counts: Arr) -> tuple[Arr, Arr]:
+    """Runs of ``counts`` values of ``flat``, one a record of ``rec`` (each record once: a
+    record seen twice goes slow, and decode_batch drops ``ragged``), put in record order."""
+    if _in_order(rec, len(rec)):
+        return flat, counts
+    order = np.argsort(rec, kind="stable")
+    took = counts[order]
+    starts = np.cumsum(counts) - counts  # where each run lies in ``flat``
+    lands = np.cumsum(took) - took  # and where it goes
+    return flat[np.repeat(starts[order] - lands, took) + np.arange(int(took.sum()))], took
 
 
 def _fill_default(out: Arr, missing: Arr, default: Any, varlen: bool) -> None:
@@ -688,10 +719,14 @@ def _fits(feat: Feature, shape: list[int], nbytes: int) -> bool:
 # --------------------------------------------------------------------------- entry point
 
 
-def decode_batch(codec: RowCodec, records: Iterable[bytes], absent: dict[str, Arr] | None = None) -> dict[str, Arr]:
+def decode_batch(
+    codec: RowCodec, records: Iterable[bytes], absent: dict[str, Arr] | None = None, ragged: Ragged | None = None
+) -> dict[str, Arr]:
     """The columns of ``records`` (one array per feature), as :meth:`RowCodec.decode_batch_generic`
     returns them, with the same errors, parsed a batch at a time. ``absent``, when given,
-    receives for each feature with a default which records lacked it (and read the default)."""
+    receives for each feature with a default which records lacked it (and read the default);
+    ``ragged``, for some variable-length numeric features, their values as one flat array and
+    each record's count, the column's arrays joined (the statistics take them so)."""
     recs = records if isinstance(records, list) else list(records)
     if not recs or not codec.features or not _bytes_like(recs):
         return codec.decode_batch_generic(recs, absent=absent)
@@ -699,7 +734,7 @@ def decode_batch(codec: RowCodec, records: Iterable[bytes], absent: dict[str, Ar
     batch = _Batch(recs, plan.pad)
     if not batch.ok:
         return codec.decode_batch_generic(recs, absent=absent)
-    batch.absent = absent
+    batch.absent, batch.ragged = absent, ragged
     return _with_slow(codec, batch, plan, recs.__getitem__)
 
 
@@ -731,6 +766,8 @@ def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[in
     out = _fast_columns(batch, plan)
     slow = np.flatnonzero(batch.slow).tolist()
     if slow:
+        if batch.ragged is not None:
+            batch.ragged.clear()  # the slow records' values are put in the columns alone
         lacked: dict[str, Arr] | None = None if batch.absent is None else {}
         redone = codec.decode_batch_generic([record(i) for i in slow], slow, absent=lacked)
         for name, column in out.items():

@@ -37,7 +37,7 @@ import numpy as np
 
 from catalog.errors import CatalogError, SchemaError, ValidationError
 from catalog.schema.codec import RowCodec, decode_kinds, infer_features
-from catalog.schema.columnar import decode_batch, decode_spans, spans_pad
+from catalog.schema.columnar import Ragged, decode_batch, decode_spans, spans_pad
 from catalog.schema.features import (
     MAX_SCHEMA_BYTES,
     SHAPE_SUFFIX,
@@ -275,15 +275,17 @@ class Schema:
         return row
 
     def decode_batch(
-        self, records: Iterable[bytes], absent: dict[str, np.ndarray] | None = None
+        self, records: Iterable[bytes], absent: dict[str, np.ndarray] | None = None, ragged: Ragged | None = None
     ) -> dict[str, np.ndarray]:
         """Decode records into columnar numpy arrays (one array per feature); a sequence
         feature's column holds each record's steps (an object array: ragged). ``absent``,
-        when given, receives for each feature with a default which records lacked it."""
+        when given, receives for each feature with a default which records lacked it;
+        ``ragged``, for some variable-length int64 and float32 features, all their values
+        in one array and each record's count (the column's arrays, joined)."""
         if not self.sequence:
-            return decode_batch(self._codec, records, absent)
+            return decode_batch(self._codec, records, absent, ragged)
         parts = [split_record(r) for r in records]
-        out = decode_batch(self._codec, [c for c, _l in parts], absent)
+        out = decode_batch(self._codec, [c for c, _l in parts], absent, ragged)
         rows = []
         for i, (_c, lists) in enumerate(parts):
             try:

@@ -10,7 +10,7 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from crc32c import crc32c
 
-from catalog.schema import Feature, Schema
+from catalog.schema import Feature, Ragged, Schema
 from catalog.stats.dataset import DatasetStats
 from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll, new_kll, new_top
 
@@ -72,6 +72,16 @@ def batch_ends(lengths: Sequence[int]) -> list[int]:
     return ends
 
 
+def ragged_cutter(ragged: Ragged) -> Callable[[int, int], Ragged]:
+    """What of ``ragged`` (decode_batch's joined values) records ``[start, end)`` hold."""
+    at = {name: np.concatenate(([0], np.cumsum(counts))) for name, (_flat, counts) in ragged.items()}
+
+    def cut(start: int, end: int) -> Ragged:
+        return {k: (flat[at[k][start] : at[k][end]], counts[start:end]) for k, (flat, counts) in ragged.items()}
+
+    return cut
+
+
 def _varlen(feat: Feature, sequence: bool) -> bool:
     return sequence or feat.is_varlen or feat.stores_shape
 
@@ -118,7 +128,8 @@ class Tally:
         if self._pending:
             records, self._pending, self._pending_bytes = self._pending, [], 0
             absent: dict[str, np.ndarray] = {}
-            self.add_columns(self.schema.decode_batch(records, absent), len(records), absent)
+            ragged: Ragged = {}
+            self.add_columns(self.schema.decode_batch(records, absent, ragged), len(records), absent, ragged)
 
     def fill(self, name: str, count: int = 1) -> None:
         """``count`` records of those added read ``name``'s default because the writer filled it in."""
@@ -129,8 +140,15 @@ class Tally:
         the caller (a migration carries its source shard's counts): replaces what decoding sees."""
         self._exact_fills = dict(fills)
 
-    def add_columns(self, columns: Mapping[str, np.ndarray], n: int, absent: Mapping[str, np.ndarray]) -> None:
-        """Decoded columns of ``n`` records (``Schema.decode_batch``), with its ``absent`` masks."""
+    def add_columns(
+        self,
+        columns: Mapping[str, np.ndarray],
+        n: int,
+        absent: Mapping[str, np.ndarray],
+        ragged: Ragged | None = None,
+    ) -> None:
+        """Decoded columns of ``n`` records (``Schema.decode_batch``), with its ``absent`` masks
+        and, when the caller has them, its ``ragged`` columns' values joined."""
         self.stats.records += n
         for name, feat in self._features.items():
             fs = self.stats.features[name]
@@ -139,7 +157,11 @@ class Tally:
             fs.records += n
             fs.filled += lacked
             feed = Feed(name, self._rates[name], self._rng, self._bytes)
-            _add_column(fs, feat, columns[name], name in self._sequence, feed)
+            joined = ragged.get(name) if ragged else None
+            if joined is not None and fs.lengths is not None:
+                _add_joined(fs, *joined, feed)
+            else:
+                _add_column(fs, feat, columns[name], name in self._sequence, feed)
 
     def result(self) -> DatasetStats:
         self.flush()
@@ -219,6 +241,18 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
         _add_numbers(fs, np.asarray(values), feed)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
+
+
+def _add_joined(fs: FeatureStats, flat: np.ndarray, counts: np.ndarray, feed: Feed) -> None:
+    """A variable-length numeric column given as its values joined and each record's count
+    (as ``_add_column`` would take its arrays: every record present)."""
+    if not counts.size:
+        return
+    sizes = counts.astype(np.int64, copy=False)
+    assert fs.lengths is not None
+    fs.lengths.add(sizes)
+    sketch(fs.length_quantiles, sizes)
+    _add_numbers(fs, flat, feed)
 
 
 def _flatten(fs: FeatureStats, feat: Feature, present: list[Any], total: int) -> list[Any] | np.ndarray:

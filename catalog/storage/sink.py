@@ -20,10 +20,10 @@ from crc32c import crc32c
 
 from catalog import faults
 from catalog.errors import CatalogError
-from catalog.schema import Schema
+from catalog.schema import Ragged, Schema
 from catalog.stats import Tally
 from catalog.stats.columns import decoded_columns
-from catalog.stats.tally import batch_ends, per_row
+from catalog.stats.tally import batch_ends, per_row, ragged_cutter
 from catalog.storage.base import Store
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
@@ -176,22 +176,25 @@ class ShardSink:
         columns: dict[str, np.ndarray],
         absent: dict[str, np.ndarray],
         beat: Callable[[], None] | None = None,
+        ragged: Ragged | None = None,
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
-        the statistics take those columns instead of decoding the records again, a part at a
-        time as they are written, parted as Tally.add_record batches records (batch_full:
-        ``batch_ends``, counted from the first record, not from a shard's);
-        ``beat`` (the writer's heartbeat) runs after each part."""
+        the statistics take those columns (and its ``ragged`` columns' values joined) instead
+        of decoding the records again, a part at a time as they are written, parted as
+        Tally.add_record batches records (batch_full: ``batch_ends``, counted from the first
+        record, not from a shard's); ``beat`` (the writer's heartbeat) runs after each part."""
         if self.schema is None:
             self.write_many(records)
             return
         start = 0
+        cut = ragged_cutter(ragged or {})
 
         def tally_so_far(end: int) -> None:
             nonlocal start
             if self._tally is not None and end > start:
                 part = {k: v[start:end] for k, v in columns.items()}
-                self._tally.add_columns(part, end - start, {k: v[start:end] for k, v in absent.items()})
+                lacked = {k: v[start:end] for k, v in absent.items()}
+                self._tally.add_columns(part, end - start, lacked, cut(start, end))
             start = end
             if beat is not None:
                 beat()
