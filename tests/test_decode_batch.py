@@ -53,16 +53,21 @@ def outcome(fn: Callable[[], dict[str, np.ndarray]]) -> tuple[str, Any]:
 
 
 def check_batch(schema: Schema, records: Sequence[bytes]) -> tuple[str, Any]:
-    """Decode with both paths; assert they agree; return the outcome. The values joined that
-    ``ragged`` hands over are the column's arrays, joined, with their lengths."""
+    """Decode with both paths; assert they agree; return the outcome. Asked for ``ragged``,
+    the fast path hands some list columns over joined instead: the same values."""
+    fast = outcome(lambda: schema.decode_batch(list(records)))
     ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    fast = outcome(lambda: schema.decode_batch(list(records), ragged=ragged))
+    joined = outcome(lambda: schema.decode_batch(list(records), ragged=ragged))
+    assert joined[0] == fast[0]
     if fast[0] != "error":
+        assert list(joined[1]) == [name for name in fast[1] if name not in ragged]
         for name, (flat, counts) in ragged.items():
             arrays = list(fast[1][name])
             assert counts.tolist() == [len(a) for a in arrays], name
-            joined = np.concatenate(arrays) if arrays else flat[:0]
-            assert flat.dtype == joined.dtype and flat.tolist() == joined.tolist(), name
+            whole = np.concatenate(arrays) if arrays else flat[:0]
+            assert flat.dtype == whole.dtype and flat.tolist() == whole.tolist(), name
+        for name in joined[1]:
+            same(joined[1][name], fast[1][name], name)
     generic = outcome(lambda: schema._codec.decode_batch_generic(list(records)))
     others = [generic]
     if all(type(r) is bytes for r in records):  # records read from a shard, parsed where they lie

@@ -158,7 +158,7 @@ class Tally:
             fs.filled += lacked
             feed = Feed(name, self._rates[name], self._rng, self._bytes)
             joined = ragged.get(name) if ragged else None
-            if joined is not None and fs.lengths is not None:
+            if joined is not None:  # (decode_batch gave no column for it)
                 _add_joined(fs, *joined, feed)
             else:
                 _add_column(fs, feat, columns[name], name in self._sequence, feed)
@@ -249,9 +249,9 @@ def _add_joined(fs: FeatureStats, flat: np.ndarray, counts: np.ndarray, feed: Fe
     if not counts.size:
         return
     sizes = counts.astype(np.int64, copy=False)
-    assert fs.lengths is not None
-    fs.lengths.add(sizes)
-    sketch(fs.length_quantiles, sizes)
+    if fs.lengths is not None:  # (every variable-length feature has them)
+        fs.lengths.add(sizes)
+        sketch(fs.length_quantiles, sizes)
     _add_numbers(fs, flat, feed)
 
 
