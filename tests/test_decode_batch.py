@@ -675,3 +675,20 @@ def test_mixed_batches_match_generic_path(picks: list[int]) -> None:
     bad = [v[0] for v in BAD_RECORDS.values()]
     pool = bad + BASIC_RECORDS[:4]
     check_batch(BASIC, [pool[i] for i in picks])
+
+
+def test_joined_lists_with_a_repeated_and_a_missing_key() -> None:
+    """One record holds the list twice (protobuf keeps the last), another lacks it: as many
+    entries as records, yet not one each. The columns asked with ``ragged`` are those without."""
+    v = {"dtype": "int64", "shape": [None], "default": [4]}
+    schema = Schema.from_json({"features": {"a": {"dtype": "int64"}, "v": v}})
+    twice = schema.encode({"a": 9, "v": [1, 2]}) + schema.encode({"a": 9, "v": [7]})
+    lacking = Schema.from_json({"features": {"a": {"dtype": "int64"}}}).encode({"a": 5})
+    whole = schema.encode({"a": 1, "v": [3, 3, 3]})
+    for records in ([twice, lacking], [whole, twice, lacking, whole], [lacking, twice]):
+        check_batch(schema, records)
+        absent: dict[str, np.ndarray] = {}
+        columns = schema.decode_batch(records, absent, {})
+        want = [[3, 3, 3] if r is whole else [7] if r is twice else [4] for r in records]
+        assert [value.tolist() for value in columns["v"]] == want
+        assert absent["v"].tolist() == [r is lacking for r in records]

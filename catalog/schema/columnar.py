@@ -633,7 +633,7 @@ def _column_array(batch: _Batch, plan: _Plan, col: _Column, rec: Arr, values: Va
     missing = seen == 0
     feat = col.feat
     if isinstance(values, _Joined):
-        if batch.ragged is not None and not feat.optional and len(rec) == n:
+        if batch.ragged is not None and not feat.optional and len(rec) == n and not missing.any():  # each once
             batch.ragged[feat.name] = _record_order(rec, values.flat, values.counts)
             return None
         values = values.pieces()
@@ -672,8 +672,8 @@ def _in_order(rec: Arr, n: int) -> bool:
 
 
 def _record_order(rec: Arr, flat: Arr, counts: Arr) -> tuple[Arr, Arr]:
-    """Runs of ``counts`` values of ``flat``, one a record of ``rec`` (each record once: a
-    record seen twice goes slow, and decode_batch drops ``ragged``), put in record order."""
+    """Runs of ``counts`` values of ``flat``, one a record of ``rec`` (every record once),
+    put in record order."""
     if _in_order(rec, len(rec)):
         return flat, counts
     order = np.argsort(rec, kind="stable")
@@ -728,8 +728,9 @@ def decode_batch(
     """The columns of ``records`` (one array per feature), as :meth:`RowCodec.decode_batch_generic`
     returns them, with the same errors, parsed a batch at a time. ``absent``, when given,
     receives for each feature with a default which records lacked it (and read the default);
-    ``ragged``, for some variable-length numeric features, their values as one flat array and
-    each record's count, the column's arrays joined (the statistics take them so)."""
+    ``ragged``, when given, receives instead of their columns (left out of the result) some
+    variable-length int64 and float32 features: all their values in one array, in record
+    order, and each record's count (what the statistics take: no array made a record)."""
     recs = records if isinstance(records, list) else list(records)
     if not recs or not codec.features or not _bytes_like(recs):
         return codec.decode_batch_generic(recs, absent=absent)

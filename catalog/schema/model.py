@@ -280,8 +280,9 @@ class Schema:
         """Decode records into columnar numpy arrays (one array per feature); a sequence
         feature's column holds each record's steps (an object array: ragged). ``absent``,
         when given, receives for each feature with a default which records lacked it;
-        ``ragged``, for some variable-length int64 and float32 features, all their values
-        in one array and each record's count (the column's arrays, joined)."""
+        ``ragged``, when given, receives instead of their columns (not in the result) some
+        variable-length int64 and float32 features: all their values in one array and each
+        record's count (columnar.decode_batch)."""
         if not self.sequence:
             return decode_batch(self._codec, records, absent, ragged)
         parts = [split_record(r) for r in records]

@@ -117,7 +117,7 @@ class Tally:
     def add_record(self, record: bytes) -> None:
         self._pending.append(record)
         self._pending_bytes += len(record)
-        if batch_full(len(self._pending), self._pending_bytes):
+        if len(self._pending) >= BATCH or self._pending_bytes >= BATCH_BYTES:  # batch_full, inlined: a call a record
             self.flush()
 
     def add_records(self, records: Iterable[bytes]) -> None:
