@@ -120,9 +120,9 @@ def side_of(ds: DatasetHandle, spec: str, version: VersionRef = None) -> Version
     m = _AT.match(spec)
     if m:
         at = m.group("version")
-        return version_stats(ds, int(at) if at.isdigit() else at, m.group("split"))
-    if spec.isdigit():
-        return version_stats(ds, int(spec))
+        return version_stats(ds, at, m.group("split"))  # digits or a tag: resolved by the catalog
+    if spec.isascii() and spec.isdigit():
+        return version_stats(ds, spec)
     here = ds.info(version)  # the splits from the manifest's totals, before merging anything
     if spec in (here.splits or {}):
         return version_stats(ds, here.version, spec)

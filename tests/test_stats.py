@@ -26,6 +26,7 @@ from catalog.stats.columns import decoded_columns
 from catalog.stats.sketches import KLL_K
 from catalog.stats.tally import BYTE_ROW, byte_sums
 from catalog.tfrecord import RecordWriter, encode_example
+from catalog.web import create_app
 
 runner = CliRunner()
 N = 6000
@@ -588,3 +589,61 @@ def test_batch_ends_cut_where_batch_full_does(lengths: list[int]) -> None:
         if records:
             want.append(len(lengths))
         assert tally.batch_ends(lengths) == want
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as a strict reader takes it: no NaN or Infinity."""
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("big", [1e200, 1.7e308])
+def test_values_beyond_float64_moments_are_appended(cat: Catalog, big: float) -> None:
+    """Finite float64 values whose sum or variance overflows float64 were refused with a
+    traceback (the statistics' JSON refuses infinity): the mean stays exact (scaled), a
+    standard deviation beyond float64 reads as unknown, every figure is valid JSON."""
+    schema = {"features": {"x": {"dtype": "float64", "shape": [2], "encoding": "tensor"}}}
+    ds = cat.register("d", schema)
+    ds.append_rows({"x": np.array([[big, -big], [big, big]])})
+    ds.append_rows({"x": np.array([[-big, -big]])})  # a second shard: merged
+    x = ds.stats().feature("x")
+    assert (x.values.count, x.values.min, x.values.max) == (6, -big, big)
+    assert x.values.mean == pytest.approx(0.0, abs=big * 1e-15)
+    assert x.values.std is None
+    result = run("-C", cat.root, "stats", "d", "--json")
+    assert result.exit_code == 0, result.output
+    values = _strict_json(result.stdout)["features"][0]["values"]
+    assert (values["std"], values["count"]) == (None, 6)
+    compared = run("-C", cat.root, "stats", "d", "--compare", "2", "3", "--json")
+    assert compared.exit_code == 0, compared.output
+    assert _strict_json(compared.stdout)["features"][0]["feature"] == "x"
+    web = pytest.importorskip("starlette.testclient").TestClient(create_app(cat.root))
+    for path in ("/api/datasets/d/stats", "/datasets/d/stats", "/api/datasets/d/compare?a=2&b=3"):
+        response = web.get(path)
+        assert response.status_code == 200, (path, response.text[:300])
+        if path.startswith("/api"):
+            _strict_json(response.text)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["stats", "d", "--version", "9" * 30],
+        ["cat", "d", "--version", "9" * 30],
+        ["stats", "d", "--compare", "1", "9" * 30],
+        ["stats", "d", "--compare", f"train@{'9' * 30}", "2"],
+        ["stats", "d", "--compare", "\u00b2", "2"],
+        ["cat", "d", "--sample", "3", "--seed", "-1"],
+    ],
+)
+def test_odd_numbers_on_the_command_line_are_one_line(cat: Catalog, args: list[str]) -> None:
+    """A version beyond SQLite's integers was an OverflowError, a superscript digit a
+    ValueError from int(), a negative seed numpy's ValueError: each a traceback."""
+    cat.register("d", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}, {"x": 2}])
+    result = run("-C", cat.root, *args)
+    assert result.exit_code in (1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output

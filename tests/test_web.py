@@ -138,6 +138,32 @@ def test_bad_requests_are_one_line(client: Any) -> None:
     assert client.get("/api/datasets/pics/compare?a=train&b=nope").status_code in (400, 404)
 
 
+HUGE = "9" * 30
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/api/datasets/pics?page={HUGE}",
+        "/api/datasets/pics?page=\u00b2",
+        f"/api/datasets/pics?version={HUGE}",
+        "/api/datasets/pics?version=\u00b2",
+        f"/api/datasets/pics/compare?a={HUGE}&b=1",
+        "/api/datasets/pics/compare?a=\u00b2&b=1",
+        f"/api/datasets/pics?diff=1..{HUGE}",
+        "/api/datasets/pics?diff=\u00b2..1",
+        f"/api/datasets/pics/rows?offset={HUGE}",
+        f"/api/datasets/pics/stats?version={HUGE}",
+    ],
+)
+def test_odd_numbers_are_a_client_error(client: Any, url: str) -> None:
+    """Numbers beyond SQLite's integers, and digits that are not ASCII (int() refuses '\u00b2'
+    though str.isdigit() takes it), were a plain-text 500: now a 4xx with a JSON error."""
+    answer = client.get(url)
+    assert answer.status_code in (400, 404), (url, answer.status_code, answer.text[:200])
+    assert answer.json()["error"]
+
+
 def test_read_only_and_no_files(client: Any, root: Path) -> None:
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
     for url, _text in PAGES:

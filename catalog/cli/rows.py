@@ -38,7 +38,7 @@ def cat(
     sample: Annotated[
         int | None, typer.Option("--sample", min=0, help="N records drawn at random (without replacement).")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample: the same seed, the same records.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of --sample: the same seed, the same records.")] = 0,
     as_json: AsJson = False,
 ) -> Output:
     """Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."""

@@ -203,10 +203,12 @@ def resolve_version(conn: Connection, dataset_id: int, name: str, version: Versi
 
 
 def _version_number(conn: Connection, dataset_id: int, name: str, version: int | str) -> int:
-    if isinstance(version, int) and not isinstance(version, bool):
-        return version
     if isinstance(version, str) and version.isascii() and version.isdigit():
-        return int(version)
+        version = int(version)
+    if isinstance(version, int) and not isinstance(version, bool):
+        if not 0 <= version < 1 << 63:  # beyond SQLite's integers: no such version, not an OverflowError
+            raise VersionNotFoundError(f"dataset {name!r} has no version {version}")
+        return version
     if not isinstance(version, str) or not TAG_RE.fullmatch(version):
         raise VersionNotFoundError(f"dataset {name!r}: {version!r} is neither a version number nor a tag")
     number = conn.execute(

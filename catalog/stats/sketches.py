@@ -40,7 +40,9 @@ CHUNK = 1 << 20  # numbers a Moments.add works on at once
 
 @dataclass
 class Moments:
-    """Count, mean, sum of squared deviations, minimum and maximum of some numbers."""
+    """Count, mean, sum of squared deviations, minimum and maximum of some numbers. Finite
+    float64 numbers can have a sum of squares beyond float64 (1e200 and -1e200): ``m2`` is
+    then infinite (stored as null) and ``std`` None; the mean, within their range, is kept."""
 
     count: int = 0
     mean: float = 0.0
@@ -58,11 +60,16 @@ class Moments:
         n = int(values.size)
         if not n:
             return
-        mean = float(values.mean(dtype=np.float64))
-        # var, not a dot product of the deviations: np.dot hands long vectors to a threaded BLAS,
-        # 80 times slower on a busy 2-core machine
-        m2 = float(values.var(dtype=np.float64)) * n
-        self.merge(Moments(n, mean, m2, values.min().item(), values.max().item()))
+        lo, hi = values.min().item(), values.max().item()
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = float(values.mean(dtype=np.float64))
+            if not math.isfinite(mean):  # the sum overflowed: the mean of the values scaled down
+                scale = max(abs(float(lo)), abs(float(hi)))
+                mean = float((values / scale).mean(dtype=np.float64)) * scale
+            # var, not a dot product of the deviations: np.dot hands long vectors to a threaded BLAS,
+            # 80 times slower on a busy 2-core machine
+            m2 = float(values.var(dtype=np.float64)) * n
+        self.merge(Moments(n, mean, m2 if math.isfinite(m2) else math.inf, lo, hi))
 
     def merge(self, other: Moments) -> None:
         if not other.count:
@@ -72,23 +79,33 @@ class Moments:
             return
         n = self.count + other.count
         delta = other.mean - self.mean
-        self.mean += delta * other.count / n
-        self.m2 += other.m2 + delta * delta * self.count * other.count / n
+        if math.isfinite(delta):
+            self.mean += delta * other.count / n
+            self.m2 += other.m2 + delta * delta * self.count * other.count / n
+        else:  # means of opposite signs near float64's limits: weighed, and a spread beyond float64
+            self.mean = self.mean * (self.count / n) + other.mean * (other.count / n)
+            self.m2 = math.inf
+        if not math.isfinite(self.m2):
+            self.m2 = math.inf
         self.count = n
         self.min = min(self.min, other.min)  # type: ignore[type-var]
         self.max = max(self.max, other.max)  # type: ignore[type-var]
 
     @property
     def std(self) -> float | None:
-        """The population standard deviation (numpy's ``std``, ddof 0)."""
-        return math.sqrt(self.m2 / self.count) if self.count else None
+        """The population standard deviation (numpy's ``std``, ddof 0); None without values,
+        or when it is beyond float64."""
+        std = math.sqrt(self.m2 / self.count) if self.count else math.inf
+        return std if math.isfinite(std) else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "mean": self.mean, "m2": self.m2, "min": self.min, "max": self.max}
+        m2 = self.m2 if math.isfinite(self.m2) else None  # beyond float64: JSON has no infinity
+        return {"count": self.count, "mean": self.mean, "m2": m2, "min": self.min, "max": self.max}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Moments:
-        return cls(int(obj["count"]), float(obj["mean"]), float(obj["m2"]), obj["min"], obj["max"])
+        m2 = math.inf if obj["m2"] is None else float(obj["m2"])
+        return cls(int(obj["count"]), float(obj["mean"]), m2, obj["min"], obj["max"])
 
 
 def _b64(data: bytes) -> str:
@@ -207,7 +224,10 @@ class FeatureStats:
             return None
         if lo == hi:
             return [(float(lo), float(hi), float(self.values.count))]
-        edges = np.linspace(float(lo), float(hi), buckets + 1)
+        if math.isfinite(float(hi) - float(lo)):
+            edges = np.linspace(float(lo), float(hi), buckets + 1)
+        else:  # a range wider than float64 holds: halved, spaced, doubled again (exactly)
+            edges = np.linspace(float(lo) / 2, float(hi) / 2, buckets + 1) * 2
         # the PMF's buckets are [edge, next edge); the last one closes at the maximum
         pmf = self.quantiles.get_pmf(edges[1:-1].tolist())
         n = self.values.count

@@ -50,8 +50,8 @@ def _int(request: Request, name: str, default: int) -> int:
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    if not text.isdigit():
-        raise CatalogError(f"?{name}= takes a whole number, got {text!r}")
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:  # (int() refuses some digits isdigit() takes)
+        raise CatalogError(f"?{name}= takes a whole number below 10**18, got {text[:40]!r}")
     return int(text)
 
 
@@ -60,9 +60,8 @@ def _wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api") or request.query_params.get("format") == "json"
 
 
-def _version(request: Request) -> int | str | None:
-    text = request.query_params.get("version") or None
-    return int(text) if text is not None and text.isdigit() else text
+def _version(request: Request) -> str | None:
+    return request.query_params.get("version") or None  # digits or a tag: the catalog tells them apart
 
 
 def create_app(root: str | Path) -> Starlette:

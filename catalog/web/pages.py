@@ -68,7 +68,7 @@ def _diff(ds: Dataset, spec: str) -> dict[str, Any]:
 
 
 def _ref(text: str) -> VersionRef:
-    return int(text) if text.isdigit() else text
+    return text  # digits or a tag: the catalog tells them apart (and refuses numbers it cannot hold)
 
 
 def _state(ds: Dataset, rel: str, location: str | None, registered: int) -> str:
