@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from catalog import Catalog
 from catalog.cli import app
 
 runner = CliRunner()
@@ -327,3 +328,16 @@ def test_a_migration_file_that_is_not_a_regular_file(root: Path, tmp_path: Path,
     )
     what = "a FIFO" if kind == "fifo" else "a directory"
     assert (result.returncode, result.stderr) == (1, f"error: {path}: not a regular file ({what})\n")
+
+
+def test_an_error_naming_a_file_is_one_line(tmp_path: Path) -> None:
+    """A file name holding a newline made the error two lines, the second a plausible fake
+    'error:' line; an escape sequence in it reached the terminal."""
+    root = tmp_path / "cat"
+    Catalog.init(root).register("d", {"features": {"id": {"dtype": "int64"}}})
+    bad = tmp_path / "x\nerror: fake.csv\x1b[2J"
+    bad.write_text("id\nnot a number\n")
+    result = CliRunner().invoke(app, ["-C", str(root), "append", "d", str(bad)])
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+    assert "\x1b" not in result.stderr and "\\u000a" in result.stderr

@@ -647,3 +647,29 @@ def test_odd_numbers_on_the_command_line_are_one_line(cat: Catalog, args: list[s
     assert result.exit_code in (1, 2), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
+
+
+def test_stats_and_show_print_values_as_text(cat: Catalog) -> None:
+    """Values and names are data, never markup or terminal commands: rich read '[/red]' as a
+    closing tag (a traceback) and '[link=...]' as a hyperlink; an ESC, a C1 CSI or a bidi
+    override went to the terminal as it was. Each now shows as text, its controls escaped."""
+    evil_name = "[link=https://evil.example/]click[/link]\x1b[31m"
+    schema = {
+        "features": {
+            "s": {"dtype": "string"},
+            "label": {"dtype": "int64", "names": ["cat", "[/]", "[blink]x"]},
+            evil_name: {"dtype": "int64"},
+        }
+    }
+    ds = cat.register("d", schema)
+    values = ["[/red]", "[blink]x", "\x1b[2J", "a\u009b31mb", "\u202eabc"]
+    ds.append_rows([{"s": v, "label": i % 3, evil_name: i} for i, v in enumerate(values * 3)])
+    for args in (["stats", "d"], ["show", "d"], ["cat", "d"], ["stats", "d", "--compare", "2", "2"]):
+        result = run("-C", cat.root, *args)
+        assert result.exit_code == 0, (args, result.output)
+        for raw in ("\x1b", "\u009b", "\u202e"):
+            assert raw not in result.stdout, (args, raw)
+        if args[0] == "stats" and len(args) == 2:
+            assert "[/red]" in result.stdout and "[link=https://evil.example/]click[/link]" in result.stdout
+    lines = run("-C", cat.root, "cat", "d").stdout.splitlines()
+    assert [json.loads(line)["s"] for line in lines] == values * 3  # escaped, not changed

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from catalog.cli.output import Output, emit
+from catalog.cli.output import Output, emit, visible
 from catalog.errors import CatalogError, Interrupted
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ def verb(fn: Callable[..., Output]) -> Callable[..., None]:
         except CatalogError as e:
             if _globals().traceback:
                 raise
-            typer.echo(f"error: {_redact(str(e))}", err=True)
+            # one line, whatever a file name or a library's message holds (newlines, escapes)
+            typer.echo(f"error: {visible(_redact(str(e)))}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt as e:
             if _globals().traceback:

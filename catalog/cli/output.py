@@ -10,12 +10,40 @@ nothing and a long listing streams from the manifest instead of being held in me
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import typer
+
+# What a terminal acts on instead of showing: C0 controls but the tab, DEL, the C1 controls
+# (U+009B is CSI) and the bidirectional overrides and isolates (text shown reversed).
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_JSON_KEEPS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # json.dumps escapes the C0 ones
+# A verb's text may be several lines in one (a schema as indented JSON): its newlines stay
+_CONTROLS_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str, pattern: re.Pattern[str] = _CONTROLS) -> str:
+    """``text`` with what a terminal would act on written as JSON escapes (``\\u001b``):
+    a visible value in text; in JSON (``visible_json``) the same value."""
+    if pattern.search(text) is None:  # the usual case: one scan, no copy
+        return text
+    return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def visible_json(text: str) -> str:
+    """JSON text (json.dumps, its newlines and indents kept) with ``visible``'s characters
+    escaped inside its strings (the only place they can be)."""
+    return visible(text, _CONTROLS_JSON_KEEPS)
+
+
+class Rendered(str):
+    """A line a terminal library already made safe (a rich table, its colours): shown as it is."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -47,7 +75,7 @@ def emit(out: Output, as_json: bool) -> None:
             echo_json_rows(out.json(), *out.rows)
     else:
         for line in out.text:
-            typer.echo(line)
+            typer.echo(line if isinstance(line, Rendered) else visible(line, _CONTROLS_TEXT))
     if out.summary is not None:
         sys.stdout.flush()  # what came before (stdout) precedes the summary (stderr)
         typer.echo(out.summary, err=True)
@@ -56,19 +84,19 @@ def emit(out: Output, as_json: bool) -> None:
 
 
 def echo_json(obj: Any) -> None:
-    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+    typer.echo(visible_json(json.dumps(obj, indent=2, ensure_ascii=False)))
 
 
 def echo_json_rows(obj: dict[str, Any], key: str, rows: Iterable[dict[str, Any]]) -> None:
     """``obj`` with ``obj[key] = rows`` as JSON, the (long, streamed) rows one compact object
     per line: readable, memory-flat for a million shards, and fast (indent= turns off json's
     C encoder, so only the head is indented)."""
-    head = json.dumps(obj, indent=2, ensure_ascii=False)
+    head = visible_json(json.dumps(obj, indent=2, ensure_ascii=False))
     out = sys.stdout
     out.write((head[:-2] + ",\n" if obj else "{\n") + f'  "{key}": [')
     sep = "\n"
     for r in rows:
-        out.write(sep + "    " + json.dumps(r, ensure_ascii=False))
+        out.write(sep + "    " + visible_json(json.dumps(r, ensure_ascii=False)))
         sep = ",\n"
     out.write("\n  ]\n}\n" if sep == ",\n" else "]\n}\n")
 
@@ -78,7 +106,7 @@ def write_json_lines(docs: Iterable[Any]) -> None:
     can be millions, and echoing (a flush per line) would cost more than encoding them."""
     out = sys.stdout
     for doc in docs:
-        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        out.write(visible_json(json.dumps(doc, ensure_ascii=False)) + "\n")
 
 
 def human(n: float) -> str:

@@ -12,7 +12,7 @@ import typer
 
 from catalog.cli.base import open_catalog, progress_bar, verb
 from catalog.cli.options import AsJson, DatasetName, Version
-from catalog.cli.output import Output
+from catalog.cli.output import Output, Rendered, visible
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -63,6 +63,14 @@ def stats(
 # --------------------------------------------------------------------------- rendering
 
 
+def _row(table: Table, *cells: str) -> None:
+    """A row of data: its cells are text, never rich markup (a value '[/red]' is a closing
+    tag to rich), and what a terminal would act on in them is escaped (output.visible)."""
+    from rich.text import Text
+
+    table.add_row(*(Text(visible(cell)) for cell in cells))
+
+
 def _render(table: Table) -> Iterator[str]:
     """A rich table as lines: colours and the full width on a terminal, plain text when piped."""
     from rich.console import Console
@@ -71,7 +79,7 @@ def _render(table: Table) -> Iterator[str]:
     width = shutil.get_terminal_size((160, 24)).columns if tty else 200
     out = io.StringIO()
     Console(file=out, width=width, force_terminal=tty, color_system="auto" if tty else None).print(table)
-    yield from out.getvalue().rstrip("\n").split("\n")
+    yield from map(Rendered, out.getvalue().rstrip("\n").split("\n"))
 
 
 def sparkline(heights: list[float]) -> str:
@@ -117,7 +125,7 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
             cells = [r["feature"], num(r["present"]), num(r["filled"]), num(r["missing"]), num(v["min"]),
                      num(q.get("0.5")), num(v["mean"]), num(v["std"]), num(v["max"]), num(v["zeros"]),
                      f"{v['nans']:,}/{v['infs']:,}"]  # fmt: skip
-            t.add_row(*cells, *([sparkline([c for _lo, _hi, c in r["histogram"]])] if tty else []))
+            _row(t, *cells, *([sparkline([c for _lo, _hi, c in r["histogram"]])] if tty else []))
         yield from _render(t)
     if texts:
         t = Table(title="strings and bytes", title_justify="left")
@@ -127,7 +135,7 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
             n = r["value_lengths"]
             top = ", ".join(f"{_short(x['value'])} ({x['count']:,})" for x in r.get("top_values", [])[:5])
             lengths = f"{num(n['min'])}/{num(n['mean'])}/{num(n['max'])}"
-            t.add_row(r["feature"], r["kind"], num(r["present"]), num(r["filled"]), num(r["missing"]), lengths,
+            _row(t, r["feature"], r["kind"], num(r["present"]), num(r["filled"]), num(r["missing"]), lengths,
                       num(r.get("distinct")), top)  # fmt: skip
         yield from _render(t)
     labels = [r for r in rows if "values" in r and "top_values" in r]
@@ -137,7 +145,7 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
             t.add_column(col, justify="right" if col == "distinct" else "left")
         for r in labels:
             top = ", ".join(f"{x['value']} ({x['count']:,})" for x in r["top_values"][:8])
-            t.add_row(r["feature"], num(r["distinct"]), top)
+            _row(t, r["feature"], num(r["distinct"]), top)
         yield from _render(t)
     lists = [r for r in rows if "list_lengths" in r]
     if lists:
@@ -146,7 +154,7 @@ def _stats_text(report: StatsReport) -> Iterator[str]:
             t.add_column(col, justify="left" if col == "feature" else "right")
         for r in lists:
             n = r["list_lengths"]
-            t.add_row(r["feature"], num(n["min"]), num(n["mean"]), num(n["max"]))
+            _row(t, r["feature"], num(n["min"]), num(n["mean"]), num(n["max"]))
         yield from _render(t)
 
 
@@ -166,10 +174,10 @@ def _compare_text(cmp: Comparison) -> Iterator[str]:
         t.add_column(col)
     for f in cmp.features:
         if f.only_in is not None:
-            t.add_row(f.name, "-", f"only in {f.only_in.upper()}", "", "", "", "", "")
+            _row(t, f.name, "-", f"only in {f.only_in.upper()}", "", "", "", "", "")
             continue
         distance = "-" if f.linf is None else f"{f.linf:.3f}" + (" !" if f.linf > DRIFT_SHOWN else "")
-        t.add_row(
+        _row(t,
             f.name, distance, f"{f.missing[0]:.2%}→{f.missing[1]:.2%}",
             f"{num(f.range[0])}→{num(f.range[2])}", f"{num(f.range[1])}→{num(f.range[3])}",
             f"{num(f.mean[0])}→{num(f.mean[1])}", ", ".join(map(_short, f.new_values[:5])),
