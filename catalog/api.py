@@ -109,6 +109,7 @@ class Catalog(CatalogHandle):
 
     def _create(self, name: str, schema: Schema, description: str, compression: str, pending: str | None) -> Dataset:
         validate_name(name)
+        schema = Schema.from_json(schema.to_json())  # stored as JSON: what is stored must read back
         create_dataset(self, name, schema, description, default_author(), stored_compression(compression), pending)
         return self.dataset(name)
 

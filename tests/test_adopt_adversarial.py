@@ -276,6 +276,8 @@ def test_a_killed_adoption_into_a_new_name_leaves_no_empty_dataset(tmp_path: Pat
     assert listed(cat) == []
     shown = run("-C", cat.root, "show", "new")
     assert shown.exit_code == 1 and "no dataset named 'new'" in shown.stderr
+    verified = run("-C", cat.root, "verify")  # it stopped at the row: "no dataset named 'new'"
+    assert verified.exit_code == 0 and "0 problems" in verified.output, verified.output
     report = cat.gc(grace=timedelta(0))
     assert report.abandoned == ["new"]
     assert cat.gc(grace=timedelta(0)).abandoned == []

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from catalog import Catalog
+from catalog import Catalog, Schema
 from catalog.cli import app
+from catalog.errors import SchemaError
 
 runner = CliRunner()
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string", "default": ""}}}
@@ -341,3 +342,21 @@ def test_an_error_naming_a_file_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
     assert "\x1b" not in result.stderr and "\\u000a" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["", "\ud800"])
+def test_a_schema_never_holds_a_name_it_could_not_read_back(tmp_path: Path, name: str) -> None:
+    """Inference took a key '' (or a lone surrogate) as a feature name: register stored the
+    dataset, then could not read its schema back (every verify, drop and gc failed)."""
+    cat = Catalog.init(tmp_path / "cat")
+    with pytest.raises(SchemaError):
+        Schema.infer([{name: 1, "ok": 2}])
+    with pytest.raises(SchemaError):
+        Schema.infer({name: [1], "ok": [2]})
+    (tmp_path / "k.jsonl").write_text(json.dumps({name: 1, "ok": 2}) + "\n")
+    root = str(tmp_path / "cat")
+    result = CliRunner().invoke(app, ["-C", root, "register", "x", "--infer", str(tmp_path / "k.jsonl")])
+    assert result.exit_code == 1 and result.stderr.startswith("error: "), result.output
+    assert cat.list() == []
+    verified = CliRunner().invoke(app, ["-C", root, "verify"])
+    assert verified.exit_code == 0, verified.output

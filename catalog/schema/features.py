@@ -249,11 +249,16 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def parse_feature(name: str, raw: Any) -> Feature:
+def check_feature_name(name: Any) -> None:
+    """A feature's name: a non-empty string UTF-8 can hold (the manifest stores it so)."""
     if not isinstance(name, str) or not name:
         raise SchemaError(f"feature names must be non-empty strings, got {name!r}")
     if not _is_utf8(name):
         raise SchemaError(f"feature names must be UTF-8 text, got {name!r}")
+
+
+def parse_feature(name: str, raw: Any) -> Feature:
+    check_feature_name(name)
     if not isinstance(raw, dict):
         raise SchemaError(f"a feature is an object like {{'dtype': 'int64'}}, got {raw!r}", name)
     unknown = set(raw) - FEATURE_KEYS

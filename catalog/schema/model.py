@@ -42,6 +42,7 @@ from catalog.schema.features import (
     MAX_SCHEMA_BYTES,
     SHAPE_SUFFIX,
     Feature,
+    check_feature_name,
     convert,
     default_as_json,
     parse_feature,
@@ -85,6 +86,8 @@ class Schema:
         self.features: dict[str, Feature] = {f.name: f for f in features}
         # SequenceExample datasets: the features above are the context; these, one step each
         self.sequence: dict[str, Feature] = {f.name: f for f in sequence}
+        for name in [*self.features, *self.sequence]:  # (inferred ones too: '' is a key a row can have)
+            check_feature_name(name)
         shape_names = {f.name + SHAPE_SUFFIX for f in self.features.values() if f.stores_shape}
         clash = shape_names & set(self.features)
         if clash:
