@@ -458,8 +458,8 @@ class Dataset(DatasetHandle):
             self,
             token,
             message,
-            shard_size or DEFAULT_SHARD_SIZE,
-            shard_records or DEFAULT_SHARD_RECORDS,
+            DEFAULT_SHARD_SIZE if shard_size is None else shard_size,  # (0 is refused, not the default)
+            DEFAULT_SHARD_RECORDS if shard_records is None else shard_records,
             author or default_author(),
             split,
             unique,

@@ -14,7 +14,7 @@ from catalog.commit.intents import Intent
 from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schema, commit, prior_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import DriftCheck, drift_violations, refuse
-from catalog.commit.values import Commit
+from catalog.commit.values import Commit, manifest_text, positive_int
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
@@ -42,11 +42,11 @@ class Writer:
         self.unique = unique  # refuse shards whose bytes a live shard has (an input appended twice)
         self.ds = ds
         self.catalog = ds.catalog
-        self.token = token
-        self.message = message
-        self.author = author
-        self.shard_size = shard_size
-        self.shard_records = shard_records
+        self.token = None if token is None else manifest_text(token, "token")
+        self.message = manifest_text(message, "message")
+        self.author = manifest_text(author, "author")
+        self.shard_size = positive_int(shard_size, "shard_size")
+        self.shard_records = positive_int(shard_records, "shard_records")
         self.commit: Commit | None = None
         self.skipped = False  # a retried token: nothing to write
         self.sink: ShardSink | None = None

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from catalog import Catalog, Schema
 from catalog.cli import app
-from catalog.errors import SchemaError
+from catalog.errors import CatalogError, SchemaError
 
 runner = CliRunner()
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string", "default": ""}}}
@@ -360,3 +360,38 @@ def test_a_schema_never_holds_a_name_it_could_not_read_back(tmp_path: Path, name
     assert cat.list() == []
     verified = CliRunner().invoke(app, ["-C", root, "verify"])
     assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda ds: ds.append_rows([{"id": 1}], message=None), None),
+        (lambda ds: ds.append_rows([{"id": 1}], message=5), "message must be text, got int"),
+        (lambda ds: ds.append_rows([{"id": 1}], author=3), "author must be text, got int"),
+        (lambda ds: ds.append_rows([{"id": 1}], message="\ud800"), "message is not UTF-8 text"),
+        (lambda ds: ds.append_rows([{"id": 1}], token="\ud800"), "token is not UTF-8 text"),
+        (lambda ds: ds.append_rows([{"id": 1}], author="\ud800"), "author is not UTF-8 text"),
+        (lambda ds: ds.append_rows([{"id": 1}], shard_records=0), "shard_records must be a whole number above 0"),
+        (lambda ds: ds.append_rows([{"id": 1}], shard_records=2.5), "shard_records must be a whole number above 0"),
+        (lambda ds: ds.append_rows([{"id": 1}], shard_size=-1), "shard_size must be a whole number above 0"),
+        (lambda ds: ds.catalog.register("x", {"features": {"a": {"dtype": "int64"}}}, description=None), None),
+        (lambda ds: ds.catalog.register("x", {"features": {"a": {"dtype": "int64"}}}, description="\udcff"),
+         "description is not UTF-8 text"),
+        (lambda ds: ds.migrate(add=["z:int64=0"], message="\ud800"), "message is not UTF-8 text"),
+        (lambda ds: ds.tag("t", author="\ud800"), "author is not UTF-8 text"),
+    ],
+)
+def test_commit_texts_and_sizes_are_checked(tmp_path: Path, call: Any, error: str | None) -> None:
+    """message=None was retried as a commit conflict 100 times, description=None said the
+    dataset already existed (a NOT NULL violation taken for a race), a lone surrogate was a
+    UnicodeEncodeError from the database driver, and shard_records=0 was taken: now each is
+    one CatalogError before anything is written (None: no message, no description)."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"id": {"dtype": "int64"}}})
+    if error is None:
+        call(ds)
+        return
+    with pytest.raises(CatalogError, match=error):
+        call(ds)
+    assert [d.name for d in cat.list()] == ["d"] and cat.dataset("d").version == 1
+    assert not [p for p in (tmp_path / "cat" / "data").rglob("*") if p.is_file() and ".tmp" in p.name]

@@ -25,7 +25,7 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of
 from catalog.commit.intents import DELETE_INTENT
-from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo
+from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo, manifest_text
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
 from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARD_STATS, SHARDS, TAGS, utcnow
 from catalog.schema import Schema
@@ -98,6 +98,10 @@ class Change:
     migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
     revert_after: int | None = None  # restore: migrations applied after this version are pending again
     unique: bool = False  # refuse new shards whose bytes equal a live shard's (an input appended twice)
+
+    def __post_init__(self) -> None:
+        self.message = manifest_text(self.message, "message")
+        self.author = manifest_text(self.author, "author")
     new_compression: str | None = None  # how the dataset stores new shards from this commit on
 
 
@@ -382,6 +386,7 @@ def create_dataset(
 ) -> None:
     """Register dataset ``name`` at version 1 (a "create" commit, no shards); ``pending``: for
     inputs this process appends next (see the manifest's datasets.pending)."""
+    description, author = manifest_text(description, "description"), manifest_text(author, "author")
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, unknown_tag
-from catalog.commit.values import Tag, VersionRef, default_author, validate_tag
+from catalog.commit.values import Tag, VersionRef, default_author, manifest_text, validate_tag
 from catalog.errors import CommitConflictError, DatasetNotFoundError, VersionNotFoundError
 from catalog.manifest import DATASETS, TAGS, utcnow
 
@@ -31,6 +31,7 @@ def tag(ds: DatasetHandle, name: str, version: VersionRef = None, author: str | 
     """Name ``version`` (default: the current one; a number or another tag) ``name``. Tagging
     the version a tag already names again is a no-op that returns it; another version is refused."""
     validate_tag(name)
+    author = manifest_text(author, "author") or None
 
     def txn() -> Tag:
         with mf.write_txn(ds.catalog.engine) as conn:

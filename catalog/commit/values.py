@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from catalog.errors import InvalidNameError
+from catalog.errors import CatalogError, InvalidNameError
 from catalog.manifest import DEFAULT_SPLIT
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -291,6 +291,28 @@ def validate_tag(name: str) -> str:
             "(a tag never looks like a version number)"
         )
     return name
+
+
+def manifest_text(value: object, what: str) -> str:
+    """A message, author, token or description as the manifest stores it: text UTF-8 can
+    hold (None: empty). Checked before anything is written: a NOT NULL or an encoding error
+    from the database would surface as a commit conflict or a driver's traceback."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise CatalogError(f"{what} must be text, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CatalogError(f"{what} is not UTF-8 text: {value!r}") from None
+    return value
+
+
+def positive_int(value: object, what: str) -> int:
+    """A shard size or record limit: a whole number above 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CatalogError(f"{what} must be a whole number above 0, got {value!r}")
+    return value
 
 
 def default_author() -> str:
