@@ -38,7 +38,7 @@ from catalog.ingest import (
     run_ingest_jobs,
     source_of,
 )
-from catalog.inputs import STDIN, InputOptions, expand
+from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.storage import (
@@ -175,7 +175,7 @@ class Plan:
 def plan(paths: Iterable[str | os.PathLike[str]], split: str | None) -> Plan:
     """The input files (folders and globs expanded, sorted; a TFDS directory's shards by split),
     each checked to be a regular file before anything is read."""
-    given = [Path(p) for p in paths]
+    given = given_paths(paths)
     folders = [p for p in given if _is_tfds_dir(p)]
     if folders:
         if len(given) > 1:

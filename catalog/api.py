@@ -34,7 +34,7 @@ from catalog.commit.values import (
 )
 from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted
 from catalog.export import export_dataset
-from catalog.inputs import STDIN, InputOptions, expand
+from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.migrations import runner
@@ -131,7 +131,7 @@ class Catalog(CatalogHandle):
         the append fails, the dataset is dropped again."""
         validate_name(name)
         options = InputOptions(delimiter, feature, image_shape)
-        inputs = expand([Path(p) for p in paths], format)
+        inputs = expand(given_paths(paths), format)
         if not inputs:
             raise AppendError("no input files: nothing registered")
         inferred = infer_inputs(inputs, options)
@@ -302,6 +302,9 @@ class Dataset(DatasetHandle):
         before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
         implies "fail") for the L-infinity distance of every feature without its own."""
         drift = DriftCheck.asked(check, max_linf)
+        if not (is_columnar(rows) or isinstance(rows, (Mapping, Iterable))) or isinstance(rows, (str, bytes)):
+            kinds = "an iterable of rows, a DataFrame, a table or a dict of columns"
+            raise AppendError(f"rows are {kinds}, got {rows!r:.40}")
         with self._writer(token, message, shard_size, shard_records, author, split, check=drift) as w:
             if w.skipped:
                 pass
@@ -347,7 +350,7 @@ class Dataset(DatasetHandle):
         shards have the bytes of live ones (appended before) is refused unless
         ``allow_duplicate``. With ``executor`` and several inputs, each input is a job on it
         (see ingest.ingest_files). ``check``, ``max_linf``: as :meth:`append_rows`."""
-        inputs = expand([Path(p) for p in paths], format)
+        inputs = expand(given_paths(paths), format)
         if not inputs:  # (a folder or a pattern without files says so in expand)
             raise AppendError("no input files: nothing committed")
         for p, fmt in inputs:

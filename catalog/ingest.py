@@ -4,6 +4,7 @@ formats of ``catalog.inputs`` (CSV, Parquet, NumPy, image folders), from files o
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
@@ -70,7 +71,10 @@ _INFINITY_TAILS = {2: rb"\x00[\x7c\xfc]", 4: rb"\x80[\x7f\xff]", 8: rb"\xf0[\x7f
 
 def source_of(path: Path) -> str:
     """What a shard records as its source: the input's absolute path, or "stdin"."""
-    return "stdin" if str(path) == STDIN else str(path.absolute())
+    if str(path) == STDIN:
+        return "stdin"
+    # a name's bytes that are not UTF-8 (os.fsdecode's surrogates) as \xff escapes: the manifest holds text
+    return os.fsencode(path.absolute()).decode("utf-8", "backslashreplace")
 
 
 def ingest_file(

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -395,3 +396,53 @@ def test_commit_texts_and_sizes_are_checked(tmp_path: Path, call: Any, error: st
         call(ds)
     assert [d.name for d in cat.list()] == ["d"] and cat.dataset("d").version == 1
     assert not [p for p in (tmp_path / "cat" / "data").rglob("*") if p.is_file() and ".tmp" in p.name]
+
+
+@pytest.mark.parametrize(
+    "value", [10**400, -(10**400), "longdouble"], ids=["huge int", "huge negative int", "finite longdouble"]
+)
+def test_a_number_beyond_float_range_is_refused_for_a_float_feature(tmp_path: Path, value: Any) -> None:
+    """An integer too large for a float was an OverflowError from float() on every path, and a
+    finite np.longdouble beyond float64 was stored as infinity; both are out of float32 range."""
+    if value == "longdouble":
+        value = np.longdouble(10) ** 4000
+        if not np.isfinite(value):
+            pytest.skip("this platform's long double is float64")  # (not x86: the case cannot arise)
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"id": {"dtype": "int64"}, "score": {"dtype": "float32"}}})
+    calls = [
+        lambda: ds.append_rows([{"id": 1, "score": value}]),
+        lambda: ds.append_rows({"id": [1], "score": [value]}),
+        lambda: ds.append_rows([{"id": 1, "score": [value]}]),
+    ]
+    for call in calls:
+        with pytest.raises(CatalogError, match="out of float32 range"):
+            call()
+    if isinstance(value, int):
+        (tmp_path / "b.jsonl").write_text(f'{{"id": 1, "score": {value}}}\n')
+        result = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "append", "d", str(tmp_path / "b.jsonl")])
+        assert result.exit_code == 1 and "out of float32 range" in result.stderr and "score" in result.stderr
+        with pytest.raises(CatalogError, match="out of float32 range"):
+            cat.register("e", {"features": {"x": {"dtype": "float32", "default": value}}})
+    assert cat.dataset("d").version == 1
+
+
+@pytest.mark.parametrize("rows", [None, 5, "id", b"id"])
+def test_rows_that_are_no_rows(tmp_path: Path, rows: Any) -> None:
+    """append_rows(None) was a TypeError ('not iterable'), append_rows("id") a row error on 'i'."""
+    ds = Catalog.init(tmp_path / "cat").register("d", {"features": {"id": {"dtype": "int64"}}})
+    with pytest.raises(CatalogError, match="rows are an iterable of rows"):
+        ds.append_rows(rows)
+
+
+def test_one_path_given_as_text_is_one_input(tmp_path: Path) -> None:
+    """append_files("a.csv") read the characters 'a', '.', ... as file names."""
+    ds = Catalog.init(tmp_path / "cat").register("d", {"features": {"id": {"dtype": "int64"}}})
+    (tmp_path / "a.csv").write_text("id\n1\n2\n")
+    assert ds.append_files(str(tmp_path / "a.csv")).records == 2
+    assert ds.append_files(tmp_path / "a.csv", allow_duplicate=True).records == 2
+    for bad in (None, [None], [1]):
+        with pytest.raises(CatalogError, match="input"):
+            ds.append_files(bad)
+    with pytest.raises(CatalogError, match="'': an empty name names no file"):
+        ds.append_files([""])

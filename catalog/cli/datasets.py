@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 def register(
     name: DatasetName,
     inputs: Annotated[
-        list[Path] | None,
+        list[str] | None,
         typer.Argument(
             help="With --infer: the inputs (any format append takes, folders and globs too).", show_default=False
         ),
@@ -238,7 +239,7 @@ def _append_output(name: str, commit: Commit) -> Output:
 def adopt(
     name: DatasetName,
     paths: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
             help="TFRecord files (any compression), folders and globs of them, or one TFDS directory.",
             show_default=False,
@@ -279,13 +280,13 @@ def adopt(
     return Output(text=_adopt_text(name, commit, copy or link), json=commit.to_json)
 
 
-def _input_bytes(paths: Iterable[Path]) -> int:
+def _input_bytes(paths: Iterable[str]) -> int:
     """The bytes of the inputs that are files, for the progress bar; a path that cannot be
     looked at counts nothing (the command itself says what is wrong with it)."""
     total = 0
     for p in paths:
         with contextlib.suppress(OSError):
-            total += p.stat().st_size if p.is_file() else 0
+            total += os.stat(p).st_size if p and os.path.isfile(p) else 0
     return total
 
 

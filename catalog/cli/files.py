@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @verb
 def inspect(
     inputs: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
             help="TFRecord files (raw, gzip or zlib), or any input append takes (CSV, Parquet, JSON Lines, "
             "NumPy, image folders), folders and globs of them.",
@@ -37,11 +37,11 @@ def inspect(
     fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
 ) -> Output:
     """Count, check and describe the records of inputs, and infer one schema over all of them."""
-    from catalog.inputs import InputOptions, detect, expand
+    from catalog.inputs import InputOptions, detect, expand, given_paths
     from catalog.inputs.infer import infer_inputs
     from catalog.inspection import inspect_files
 
-    found = expand(inputs, fmt)
+    found = expand(given_paths(inputs), fmt)
     if all(detect(p, f) == "tfrecord" for p, f in found):
         reports, schema = inspect_files([p for p, _ in found], limit=limit)
         if len(reports) == 1:

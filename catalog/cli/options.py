@@ -83,7 +83,7 @@ Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
 InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
 Inputs = Annotated[
-    list[Path],
+    list[str],  # (not Path: Path("") would be the working directory; the library refuses "")
     typer.Argument(
         help="TFRecord (any compression), JSON Lines, CSV/TSV, Parquet, .npy/.npz files, image folders "
         "(DIR/<class>/<file>), folders and globs of these, or - for JSON Lines or CSV on standard input."

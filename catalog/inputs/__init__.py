@@ -25,6 +25,7 @@ from catalog.inputs.formats import (
     detect,
     expand,
     format_of,
+    given_paths,
     is_image_folder,
     open_input,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "check_json_document",
     "detect",
     "expand",
+    "given_paths",
     "format_of",
     "is_image_folder",
     "open_input",

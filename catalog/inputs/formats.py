@@ -9,6 +9,7 @@ import io
 import json
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -128,6 +129,25 @@ def _looks_like_csv(head: bytes) -> bool:
         return False
     line = text.split("\n", 1)[0].removesuffix("\r")
     return all(c.isprintable() or c == "\t" for c in line) and any(sep in line for sep in SEPARATORS)
+
+
+def given_paths(paths: object) -> list[Path]:
+    """The inputs a caller named: one path (text, bytes or path-like) or an iterable of them.
+    One string is one path (not its characters); an empty name is refused, as Path("") is the
+    working directory."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    if not isinstance(paths, Iterable):
+        raise AppendError(f"inputs are files, folders or patterns, got {type(paths).__name__}")
+    out = []
+    for p in paths:
+        if not isinstance(p, (str, bytes, os.PathLike)):
+            raise AppendError(f"an input is a path, got {type(p).__name__} {p!r:.40}")
+        name = os.fsdecode(os.fspath(p))
+        if not name:
+            raise AppendError("'': an empty name names no file", "")
+        out.append(Path(name))
+    return out
 
 
 def expand(paths: list[Path], fmt: str) -> list[tuple[Path, str]]:

@@ -384,9 +384,14 @@ def _scalar(feat: Feature, v: Any) -> Any:
         raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)  # bool too
     if dtype == "float32":
         if isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
-            fv = float(v)
-            if abs(fv) >= wire.FLOAT32_OVERFLOW and not math.isinf(fv):
-                raise ValidationError(f"float {fv!r} is out of float32 range", feat.name)
+            try:
+                fv = float(v)
+            except OverflowError:  # an int beyond float64
+                raise ValidationError(f"integer {v!r:.40} is out of float32 range", feat.name) from None
+            # infinity itself is a value; a finite number that rounds to it (a long double too) is not
+            if abs(fv) >= wire.FLOAT32_OVERFLOW and not (math.isinf(fv) and bool(np.isinf(v))):
+                shown = fv if math.isfinite(fv) else v
+                raise ValidationError(f"float {shown!r:.40} is out of float32 range", feat.name)
             return fv
         raise ValidationError(f"expected float32, got {type(v).__name__} {v!r:.40}", feat.name)
     if dtype == "string":
