@@ -446,3 +446,16 @@ def test_one_path_given_as_text_is_one_input(tmp_path: Path) -> None:
             ds.append_files(bad)
     with pytest.raises(CatalogError, match="'': an empty name names no file"):
         ds.append_files([""])
+
+
+def test_a_file_name_that_is_not_utf8_is_recorded_with_escapes(tmp_path: Path) -> None:
+    """A name's non-UTF-8 bytes (os.fsdecode's surrogates) went to the manifest as the shard's
+    source: the driver's UnicodeEncodeError, a traceback."""
+    root = tmp_path / "cat"
+    Catalog.init(root).register("d", {"features": {"id": {"dtype": "int64"}}})
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/f\xff.csv")
+    Path(name).write_text("id\n1\n")
+    result = CliRunner().invoke(app, ["-C", str(root), "append", "d", name])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(CliRunner().invoke(app, ["-C", str(root), "show", "d", "--json"]).stdout)
+    assert [s["source"] for s in shown["shards"]] == [str(tmp_path) + "/f\\xff.csv"]
