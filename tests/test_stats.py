@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from catalog import Catalog
 from catalog.cli import app
-from catalog.errors import CatalogError, CheckError, ValidationError
+from catalog.errors import CatalogError, CheckError, SchemaError, ValidationError
 from catalog.schema import Schema
 from catalog.schema.frames import column_batches
 from catalog.stats import Tally, tally
@@ -673,3 +673,17 @@ def test_stats_and_show_print_values_as_text(cat: Catalog) -> None:
             assert "[/red]" in result.stdout and "[link=https://evil.example/]click[/link]" in result.stdout
     lines = run("-C", cat.root, "cat", "d").stdout.splitlines()
     assert [json.loads(line)["s"] for line in lines] == values * 3  # escaped, not changed
+
+
+def test_check_of_a_range_refuses_nan_and_infinity(cat: Catalog) -> None:
+    """min/max were checked on the finite values only: NaN and infinities passed a range
+    check (all-NaN data passed anything); a range on a string feature was taken, never checked."""
+    ds = cat.register("d", {"features": {"x": {"dtype": "float32", "checks": {"min": 0, "max": 10}}}})
+    ds.append_rows({"x": np.array([1, 2, 3], np.float32)})
+    for bad in ([5, np.inf], [5, -np.inf], [np.nan, np.nan]):
+        with pytest.raises(CheckError, match=r"feature 'x': .* NaN or infinite values outside its range"):
+            ds.append_rows({"x": np.array(bad, np.float32)}, check="fail")
+    assert ds.append_rows({"x": np.array([0, 10], np.float32)}, check="fail").records == 2
+    assert cat.dataset("d").version == 3
+    with pytest.raises(SchemaError, match=r"min.*max.*numbers"):
+        cat.register("s", {"features": {"s": {"dtype": "string", "checks": {"min": 0}}}})

@@ -111,6 +111,9 @@ class Violation:
     limit: float
 
     def message(self) -> str:
+        if self.check == "finite":
+            shown = f"{self.found:,.0f} NaN or infinite values"
+            return f"feature {self.feature!r}: {shown} outside its range (min/max checks)"
         what = {"max_missing": "missing rate", "linf": "L-infinity distance", "min": "minimum", "max": "maximum"}
         side = "above" if self.check in ("max_missing", "linf", "max") else "below"
         return f"feature {self.feature!r}: {what[self.check]} {self.found:.6g} is {side} the limit {self.limit:g}"
@@ -132,6 +135,8 @@ def check(
         out.append(Violation(name, "min", float(lo), checks["min"]))
     if new.numeric and "max" in checks and hi is not None and hi > checks["max"]:
         out.append(Violation(name, "max", float(hi), checks["max"]))
+    if new.numeric and ("min" in checks or "max" in checks) and new.nans + new.infs:  # (min, max: finite values')
+        out.append(Violation(name, "finite", float(new.nans + new.infs), 0.0))
     limit = checks.get("linf", max_linf)
     if limit is not None and current is not None and current.records:
         distance = linf(current, new)
