@@ -13,7 +13,7 @@ from catalog.commit.statistics import VersionStats, register_stats, shards_witho
 from catalog.commit.values import Progress, VersionRef
 from catalog.errors import CatalogError
 from catalog.schema import Feature
-from catalog.stats import Tally
+from catalog.stats import FeatureStats, Tally, feature_kind
 from catalog.stats.drift import FeatureDrift, drift
 from catalog.stats.summary import summary
 from catalog.storage import shard_batches
@@ -139,6 +139,14 @@ def compare_stats(
     out = Comparison(left, right)
     for name in names:
         x, y = left.stats.features.get(name), right.stats.features.get(name)
-        if x is not None or y is not None:  # neither: no records (or none computed) on either side
-            out.features.append(drift(name, x, y))
+        if x is None and y is None:  # no records (or none computed) on either side
+            continue
+        # a side whose schema has the feature but no records of it is empty, not without it
+        x = x or _empty(name, left.schema.all_features.get(name))
+        y = y or _empty(name, right.schema.all_features.get(name))
+        out.features.append(drift(name, x, y))
     return out
+
+
+def _empty(name: str, feat: Feature | None) -> FeatureStats | None:
+    return None if feat is None else FeatureStats(name, feature_kind(feat))

@@ -360,7 +360,7 @@ def test_compare_versions_and_splits(cat: Catalog) -> None:
     same = ds.compare_stats("2", "train@2")  # a version, and a split of a version
     assert all(f.linf == 0 for f in same.features)
     assert ds.compare_stats("1", "1").features == []  # the empty first version: nothing to compare
-    assert [f.only_in for f in ds.compare_stats("1", "2").features] == ["b", "b"]
+    assert [f.only_in for f in ds.compare_stats("1", "2").features] == [None, None]  # in both schemas: A is empty
     text = run("-C", cat.root, "stats", "d", "--compare", "train", "test")
     assert text.exit_code == 0 and " !" in text.stdout
     bad = run("-C", cat.root, "stats", "d", "--compare", "train", "nope")
@@ -687,3 +687,15 @@ def test_check_of_a_range_refuses_nan_and_infinity(cat: Catalog) -> None:
     assert cat.dataset("d").version == 3
     with pytest.raises(SchemaError, match=r"min.*max.*numbers"):
         cat.register("s", {"features": {"s": {"dtype": "string", "checks": {"min": 0}}}})
+
+
+def test_compare_with_a_side_of_no_records(cat: Catalog) -> None:
+    """Version 1 (registered, no records) against version 2 showed every feature as 'only in
+    B': both schemas declare it; one side just has no records of it."""
+    ds = cat.register("d", {"features": {"x": {"dtype": "float32"}, "w": {"dtype": "string"}}})
+    ds.append_rows([{"x": 1.0, "w": "a"}, {"x": 2.0, "w": "b"}])
+    ds.migrate(add=["z:int64=0"])  # z: in version 3's schema only
+    compared = {f.name: f for f in ds.compare_stats("1", "3").features}
+    assert compared["x"].only_in is None and compared["w"].only_in is None
+    assert compared["x"].mean == (None, 1.5) and compared["x"].linf is None
+    assert compared["z"].only_in == "b"
