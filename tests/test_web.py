@@ -212,3 +212,72 @@ def test_serve_on_a_taken_port_is_one_line(root: Path) -> None:
     assert result.stderr.splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
     bad = CliRunner().invoke(app, ["-C", str(root), "serve", "--host", "999.1.1.1"])
     assert bad.exit_code == 1 and bad.stderr.splitlines()[-1].startswith("error: cannot listen on 999.1.1.1:8765")
+
+
+def test_a_slow_page_does_not_hold_up_the_others(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages were built on the event loop: a rows page reading far into a compressed dataset
+    (23 s) held every other request, /api/datasets too, until it was done. Here the slow page
+    waits until another request has been answered: on the loop, that could never happen."""
+    import threading
+
+    import anyio
+    import httpx
+
+    import catalog.web.pages as pages
+
+    answered = threading.Event()
+    rows_page = pages.rows_page
+    waited: list[bool] = []
+
+    def slow_rows_page(*args: Any, **kwargs: Any) -> Any:
+        waited.append(answered.wait(timeout=20))
+        return rows_page(*args, **kwargs)
+
+    monkeypatch.setattr(pages, "rows_page", slow_rows_page)
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=create_app(root))
+        async with httpx.AsyncClient(transport=transport, base_url="http://viewer") as client:
+
+            async def slow() -> None:
+                assert (await client.get("/api/datasets/pics/rows")).status_code == 200
+
+            async def fast() -> None:
+                assert (await client.get("/api/datasets")).status_code == 200
+                answered.set()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(slow)
+                await anyio.sleep(0.1)
+                tasks.start_soon(fast)
+
+    anyio.run(main)
+    assert waited == [True]
+
+
+def test_served_on_this_machine_it_answers_this_machine_only(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page on another site whose name resolves to 127.0.0.1 (DNS rebinding) could read a
+    local viewer: served on a loopback address, the viewer answers its own names only."""
+    import catalog.web.app as web_app
+
+    made: list[Any] = []
+    monkeypatch.setattr(web_app, "listen", lambda host, port: made.append((host, port)))
+
+    class Server:
+        def __init__(self, config: Any) -> None:
+            made.append(config.app)
+
+        def run(self, sockets: Any) -> None:
+            pass
+
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "Server", Server)
+    web_app.serve(root, "127.0.0.1", 8765)
+    local = TestClient(made[-1], base_url="http://127.0.0.1:8765")
+    assert local.get("/api/datasets").status_code == 200
+    assert TestClient(made[-1], base_url="http://localhost:8765").get("/api/datasets").status_code == 200
+    rebound = TestClient(made[-1], base_url="http://evil.example:8765")
+    assert rebound.get("/api/datasets").status_code == 400
+    web_app.serve(root, "0.0.0.0", 8765)  # served to everyone (--host): any name
+    assert TestClient(made[-1], base_url="http://evil.example").get("/api/datasets").status_code == 200

@@ -15,6 +15,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -64,13 +66,21 @@ def _version(request: Request) -> str | None:
     return request.query_params.get("version") or None  # digits or a tag: the catalog tells them apart
 
 
-def create_app(root: str | Path) -> Starlette:
-    """The viewer of the catalog at ``root`` (opened once, read only)."""
+# Served on this machine only, the viewer answers requests named for this machine only: a page
+# elsewhere whose name resolves here (DNS rebinding) gets 400, not the catalog's data.
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
+def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
+    """The viewer of the catalog at ``root`` (opened once, read only); ``hosts``: the only
+    Host names it answers (None: any)."""
     cat = Catalog.open(root)
     env = _templates()
 
     def page(template: str, build: Build) -> Callable[[Request], Any]:
-        async def endpoint(request: Request) -> Response:
+        # not async: Starlette runs a plain function on its thread pool, so a slow page (rows
+        # far into a compressed dataset) does not hold up every other request on the event loop
+        def endpoint(request: Request) -> Response:
             as_json = _wants_json(request)
             try:
                 data = build(request)
@@ -107,7 +117,8 @@ def create_app(root: str | Path) -> Starlette:
     for path, template, build in builds:
         routes.append(Route(path, page(template, build), methods=["GET"]))
         routes.append(Route("/api" + ("/datasets" if path == "/" else path), page(template, build), methods=["GET"]))
-    app = Starlette(routes=routes)
+    middleware = [] if hosts is None else [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.catalog = cat
     return app
 
@@ -129,6 +140,7 @@ def serve(root: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Run the viewer until Ctrl-C (uvicorn, one process)."""
     import uvicorn
 
-    app = create_app(root)
+    loopback = host in LOOPBACK_NAMES or host.startswith("127.")
+    app = create_app(root, [*LOOPBACK_NAMES, host] if loopback else None)
     sock = listen(host, port)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
