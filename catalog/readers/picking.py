@@ -5,10 +5,11 @@ the fly where missing), else read in order with the others decoded and passed ov
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from catalog.commit.handles import DatasetHandle
-from catalog.commit.plans import ReadPlan
+from catalog.commit.plans import PlannedShard, ReadPlan
 from catalog.indexing import ensure_indexes
 from catalog.readers.batches import rows
 from catalog.readers.source import DataSource
@@ -43,13 +44,25 @@ def _positional(plan: ReadPlan, write: bool) -> bool:
 
 
 def in_order(plan: ReadPlan, columns: list[str] | None, start: int, stop: int | None) -> Iterator[dict[str, Any]]:
-    """Rows ``start`` to ``stop`` in dataset order; the reader starts even for none (its errors,
-    a missing shard, say, are reported all the same)."""
-    for i, row in enumerate(rows(plan, columns)):
-        if stop is not None and i >= stop:
-            break
-        if i >= start:
-            yield row
+    """Rows ``start`` to ``stop`` in dataset order: the shards before ``start`` are passed over
+    by their record counts, the records before it in its shard framed but not decoded (as a
+    split's slice is read). The reader starts even for none (its errors, a missing shard, say,
+    are reported all the same)."""
+    yield from rows(window(plan, start, plan.records if stop is None else stop), columns)
+
+
+def window(plan: ReadPlan, start: int, stop: int) -> ReadPlan:
+    """``plan`` narrowed to its records ``start`` to ``stop``; with none, to its first shard's none."""
+    shards: list[PlannedShard] = []
+    first = 0  # the plan's record number at the start of each shard
+    for s in plan.shards:
+        lo, hi = max(start - first, 0), min(stop - first, s.count)
+        if lo < hi:
+            shards.append(replace(s, start=s.start + lo, stop=s.start + hi))
+        first += s.count
+    if not shards and plan.shards:
+        shards.append(replace(plan.shards[0], stop=plan.shards[0].start))
+    return replace(plan, shards=tuple(shards))
 
 
 def _picked(found: Iterable[dict[str, Any]], wanted: set[int]) -> Iterator[dict[str, Any]]:
