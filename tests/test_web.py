@@ -281,3 +281,28 @@ def test_served_on_this_machine_it_answers_this_machine_only(root: Path, monkeyp
     assert rebound.get("/api/datasets").status_code == 400
     web_app.serve(root, "0.0.0.0", 8765)  # served to everyone (--host): any name
     assert TestClient(made[-1], base_url="http://evil.example").get("/api/datasets").status_code == 200
+
+
+def test_history_and_datasets_are_paged(tmp_path: Path) -> None:
+    """The dataset page held its whole history on every page (3,000 commits: 426 KB), the
+    catalog page every dataset with a query each; a page past the last said 'page 31 of 30'."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+    for i in range(104):  # 105 versions with the first: two pages of history
+        ds.append_rows([{"x": i}])
+    for i in range(101):
+        cat.register(f"e{i:03d}", {"features": {"x": {"dtype": "int64"}}})
+    client = TestClient(create_app(tmp_path / "cat"))
+    first = client.get("/api/datasets/d").json()
+    assert first["history_page"] == {"page": 1, "per_page": 100, "total": 105, "pages": 2}
+    assert [c["version"] for c in first["history"]] == list(range(6, 106))  # the newest, oldest first
+    older = client.get("/api/datasets/d?history=2").json()
+    assert [c["version"] for c in older["history"]] == [1, 2, 3, 4, 5]
+    assert client.get("/api/datasets/d?history=99").json()["history_page"]["page"] == 2  # the last
+    assert "older →" in client.get("/datasets/d").text
+    listed = client.get("/api/datasets").json()
+    assert (len(listed["datasets"]), listed["datasets_page"]["pages"]) == (100, 2)
+    rest = client.get("/api/datasets?page=2").json()["datasets"]
+    assert [d["name"] for d in rest] == ["e099", "e100"]
+    shards = client.get("/api/datasets/d?page=31").json()["shards"]
+    assert (shards["page"], shards["pages"]) == (2, 2) and len(shards["items"]) == 4

@@ -102,9 +102,10 @@ def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
         return cat.dataset(request.path_params["name"])
 
     builds: list[tuple[str, str, Build]] = [
-        ("/", "catalog.html", lambda r: pages.catalog_page(cat)),
+        ("/", "catalog.html", lambda r: pages.catalog_page(cat, _int(r, "page", 1))),
         ("/datasets/{name}", "dataset.html",
-         lambda r: pages.dataset_page(dataset(r), _version(r), r.query_params.get("diff"), _int(r, "page", 1))),
+         lambda r: pages.dataset_page(dataset(r), _version(r), r.query_params.get("diff"), _int(r, "page", 1),
+                                      _int(r, "history", 1))),
         ("/datasets/{name}/stats", "stats.html",
          lambda r: pages.stats_page(dataset(r), _version(r), r.query_params.get("split") or None)),
         ("/datasets/{name}/compare", "compare.html",

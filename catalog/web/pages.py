@@ -16,6 +16,8 @@ from catalog.storage import location_size
 from catalog.web.images import shown_value
 
 SHARDS_PER_PAGE = 100
+HISTORY_PER_PAGE = 100
+DATASETS_PER_PAGE = 100
 ROWS_PER_PAGE = 20
 MOST_ROWS = 200
 
@@ -28,33 +30,42 @@ def _commit(c: Commit) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def catalog_page(cat: Catalog) -> dict[str, Any]:
-    """Every dataset: versions, splits, records, bytes, last commit."""
+def paged(total: int, page: int, per_page: int) -> dict[str, int]:
+    """Where page ``page`` (from 1; past the last: the last) of ``total`` items lies."""
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, page), pages)
+    return {"page": page, "per_page": per_page, "total": total, "pages": pages, "offset": (page - 1) * per_page}
+
+
+def catalog_page(cat: Catalog, page: int = 1) -> dict[str, Any]:
+    """The datasets, a page of DATASETS_PER_PAGE: versions, splits, records, bytes, last commit."""
+    infos = list_datasets(cat.engine, splits=True)  # totals per split for all, in one query
+    at = paged(len(infos), page, DATASETS_PER_PAGE)
     out = []
-    for info in list_datasets(cat.engine, splits=True):  # totals per split for all, in one query
+    for info in infos[at["offset"] : at["offset"] + DATASETS_PER_PAGE]:  # a query each: a page's only
         last = cat.dataset(info.name).last_commit()
         out.append({**info.to_json(), "schema": None, "last_commit": _commit(last)})
-    return {"root": str(cat.root), "datasets": out}
+    return {"root": str(cat.root), "datasets": out, "datasets_page": at}
 
 
-def dataset_page(ds: Dataset, version: VersionRef, diff: str | None, page: int) -> dict[str, Any]:
-    """History, schema at ``version`` (and a diff ``A..B``), splits, one page of shards."""
+def dataset_page(
+    ds: Dataset, version: VersionRef, diff: str | None, page: int, history_page: int = 1
+) -> dict[str, Any]:
+    """A page of history (newest first), schema at ``version`` (and a diff ``A..B``), splits,
+    one page of shards."""
     info = ds.info(version)
-    offset = max(0, page - 1) * SHARDS_PER_PAGE
-    shards = ds.shard_page(info.version, offset, SHARDS_PER_PAGE)
+    at = paged(info.shard_count, page, SHARDS_PER_PAGE)
+    shards = ds.shard_page(info.version, at.pop("offset"), SHARDS_PER_PAGE)
     items = [{**s.to_json(), "relpath": s.relpath, "state": _state(ds, s.relpath, s.location, s.bytes)} for s in shards]
-    pages = max(1, -(-info.shard_count // SHARDS_PER_PAGE))
+    commits = ds.history()
+    newest = paged(len(commits), history_page, HISTORY_PER_PAGE)  # page 1: the newest commits
+    end = len(commits) - newest.pop("offset")
     return {
         "dataset": info.to_json(),
-        "history": [_commit(c) for c in ds.history()],
+        "history": [_commit(c) for c in commits[max(0, end - HISTORY_PER_PAGE) : end]],  # oldest first
+        "history_page": newest,
         "diff": _diff(ds, diff) if diff else None,
-        "shards": {
-            "page": max(1, page),
-            "per_page": SHARDS_PER_PAGE,
-            "total": info.shard_count,
-            "pages": pages,
-            "items": items,
-        },
+        "shards": {**at, "items": items},
     }
 
 
