@@ -188,7 +188,7 @@ def test_serve_binds_this_machine_by_default(root: Path, monkeypatch: pytest.Mon
     from catalog.cli import app
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(catalog.web, "serve", lambda where, host, port: seen.update(host=host, port=port))
+    monkeypatch.setattr(catalog.web, "serve", lambda where, host, port, listening: seen.update(host=host, port=port))
     result = CliRunner().invoke(app, ["-C", str(root), "serve"])
     assert result.exit_code == 0, result.output
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 8765)
@@ -209,7 +209,7 @@ def test_serve_on_a_taken_port_is_one_line(root: Path) -> None:
         port = taken.getsockname()[1]
         result = CliRunner().invoke(app, ["-C", str(root), "serve", "--port", str(port)])
     assert result.exit_code == 1
-    assert result.stderr.splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert result.stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"]
     bad = CliRunner().invoke(app, ["-C", str(root), "serve", "--host", "999.1.1.1"])
     assert bad.exit_code == 1 and bad.stderr.splitlines()[-1].startswith("error: cannot listen on 999.1.1.1:8765")
 

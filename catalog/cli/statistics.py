@@ -203,6 +203,9 @@ def serve(
         extra = "pip install 'tfrecord-catalog[web]'"
         raise CatalogError(f"catalog serve needs the web extra: {extra} ({e.name} is missing)") from None
     root = open_catalog().root  # a missing catalog: one line, before anything listens
-    typer.echo(f"serving {root} at http://{host}:{port}/ (read only; Ctrl-C stops)", err=True)
-    run(root, host, port)
+
+    def listening() -> None:  # said once the port is ours: a port in use is the one error line
+        typer.echo(f"serving {root} at http://{host}:{port}/ (read only; Ctrl-C stops)", err=True)
+
+    run(root, host, port, listening)
     return Output()

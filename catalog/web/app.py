@@ -137,11 +137,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(root: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Run the viewer until Ctrl-C (uvicorn, one process)."""
+def serve(
+    root: str | Path, host: str = "127.0.0.1", port: int = 8765, listening: Callable[[], None] | None = None
+) -> None:
+    """Run the viewer until Ctrl-C (uvicorn, one process); ``listening`` runs once it listens."""
     import uvicorn
 
     loopback = host in LOOPBACK_NAMES or host.startswith("127.")
     app = create_app(root, [*LOOPBACK_NAMES, host] if loopback else None)
     sock = listen(host, port)
+    if listening is not None:
+        listening()
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
