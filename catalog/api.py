@@ -316,6 +316,8 @@ class Dataset(DatasetHandle):
                         w.write_batch(row)
                     else:
                         w.write(row)
+            if not w.skipped and w.records == 0:  # raised inside: the writer registers nothing
+                raise AppendError("no rows in the input: nothing committed")
         assert w.commit is not None
         return w.commit
 

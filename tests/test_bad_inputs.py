@@ -459,3 +459,15 @@ def test_a_file_name_that_is_not_utf8_is_recorded_with_escapes(tmp_path: Path) -
     assert result.exit_code == 0, result.output
     shown = json.loads(CliRunner().invoke(app, ["-C", str(root), "show", "d", "--json"]).stdout)
     assert [s["source"] for s in shown["shards"]] == [str(tmp_path) + "/f\\xff.csv"]
+
+
+def test_no_rows_commit_nothing(tmp_path: Path) -> None:
+    """append_rows of nothing committed an empty version (files with no records say so and
+    commit nothing: now rows too)."""
+    import pandas as pd
+
+    ds = Catalog.init(tmp_path / "cat").register("d", {"features": {"id": {"dtype": "int64"}}})
+    for empty in ([], iter([]), pd.DataFrame({"id": []}), {"id": []}, [pd.DataFrame({"id": []})]):
+        with pytest.raises(CatalogError, match="no rows in the input: nothing committed"):
+            ds.append_rows(empty)
+    assert ds.catalog.dataset("d").version == 1
