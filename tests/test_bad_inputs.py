@@ -471,3 +471,20 @@ def test_no_rows_commit_nothing(tmp_path: Path) -> None:
         with pytest.raises(CatalogError, match="no rows in the input: nothing committed"):
             ds.append_rows(empty)
     assert ds.catalog.dataset("d").version == 1
+
+
+def test_inferring_from_a_bad_record_names_its_file_and_record(tmp_path: Path) -> None:
+    """register --infer and adopt of a new name said only 'not a protobuf message: ...'."""
+    from catalog.tfrecord import RecordWriter, encode_example
+
+    root = tmp_path / "cat"
+    Catalog.init(root)
+    bad = tmp_path / "bad.tfrecord"
+    with RecordWriter(bad) as w:
+        w.write(encode_example({"a": [1]}))
+        w.write(encode_example({"a": [2]}))
+        w.write(b"\x0a\xff")  # a map entry whose length never comes
+    for args in (["register", "x", "--infer", str(bad)], ["adopt", "new", str(bad)]):
+        result = CliRunner().invoke(app, ["-C", str(root), *args])
+        assert result.exit_code == 1 and result.stderr.startswith(f"error: {bad}: record 2: "), result.stderr
+    assert Catalog.open(root).list() == []

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import AppendError, SchemaError, ValidationError
+from catalog.errors import AppendError, CodecError, SchemaError, ValidationError
 from catalog.inputs.arrays import NpyRows, NpzRows
 from catalog.inputs.delimited import DelimitedRows, finite_float
 from catalog.inputs.formats import STDIN, InputOptions, check_json_document, detect, open_input
@@ -43,7 +43,14 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
     formats = [detect(p, f) for p, f in inputs]
     counts: list[tuple[str, int]] = []
     if all(f == "tfrecord" for f in formats):
-        return Inferred(Schema.infer(_all_records(inputs, counts)), counts)  # SequenceExamples' lists too
+        at: list[tuple[Path, int]] = []  # the record being read, while one is
+        try:
+            return Inferred(Schema.infer(_all_records(inputs, counts, at)), counts)  # SequenceExamples' lists too
+        except (CodecError, SchemaError) as e:
+            if not at:
+                raise
+            path, i = at[0]
+            raise AppendError(f"{path}: record {i}: {e}", str(path), i) from e
     if "tfrecord" in formats:
         raise AppendError("cannot infer one schema over TFRecord files and inputs of other formats together")
     tally = RowInference()
@@ -84,13 +91,18 @@ def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None
             raise AppendError(f"{option} applies to {kind} inputs, and none is given")
 
 
-def _all_records(inputs: list[tuple[Path, str]], counts: list[tuple[str, int]]) -> Iterator[bytes]:
+def _all_records(
+    inputs: list[tuple[Path, str]], counts: list[tuple[str, int]], at: list[tuple[Path, int]]
+) -> Iterator[bytes]:
+    """Every record of the inputs; ``at`` says which is being read (an error names it)."""
     for path, _ in inputs:
         n = 0
         for record in read_records(path):
+            at[:] = [(path, n)]
             n += 1
             yield record
         counts.append((str(path), n))
+    at.clear()  # read through: an error now is of them all
 
 
 def _rows(path: Path, fmt: str, options: InputOptions, tally: RowInference) -> Iterator[dict[str, Any]]:
