@@ -32,7 +32,7 @@ from catalog.commit.values import (
     default_author,
     validate_name,
 )
-from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted
+from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted, SchemaError
 from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.infer import check_options, infer_inputs
@@ -179,7 +179,7 @@ class Catalog(CatalogHandle):
         with the schema of a TFDS directory's ``features.json`` (its description too), else the
         schema inferred from every record of the files (and the compression they share, if they
         share one), and dropped again when the adoption fails: all or nothing."""
-        paths = list(paths)
+        paths = given_paths(paths)
         options: dict[str, Any] = {
             "copy": copy, "link": link, "token": token, "message": message, "author": author,
             "allow_duplicate": allow_duplicate, "progress": progress, "executor": executor,
@@ -272,6 +272,8 @@ def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> S
         return schema
     if isinstance(schema, Mapping):
         return Schema.from_json(dict(schema))
+    if not isinstance(schema, (str, os.PathLike)):
+        raise SchemaError(f"a schema is a Schema, a mapping or a JSON file's path, got {type(schema).__name__}")
     return Schema.load(schema)
 
 

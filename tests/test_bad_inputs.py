@@ -488,3 +488,28 @@ def test_inferring_from_a_bad_record_names_its_file_and_record(tmp_path: Path) -
         result = CliRunner().invoke(app, ["-C", str(root), *args])
         assert result.exit_code == 1 and result.stderr.startswith(f"error: {bad}: record 2: "), result.stderr
     assert Catalog.open(root).list() == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda cat, ds: cat.register("n", None),
+        lambda cat, ds: cat.register("n", []),
+        lambda cat, ds: Schema.infer(None),
+        lambda cat, ds: Schema.infer(5),
+        lambda cat, ds: Schema.infer(Path(".")),
+        lambda cat, ds: Schema.infer({"a": np.array(3)}),
+        lambda cat, ds: Schema.infer([b"", {"a": 1}]),
+        lambda cat, ds: ds.append_rows([{"id": 1}], split=None),
+        lambda cat, ds: ds.append_rows([{"id": 1}], max_linf="0.1"),
+        lambda cat, ds: ds.append_files(["x.csv"], delimiter=1),
+        lambda cat, ds: cat.adopt("n", None),
+    ],
+)
+def test_wrong_kinds_of_arguments_are_catalog_errors(tmp_path: Path, call: Any) -> None:
+    """Each was a TypeError from deep inside (not iterable, no len(), '<=' between int and str)."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"id": {"dtype": "int64"}}})
+    with pytest.raises(CatalogError):
+        call(cat, ds)
+    assert [d.name for d in cat.list()] == ["d"] and cat.dataset("d").version == 1

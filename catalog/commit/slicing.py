@@ -38,7 +38,7 @@ class SplitSlice:
 
 def validate_split(name: str) -> str:
     """A split name shards may be registered under (no slice syntax, at most 64 characters)."""
-    if not re.fullmatch(SPLIT_NAME, name) or name == ALL:
+    if not isinstance(name, str) or not re.fullmatch(SPLIT_NAME, name) or name == ALL:
         raise CatalogError(f"bad split name {name!r}: letters, digits, '_', '-', '.'; not 'all'; at most 64")
     return name
 

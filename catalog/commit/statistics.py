@@ -192,7 +192,9 @@ class DriftCheck:
     def __post_init__(self) -> None:
         if self.mode not in ("fail", "warn"):
             raise CatalogError(f"bad check mode {self.mode!r}: fail or warn")
-        if self.max_linf is not None and not 0 <= self.max_linf <= 1:
+        limit = self.max_linf
+        number = isinstance(limit, (int, float)) and not isinstance(limit, bool)
+        if limit is not None and not (number and 0 <= limit <= 1):
             raise CatalogError(f"--max-linf is a distance between 0 and 1, got {self.max_linf}")
 
 

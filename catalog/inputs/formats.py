@@ -50,6 +50,11 @@ class InputOptions:
     feature: str | None = None  # .npy: the feature its rows fill (default: the schema's only one)
     image_shape: tuple[int, int, int] | None = None  # image folders: decode to uint8 HxWxC tensors
 
+    def __post_init__(self) -> None:
+        for what, value in (("delimiter", self.delimiter), ("feature", self.feature)):
+            if value is not None and not isinstance(value, str):
+                raise AppendError(f"{what} is text, got {type(value).__name__} {value!r:.40}")
+
 
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:

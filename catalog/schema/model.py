@@ -361,6 +361,17 @@ class Schema:
         ``{name: (kind, values)}``, see decode_kinds), rows of Python values, or a DataFrame,
         an Arrow Table or RecordBatch, or a dict of columns. Features missing from some
         records are optional; nothing else is assumed (see schema.inference)."""
+        iterable = isinstance(records, Iterable) and not isinstance(records, (str, bytes, os.PathLike))
+        if not (is_columnar(records) or iterable):
+            kinds = "records, rows, a DataFrame, an Arrow table or a dict of columns"
+            raise SchemaError(f"Schema.infer takes {kinds}, got {type(records).__name__}")
+        try:
+            return cls._infer(records)
+        except TypeError as e:  # a value of a kind no feature holds, met deep inside: one error all the same
+            raise SchemaError(f"cannot infer a schema from these values ({e})") from e
+
+    @classmethod
+    def _infer(cls, records: Iterable[bytes | Mapping[str, Any]] | Any) -> Schema:
         if is_columnar(records) or isinstance(records, Mapping):
             return cls(infer_columns(records))
         items = iter(records)
