@@ -513,3 +513,11 @@ def test_wrong_kinds_of_arguments_are_catalog_errors(tmp_path: Path, call: Any) 
     with pytest.raises(CatalogError):
         call(cat, ds)
     assert [d.name for d in cat.list()] == ["d"] and cat.dataset("d").version == 1
+
+
+def test_a_zero_dimensional_array_is_a_scalar(tmp_path: Path) -> None:
+    """np.array(1.5) for a scalar feature was a TypeError (len() of unsized object)."""
+    schema = {"features": {"x": {"dtype": "float32"}, "i": {"dtype": "int64"}}}
+    ds = Catalog.init(tmp_path / "cat").register("d", schema)
+    ds.append_rows([{"x": np.array(1.5), "i": np.array(3)}, {"x": np.float32(2.5), "i": 4}])
+    assert list(ds.read()) == [{"x": 1.5, "i": 3}, {"x": 2.5, "i": 4}]

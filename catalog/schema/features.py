@@ -440,7 +440,9 @@ def convert(feat: Feature, value: Any) -> Any:
     if feat.tensor:
         return _tensor(feat, value)
     if feat.is_scalar:
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array: its one value
+            value = value[()]
+        elif isinstance(value, (list, tuple, np.ndarray)):
             if len(value) != 1:
                 raise ValidationError(f"expected one value, got {len(value)}", feat.name)
             value = value[0]
