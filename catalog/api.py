@@ -136,7 +136,9 @@ class Catalog(CatalogHandle):
             raise AppendError("no input files: nothing registered")
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
-            raise AppendError("no records in the inputs: no schema to infer, nothing registered")
+            seen = sum(n for _path, n in inferred.counts)
+            what = f"{seen:,} records, none with a value" if seen else "no records in the inputs"
+            raise AppendError(f"{what}: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, inferred.schema, description, compression)
         try:
             return ds.append_files(

@@ -521,3 +521,13 @@ def test_a_zero_dimensional_array_is_a_scalar(tmp_path: Path) -> None:
     ds = Catalog.init(tmp_path / "cat").register("d", schema)
     ds.append_rows([{"x": np.array(1.5), "i": np.array(3)}, {"x": np.float32(2.5), "i": 4}])
     assert list(ds.read()) == [{"x": 1.5, "i": 3}, {"x": 2.5, "i": 4}]
+
+
+def test_inferring_from_records_without_values_says_so(tmp_path: Path) -> None:
+    """Records whose every value is null said 'no records in the inputs'."""
+    root = tmp_path / "cat"
+    Catalog.init(root)
+    (tmp_path / "nulls.jsonl").write_text('{"a": null}\n{}\n')
+    result = CliRunner().invoke(app, ["-C", str(root), "register", "x", "--infer", str(tmp_path / "nulls.jsonl")])
+    assert result.exit_code == 1
+    assert result.stderr == "error: 2 records, none with a value: no schema to infer, nothing registered\n"
