@@ -387,6 +387,7 @@ def create_dataset(
     """Register dataset ``name`` at version 1 (a "create" commit, no shards); ``pending``: for
     inputs this process appends next (see the manifest's datasets.pending)."""
     description, author = manifest_text(description, "description"), manifest_text(author, "author")
+    sch.check_new()
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
 

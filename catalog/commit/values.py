@@ -4,6 +4,7 @@ to callers, and the constants of the commit protocol (see ARCHITECTURE.md)."""
 from __future__ import annotations
 
 import getpass
+import operator
 import os
 import re
 from collections.abc import Callable
@@ -309,10 +310,14 @@ def manifest_text(value: object, what: str) -> str:
 
 
 def positive_int(value: object, what: str) -> int:
-    """A shard size or record limit: a whole number above 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """A shard size or record limit: a whole number above 0 (a NumPy integer too)."""
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]  # (what it refuses is the point)
+    except TypeError:
+        number = 0
+    if isinstance(value, bool) or number < 1:
         raise CatalogError(f"{what} must be a whole number above 0, got {value!r}")
-    return value
+    return number
 
 
 def default_author() -> str:

@@ -286,7 +286,7 @@ def parse_feature(name: str, raw: Any) -> Feature:
         raise SchemaError(f"optional must be true or false, got {optional!r}", name)
     if optional and "default" in raw:
         raise SchemaError('a feature with a default is optional already: give "default" or "optional", not both', name)
-    checks = _parse_checks(name, raw["checks"], dtype not in ("string", "bytes") or tensor) if "checks" in raw else None
+    checks = _parse_checks(name, raw["checks"]) if "checks" in raw else None
     meta: dict[str, Any] = {"names": names, "checks": checks, **image}
     feat = Feature(name, dtype, shape, tensor, description=description, optional=optional, **meta)
     if "default" in raw:
@@ -294,13 +294,10 @@ def parse_feature(name: str, raw: Any) -> Feature:
     return feat
 
 
-def _parse_checks(name: str, raw: Any, numeric: bool) -> tuple[tuple[str, float], ...]:
-    """``"checks"``: thresholds new data must meet; rates and distances between 0 and 1; a
-    range (``min``, ``max``) for numbers only."""
+def _parse_checks(name: str, raw: Any) -> tuple[tuple[str, float], ...]:
+    """``"checks"``: thresholds new data must meet; rates and distances between 0 and 1."""
     if not isinstance(raw, dict) or not raw:
         raise SchemaError(f'"checks" maps some of {", ".join(CHECK_KEYS)} to numbers', name)
-    if not numeric and ("min" in raw or "max" in raw):
-        raise SchemaError('checks "min" and "max" are for numbers (texts and bytes have no range)', name)
     unknown = sorted(set(raw) - set(CHECK_KEYS))
     if unknown:
         raise SchemaError(f'unknown check(s) {unknown}; allowed: {", ".join(CHECK_KEYS)}', name)

@@ -102,6 +102,15 @@ class Schema:
         else:
             self.encode = self._codec.encode  # type: ignore[method-assign]  # hot path: skip one call layer
 
+    def check_new(self) -> None:
+        """What a schema registered now must meet beyond what every stored one reads as: a
+        ``min``/``max`` check is for numbers (one stored on a text feature, before this was
+        refused, is ignored, and kept by migrations)."""
+        for name, feat in self.all_features.items():
+            text = feat.dtype == "string" or (feat.dtype == "bytes" and not feat.tensor)
+            if text and any(key in ("min", "max") for key, _limit in feat.checks or ()):
+                raise SchemaError('checks "min" and "max" are for numbers (texts and bytes have no range)', name)
+
     # ---- JSON form
     @classmethod
     def from_json(cls, obj: Any) -> Schema:

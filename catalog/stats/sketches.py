@@ -63,12 +63,14 @@ class Moments:
         lo, hi = values.min().item(), values.max().item()
         with np.errstate(over="ignore", invalid="ignore"):
             mean = float(values.mean(dtype=np.float64))
-            if not math.isfinite(mean):  # the sum overflowed: the mean of the values scaled down
-                scale = max(abs(float(lo)), abs(float(hi)))
-                mean = float((values / scale).mean(dtype=np.float64)) * scale
             # var, not a dot product of the deviations: np.dot hands long vectors to a threaded BLAS,
             # 80 times slower on a busy 2-core machine
             m2 = float(values.var(dtype=np.float64)) * n
+            if not (math.isfinite(mean) and math.isfinite(m2)):  # a sum overflowed: on the values scaled down
+                scale = max(abs(float(lo)), abs(float(hi)))
+                scaled = values / scale
+                mean = float(scaled.mean(dtype=np.float64)) * scale
+                m2 = float(scaled.var(dtype=np.float64)) * n * scale * scale
         self.merge(Moments(n, mean, m2 if math.isfinite(m2) else math.inf, lo, hi))
 
     def merge(self, other: Moments) -> None:
@@ -78,15 +80,14 @@ class Moments:
             self.count, self.mean, self.m2, self.min, self.max = other.count, other.mean, other.m2, other.min, other.max
             return
         n = self.count + other.count
-        delta = other.mean - self.mean
-        if math.isfinite(delta):
-            self.mean += delta * other.count / n
-            self.m2 += other.m2 + delta * delta * self.count * other.count / n
-        else:  # means of opposite signs near float64's limits: weighed, and a spread beyond float64
-            self.mean = self.mean * (self.count / n) + other.mean * (other.count / n)
-            self.m2 = math.inf
-        if not math.isfinite(self.m2):
-            self.m2 = math.inf
+        share = other.count / n
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = other.mean - self.mean
+            mean = self.mean + delta * share
+            m2 = self.m2 + other.m2 + delta * delta * self.count * share
+        if not math.isfinite(mean):  # means near float64's limits: weighed instead, never beyond them
+            mean = self.mean * (self.count / n) + other.mean * share
+        self.mean, self.m2 = mean, m2 if math.isfinite(m2) else math.inf
         self.count = n
         self.min = min(self.min, other.min)  # type: ignore[type-var]
         self.max = max(self.max, other.max)  # type: ignore[type-var]
