@@ -286,10 +286,45 @@ def _encode_line(
     record = _encode_json(schema, line, path, lineno, index, filled)
     if infs is not None and infs.search(record):  # rare: a number json made infinite ("1e400")?
         try:
-            json.loads(line, parse_float=finite_float)
+            json.loads(line, parse_float=_marked_float, object_pairs_hook=_name_overflow)
+            json.loads(line, parse_float=finite_float)  # (one outside any object: not named)
         except ValidationError as e:
-            raise AppendError(f"{path}: record {index} (line {lineno}): {e}", str(path), index) from e
+            where = f"feature {e.feature!r}: " if e.feature else ""
+            raise AppendError(f"{path}: record {index} (line {lineno}): {where}{e.reason}", str(path), index) from e
     return record
+
+
+class _TooLarge(float):
+    """A number json would make infinite that was not written as one ("1e400"), with its text."""
+
+    text = ""
+
+
+def _marked_float(text: str) -> float:
+    try:
+        return finite_float(text)
+    except ValidationError:
+        marked = _TooLarge("inf")
+        marked.text = text
+        return marked
+
+
+def _name_overflow(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook, run once an object's values are parsed: a number too large for a
+    float (``_marked_float``) is named with its key, the feature in a record's object."""
+    for key, value in pairs:
+        found = _too_large(value)
+        if found is not None:
+            raise ValidationError(f"number {found.text.strip()[:40]} is out of float32 range", key)
+    return dict(pairs)
+
+
+def _too_large(value: Any) -> _TooLarge | None:
+    if isinstance(value, _TooLarge):
+        return value
+    if isinstance(value, list):
+        return next((found for v in value if (found := _too_large(v)) is not None), None)
+    return None
 
 
 def _encode_json(schema: Schema, line: str, path: Path, lineno: int, index: int, filled: list[str] | None) -> bytes:

@@ -531,3 +531,27 @@ def test_inferring_from_records_without_values_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["-C", str(root), "register", "x", "--infer", str(tmp_path / "nulls.jsonl")])
     assert result.exit_code == 1
     assert result.stderr == "error: 2 records, none with a value: no schema to infer, nothing registered\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "feature", "shown"),
+    [
+        ('{"id": 1, "score": 1e400, "scores": []}', "score", "1e400"),
+        ('{"id": 1, "score": 1.5, "scores": [2.5, -1E+999]}', "scores", "-1E+999"),
+    ],
+)
+def test_a_json_number_beyond_float_range_names_its_feature(
+    tmp_path: Path, line: str, feature: str, shown: str
+) -> None:
+    """JSON Lines' 1e400 said 'number 1e400 is out of float32 range' without the feature."""
+    root = tmp_path / "cat"
+    features = {
+        "id": {"dtype": "int64"},
+        "score": {"dtype": "float32"},
+        "scores": {"dtype": "float32", "shape": [None]},
+    }
+    Catalog.init(root).register("d", {"features": features})
+    (tmp_path / "b.jsonl").write_text(line + "\n")
+    result = CliRunner().invoke(app, ["-C", str(root), "append", "d", str(tmp_path / "b.jsonl")])
+    where = f"{tmp_path / 'b.jsonl'}: record 0 (line 1): feature {feature!r}"
+    assert (result.exit_code, result.stderr) == (1, f"error: {where}: number {shown} is out of float32 range\n")

@@ -289,7 +289,7 @@ def test_npz_inference_says_what_is_wrong(cat: Catalog, tmp_path: Path) -> None:
 def test_json_lines_numbers_too_large_for_a_float_tensor(cat: Catalog, tmp_path: Path, dtype: str) -> None:
     ds = cat.register("d", {"features": {"t": {"dtype": dtype, "shape": [2], "encoding": "tensor"}}})
     (tmp_path / "a.jsonl").write_text('{"t": [1.5, 1e400]}\n')
-    with pytest.raises(CatalogError, match=r"a\.jsonl: record 0 \(line 1\): number 1e400 is out of"):
+    with pytest.raises(CatalogError, match=r"a\.jsonl: record 0 \(line 1\): feature 't': number 1e400 is out of"):
         ds.append_files([tmp_path / "a.jsonl"])
     (tmp_path / "b.jsonl").write_text('{"t": [1.5, "Infinity"]}\n')  # an infinity written as such
     ds.append_files([tmp_path / "b.jsonl"])
