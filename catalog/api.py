@@ -213,7 +213,7 @@ class Catalog(CatalogHandle):
 
     def drop(self, name: str) -> None:
         """Remove a dataset from the manifest; its files are collected by the next gc."""
-        drop_dataset(self, self.dataset(name).id)
+        drop_dataset(self, self.dataset_id(name))
 
     # ---- maintenance
     def backup(self, out: str | os.PathLike[str]) -> Path:

@@ -145,8 +145,10 @@ def manifest_problems(cat: CatalogHandle, wanted: set[str] | None) -> list[Probl
             ds = cat.lookup(name)
             ds.history()
             ds.info()
-        except (ManifestError, SchemaError) as e:  # (a schema the manifest holds but cannot read)
+        except ManifestError as e:
             out.append(Problem(name, where, "manifest", str(e).removeprefix(f"{where}: ").removesuffix(mf.VERIFY_HINT)))
+        except SchemaError as e:  # a schema the manifest holds but cannot read: `catalog drop` still can
+            out.append(Problem(name, where, "manifest", f"dataset {name!r}: its schema does not read: {e}"))
     return out
 
 

@@ -555,3 +555,24 @@ def test_a_json_number_beyond_float_range_names_its_feature(
     result = CliRunner().invoke(app, ["-C", str(root), "append", "d", str(tmp_path / "b.jsonl")])
     where = f"{tmp_path / 'b.jsonl'}: record 0 (line 1): feature {feature!r}"
     assert (result.exit_code, result.stderr) == (1, f"error: {where}: number {shown} is out of float32 range\n")
+
+
+def test_a_dataset_whose_schema_cannot_be_read_can_be_dropped(tmp_path: Path) -> None:
+    """A schema stored unreadable (as the '' feature name left them before inference refused
+    it) made drop fail too: the dataset could not be removed. drop reads no schema now."""
+    import sqlite3
+
+    root = tmp_path / "cat"
+    cat = Catalog.init(root)
+    cat.register("keep", {"features": {"x": {"dtype": "int64"}}})
+    cat.register("bad", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}])
+    with sqlite3.connect(root / "catalog.db") as conn:
+        bad = "(SELECT id FROM datasets WHERE name = 'bad')"
+        unreadable = '{"features": {"": {}}}'
+        conn.execute(f"UPDATE schema_versions SET schema_json = ? WHERE dataset_id = {bad}", (unreadable,))
+    verified = CliRunner().invoke(app, ["-C", str(root), "verify"])
+    assert verified.exit_code == 1 and "dataset 'bad': its schema does not read" in verified.output  # not a stop
+    dropped = CliRunner().invoke(app, ["-C", str(root), "drop", "bad"])
+    assert dropped.exit_code == 0, dropped.output
+    assert [d.name for d in Catalog.open(root).list()] == ["keep"]
+    assert CliRunner().invoke(app, ["-C", str(root), "verify"]).exit_code == 0

@@ -109,12 +109,15 @@ class CatalogHandle:
     def dataset_row(self, name: str) -> tuple[int, str, int, int, Schema, str]:
         validate_name(name)
         with mf.read_txn(self.engine) as conn:
-            row = conn.execute(select(DATASETS).where(DATASETS.c.name == name)).first()
-            if row is None or mf.abandoned(row.pending):  # registered for inputs whose writer died: none
-                names = [n for n, p in conn.execute(select(DATASETS.c.name, DATASETS.c.pending)) if not mf.abandoned(p)]
-                raise DatasetNotFoundError(_not_found(name, names), name)
+            row = _dataset_row(conn, name)
             schema = load_schema(conn, row.id, row.schema_version)
         return (row.id, row.name, row.version, row.schema_version, schema, row.compression)
+
+    def dataset_id(self, name: str) -> int:
+        """Dataset ``name``'s id, its schema not read (drop works on one whose schema is damaged)."""
+        validate_name(name)
+        with mf.read_txn(self.engine) as conn:
+            return int(_dataset_row(conn, name).id)
 
     def shard_path(self, relpath: str) -> Path:
         """A shard's local path (a local data area only; see :meth:`shard_url`)."""
@@ -200,6 +203,14 @@ def resolve_version(conn: Connection, dataset_id: int, name: str, version: Versi
     if sv is None:
         raise VersionNotFoundError(f"dataset {name!r} has no version {number}")
     return number, sv
+
+
+def _dataset_row(conn: Connection, name: str) -> Any:
+    row = conn.execute(select(DATASETS).where(DATASETS.c.name == name)).first()
+    if row is None or mf.abandoned(row.pending):  # registered for inputs whose writer died: none
+        names = [n for n, p in conn.execute(select(DATASETS.c.name, DATASETS.c.pending)) if not mf.abandoned(p)]
+        raise DatasetNotFoundError(_not_found(name, names), name)
+    return row
 
 
 def _version_number(conn: Connection, dataset_id: int, name: str, version: int | str) -> int:
