@@ -49,6 +49,7 @@ from catalog.storage import (
     clear_attempt,
     format_checksum,
     open_shard,
+    shard_batches,
     store_for,
 )
 from catalog.storage.index import offsets_from_lengths
@@ -132,7 +133,7 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
             for batch in read_record_batches(cast(IO[bytes], tap), compression):
                 columns, absent, ragged = check_batch(w, batch, path, count)
                 if tally is not None:
-                    tally.add_columns(columns, len(batch), absent, ragged)
+                    tally.add_batch(batch, columns, absent, ragged)
                 if compression == "none":
                     lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
                 count += len(batch)
@@ -145,7 +146,7 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
-    stats = tally.result().to_bytes() if tally is not None else None
+    stats = tally.result(lambda: shard_batches(location)).to_bytes() if tally is not None else None
     return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets, stats)
 
 

@@ -3,6 +3,7 @@ computed for shards that have none (one read each), and two versions or splits c
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
         tally = Tally(shard.schema)
         for batch in shard_batches(shard.url, shard.bytes):
             tally.add_records(batch)
-        result = tally.result()
+        result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))
         if result.records != shard.records:
             found = f"{result.records} records read, {shard.records} registered"
             raise CatalogError(f"{shard.url}: {found}; run `catalog verify`")

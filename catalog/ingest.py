@@ -213,7 +213,7 @@ def _validated(w: Target, path: Path, named: Path | None = None) -> tuple[int, b
         for batch in read_record_batches(path):
             columns, absent, ragged = check_batch(w, batch, named or path, count)
             if tally is not None:
-                tally.add_columns(columns, len(batch), absent, ragged)
+                tally.add_batch(batch, columns, absent, ragged)
             count += len(batch)
             w.heartbeat()  # validation writes nothing, so beat by hand
     except CorruptRecordError as e:
@@ -221,7 +221,7 @@ def _validated(w: Target, path: Path, named: Path | None = None) -> tuple[int, b
             raise
         # named as the input, not as the copy the catalog checked
         raise CorruptRecordError(e.reason, str(named), e.offset, compressed=e.compressed) from None
-    return count, tally.result().to_bytes() if tally is not None else None
+    return count, tally.result(lambda: read_record_batches(path)).to_bytes() if tally is not None else None
 
 
 def _reframe(w: Target, path: Path, progress: Progress | None) -> None:

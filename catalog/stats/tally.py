@@ -9,6 +9,8 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 
 from __future__ import annotations
 
+import json
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,7 +21,9 @@ from typing import Any
 import numpy as np
 from crc32c import crc32c
 
+from catalog.errors import CatalogError
 from catalog.schema import Feature, Ragged, Schema
+from catalog.stats import helper as helpers
 from catalog.stats.dataset import DatasetStats
 from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll, new_kll, new_top
 
@@ -86,11 +90,21 @@ def _varlen(feat: Feature, sequence: bool) -> bool:
     return sequence or feat.is_varlen or feat.stores_shape
 
 
-class Tally:
-    """The statistics of one shard's records, as they are written."""
+Reread = Callable[[], Iterable[list[bytes]]]
 
-    def __init__(self, schema: Schema) -> None:
+
+class Tally:
+    """The statistics of one shard's records, as they are written: past its first batch, the
+    batches the helper process (catalog.stats.helper) has room for go to it, on another core;
+    the rest are tallied here, and the two parts merge in ``result``."""
+
+    def __init__(self, schema: Schema, helper: bool = True) -> None:
         self.schema = schema
+        self._want_helper = helper and helpers.ENABLED
+        self._helper: helpers.Helper | None = None
+        self._sent = 0  # batches the helper took
+        self._drop: Callable[[], Any] = lambda: None  # ends a lent helper if the tally is dropped
+        self._detach: Callable[[], Any] = lambda: None
         self._sequence = set(schema.sequence)
         self._features = schema.all_features
         self.stats = DatasetStats({name: self._empty(name, f) for name, f in self._features.items()})
@@ -127,9 +141,45 @@ class Tally:
     def flush(self) -> None:
         if self._pending:
             records, self._pending, self._pending_bytes = self._pending, [], 0
+            if self._offer(records):
+                return
             absent: dict[str, np.ndarray] = {}
             ragged: Ragged = {}
             self.add_columns(self.schema.decode_batch(records, absent, ragged), len(records), absent, ragged)
+
+    def add_batch(
+        self,
+        records: Sequence[bytes],
+        columns: Mapping[str, np.ndarray],
+        absent: Mapping[str, np.ndarray],
+        ragged: Ragged | None = None,
+    ) -> None:
+        """A batch of records with the columns the caller decoded of them (``add_columns``):
+        the records go to the helper if it takes them, else the columns are tallied here.
+        Either way the features ``absent`` says records lacked count as filled from here: the
+        records may hold the defaults their writer filled in."""
+        if not self._offer(records, helpers.KNOWN):
+            self.add_columns(columns, len(records), absent, ragged)
+            return
+        for name, mask in absent.items():
+            self._writer_fills[name] += int(np.count_nonzero(mask))
+
+    def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
+        """Whether the helper took ``records`` (asked for once a tally, past its first batch)."""
+        if self._helper is None:
+            if not self._want_helper or not self.stats.records:
+                return False
+            self._want_helper = False
+            self._helper = helpers.SLOT.borrow()
+            if self._helper is None:
+                return False
+            self._helper.open(json.dumps(self.schema.to_json()).encode("utf-8"))
+            self._drop = drop = weakref.finalize(self, helpers.SLOT.drop, self._helper)  # a tally never finished
+            self._detach = drop.detach
+        if not self._helper.offer(records, kind):
+            return False
+        self._sent += 1
+        return True
 
     def fill(self, name: str, count: int = 1) -> None:
         """``count`` records of those added read ``name``'s default because the writer filled it in."""
@@ -163,9 +213,13 @@ class Tally:
             else:
                 _add_column(fs, feat, columns[name], name in self._sequence, feed)
 
-    def result(self) -> DatasetStats:
+    def result(self, reread: Reread | None = None) -> DatasetStats:
+        """The shard's statistics. ``reread``: the shard's records again, batch by batch, for
+        when the helper was lost with its part (the whole shard is then tallied here)."""
         self.flush()
         self._bytes.apply(self.stats.features)
+        if self._helper is not None:
+            self._merge_helper(reread)
         for name, fs in self.stats.features.items():
             if self._exact_fills is not None:
                 fs.filled = self._exact_fills.get(name, 0)
@@ -174,6 +228,42 @@ class Tally:
             fs.present = fs.records - fs.missing - fs.filled
         self._writer_fills.clear()
         return self.stats
+
+
+    def _merge_helper(self, reread: Reread | None) -> None:
+        helper, self._helper = self._helper, None
+        assert helper is not None
+        self._detach()
+        part = None
+        try:
+            if self._sent:
+                part = DatasetStats.from_bytes(helper.result())
+            else:
+                helper.idle()
+        except (helpers.Lost, CatalogError):
+            helper.lost = True
+        finally:
+            helpers.SLOT.give_back(helper)
+        if part is not None:
+            self.stats.merge(part)
+            self.stats.shards = 1
+        elif self._sent:
+            self._recount(reread)
+
+    def _recount(self, reread: Reread | None) -> None:
+        """The whole shard tallied here again: the helper's part of it was lost."""
+        if reread is None:
+            raise CatalogError("the statistics helper process ended before it finished: nothing registered")
+        fresh = Tally(self.schema, helper=False)
+        for batch in reread():
+            fresh.add_records(batch)
+        self.stats = fresh.result()
+
+    def discard(self) -> None:
+        """The shard is abandoned: the helper (if lent) is ended, not waited for."""
+        if self._helper is not None:
+            self._drop()
+            self._helper = None
 
 
 class ByteCounts:

@@ -29,7 +29,7 @@ from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
 from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches
 
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 
@@ -194,7 +194,7 @@ class ShardSink:
             if self._tally is not None and end > start:
                 part = {k: v[start:end] for k, v in columns.items()}
                 lacked = {k: v[start:end] for k, v in absent.items()}
-                self._tally.add_columns(part, end - start, lacked, cut(start, end))
+                self._tally.add_batch(records[start:end], part, lacked, cut(start, end))
             start = end
             if beat is not None:
                 beat()
@@ -295,15 +295,15 @@ class ShardSink:
         writer, f, temp = self._writer, self._file, self._temp
         if writer is None or f is None or temp is None:
             return
-        stats = self._tally.result().to_bytes() if self._tally is not None else None
-        self._writer = self._file = self._temp = self._tally = None
-        rel = self._rel
         faults.point("shard.closing", temp=temp, records=writer.records, flush=writer.flush)
         try:
             writer.close()
         except OSError as e:
             f.close()
             raise write_error(temp, e) from e
+        stats = self._tally_result(temp)
+        self._writer = self._file = self._temp = self._tally = None
+        rel = self._rel
         # Until the lists below say where the shard is, abort() finds it here: a Ctrl-C that
         # lands right after the rename (or upload) must not leave the published file behind.
         self._publishing = rel
@@ -329,6 +329,14 @@ class ShardSink:
         self._publishing = None
         self._bytes = self._records = 0
 
+    def _tally_result(self, temp: Path) -> bytes | None:
+        """The open shard's statistics, once its file is complete (``temp``: read again if the
+        statistics helper was lost with its part)."""
+        if self._tally is None:
+            return None
+        compression = self.compression
+        return self._tally.result(lambda: read_record_batches(temp, compression)).to_bytes()
+
     def cut(self, source: str | None) -> None:
         """End the open shard here: what is written next, from ``source``, goes to a new one
         (each input its own shards, so each shard has one source)."""
@@ -348,6 +356,8 @@ class ShardSink:
         """Remove every file this sink made (the caller registers nothing)."""
         if self._file is not None:
             self._file.close()
+        if self._tally is not None:
+            self._tally.discard()
         self._writer = self._file = self._temp = self._tally = None
         for path in [*self.temps, *self._index_temps]:
             with contextlib.suppress(OSError):  # gone, or a read-only area: gc takes what stays

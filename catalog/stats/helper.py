@@ -1,0 +1,243 @@
+"""A process that tallies statistics on the machine's other core while the writer writes.
+
+The writer is one Python thread: framing, checksums and validation keep one core busy, and
+the statistics (sketch updates a value at a time, decoding the records again for JSON Lines)
+added a fifth to a third of an append's time on top (benchmarks/bench_stats.py). A tally
+hands whole batches of records to this helper when it is ready and keeping up, and tallies
+the others itself; the two parts' statistics merge (every field of them does). So the helper
+only ever takes work off the writer: while it starts (imports take a few tenths of a
+second), or when it falls behind, the writer goes on alone.
+
+Lifecycle, for trust: the helper is ``python -m catalog.stats.serve`` in a session of its
+own (a Ctrl-C at the terminal is the writer's to handle, not the helper's), started at the
+first tally large enough to want it and kept for the process's later ones, one tally at a
+time. It reads its work from a pipe and ends when the pipe closes: when the writer's process
+ends however it ends (exit, Ctrl-C, SIGKILL), or at exit by atexit. A helper that dies, hangs
+or fails loses nothing: the tally then computes the shard's statistics from the shard itself
+(see Tally.result). Nothing of the catalog (manifest, files) is ever touched by it.
+
+Messages, both ways: one byte of kind, eight of length (little-endian), the payload.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+HEAD = struct.Struct("<cQ")
+# writer -> helper: a new tally; records (the features they lack counted as filled, or not:
+# KNOWN, the writer counted them); the tally's result
+SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
+READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
+BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
+STALL = 60.0  # seconds without a word from a helper that owes one: it is lost
+
+
+class Lost(Exception):
+    """The helper ended, failed or stalled: its part of a tally is gone."""
+
+
+# --------------------------------------------------------------------------- the writer's side
+
+
+class Helper:
+    """The writer's end of one helper process."""
+
+    def __init__(self) -> None:
+        package_root = str(Path(__file__).resolve().parents[2])  # the child imports this catalog
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "catalog.stats.serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self._out, False)
+        self._got = bytearray()
+        self.ready = False
+        self.lost = False
+        self.backlog = 0  # batches sent, not acknowledged
+        self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
+        self._sender: threading.Thread | None = None
+
+    # ---- sending: on a thread, since a pipe takes a batch only as fast as the helper reads it
+    def open(self, schema_json: bytes) -> None:
+        """Start a tally of records of this schema (the previous one's result was taken)."""
+        self._sender = threading.Thread(target=self._send_all, name="catalog-statistics-sender", daemon=True)
+        self._sender.start()
+        self._queue.put([HEAD.pack(SCHEMA, len(schema_json)), schema_json])
+
+    def _send_all(self) -> None:
+        while (parts := self._queue.get()) is not None:
+            try:
+                for part in parts:
+                    _write_all(self._in, part)
+            except OSError:  # the helper ended: what is queued goes nowhere
+                self.lost = True
+
+    def offer(self, records: Sequence[bytes], kind: bytes = BATCH) -> bool:
+        """Send a batch of records (a message of ``kind``) if the helper is up and keeping up;
+        False: tally them here."""
+        self._take_replies(wait=False)
+        if self.lost or not self.ready or self.backlog >= BACKLOG:
+            return False
+        lengths = np.fromiter(map(len, records), dtype="<u8", count=len(records))
+        blob = b"".join(records)
+        size = 8 + lengths.nbytes + len(blob)
+        self._queue.put([HEAD.pack(kind, size), struct.pack("<Q", len(records)), lengths.tobytes(), blob])
+        self.backlog += 1
+        return True
+
+    def result(self) -> bytes:
+        """The tally's statistics (DatasetStats bytes) of the batches it was sent; Lost if none."""
+        self._queue.put([HEAD.pack(RESULT, 0)])
+        self._end_sender()
+        deadline = time.monotonic() + STALL
+        while True:
+            reply = self._take_replies(wait=True)
+            if reply is not None:
+                return reply
+            if self.lost or time.monotonic() > deadline:
+                raise Lost()
+
+    def _end_sender(self) -> None:
+        """Let the sender send what is queued and end (a helper that stalls it is lost)."""
+        self._queue.put(None)
+        if self._sender is not None:
+            self._sender.join(STALL)
+            if self._sender.is_alive():
+                self.lost = True
+            self._sender = None
+
+    def idle(self) -> None:
+        """The tally sent nothing and wants no result: the helper waits for the next one."""
+        self._end_sender()
+
+    # ---- receiving: without a thread, what has come is read when the tally asks
+    def _take_replies(self, wait: bool) -> bytes | None:
+        """Read what the helper said; the payload of a STATS reply, if one came."""
+        if self.lost:
+            return None
+        if wait and not select.select([self._out], [], [], 1.0)[0]:
+            return None
+        try:
+            while chunk := os.read(self._out, 1 << 16):
+                self._got += chunk
+            self.lost = True  # end of the pipe: the helper is gone
+        except BlockingIOError:
+            pass
+        return self._parse()
+
+    def _parse(self) -> bytes | None:
+        while len(self._got) >= HEAD.size:
+            kind, size = HEAD.unpack_from(self._got)
+            if len(self._got) < HEAD.size + size:
+                break
+            payload = bytes(self._got[HEAD.size : HEAD.size + size])
+            del self._got[: HEAD.size + size]
+            if kind == READY:
+                self.ready = True
+            elif kind == ACK:
+                self.backlog -= 1
+            elif kind == STATS:
+                return payload
+            else:  # FAILED, or a helper speaking nonsense
+                self.lost = True
+        return None
+
+    def close(self) -> None:
+        """End the helper at once (it holds nothing worth a wait), and this end's threads."""
+        self.lost = True
+        self.proc.kill()
+        self.proc.wait()
+        if self._sender is not None:  # blocked on the pipe: the kill broke it
+            self._queue.put(None)
+            self._sender.join()
+            self._sender = None
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# --------------------------------------------------------------------------- one a process
+
+
+class _Slot:
+    """The process's helper: lent to one tally at a time, started on first need."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.helper: Helper | None = None
+        self.busy = False
+        self.failures = 0  # helpers lost: after a few, this process tallies alone
+
+    def borrow(self) -> Helper | None:
+        with self.lock:
+            if self.busy or self.failures >= 3 or not ENABLED or os.name != "posix":
+                return None
+            if self.helper is None or self.helper.lost:
+                self.helper = self._start()
+                if self.helper is None:
+                    return None
+            self.busy = True
+            return self.helper
+
+    def _start(self) -> Helper | None:
+        try:
+            return Helper()
+        except (OSError, ValueError, subprocess.SubprocessError):
+            self.failures += 1
+            return None
+
+    def give_back(self, helper: Helper, failed: bool = True) -> None:
+        """``helper`` is free again; one ``lost`` is ended (and counted, if it ``failed``)."""
+        with self.lock:
+            self.busy = False
+            if helper.lost:
+                self.failures += int(failed)
+                helper.close()
+                if self.helper is helper:
+                    self.helper = None
+
+    def drop(self, helper: Helper) -> None:
+        """A tally that will not finish (its shard abandoned): its helper ended, not waited for."""
+        helper.lost = True
+        self.give_back(helper, failed=False)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's helper is the parent's (its threads did not come)."""
+        self.lock = threading.Lock()
+        self.helper, self.busy = None, False
+
+    def shutdown(self) -> None:
+        with self.lock:  # (a helper lent to a tally is ended too: the process is ending)
+            if self.helper is not None:
+                self.helper.close()
+                self.helper = None
+
+
+ENABLED = os.environ.get("CATALOG_STATS_HELPER", "1") != "0"
+SLOT = _Slot()
+os.register_at_fork(after_in_child=SLOT.forget)
+atexit.register(SLOT.shutdown)

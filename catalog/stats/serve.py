@@ -1,0 +1,76 @@
+"""The statistics helper process (catalog.stats.helper): ``python -m catalog.stats.serve``
+tallies the batches of records its writer sends, one tally at a time, until its input ends."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from typing import IO
+
+import numpy as np
+
+from catalog.schema import Ragged, Schema
+from catalog.stats.helper import ACK, BATCH, FAILED, HEAD, KNOWN, READY, RESULT, SCHEMA, STATS
+from catalog.stats.tally import Tally
+
+
+def _read_exact(f: IO[bytes], n: int) -> bytes | None:
+    data = f.read(n)
+    return data if data is not None and len(data) == n else None
+
+
+def _send(out: IO[bytes], kind: bytes, payload: bytes = b"") -> None:
+    out.write(HEAD.pack(kind, len(payload)))
+    out.write(payload)
+    out.flush()
+
+
+def _records(payload: bytes) -> list[bytes]:
+    (n,) = struct.unpack_from("<Q", payload)
+    lengths = np.frombuffer(payload, dtype="<u8", count=n, offset=8)
+    ends = np.cumsum(lengths) + 8 + 8 * n
+    starts = ends - lengths
+    return [payload[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def _tally(tally: Tally, records: list[bytes], counted: bool) -> None:
+    """Decode and tally ``records``; the features they lack count as filled only if ``counted``
+    (else the writer counted them: it may have written the defaults it filled in)."""
+    absent: dict[str, np.ndarray] = {}
+    ragged: Ragged = {}
+    columns = tally.schema.decode_batch(records, absent, ragged)
+    tally.add_columns(columns, len(records), absent if counted else {}, ragged)
+
+
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
+    """The helper's loop: tallies, one at a time, until ``inp`` ends."""
+    _send(out, READY)
+    tally: Tally | None = None
+    failure = ""
+    while (head := _read_exact(inp, HEAD.size)) is not None:
+        kind, size = HEAD.unpack(head)
+        payload = _read_exact(inp, size) if size else b""
+        if payload is None:
+            return
+        try:
+            if kind == SCHEMA:
+                tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False), ""
+            elif kind in (BATCH, KNOWN) and tally is not None and not failure:
+                _tally(tally, _records(payload), counted=kind == BATCH)
+        except Exception as e:  # reported to the writer, which then computes the shard's statistics itself
+            failure = f"{type(e).__name__}: {e}"
+        if kind in (BATCH, KNOWN):
+            _send(out, ACK)
+        elif kind == RESULT:
+            reply = (FAILED, failure.encode()) if failure or tally is None else (STATS, tally.result().to_bytes())
+            _send(out, *reply)
+            tally = None
+
+
+def main() -> None:
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The statistics helper process (catalog.stats.helper): a tally's batches tallied on another
+core give the statistics the writer alone gives; a helper that dies, stalls, fails to start
+or is abandoned loses nothing and leaves nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from catalog import Catalog
+from catalog.errors import CatalogError
+from catalog.schema import Schema
+from catalog.stats import DatasetStats, Tally, tally
+from catalog.stats import helper as helpers
+from catalog.stats.sketches import FeatureStats
+from tests.test_stats import SCHEMA, generated
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the statistics helper is POSIX only")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ready_helper() -> helpers.Helper:
+    """The process's helper, started and ready (it answers within a minute)."""
+    helper = helpers.SLOT.borrow()
+    assert helper is not None, "no helper could be started"
+    deadline = time.monotonic() + 60
+    while not helper.ready and time.monotonic() < deadline and not helper.lost:
+        helper._take_replies(wait=True)
+    helpers.SLOT.give_back(helper)
+    assert helper.ready and not helper.lost
+    return helper
+
+
+@pytest.fixture
+def eager(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Small batches, and a helper that is ready and takes every batch it is offered."""
+    monkeypatch.setattr(tally, "BATCH", 500)
+    monkeypatch.setattr(helpers, "BACKLOG", 10**6)
+    monkeypatch.setattr(helpers.SLOT, "failures", 0)
+    ready_helper()
+    yield
+    assert not helpers.SLOT.busy, "a tally kept the helper"
+
+
+def records(n: int = 6000, seed: int = 0) -> tuple[Schema, list[bytes]]:
+    schema = Schema.from_json(SCHEMA)
+    cols = generated(n, seed)
+    rows = [{k: v[i] for k, v in cols.items()} for i in range(n)]
+    return schema, [schema.encode({k: v for k, v in r.items() if v is not None}) for r in rows]
+
+
+def exact(fs: FeatureStats) -> dict[str, Any]:
+    """What must not depend on how the records were split: counts, ranges, values sketched."""
+    out = {k: getattr(fs, k) for k in ("records", "present", "filled", "missing", "zeros", "nans", "infs")}
+    out["values"] = (fs.values.count, fs.values.min, fs.values.max)
+    if fs.lengths is not None:
+        out["lengths"] = (fs.lengths.count, fs.lengths.min, fs.lengths.max)
+    if fs.quantiles is not None:
+        out["sketched"] = fs.quantiles.n
+    if fs.top is not None:
+        out["top"] = sorted(fs.top_values(10))
+    return out
+
+
+def same_stats(got: DatasetStats, want: DatasetStats) -> None:
+    assert (got.records, got.shards) == (want.records, want.shards)
+    assert set(got.features) == set(want.features)
+    for name, fs in want.features.items():
+        mine = got.features[name]
+        assert exact(mine) == exact(fs), name
+        assert mine.values.mean == pytest.approx(fs.values.mean, rel=1e-9), name
+        assert mine.values.m2 == pytest.approx(fs.values.m2, rel=1e-9), name
+
+
+def alone(schema: Schema, recs: list[bytes]) -> DatasetStats:
+    t = Tally(schema, helper=False)
+    t.add_records(recs)
+    return t.result()
+
+
+def test_helper_tallies_batches_equal_to_the_writer_alone(eager: None) -> None:
+    schema, recs = records()
+    t = Tally(schema)
+    t.fill("word", 7)
+    t.add_records(recs)
+    got = t.result()
+    assert t._sent >= 10  # 12 batches of 500: the first here, the rest sent
+    want = alone(schema, recs)
+    want.features["word"].filled += 7
+    want.features["word"].present -= 7
+    same_stats(got, want)
+
+
+def test_helper_gets_the_batches_decoded_by_the_caller(eager: None) -> None:
+    schema, recs = records(3000)
+    t = Tally(schema)
+    for start in range(0, len(recs), 500):
+        batch = recs[start : start + 500]
+        absent: dict[str, np.ndarray] = {}
+        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    got = t.result()
+    assert t._sent == 5
+    same_stats(got, alone(schema, recs))
+
+
+def test_append_with_the_helper_equals_append_without(eager: None, tmp_path: Path) -> None:
+    cols = generated(4000)
+    with_helper = Catalog.init(tmp_path / "a").register("d", SCHEMA)
+    with_helper.append_rows(cols, shard_records=2000)
+    helpers_off = pytest.MonkeyPatch()
+    helpers_off.setattr(helpers, "ENABLED", False)
+    try:
+        without = Catalog.init(tmp_path / "b").register("d", SCHEMA)
+        without.append_rows(cols, shard_records=2000)
+    finally:
+        helpers_off.undo()
+    got, want = with_helper.stats().at, without.stats().at
+    assert (got.shards, got.missing_shards) == (want.shards, want.missing_shards) == (2, 0)
+    same_stats(got.stats, want.stats)
+
+
+def test_a_helper_killed_mid_tally_loses_nothing(eager: None) -> None:
+    schema, recs = records()
+    t = Tally(schema)
+    t.add_records(recs[:3000])
+    assert t._sent >= 4
+    assert t._helper is not None
+    t._helper.proc.kill()
+    t.add_records(recs[3000:])  # offered to a helper that is gone: tallied here
+    got = t.result(lambda: iter([recs[:2500], recs[2500:]]))  # the shard, read again
+    same_stats(got, alone(schema, recs))
+    assert helpers.SLOT.failures == 1 and helpers.SLOT.helper is None
+    assert ready_helper() is not None  # the next tally gets a new one
+
+
+def test_a_lost_helper_without_the_records_again_registers_nothing(eager: None) -> None:
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._helper is not None
+    t._helper.proc.kill()
+    with pytest.raises(CatalogError, match="statistics helper process ended"):
+        t.result()
+    assert not helpers.SLOT.busy
+
+
+def test_a_stalled_helper_is_given_up(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper that stops answering (SIGSTOP) costs STALL seconds, then the shard is reread."""
+    monkeypatch.setattr(helpers, "STALL", 1.0)
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs[:1000])
+    helper = t._helper
+    assert helper is not None
+    os.kill(helper.proc.pid, signal.SIGSTOP)
+    try:
+        t.add_records(recs[1000:])
+        started = time.monotonic()
+        got = t.result(lambda: iter([recs]))
+        assert time.monotonic() - started < 20
+    finally:
+        if helper.proc.poll() is None:
+            os.kill(helper.proc.pid, signal.SIGCONT)
+    same_stats(got, alone(schema, recs))
+    assert helper.proc.poll() is not None  # killed, not left stopped
+
+
+def test_an_abandoned_tally_ends_its_helper(eager: None) -> None:
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    helper = t._helper
+    assert helper is not None
+    t.discard()
+    assert helper.proc.poll() is not None and not helpers.SLOT.busy
+    assert helpers.SLOT.failures == 0  # not the helper's fault
+    u = Tally(schema)  # dropped without a word: its finalizer frees the helper
+    u.add_records(recs)
+    second = u._helper
+    assert second is not None and second is not helper
+    del u
+    assert second.proc.poll() is not None and not helpers.SLOT.busy
+
+
+def test_no_helper_when_it_cannot_start(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    helpers.SLOT.shutdown()
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._helper is None and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))
+    assert helpers.SLOT.failures == 1
+
+
+def test_a_helper_that_fails_on_a_batch_reports_it(eager: None) -> None:
+    """Records the helper cannot decode (a caller's bug: validated ones always decode): it says
+    so, and the tally rereads rather than registering a part."""
+    schema, recs = records(1500)
+    t = Tally(schema)
+    t.add_records(recs[:500])
+    t.add_records([b"\xff not a record"] * 500)
+    t.add_records(recs[1000:])
+    assert t._sent == 2
+    got = t.result(lambda: iter([recs]))
+    same_stats(got, alone(schema, recs))
+
+
+def test_helper_ends_with_its_writer(tmp_path: Path) -> None:
+    """A writer killed with SIGKILL (no atexit) leaves no helper behind: its pipe closes."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from catalog.stats import helper
+        h = helper.SLOT.borrow()
+        assert h is not None
+        print(h.proc.pid, flush=True)
+        while not h.ready:
+            h._take_replies(wait=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    pid = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_forked_child_does_not_use_its_parents_helper(eager: None) -> None:
+    ready_helper()
+    parent_helper = helpers.SLOT.helper
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reports whether it sees the parent's helper
+        os.write(write, json.dumps([helpers.SLOT.helper is None, helpers.SLOT.busy]).encode())
+        os._exit(0)
+    os.close(write)
+    seen = json.loads(os.read(read, 100))
+    os.waitpid(pid, 0)
+    assert seen == [True, False]
+    assert helpers.SLOT.helper is parent_helper and parent_helper is not None and parent_helper.proc.poll() is None
