@@ -263,3 +263,25 @@ def test_a_forked_child_does_not_use_its_parents_helper(eager: None) -> None:
     os.waitpid(pid, 0)
     assert seen == [True, False]
     assert helpers.SLOT.helper is parent_helper and parent_helper is not None and parent_helper.proc.poll() is None
+
+
+def test_the_helper_imports_this_catalog_not_one_in_its_directory(
+    eager: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-c`` puts the working directory first on sys.path: a ``catalog`` package there (a
+    user's project) must not be what the helper runs."""
+    helpers.SLOT.shutdown()
+    (tmp_path / "catalog").mkdir()
+    (tmp_path / "catalog" / "__init__.py").write_text("raise SystemExit('the wrong catalog')\n")
+    monkeypatch.chdir(tmp_path)
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs[:1000])  # the first batch here; the second asks for a helper, not ready yet
+    assert t._helper is not None
+    deadline = time.monotonic() + 60
+    while not t._helper.ready and not t._helper.lost and time.monotonic() < deadline:
+        t._helper._take_replies(wait=True)
+    assert t._helper.ready
+    t.add_records(recs[1000:])
+    assert t._sent == 2
+    same_stats(t.result(), alone(schema, recs))

@@ -8,7 +8,7 @@ the others itself; the two parts' statistics merge (every field of them does). S
 only ever takes work off the writer: while it starts (imports take a few tenths of a
 second), or when it falls behind, the writer goes on alone.
 
-Lifecycle, for trust: the helper is ``python -m catalog.stats.serve`` in a session of its
+Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a session of its
 own (a Ctrl-C at the terminal is the writer's to handle, not the helper's), started at the
 first tally large enough to want it and kept for the process's later ones, one tally at a
 time. It reads its work from a pipe and ends when the pipe closes: when the writer's process
@@ -51,18 +51,37 @@ class Lost(Exception):
 # --------------------------------------------------------------------------- the writer's side
 
 
+_PACKAGE = Path(__file__).resolve().parents[1]  # the catalog package the helper must import
+# The helper's start: this catalog, not another one in its working directory (sys.path[0] of
+# ``-c``) or elsewhere, else it ends at once (and the writer tallies alone).
+_BOOT = """
+import sys
+root, package = {root!r}, {package!r}
+sys.path[0:1] = [] if root in sys.path[1:] else [root]
+import catalog, os.path
+if os.path.dirname(os.path.realpath(catalog.__file__)) != package:
+    sys.exit(3)
+from catalog.stats.serve import main
+main()
+"""
+
+
+def _can_start() -> bool:
+    """Whether ``sys.executable`` is a Python to start the helper with (not a frozen app or an
+    embedding server, which would start themselves again)."""
+    name = os.path.basename(sys.executable or "").lower()
+    return os.name == "posix" and not getattr(sys, "frozen", False) and name.startswith("python")
+
+
 class Helper:
     """The writer's end of one helper process."""
 
     def __init__(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[2])  # the child imports this catalog
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "catalog.stats.serve"],
+            [sys.executable, "-c", _BOOT.format(root=str(_PACKAGE.parent), package=str(_PACKAGE))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
             start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -194,7 +213,7 @@ class _Slot:
 
     def borrow(self) -> Helper | None:
         with self.lock:
-            if self.busy or self.failures >= 3 or not ENABLED or os.name != "posix":
+            if self.busy or self.failures >= 3 or not ENABLED or not _can_start():
                 return None
             if self.helper is None or self.helper.lost:
                 self.helper = self._start()
