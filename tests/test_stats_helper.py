@@ -250,18 +250,32 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def open_fds(fds: list[int]) -> list[int]:
+    out = []
+    for fd in fds:
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        out.append(fd)
+    return out
+
+
 def test_a_forked_child_does_not_use_its_parents_helper(eager: None) -> None:
     ready_helper()
     parent_helper = helpers.SLOT.helper
+    assert parent_helper is not None
+    pipes = [parent_helper._in, parent_helper._out]
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: reports whether it sees the parent's helper
-        os.write(write, json.dumps([helpers.SLOT.helper is None, helpers.SLOT.busy]).encode())
+    if pid == 0:  # the child: reports whether it sees the parent's helper, and its pipes
+        os.write(write, json.dumps([helpers.SLOT.helper is None, helpers.SLOT.busy, open_fds(pipes)]).encode())
         os._exit(0)
     os.close(write)
     seen = json.loads(os.read(read, 100))
     os.waitpid(pid, 0)
-    assert seen == [True, False]
+    assert seen == [True, False, []]
+    assert open_fds(pipes) == pipes
     assert helpers.SLOT.helper is parent_helper and parent_helper is not None and parent_helper.proc.poll() is None
 
 

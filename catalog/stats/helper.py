@@ -22,6 +22,7 @@ Messages, both ways: one byte of kind, eight of length (little-endian), the payl
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 import select
@@ -245,8 +246,15 @@ class _Slot:
         self.give_back(helper, failed=False)
 
     def forget(self) -> None:
-        """In a forked child: the parent's helper is the parent's (its threads did not come)."""
+        """In a forked child: the parent's helper is the parent's (its threads did not come).
+        The child closes its copies of the pipes: the helper sees its input end when the
+        parent's ends, not when the last of its forked children (DataLoader workers) does."""
         self.lock = threading.Lock()
+        if self.helper is not None:
+            for f in (self.helper.proc.stdin, self.helper.proc.stdout):
+                with contextlib.suppress(OSError):
+                    if f is not None:
+                        f.close()
         self.helper, self.busy = None, False
 
     def shutdown(self) -> None:
