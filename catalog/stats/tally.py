@@ -45,6 +45,10 @@ RUN = 64
 # A batch with more distinct values than this (the frequent-items sketch tracks 48) shows the
 # sketch only values seen at least twice in it (see _skip_singles).
 TOP_SKIP_SINGLES = 256
+# Batches of records larger than this on average (images, documents) are tallied here, never
+# sent to the helper: their statistics cost little per byte (few values a record, or NumPy's
+# passes over tensors), less than copying them to it and waiting for its last batches.
+HELPER_MAX_RECORD = 2048
 BYTE_SUMS = 1 << 14  # 1-byte values at least this many a batch are summed on a helper thread
 BYTE_ROW = 1 << 15  # 1-byte values summed at once in int32: 255**2 * BYTE_ROW < 2**31
 
@@ -165,9 +169,12 @@ class Tally:
             self._writer_fills[name] += int(np.count_nonzero(mask))
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
-        """Whether the helper took ``records`` (asked for once a tally, past its first batch)."""
+        """Whether the helper took ``records`` (asked for once a tally, past its first batch,
+        for records of at most HELPER_MAX_RECORD bytes on average)."""
         if self._helper is None:
             if not self._want_helper or not self.stats.records:
+                return False
+            if sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
                 return False
             self._want_helper = False
             self._helper = helpers.SLOT.borrow()
