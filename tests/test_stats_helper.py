@@ -299,3 +299,40 @@ def test_the_helper_imports_this_catalog_not_one_in_its_directory(
     t.add_records(recs[1000:])
     assert t._sent == 2
     same_stats(t.result(), alone(schema, recs))
+
+
+def test_an_interrupted_result_ends_its_helper(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the writer waits for the helper's statistics: that reply would reach the
+    next tally, so the helper is ended, and the next tally gets a new one."""
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    helper = t._helper
+    assert helper is not None and t._sent
+    real = helpers.Helper._take_replies
+
+    def interrupted(self: helpers.Helper, wait: bool) -> bytes | None:
+        if wait:
+            raise KeyboardInterrupt
+        return real(self, wait)
+
+    monkeypatch.setattr(helpers.Helper, "_take_replies", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        t.result(lambda: iter([recs]))
+    monkeypatch.setattr(helpers.Helper, "_take_replies", real)
+    assert helper.proc.poll() is not None and not helpers.SLOT.busy and helpers.SLOT.failures == 0
+    u = Tally(schema)
+    u.add_records(recs)
+    assert u._helper is not None and u._helper is not helper
+    same_stats(u.result(), alone(schema, recs))
+
+
+def test_large_records_are_tallied_by_the_writer(eager: None) -> None:
+    """Images and documents cost little per byte to tally: not worth copying to the helper."""
+    schema = Schema.from_json({"features": {"img": {"dtype": "uint8", "shape": [48, 48, 3], "encoding": "tensor"}}})
+    rng = np.random.default_rng(3)
+    recs = [schema.encode({"img": rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)}) for _ in range(1500)]
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._helper is None and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))

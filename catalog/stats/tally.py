@@ -241,16 +241,17 @@ class Tally:
         helper, self._helper = self._helper, None
         assert helper is not None
         self._detach()
-        part = None
+        part, failed = None, False
         try:
             if self._sent:
                 part = DatasetStats.from_bytes(helper.result())
             else:
                 helper.idle()
         except (helpers.Lost, CatalogError):
-            helper.lost = True
-        finally:
-            helpers.SLOT.give_back(helper)
+            failed = True
+        finally:  # an interruption (Ctrl-C) leaves its reply unread: that helper is ended too
+            helper.lost = helper.lost or failed or (part is None and self._sent > 0)
+            helpers.SLOT.give_back(helper, failed=failed)
         if part is not None:
             self.stats.merge(part)
             self.stats.shards = 1
