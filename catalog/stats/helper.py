@@ -42,7 +42,7 @@ HEAD = struct.Struct("<cQ")
 SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
 READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
-STALL = 60.0  # seconds without a word from a helper that owes one: it is lost
+STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
 
 
 class Lost(Exception):
