@@ -40,6 +40,7 @@ HEAD = struct.Struct("<cQ")
 # writer -> helper: a new tally; records (the features they lack counted as filled, or not:
 # KNOWN, the writer counted them); the tally's result
 SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
+SAMPLE = b"Q"  # values for one feature's quantile sketch: name length (4 bytes), name, dtype (4), values
 READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
 STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
@@ -120,6 +121,18 @@ class Helper:
         blob = b"".join(records)
         size = 8 + lengths.nbytes + len(blob)
         self._queue.put([HEAD.pack(kind, size), struct.pack("<Q", len(records)), lengths.tobytes(), blob])
+        self.backlog += 1
+        return True
+
+    def offer_sample(self, name: str, values: np.ndarray) -> bool:
+        """Send ``values`` for feature ``name``'s quantile sketch if the helper keeps up."""
+        self._take_replies(wait=False)
+        if self.lost or not self.ready or self.backlog >= BACKLOG:
+            return False
+        key = name.encode("utf-8", "surrogatepass")
+        head = struct.pack("<I", len(key)) + key + values.dtype.str.encode("ascii").ljust(4)
+        data = np.ascontiguousarray(values).tobytes()
+        self._queue.put([HEAD.pack(SAMPLE, len(head) + len(data)), head, data])
         self.backlog += 1
         return True
 

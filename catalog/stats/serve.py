@@ -11,8 +11,8 @@ from typing import IO
 import numpy as np
 
 from catalog.schema import Ragged, Schema
-from catalog.stats.helper import ACK, BATCH, FAILED, HEAD, KNOWN, READY, RESULT, SCHEMA, STATS
-from catalog.stats.tally import Tally
+from catalog.stats.helper import ACK, BATCH, FAILED, HEAD, KNOWN, READY, RESULT, SAMPLE, SCHEMA, STATS
+from catalog.stats.tally import Tally, sketch
 
 
 def _read_exact(f: IO[bytes], n: int) -> bytes | None:
@@ -43,6 +43,16 @@ def _tally(tally: Tally, records: list[bytes], counted: bool) -> None:
     tally.add_columns(columns, len(records), absent if counted else {}, ragged)
 
 
+def _sketch(tally: Tally, payload: bytes) -> None:
+    """A sample of one feature's values into its quantile sketch (its other figures are the
+    writer's: this tally's part of them stays empty, and merges as nothing)."""
+    (size,) = struct.unpack_from("<I", payload)
+    name = payload[4 : 4 + size].decode("utf-8", "surrogatepass")
+    dtype = np.dtype(payload[4 + size : 8 + size].decode("ascii").strip())
+    values = np.frombuffer(payload, dtype=dtype, offset=8 + size)
+    sketch(tally.stats.features[name].quantiles, values)
+
+
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     """The helper's loop: tallies, one at a time, until ``inp`` ends."""
     _send(out, READY)
@@ -58,9 +68,11 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False), ""
             elif kind in (BATCH, KNOWN) and tally is not None and not failure:
                 _tally(tally, _records(payload), counted=kind == BATCH)
+            elif kind == SAMPLE and tally is not None and not failure:
+                _sketch(tally, payload)
         except Exception as e:  # reported to the writer, which then computes the shard's statistics itself
             failure = f"{type(e).__name__}: {e}"
-        if kind in (BATCH, KNOWN):
+        if kind in (BATCH, KNOWN, SAMPLE):
             _send(out, ACK)
         elif kind == RESULT:
             reply = (FAILED, failure.encode()) if failure or tally is None else (STATS, tally.result().to_bytes())

@@ -107,6 +107,7 @@ class Tally:
         self._want_helper = helper and helpers.ENABLED
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
+        self._batches = 0  # batches tallied here
         self._drop: Callable[[], Any] = lambda: None  # ends a lent helper if the tally is dropped
         self._detach: Callable[[], Any] = lambda: None
         self._sequence = set(schema.sequence)
@@ -169,12 +170,30 @@ class Tally:
             self._writer_fills[name] += int(np.count_nonzero(mask))
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
-        """Whether the helper took ``records`` (asked for once a tally, past its first batch,
-        for records of at most HELPER_MAX_RECORD bytes on average)."""
+        """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average)."""
+        if sum(map(len, records)) > HELPER_MAX_RECORD * len(records) or not self._borrow():
+            return False
+        assert self._helper is not None
+        if not self._helper.offer(records, kind):
+            return False
+        self._sent += 1
+        return True
+
+    def _offer_sample(self, name: str, values: np.ndarray) -> bool:
+        """Whether the helper took ``values`` for feature ``name``'s quantile sketch (a tensor's
+        sample: its KLL updates are most of what a batch of images costs the writer)."""
+        if not self._borrow():
+            return False
+        assert self._helper is not None
+        if not self._helper.offer_sample(name, values):
+            return False
+        self._sent += 1
+        return True
+
+    def _borrow(self) -> bool:
+        """Whether the helper is lent to this tally (asked for once, past its first batch)."""
         if self._helper is None:
-            if not self._want_helper or not self.stats.records:
-                return False
-            if sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
+            if not self._want_helper or not self._batches:
                 return False
             self._want_helper = False
             self._helper = helpers.SLOT.borrow()
@@ -183,9 +202,6 @@ class Tally:
             self._helper.open(json.dumps(self.schema.to_json()).encode("utf-8"))
             self._drop = drop = weakref.finalize(self, helpers.SLOT.drop, self._helper)  # a tally never finished
             self._detach = drop.detach
-        if not self._helper.offer(records, kind):
-            return False
-        self._sent += 1
         return True
 
     def fill(self, name: str, count: int = 1) -> None:
@@ -213,12 +229,13 @@ class Tally:
             lacked = int(np.count_nonzero(mask)) if mask is not None else 0
             fs.records += n
             fs.filled += lacked
-            feed = Feed(name, self._rates[name], self._rng, self._bytes)
+            feed = Feed(name, self._rates[name], self._rng, self._bytes, self._offer_sample)
             joined = ragged.get(name) if ragged else None
             if joined is not None:  # (decode_batch gave no column for it)
                 _add_joined(fs, *joined, feed)
             else:
                 _add_column(fs, feat, columns[name], name in self._sequence, feed)
+        self._batches += 1
 
     def result(self, reread: Reread | None = None) -> DatasetStats:
         """The shard's statistics. ``reread``: the shard's records again, batch by batch, for
@@ -308,12 +325,13 @@ class ByteCounts:
 @dataclass
 class Feed:
     """What a feature's column goes to besides its FeatureStats: its quantile sketch's sample
-    rate (sample_rate), the tally's generator, and its byte counts."""
+    rate (sample_rate), the tally's generator, its byte counts, and the helper."""
 
     name: str
     rate: float
     rng: np.random.Generator
     bytes: ByteCounts
+    elsewhere: Callable[[str, np.ndarray], bool]  # hands a sample to the helper's sketch
 
 
 def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: bool, feed: Feed) -> None:
@@ -394,7 +412,9 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
         values = values.astype(np.int64)
     if values.dtype.itemsize == 1 and values.size >= BYTE_SUMS:  # pixels: exact figures from sums
         feed.bytes.add(feed.name, values)
-        sketch(fs.quantiles, sampled(values.reshape(-1), feed.rate, feed.rng))
+        sample = sampled(values.reshape(-1), feed.rate, feed.rng)
+        if not feed.elsewhere(feed.name, sample):
+            sketch(fs.quantiles, sample)
         return
     fs.zeros += int(values.size - np.count_nonzero(values))
     finite = values
