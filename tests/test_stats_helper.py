@@ -342,3 +342,33 @@ def test_large_records_are_tallied_by_the_writer(eager: None) -> None:
     for side in (got, want):  # 24 values an image in expectation (tally.PER_RECORD), in runs of 64
         assert abs(side.features["img"].quantiles.n - 3000 * 24) < 0.1 * 3000 * 24
     assert got.features["img"].quantile_values([0.5]) == pytest.approx([127.5], abs=10)
+
+
+def test_a_process_with_many_descriptors_uses_its_helper() -> None:
+    """A server holding over a thousand descriptors: the helper's pipe is past select()'s
+    1,023, where select.select raised ValueError and failed the append."""
+    script = textwrap.dedent(
+        """
+        import os, resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 1200 if hard == resource.RLIM_INFINITY else min(hard, 1200)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(want - 64)]
+        from catalog.stats import helper, tally
+        tally.BATCH, helper.BACKLOG = 500, 10**6
+        from tests.test_stats_helper import alone, ready_helper, records, same_stats
+        ready_helper()
+        schema, recs = records(2000)
+        t = tally.Tally(schema)
+        t.add_records(recs)
+        assert t._sent == 3, t._sent
+        pipe = t._helper._out
+        same_stats(t.result(), alone(schema, recs))
+        print(pipe)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = [sys.executable, "-c", script]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) > 1023

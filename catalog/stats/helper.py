@@ -89,6 +89,8 @@ class Helper:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         os.set_blocking(self._out, False)
+        self._poll = select.poll()  # (not select.select: it refuses descriptors past 1023)
+        self._poll.register(self._out, select.POLLIN)
         self._got = bytearray()
         self.ready = False
         self.lost = False
@@ -166,14 +168,16 @@ class Helper:
         """Read what the helper said; the payload of a STATS reply, if one came."""
         if self.lost:
             return None
-        if wait and not select.select([self._out], [], [], 1.0)[0]:
-            return None
         try:
+            if wait and not self._poll.poll(1000):
+                return None
             while chunk := os.read(self._out, 1 << 16):
                 self._got += chunk
             self.lost = True  # end of the pipe: the helper is gone
         except BlockingIOError:
             pass
+        except OSError:
+            self.lost = True
         return self._parse()
 
     def _parse(self) -> bytes | None:

@@ -264,7 +264,7 @@ class Tally:
                 part = DatasetStats.from_bytes(helper.result())
             else:
                 helper.idle()
-        except (helpers.Lost, CatalogError):
+        except Exception:  # whatever went wrong with the helper, the shard read again says it right
             failed = True
         finally:  # an interruption (Ctrl-C) leaves its reply unread: that helper is ended too
             helper.lost = helper.lost or failed or (part is None and self._sent > 0)
