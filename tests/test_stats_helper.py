@@ -372,3 +372,43 @@ def test_a_process_with_many_descriptors_uses_its_helper() -> None:
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout.split()[-1]) > 1023
+
+
+FILLED_SCHEMA = {"features": {"x": {"dtype": "int64"}, "d": {"dtype": "int64", "default": 7}}}
+
+
+def batches_of(tally_: Tally, schema: Schema, recs: list[bytes], absent_all: bool) -> None:
+    """``recs`` handed over as ingest, adopt and write_decoded do (``add_batch``), 500 at a time;
+    ``absent_all``: the writer says it filled ``d`` in every record (it wrote the default)."""
+    for start in range(0, len(recs), 500):
+        batch = recs[start : start + 500]
+        absent: dict[str, np.ndarray] = {}
+        columns = schema.decode_batch(batch, absent)
+        if absent_all:
+            absent = {"d": np.ones(len(batch), dtype=bool)}
+        tally_.add_batch(batch, columns, absent)
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["records-lacking-d", "defaults-written"])
+@pytest.mark.parametrize("mixed", [False, True], ids=["batches", "with-records"])
+def test_a_lost_helper_keeps_the_filled_counts(eager: None, written: bool, mixed: bool) -> None:
+    """Found by an adversarial pass: once the helper was lost, the shard read again counted
+    'filled' from its bytes alone: records lacking a feature (a TFRecord input, an adopted
+    file) counted twice (present went negative), defaults the writer wrote not at all."""
+    schema = Schema.from_json(FILLED_SCHEMA)
+    bare = Schema.from_json({"features": {"x": {"dtype": "int64"}}})
+    recs = [schema.encode({"x": i, "d": 7}) if written else bare.encode({"x": i}) for i in range(3000)]
+    sparse = [bare.encode({"x": i}) for i in range(1000)]  # decoded here: d lacking is filled
+    t = Tally(schema)
+    if mixed:
+        t.add_records(sparse[:500])
+    batches_of(t, schema, recs, absent_all=written)
+    if mixed:
+        t.add_records(sparse[500:])
+    assert t._helper is not None and t._sent >= 4
+    t._helper.proc.kill()
+    shard = (sparse[:500] if mixed else []) + recs + (sparse[500:] if mixed else [])
+    got = t.result(lambda: iter([shard[:1200], shard[1200:]]))  # batches that do not align with the tally's
+    d = got.features["d"]
+    assert (d.records, d.filled, d.present) == (len(shard), len(shard), 0)
+    assert helpers.SLOT.failures == 1

@@ -10,7 +10,7 @@ from typing import IO
 
 import numpy as np
 
-from catalog.schema import Ragged, Schema
+from catalog.schema import Schema
 from catalog.stats.helper import ACK, BATCH, FAILED, HEAD, KNOWN, READY, RESULT, SAMPLE, SCHEMA, STATS
 from catalog.stats.tally import Tally, sketch
 
@@ -32,15 +32,6 @@ def _records(payload: bytes) -> list[bytes]:
     ends = np.cumsum(lengths) + 8 + 8 * n
     starts = ends - lengths
     return [payload[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-
-
-def _tally(tally: Tally, records: list[bytes], counted: bool) -> None:
-    """Decode and tally ``records``; the features they lack count as filled only if ``counted``
-    (else the writer counted them: it may have written the defaults it filled in)."""
-    absent: dict[str, np.ndarray] = {}
-    ragged: Ragged = {}
-    columns = tally.schema.decode_batch(records, absent, ragged)
-    tally.add_columns(columns, len(records), absent if counted else {}, ragged)
 
 
 def _sketch(tally: Tally, payload: bytes) -> None:
@@ -67,7 +58,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             if kind == SCHEMA:
                 tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False), ""
             elif kind in (BATCH, KNOWN) and tally is not None and not failure:
-                _tally(tally, _records(payload), counted=kind == BATCH)
+                tally.add_decoded(_records(payload), counted=kind == BATCH)
             elif kind == SAMPLE and tally is not None and not failure:
                 _sketch(tally, payload)
         except Exception as e:  # reported to the writer, which then computes the shard's statistics itself

@@ -108,6 +108,7 @@ class Tally:
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
         self._batches = 0  # batches tallied here
+        self._runs: list[list[Any]] = []  # [counted, records] (see _note_run)
         self._drop: Callable[[], Any] = lambda: None  # ends a lent helper if the tally is dropped
         self._detach: Callable[[], Any] = lambda: None
         self._sequence = set(schema.sequence)
@@ -146,11 +147,25 @@ class Tally:
     def flush(self) -> None:
         if self._pending:
             records, self._pending, self._pending_bytes = self._pending, [], 0
-            if self._offer(records):
-                return
-            absent: dict[str, np.ndarray] = {}
-            ragged: Ragged = {}
-            self.add_columns(self.schema.decode_batch(records, absent, ragged), len(records), absent, ragged)
+            self._note_run(True, len(records))
+            if not self._offer(records):
+                self.add_decoded(records, counted=True)
+
+    def add_decoded(self, records: list[bytes], counted: bool) -> None:
+        """Decode and tally ``records``; the features they lack count as filled only if
+        ``counted`` (else their writer counted them: ``add_batch``)."""
+        absent: dict[str, np.ndarray] = {}
+        ragged: Ragged = {}
+        columns = self.schema.decode_batch(records, absent, ragged)
+        self.add_columns(columns, len(records), absent if counted else {}, ragged)
+
+    def _note_run(self, counted: bool, n: int) -> None:
+        """The shard's records in order: runs whose lacking features count as filled when
+        decoded (``add_records``) or not (``add_batch``); a recount follows them."""
+        if self._runs and self._runs[-1][0] == counted:
+            self._runs[-1][1] += n
+        else:
+            self._runs.append([counted, n])
 
     def add_batch(
         self,
@@ -161,13 +176,13 @@ class Tally:
     ) -> None:
         """A batch of records with the columns the caller decoded of them (``add_columns``):
         the records go to the helper if it takes them, else the columns are tallied here.
-        Either way the features ``absent`` says records lacked count as filled from here: the
-        records may hold the defaults their writer filled in."""
-        if not self._offer(records, helpers.KNOWN):
-            self.add_columns(columns, len(records), absent, ragged)
-            return
+        Either way the features ``absent`` says records lacked are counted as filled from it,
+        not from the records (which may hold the defaults their writer filled in)."""
+        self._note_run(False, len(records))
         for name, mask in absent.items():
             self._writer_fills[name] += int(np.count_nonzero(mask))
+        if not self._offer(records, helpers.KNOWN):
+            self.add_columns(columns, len(records), {}, ragged)
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
         """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average)."""
@@ -280,8 +295,16 @@ class Tally:
         if reread is None:
             raise CatalogError("the statistics helper process ended before it finished: nothing registered")
         fresh = Tally(self.schema, helper=False)
+        runs = iter(self._runs)
+        counted, left = True, 0
         for batch in reread():
-            fresh.add_records(batch)
+            start = 0
+            while start < len(batch):
+                if not left:  # the next run (records past the last are decoded as add_records does)
+                    counted, left = next(runs, (True, len(batch) - start))
+                take = min(left, len(batch) - start)
+                fresh.add_decoded(batch[start : start + take], counted)
+                start, left = start + take, left - take
         self.stats = fresh.result()
 
     def discard(self) -> None:
