@@ -220,3 +220,32 @@ def test_inspect_streams_a_large_file_in_bounded_memory(tmp_path: Path) -> None:
     assert report.schema is not None
     assert report.schema["features"]["vec"] == {"dtype": "float32", "shape": [16]}
     assert report.schema["features"]["late"]["dtype"] == "int64"  # the file was read to its end
+
+
+def _closed_std_streams() -> None:
+    for fd in (0, 1, 2):
+        os.close(fd)
+
+
+def test_commands_run_with_their_standard_streams_closed(tmp_path: Path) -> None:
+    """``catalog append ... <&- >&- 2>&-`` (a cron job, a daemon): Python starts with
+    sys.stdin/stdout/stderr None, and the progress bar's isatty() on None was an
+    AttributeError (found by an adversarial pass). The commands run; nothing is shown."""
+    root = tmp_path / "cat"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"x": i}) + "\n" for i in range(50)))
+    (tmp_path / "schema.json").write_text(json.dumps({"features": {"x": {"dtype": "int64"}}}))
+    env = dict(os.environ, CATALOG_ROOT=str(root))
+    base = [sys.executable, "-m", "catalog"]
+    for args in (["init", str(root)], ["register", "d", "--schema", str(tmp_path / "schema.json")],
+                 ["append", "d", str(rows)], ["stats", "d"], ["cat", "d", "--limit", "2"], ["show", "d"]):
+        done = subprocess.run([*base, *args], env=env, preexec_fn=_closed_std_streams, timeout=120)
+        assert done.returncode == 0, args
+    from catalog import Catalog
+
+    assert Catalog.open(root).dataset("d").info().records == 50
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"x": "text"}\n')
+    done = subprocess.run([*base, "append", "d", str(bad)], env=env, preexec_fn=_closed_std_streams, timeout=120)
+    assert done.returncode == 1
+    assert Catalog.open(root).dataset("d").info().records == 50

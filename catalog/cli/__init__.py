@@ -12,6 +12,7 @@ nothing of the command: that (``commands``: typer, the verbs) is loaded inside
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -25,6 +26,7 @@ STARTUP_INTERRUPTED = "interrupted: nothing was done"
 
 def main() -> None:
     """Console-script entry point."""
+    _closed_streams_to_devnull()
     try:
         # Imported here, not above: the console script's own `from catalog.cli import main`
         # runs outside any handler, so the slow part of start-up must happen in this one.
@@ -42,6 +44,15 @@ def main() -> None:
         if e.code == 130 and not base.verb_started():
             _interrupted_at_start()
         raise
+
+
+def _closed_streams_to_devnull() -> None:
+    """A process started with a standard descriptor closed (``catalog ... >&- 2>&-``: a cron
+    job, a daemon) has that sys stream None, which every write, progress bar and prompt would
+    trip on: it reads as empty and writes go nowhere instead, as the shell's user asked."""
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode))  # noqa: SIM115 - the process's stream, for its life
 
 
 def _interrupted_at_start() -> NoReturn:
