@@ -31,6 +31,7 @@ from concurrent.futures import (
 from typing import Any, Protocol, TypeVar
 
 from catalog.errors import CatalogError, first_line
+from catalog.stats import helper as stats_helper
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -220,6 +221,9 @@ def _worker_setup(parent: int) -> None:
     its queue, holding its stdout), and Ctrl-C, which the terminal sends the whole process group,
     ends it at once without a traceback of its own: the parent reports the interrupt."""
     signal.signal(signal.SIGINT, lambda _sig, _frame: os._exit(130))
+    # The pool's workers take the cores already: a statistics helper each would only compete
+    # with them (2 workers and 2 helpers on 2 cores adopted 30% slower than 2 workers alone).
+    stats_helper.SLOT.enabled = False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

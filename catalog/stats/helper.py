@@ -228,10 +228,11 @@ class _Slot:
         self.helper: Helper | None = None
         self.busy = False
         self.failures = 0  # helpers lost: after a few, this process tallies alone
+        self.enabled = ENABLED  # False: this process tallies alone (a pool's worker)
 
     def borrow(self) -> Helper | None:
         with self.lock:
-            if self.busy or self.failures >= 3 or not ENABLED or not _can_start():
+            if self.busy or self.failures >= 3 or not self.enabled or not _can_start():
                 return None
             if self.helper is None or self.helper.lost:
                 self.helper = self._start()
