@@ -186,21 +186,21 @@ class Tally:
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
         """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average)."""
-        if sum(map(len, records)) > HELPER_MAX_RECORD * len(records) or not self._borrow():
+        if sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
             return False
-        assert self._helper is not None
-        if not self._helper.offer(records, kind):
-            return False
-        self._sent += 1
-        return True
+        return self._hand(lambda helper: helper.offer(records, kind))
 
     def _offer_sample(self, name: str, values: np.ndarray) -> bool:
         """Whether the helper took ``values`` for feature ``name``'s quantile sketch (a tensor's
         sample: its KLL updates are most of what a batch of images costs the writer)."""
+        return self._hand(lambda helper: helper.offer_sample(name, values))
+
+    def _hand(self, send: Callable[[helpers.Helper], bool]) -> bool:
+        """Whether the helper, lent to this tally, took what ``send`` gives it."""
         if not self._borrow():
             return False
         assert self._helper is not None
-        if not self._helper.offer_sample(name, values):
+        if not send(self._helper):
             return False
         self._sent += 1
         return True
