@@ -120,7 +120,7 @@ def test_append_with_the_helper_equals_append_without(eager: None, tmp_path: Pat
     with_helper = Catalog.init(tmp_path / "a").register("d", SCHEMA)
     with_helper.append_rows(cols, shard_records=2000)
     helpers_off = pytest.MonkeyPatch()
-    helpers_off.setattr(helpers, "ENABLED", False)
+    helpers_off.setattr(helpers.SLOT, "enabled", False)
     try:
         without = Catalog.init(tmp_path / "b").register("d", SCHEMA)
         without.append_rows(cols, shard_records=2000)

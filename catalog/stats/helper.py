@@ -8,8 +8,8 @@ the others itself; the two parts' statistics merge (every field of them does). S
 only ever takes work off the writer: while it starts (imports take a few tenths of a
 second), or when it falls behind, the writer goes on alone.
 
-Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a session of its
-own (a Ctrl-C at the terminal is the writer's to handle, not the helper's), started at the
+Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a
+session of its own (a Ctrl-C at the terminal is the writer's to handle, not the helper's), started at the
 first tally large enough to want it and kept for the process's later ones, one tally at a
 time. It reads its work from a pipe and ends when the pipe closes: when the writer's process
 ends however it ends (exit, Ctrl-C, SIGKILL), or at exit by atexit. A helper that dies, hangs
@@ -116,32 +116,35 @@ class Helper:
     def offer(self, records: Sequence[bytes], kind: bytes = BATCH) -> bool:
         """Send a batch of records (a message of ``kind``) if the helper is up and keeping up;
         False: tally them here."""
-        self._take_replies(wait=False)
-        if self.lost or not self.ready or self.backlog >= BACKLOG:
+        if not self._has_room():
             return False
         lengths = np.fromiter(map(len, records), dtype="<u8", count=len(records))
-        blob = b"".join(records)
-        size = 8 + lengths.nbytes + len(blob)
-        self._queue.put([HEAD.pack(kind, size), struct.pack("<Q", len(records)), lengths.tobytes(), blob])
-        self.backlog += 1
+        self._put(kind, struct.pack("<Q", len(records)), lengths.tobytes(), b"".join(records))
         return True
 
     def offer_sample(self, name: str, values: np.ndarray) -> bool:
         """Send ``values`` for feature ``name``'s quantile sketch if the helper keeps up."""
-        self._take_replies(wait=False)
-        if self.lost or not self.ready or self.backlog >= BACKLOG:
+        if not self._has_room():
             return False
         key = name.encode("utf-8", "surrogatepass")
         head = struct.pack("<I", len(key)) + key + values.dtype.str.encode("ascii").ljust(4)
-        data = np.ascontiguousarray(values).tobytes()
-        self._queue.put([HEAD.pack(SAMPLE, len(head) + len(data)), head, data])
-        self.backlog += 1
+        self._put(SAMPLE, head, np.ascontiguousarray(values).tobytes())
         return True
+
+    def _has_room(self) -> bool:
+        """Whether the helper is up and has fewer than BACKLOG messages to acknowledge."""
+        self._take_replies(wait=False)
+        return not self.lost and self.ready and self.backlog < BACKLOG
+
+    def _put(self, kind: bytes, *parts: bytes) -> None:
+        """Queue one message for the sender; the helper acknowledges it once it is done."""
+        self._queue.put([HEAD.pack(kind, sum(map(len, parts))), *parts])
+        self.backlog += 1
 
     def result(self) -> bytes:
         """The tally's statistics (DatasetStats bytes) of the batches it was sent; Lost if none."""
         self._queue.put([HEAD.pack(RESULT, 0)])
-        self._end_sender()
+        self.end_sending()
         deadline = time.monotonic() + STALL
         while True:
             reply = self._take_replies(wait=True)
@@ -150,18 +153,15 @@ class Helper:
             if self.lost or time.monotonic() > deadline:
                 raise Lost()
 
-    def _end_sender(self) -> None:
-        """Let the sender send what is queued and end (a helper that stalls it is lost)."""
+    def end_sending(self) -> None:
+        """Let the sender send what is queued and end (a helper that stalls it is lost); with
+        no result asked for, the helper then waits for its next tally."""
         self._queue.put(None)
         if self._sender is not None:
             self._sender.join(STALL)
             if self._sender.is_alive():
                 self.lost = True
             self._sender = None
-
-    def idle(self) -> None:
-        """The tally sent nothing and wants no result: the helper waits for the next one."""
-        self._end_sender()
 
     # ---- receiving: without a thread, what has come is read when the tally asks
     def _take_replies(self, wait: bool) -> bytes | None:
@@ -228,7 +228,8 @@ class _Slot:
         self.helper: Helper | None = None
         self.busy = False
         self.failures = 0  # helpers lost: after a few, this process tallies alone
-        self.enabled = ENABLED  # False: this process tallies alone (a pool's worker)
+        # False: this process tallies alone (CATALOG_STATS_HELPER=0, or a pool's worker)
+        self.enabled = os.environ.get("CATALOG_STATS_HELPER", "1") != "0"
 
     def borrow(self) -> Helper | None:
         with self.lock:
@@ -282,7 +283,6 @@ class _Slot:
                 self.helper = None
 
 
-ENABLED = os.environ.get("CATALOG_STATS_HELPER", "1") != "0"
 SLOT = _Slot()
 os.register_at_fork(after_in_child=SLOT.forget)
 atexit.register(SLOT.shutdown)

@@ -1,5 +1,5 @@
-"""The statistics helper process (catalog.stats.helper): ``python -m catalog.stats.serve``
-tallies the batches of records its writer sends, one tally at a time, until its input ends."""
+"""The statistics helper process (catalog.stats.helper starts it): it tallies the batches of
+records its writer sends, one tally at a time, until its input ends."""
 
 from __future__ import annotations
 

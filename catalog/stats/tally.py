@@ -104,13 +104,12 @@ class Tally:
 
     def __init__(self, schema: Schema, helper: bool = True) -> None:
         self.schema = schema
-        self._want_helper = helper and helpers.ENABLED
+        self._want_helper = helper
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
         self._batches = 0  # batches tallied here
         self._runs: list[list[Any]] = []  # [counted, records] (see _note_run)
-        self._drop: Callable[[], Any] = lambda: None  # ends a lent helper if the tally is dropped
-        self._detach: Callable[[], Any] = lambda: None
+        self._finalizer: weakref.finalize[Any, Any] | None = None  # ends a lent helper if the tally is dropped
         self._sequence = set(schema.sequence)
         self._features = schema.all_features
         self.stats = DatasetStats({name: self._empty(name, f) for name, f in self._features.items()})
@@ -186,7 +185,7 @@ class Tally:
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
         """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average)."""
-        if sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
+        if not (self._helper or self._want_helper) or sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
             return False
         return self._hand(lambda helper: helper.offer(records, kind))
 
@@ -215,8 +214,7 @@ class Tally:
             if self._helper is None:
                 return False
             self._helper.open(json.dumps(self.schema.to_json()).encode("utf-8"))
-            self._drop = drop = weakref.finalize(self, helpers.SLOT.drop, self._helper)  # a tally never finished
-            self._detach = drop.detach
+            self._finalizer = weakref.finalize(self, helpers.SLOT.drop, self._helper)
         return True
 
     def fill(self, name: str, count: int = 1) -> None:
@@ -268,17 +266,16 @@ class Tally:
         self._writer_fills.clear()
         return self.stats
 
-
     def _merge_helper(self, reread: Reread | None) -> None:
         helper, self._helper = self._helper, None
-        assert helper is not None
-        self._detach()
+        assert helper is not None and self._finalizer is not None
+        self._finalizer.detach()
         part, failed = None, False
         try:
             if self._sent:
                 part = DatasetStats.from_bytes(helper.result())
             else:
-                helper.idle()
+                helper.end_sending()
         except Exception:  # whatever went wrong with the helper, the shard read again says it right
             failed = True
         finally:  # an interruption (Ctrl-C) leaves its reply unread: that helper is ended too
@@ -309,8 +306,8 @@ class Tally:
 
     def discard(self) -> None:
         """The shard is abandoned: the helper (if lent) is ended, not waited for."""
-        if self._helper is not None:
-            self._drop()
+        if self._finalizer is not None:
+            self._finalizer()
             self._helper = None
 
 
