@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from catalog import Catalog
 from catalog.errors import ValidationError
+from catalog.schema import frames
 
 pd = pytest.importorskip("pandas", reason="pandas is not installed (pip install '.[test]')")
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[test]')")
@@ -98,6 +99,24 @@ def test_errors_name_the_row_over_the_whole_call(cat: Catalog) -> None:
     with pytest.raises(ValidationError, match="columns of different lengths: id 2, score 1"):
         cat.dataset("d").append_rows({"id": [1, 2], "score": [1.0]})
     assert cat.dataset("d").version == 1
+
+
+def test_a_large_dict_of_tensors_is_written_in_batches(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dict whose arrays exceed a batch's bytes is encoded a batch at a time (frames.BATCH_BYTES):
+    the same records as one row at a time, in order, and errors still name the row of the call."""
+    monkeypatch.setattr(frames, "BATCH_BYTES", 4 * 4 * 4 * 100)  # 100 rows of 4x4 float32 a batch
+    cat.register("t", {"features": {"x": {"dtype": "float32", "shape": [4, 4], "encoding": "tensor"},
+                                    "n": {"dtype": "int64"}}})  # fmt: skip
+    cat.register("rows", cat.dataset("t").schema)
+    x = np.random.default_rng(1).random((350, 4, 4), dtype=np.float32)
+    batches = list(frames.column_batches({"x": x, "n": list(range(350))}, cat.dataset("t").schema.features))
+    assert [n for _, n in batches] == [100, 100, 100, 50]
+    cat.dataset("t").append_rows({"x": x, "n": np.arange(350)})
+    cat.dataset("rows").append_rows([{"x": x[i], "n": i} for i in range(350)])
+    assert records(cat, "t") == records(cat, "rows")
+    with pytest.raises(ValidationError, match=r"^row 321: feature 'n': expected int64, got str"):
+        cat.dataset("t").append_rows({"x": x, "n": [*range(321), "bad", *range(28)]})
+    assert cat.dataset("t").version == 2
 
 
 def test_metadata_is_kept_through_migrations(cat: Catalog) -> None:

@@ -20,6 +20,7 @@ from catalog.errors import ValidationError
 from catalog.schema.features import Feature
 
 BATCH = 65536  # rows per batch taken from a large table: bounds the Python objects alive at once
+BATCH_BYTES = 7 << 20  # and the bytes of a dict's array columns per batch (tensors: see _dict_batches)
 Columns = dict[str, list[Any]]
 
 
@@ -43,7 +44,7 @@ def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[
         for b in batches:
             yield b.to_pydict(), b.num_rows
     elif isinstance(obj, Mapping):
-        yield _dict_of_columns(obj)
+        yield from _dict_batches(obj)
     else:
         raise ValidationError(f"not a table of columns: {type(obj).__name__}")
 
@@ -55,6 +56,21 @@ def unique_names(names: list[str]) -> None:
         if name in seen:
             raise ValidationError("the table has two columns of this name", str(name))
         seen.add(name)
+
+
+def _dict_batches(obj: Mapping[Any, Any]) -> Iterator[tuple[Columns, int]]:
+    """A dict of columns in batches of at most BATCH rows and about BATCH_BYTES of array data:
+    a batch is encoded and written before the next is encoded, so a large table's records are
+    never all alive at once, and the statistics of one batch (computed on a thread) overlap the
+    encoding of the next instead of all waiting at the end."""
+    columns, n = _dict_of_columns(obj)
+    row_bytes = sum(c.nbytes // max(len(c), 1) for c in columns.values() if isinstance(c, np.ndarray))
+    step = max(1, min(BATCH, BATCH_BYTES // max(row_bytes, 1)))
+    if n <= step:
+        yield columns, n
+        return
+    for lo in range(0, n, step):
+        yield {name: c[lo : lo + step] for name, c in columns.items()}, min(step, n - lo)
 
 
 def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
