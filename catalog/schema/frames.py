@@ -64,7 +64,7 @@ def _dict_batches(obj: Mapping[Any, Any]) -> Iterator[tuple[Columns, int]]:
     never all alive at once, and the statistics of one batch (computed on a thread) overlap the
     encoding of the next instead of all waiting at the end."""
     columns, n = _dict_of_columns(obj)
-    row_bytes = sum(c.nbytes // max(len(c), 1) for c in columns.values() if isinstance(c, np.ndarray))
+    row_bytes = sum(c.nbytes // max(len(c), 1) for c in obj.values() if isinstance(c, np.ndarray) and c.ndim > 1)
     step = max(1, min(BATCH, BATCH_BYTES // max(row_bytes, 1)))
     if n <= step:
         yield columns, n
