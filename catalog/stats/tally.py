@@ -496,7 +496,8 @@ def sampled(flat: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarr
     want = flat.size * rate / RUN
     runs = int(want) + int(rng.random() < want - int(want))
     starts = rng.integers(0, flat.size - RUN + 1, runs)
-    return flat[(starts[:, None] + np.arange(RUN)).reshape(-1)]
+    # each run a row of a window view: one copy of the runs, no index array of every value
+    return np.lib.stride_tricks.sliding_window_view(flat, RUN)[starts].reshape(-1)
 
 
 def sample_rate(feat: Feature, sequence: bool) -> float:
