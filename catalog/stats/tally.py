@@ -316,7 +316,9 @@ class ByteCounts:
     reductions let go of the GIL, so the passes over every pixel run on a second core while
     the writer frames and writes. Sums add up in any order: the figures are exact all the same."""
 
-    INFLIGHT = 4  # batches counted or waiting at most (each holds its batch's memory)
+    INFLIGHT = 8  # batches counted or waiting at most (each holds its batch's memory: 64 MiB at most);
+    # the thread gets the GIL back after each NumPy call only at the writer's switch interval, so it
+    # falls behind in bursts: a deeper queue lets the writer go on instead of waiting for it
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
