@@ -3,6 +3,7 @@ records the row path writes, errors naming the row; and schema metadata through 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,40 @@ def test_a_large_dict_of_tensors_is_written_in_batches(cat: Catalog, monkeypatch
     with pytest.raises(ValidationError, match=r"^row 321: feature 'n': expected int64, got str"):
         cat.dataset("t").append_rows({"x": x, "n": [*range(321), "bad", *range(28)]})
     assert cat.dataset("t").version == 2
+
+
+def test_a_dict_is_read_once_and_its_lists_of_arrays_are_batched_by_bytes(
+    cat: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Mapping whose values are made on access (loaded from files) is read once; images given
+    as a list of arrays count toward a batch's bytes as an array column does; a 0-d array is
+    not a column, said in one line."""
+    monkeypatch.setattr(frames, "BATCH_BYTES", 4 * 4 * 4 * 100)
+
+    class Loaded(Mapping[str, Any]):
+        reads = 0
+
+        def __init__(self, columns: dict[str, Any]) -> None:
+            self.columns = columns
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(self.columns)
+
+        def __len__(self) -> int:
+            return len(self.columns)
+
+        def __getitem__(self, key: str) -> Any:
+            Loaded.reads += 1
+            return self.columns[key]
+
+    x = np.random.default_rng(2).random((250, 4, 4), dtype=np.float32)
+    cat.register("t", {"features": {"x": {"dtype": "float32", "shape": [4, 4], "encoding": "tensor"}}})
+    cat.dataset("t").append_rows(Loaded({"x": x}))
+    assert Loaded.reads == 1
+    batches = list(frames.column_batches({"x": list(x)}, cat.dataset("t").schema.features))
+    assert [n for _, n in batches] == [100, 100, 50]
+    with pytest.raises(ValidationError, match=r"^feature 'x': a column is a list or array of the rows' values"):
+        cat.dataset("t").append_rows({"x": np.array(3.0)})
 
 
 def test_metadata_is_kept_through_migrations(cat: Catalog) -> None:

@@ -64,8 +64,7 @@ def _dict_batches(obj: Mapping[Any, Any]) -> Iterator[tuple[Columns, int]]:
     never all alive at once, and the statistics of one batch (computed on a thread) overlap the
     encoding of the next instead of all waiting at the end."""
     columns, n = _dict_of_columns(obj)
-    row_bytes = sum(c.nbytes // max(len(c), 1) for c in obj.values() if isinstance(c, np.ndarray) and c.ndim > 1)
-    step = max(1, min(BATCH, BATCH_BYTES // max(row_bytes, 1)))
+    step = max(1, min(BATCH, BATCH_BYTES // max(sum(map(_row_bytes, columns.values())), 1)))
     if n <= step:
         yield columns, n
         return
@@ -73,9 +72,20 @@ def _dict_batches(obj: Mapping[Any, Any]) -> Iterator[tuple[Columns, int]]:
         yield {name: c[lo : lo + step] for name, c in columns.items()}, min(step, n - lo)
 
 
+def _row_bytes(column: Any) -> int:
+    """About the bytes of a row of ``column`` that are arrays (tensors): an array's rows, or a
+    list's first value when it is an array (images given one array a row)."""
+    if isinstance(column, np.ndarray):
+        return column.nbytes // max(len(column), 1) if column.ndim > 1 else 0
+    return column[0].nbytes if column and isinstance(column[0], np.ndarray) else 0
+
+
 def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
     columns: Columns = {}
     for name, col in obj.items():
+        if isinstance(col, np.ndarray) and col.ndim == 0:
+            what = f"a 0-d {col.dtype} array"
+            raise ValidationError(f"a column is a list or array of the rows' values, got {what}", str(name))
         if isinstance(col, np.ndarray):
             # numbers as Python scalars (the encoders' fast path); a batch of tensors stays one
             # array (it iterates as its rows; the statistics take it whole, not decoded again)
