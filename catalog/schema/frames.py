@@ -83,10 +83,10 @@ def _row_bytes(column: Any) -> int:
 def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
     columns: Columns = {}
     for name, col in obj.items():
-        if isinstance(col, np.ndarray) and col.ndim == 0:
-            what = f"a 0-d {col.dtype} array"
-            raise ValidationError(f"a column is a list or array of the rows' values, got {what}", str(name))
         if isinstance(col, np.ndarray):
+            if col.ndim == 0:
+                what = f"a 0-d {col.dtype} array"
+                raise ValidationError(f"a column is a list or array of the rows' values, got {what}", str(name))
             # numbers as Python scalars (the encoders' fast path); a batch of tensors stays one
             # array (it iterates as its rows; the statistics take it whole, not decoded again)
             if col.ndim > 1:

@@ -9,9 +9,9 @@ only ever takes work off the writer: while it starts (imports take a few tenths 
 second), or when it falls behind, the writer goes on alone.
 
 Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a
-session of its own (a Ctrl-C at the terminal is the writer's to handle, not the helper's), started at the
-first tally large enough to want it and kept for the process's later ones, one tally at a
-time. It reads its work from a pipe and ends when the pipe closes: when the writer's process
+session of its own (a Ctrl-C at the terminal is the writer's to handle, not the helper's),
+started at the first tally large enough to want it and kept for the process's later ones,
+one tally at a time. It reads its work from a pipe and ends when the pipe closes: when the writer's process
 ends however it ends (exit, Ctrl-C, SIGKILL), or at exit by atexit. A helper that dies, hangs
 or fails loses nothing: the tally then computes the shard's statistics from the shard itself
 (see Tally.result). Nothing of the catalog (manifest, files) is ever touched by it.
