@@ -17,7 +17,7 @@ import io
 import os
 from collections.abc import Iterable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, cast
@@ -43,10 +43,12 @@ from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.storage import (
     OWNER_FILE,
+    UNCHECKED,
     ShardFile,
     ShardSink,
     Store,
     clear_attempt,
+    content,
     format_checksum,
     open_shard,
     shard_batches,
@@ -70,6 +72,7 @@ class Scanned:
     compression: str
     offsets: np.ndarray | None  # its record index (uncompressed files only)
     stats: builtins.bytes | None = None  # its records' statistics (None: not computed)
+    fingerprint: str = UNCHECKED  # what the content check compares the file with (storage.content)
 
 
 class _Tap(io.RawIOBase):
@@ -128,6 +131,7 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     count = 0
     tally = w.sink.new_tally() if w.sink is not None else None
     with open_shard(location) as f:
+        before = content.observe(location, f)
         tap = _Tap(f, str(path))
         try:
             for batch in read_record_batches(cast(IO[bytes], tap), compression):
@@ -142,12 +146,17 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
             raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
         if tap.read(1):  # framing ended where the file did: nothing may follow unread
             raise AppendError(f"{path}: bytes after the last record", str(path))
+        after = content.observe(location, f)
     # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
     stats = tally.result(lambda: shard_batches(location)).to_bytes() if tally is not None else None
-    return Scanned(location, source_of(path), count, tap.size, format_checksum(tap.crc), compression, offsets, stats)
+    checksum = format_checksum(tap.crc)
+    found = Scanned(location, source_of(path), count, tap.size, checksum, compression, offsets, stats)
+    # Changed while it was read (grown, say): what was checksummed is what is registered, but the
+    # file's fingerprint now vouches for nothing: readers checksum it (once a process) instead.
+    return replace(found, fingerprint=content.to_register(after) if after == before else UNCHECKED)
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,7 @@ def _take(sink: ShardSink, found: Scanned) -> ShardFile:
         found.offsets,
         found.source,
         found.stats,
+        found.fingerprint,
     )
 
 

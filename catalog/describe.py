@@ -18,6 +18,7 @@ from catalog.stats import FeatureStats, Tally, feature_kind
 from catalog.stats.drift import FeatureDrift, drift
 from catalog.stats.summary import summary
 from catalog.storage import shard_batches
+from catalog.storage.content import check_named
 
 
 @dataclass
@@ -83,6 +84,7 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
     report = ComputeReport(ds.name)
     for shard in shards_without_stats(ds, version):
         tally = Tally(shard.schema)
+        check_named(shard.url, shard.checksum, shard.fingerprint, shard.adopted)
         for batch in shard_batches(shard.url, shard.bytes):
             tally.add_records(batch)
         result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))

@@ -53,7 +53,7 @@ try:
 except ImportError:  # Windows: no writers' queue (see WRITE_QUEUE)
     fcntl = None  # type: ignore[assignment]
 
-FORMAT_VERSION = 7  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 8  # the manifest's own schema version (see upgrade())
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -184,6 +184,10 @@ SHARDS = Table(
     # which is at ``path``. An adopted shard still has a ``path`` (never a file there): its name in
     # the dataset, and where its record index lives in the index tree.
     _opt("location", Text),
+    # Format 8. What the content check (storage.content) compares a shared file with: "owned" (a
+    # file the catalog wrote), "stat:..." or "etag:..." (an adopted or linked file as registered),
+    # "unchecked" (checksummed once per process); NULL for shards registered before format 8.
+    _opt("fingerprint", String(160)),
     Index("ix_shards_live_seq", "dataset_id", "removed_version", "seq"),
     Index("ix_shards_added", "dataset_id", "added_version"),
     # Format 4. Totals per split (`show`, `list --json`) from the index alone: 100k live
@@ -787,6 +791,12 @@ def _upgrade_6_to_7(conn: Connection) -> None:
     computed for the shards registered before (`catalog stats NAME --compute`)."""
 
 
+def _upgrade_7_to_8(conn: Connection) -> None:
+    """Format 8: shards get the fingerprint of their file (NULL for those registered before:
+    the content check then checksums an adopted or linked file once per process)."""
+    conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN fingerprint VARCHAR(160)")
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
 UPGRADES: dict[int, Callable[[Connection], None]] = {
     1: _upgrade_1_to_2,
@@ -795,6 +805,7 @@ UPGRADES: dict[int, Callable[[Connection], None]] = {
     4: _upgrade_4_to_5,
     5: _upgrade_5_to_6,
     6: _upgrade_6_to_7,
+    7: _upgrade_7_to_8,
 }
 
 

@@ -29,7 +29,9 @@ from catalog.executors import executor_for, run_jobs
 from catalog.stats import merged as merge_stats
 from catalog.storage import (
     CHECKSUM_CHUNK,
+    OWNED,
     SHARD_SUFFIX,
+    UNCHECKED,
     UNLIMITED,
     ShardFile,
     ShardSink,
@@ -43,6 +45,7 @@ from catalog.storage import (
     shard_batches,
     store_for,
 )
+from catalog.storage.content import check_named
 from catalog.storage.index import OFFSET, OffsetWalker, index_bytes, publish_index, read_index
 from catalog.tfrecord.framing import stored_compression
 
@@ -124,6 +127,7 @@ def _reframe(job: ConcatJob) -> ShardFile:
     in the job's compression."""
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression)
     for src in job.sources:
+        check_named(src.path, src.checksum, src.fingerprint, src.location is not None)
         for batch in shard_batches(src.path, src.bytes):
             sink.write_many(batch)
     shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
@@ -347,7 +351,12 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
     store.sync_dir(ds.name)
     if index_checksum is not None:
         store.sync_dir(index_folder(ds.name))
-    return ShardFile(rel, s.records, s.bytes, s.checksum, s.compression, index_checksum, location=s.location)
+    # An adopted file is the same file, as registered; a linked one has a new ctime from this link.
+    fingerprint = s.fingerprint if s.location is not None or s.fingerprint == OWNED else UNCHECKED
+    return ShardFile(
+        rel, s.records, s.bytes, s.checksum, s.compression, index_checksum, location=s.location,
+        fingerprint=fingerprint or UNCHECKED,
+    )  # fmt: skip
 
 
 def with_stats(

@@ -8,8 +8,16 @@ from pathlib import Path
 from catalog import Catalog
 
 
+def downgrade_to_format_7(db: Path) -> None:
+    """Turn a SQLite manifest into what format 7 had: no shard fingerprints."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE shards DROP COLUMN fingerprint")
+        conn.execute("UPDATE catalog_meta SET value = '7' WHERE key = 'format_version'")
+
+
 def downgrade_to_format_6(db: Path) -> None:
     """Turn a SQLite manifest into what format 6 had: no shard statistics."""
+    downgrade_to_format_7(db)
     with sqlite3.connect(db) as conn:
         conn.execute("DROP TABLE shard_stats")
         conn.execute("UPDATE catalog_meta SET value = '6' WHERE key = 'format_version'")

@@ -511,16 +511,10 @@ def test_gc_does_not_call_a_file_the_live_version_reads_forgotten(cat: Catalog, 
     assert "forgot adopted file" not in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit: readers check an adopted file's size, not its bytes (verify does): a file rewritten "
-    "at the same size is read as it is now until `catalog verify` reports it",
-)
 def test_a_file_replaced_by_another_of_the_same_size_is_not_read_silently(cat: Catalog, ext: Path) -> None:
     """A pipeline re-run rewrites part-0 (new file, same name; fixed-size records give the same
-    size): every reader checks only the size, so `read()` returns the new, never-checked records
-    as if they were what was adopted; only `verify` notices. The readers should catch a replaced
-    file (its inode, mtime or checksum recorded at adoption), not return other data silently."""
+    size): the readers catch the replaced file (its fingerprint recorded at adoption, then its
+    checksum), never return other data silently."""
     part = ext / "part-0.tfrecord"
     cat.dataset("d").adopt([part])
     fresh = write_part(ext / "rerun.tmp", range(100, 110))

@@ -523,6 +523,7 @@ class LiveShard:
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index (storage.index); None: none yet
     location: str | None = None  # adopted in place: its own file (``path`` is then this)
+    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
 
 
 @dataclass(frozen=True)
@@ -558,6 +559,7 @@ def snapshot(ds: DatasetHandle, version: VersionRef = None) -> Snapshot:
             r.split,
             r.index_checksum,
             r.location,
+            r.fingerprint,
         )
         for r in rows
     ]

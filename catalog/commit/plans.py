@@ -31,6 +31,8 @@ class PlannedShard:
     split: str
     start: int
     stop: int
+    adopted: bool = False  # its own file, outside the data area (``catalog adopt``)
+    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
 
     @property
     def count(self) -> int:
@@ -66,7 +68,7 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
     shards = [
         PlannedShard(
             store.shard_url(r.path, r.location), r.path, store.index_url(r.path), r.records, r.bytes, r.checksum,
-            r.compression, r.index_checksum, r.split, 0, r.records,
+            r.compression, r.index_checksum, r.split, 0, r.records, r.location is not None, r.fingerprint,
         )
         for r in rows
     ]  # fmt: skip

@@ -317,6 +317,7 @@ def _write_shards(
             "index_checksum": s.file.index_checksum,
             "source": s.file.source or _rewritten_from(ch),
             "location": s.file.location,
+            "fingerprint": s.file.fingerprint,
         }
         for i, s in enumerate(ch.add)
     ]

@@ -115,12 +115,16 @@ class Unprofiled:
     records: int
     bytes: int
     schema: Schema
+    checksum: str = ""
+    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
+    adopted: bool = False
 
 
 def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[Unprofiled]:
     """The shards live at ``version`` that have no statistics (or damaged ones)."""
     url = ds.catalog.store.shard_url
-    columns = (*(SHARDS.c[k] for k in ("path", "location", "records", "bytes", "schema_version")), SHARD_STATS.c.data)
+    names = ("path", "location", "records", "bytes", "schema_version")
+    columns = (*(SHARDS.c[k] for k in names), SHARD_STATS.c.data, SHARDS.c.checksum, SHARDS.c.fingerprint)
     with mf.read_txn(ds.catalog.engine) as conn:
         v, _sv = ds._live(conn, version)[:2]
         query = (
@@ -130,7 +134,7 @@ def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[
         )
         rows = [r for r in conn.execute(query) if readable(r[5], r[0], r[2]) is None]
         schemas = {sv: load_schema(conn, ds.id, sv) for sv in {r[4] for r in rows}}
-    return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]]) for r in rows]
+    return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]], r[6], r[7], r[1] is not None) for r in rows]
 
 
 def stored_stats(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, DatasetStats]:

@@ -44,6 +44,7 @@ from catalog.schema import Schema, SchemaDiff
 from catalog.stats import DatasetStats
 from catalog.stats.tally import constant_stats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
+from catalog.storage.content import check_named
 from catalog.tfrecord.framing import stored_compression
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
@@ -100,6 +101,11 @@ class ShardJob:
     # source shard's counts, carried through the operations); None: the source has no statistics.
     filled: tuple[tuple[str, int], ...] | None = None
     added: tuple[str, ...] = ()  # features this migration fills with their default in every record
+    # What the content check needs (storage.content): the source's checksum and fingerprint,
+    # and whether it is an adopted file; None: not checked.
+    checksum: str | None = None
+    fingerprint: str | None = None
+    adopted: bool = False
 
 
 # per process: MigrationSpec.key() -> the record function and the target schema
@@ -123,6 +129,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     )
     index = 0
     try:
+        if job.checksum is not None:
+            check_named(job.source, job.checksum, job.fingerprint, job.adopted)
         write = sink.write
         for batch in shard_batches(job.source, job.size):
             for record in batch:
@@ -475,7 +483,10 @@ def _run(
         tally = on and s.rel not in derived  # a derived shard's statistics need no records
         fills = lineage.fills(sources.get(s.rel))
         unit = intent.prefix(first_unit + i)
-        return ShardJob(spec, s.path, s.records, root, ds.name, unit, s.bytes, compression, tally, fills, lineage.added)
+        return ShardJob(
+            spec, s.path, s.records, root, ds.name, unit, s.bytes, compression, tally, fills, lineage.added,
+            s.checksum, s.fingerprint, s.location is not None,
+        )  # fmt: skip
 
     jobs = [job(i, s) for i, s in enumerate(shards)]
     done = (lambda job, _r: progress(job.records)) if progress else None

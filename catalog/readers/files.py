@@ -1,22 +1,23 @@
 """A planned shard read front to back, checked against the manifest as it is read.
 
 Before a shard is opened its size is compared with the registered size (one stat, or one
-HEAD on an object store); at its end, the records read are counted against the registered
-count; every record's CRCs are checked on the way. A shard changed after its commit (grown,
-cut, or edited through a name ``--link`` shares with it) is a CorruptShardError naming it,
-never a short or padded read.
+HEAD on an object store), and a file others may write (adopted, linked) is checked to be as
+registered (storage.content: its fingerprint, else its checksum); at its end, the records
+read are counted against the registered count; every record's CRCs are checked on the way.
+A shard changed after its commit (grown, cut, or edited through a name ``--link`` shares
+with it) is a CorruptShardError naming it, never a short or padded read.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from catalog.commit.plans import PlannedShard
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError
-from catalog.storage import damaged_shard, open_shard, shard_missing, size_mismatch
+from catalog.storage import content, damaged_shard, open_shard, shard_missing, size_mismatch
 from catalog.storage.index import read_index
 from catalog.tfrecord.framing import read_record_batches
 from catalog.tfrecord.sources import S3_EXTRA, is_url, remote_errors, require_fsspec
@@ -29,37 +30,70 @@ def remote_fs(url: str) -> Any:
         return fsspec.core.url_to_fs(url)[0]
 
 
-def stored_size(url: str) -> int:
-    """The size of a shard file now: one HEAD on an object store, one stat on a local disk."""
+# What a stat (local) or a HEAD (object store) tells of a shard's file: its size, and what the
+# content check compares (storage.content).
+Facts = os.stat_result | Mapping[str, Any]
+
+
+def file_facts(url: str) -> tuple[int, Facts]:
+    """The size of a shard file now, and its facts: one HEAD on an object store, one stat on a
+    local disk."""
     try:
-        if is_url(url):
-            with remote_errors(url, "cannot open"):  # the HEAD is the first step of opening it
-                return int(remote_fs(url).size(url))
+        if is_url(url):  # the HEAD is the first step of opening it
+            info = content.object_info(url)
+            return int(info["size"]), info
         st = os.lstat(url)  # as open_shard opens it: a link in its place is refused, never followed
         if not stat.S_ISREG(st.st_mode):
             what = "not a regular file (a link, folder or device took its place)"
             raise CatalogError(f"{url}: {what}: run `catalog verify`")
-        return st.st_size
+        return st.st_size, st
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(url) from e
     except OSError as e:
         raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
 
 
+def stored_size(url: str) -> int:
+    """The size of a shard file now: one HEAD on an object store, one stat on a local disk."""
+    return file_facts(url)[0]
+
+
+def check_content(shard: PlannedShard, facts: Facts) -> None:
+    """A shard's file others may write (adopted, linked) is as registered (storage.content):
+    no read when its fingerprint is the registered one."""
+    if isinstance(facts, os.stat_result):
+        content.check_local(shard.url, facts, shard.checksum, shard.fingerprint, shard.adopted)
+    else:
+        content.check_object(shard.url, facts, shard.checksum, shard.fingerprint, shard.adopted)
+
+
+def check_file(shard: PlannedShard) -> None:
+    """A shard's size and content checked by its name (one stat or HEAD), for readers that
+    hand the file to another library (TensorFlow) or open it later."""
+    size, facts = file_facts(shard.url)
+    if size != shard.bytes:
+        raise size_mismatch(shard.url, shard.bytes, size)
+    check_content(shard, facts)
+
+
 def open_checked(shard: PlannedShard) -> IO[bytes]:
-    """A registered shard opened (open_shard's rules: a regular file, no symbolic link) and
-    its size checked before any read: one fstat, or one HEAD on an object store."""
-    remote = is_url(shard.url)
-    size = stored_size(shard.url) if remote else None
+    """A registered shard opened (open_shard's rules: a regular file, no symbolic link), its
+    size and content checked before any read: one fstat, or one HEAD on an object store."""
+    facts = file_facts(shard.url)[1] if is_url(shard.url) else None
     try:
         f = open_shard(shard.url)
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(shard.url) from e
-    if size is None:
-        size = os.fstat(f.fileno()).st_size
-    if size != shard.bytes:
+    try:
+        if facts is None:
+            facts = os.fstat(f.fileno())
+        size = facts.st_size if isinstance(facts, os.stat_result) else int(facts["size"])
+        if size != shard.bytes:
+            raise size_mismatch(shard.url, shard.bytes, size)
+        check_content(shard, facts)
+    except BaseException:
         f.close()
-        raise size_mismatch(shard.url, shard.bytes, size)
+        raise
     return f
 
 

@@ -37,8 +37,8 @@ from crc32c import crc32c
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
 from catalog.readers import owned
-from catalog.readers.files import open_checked, remote_fs, stored_size, stream_shard
-from catalog.storage import damaged_shard, open_shard, size_mismatch
+from catalog.readers.files import check_file, open_checked, remote_fs, stream_shard
+from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, masked_crc32c
 from catalog.tfrecord.sources import is_url, remote_error, remote_errors
@@ -322,11 +322,9 @@ class RecordReader:
         planned = self.shards[i]
         remote = is_url(planned.url)
         if remote:
-            size = stored_size(planned.url)
-            if size != planned.bytes:
-                raise size_mismatch(planned.url, planned.bytes, size)
+            check_file(planned)  # its size and content
         else:
-            self._file(i, None)  # opened and its size checked
+            self._file(i, None)  # opened, its size and content checked
         try:
             offsets = load_offsets(
                 planned.url, planned.index_url, planned.records, planned.bytes, planned.index_checksum

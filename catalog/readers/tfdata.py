@@ -36,7 +36,7 @@ import numpy as np
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import PlannedShard, plan
 from catalog.errors import CatalogError, CorruptShardError
-from catalog.readers.files import stored_size
+from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.tfrecord.sources import is_url
 
@@ -160,19 +160,21 @@ def import_tensorflow() -> Any:
 
 
 def check_sizes(shards: Sequence[PlannedShard]) -> None:
-    """Each shard's size against the manifest, one stat (or HEAD) per file: a shard grown, cut
-    or replaced through a ``--link``ed name is a CorruptShardError before anything is read.
-    HEADs to an object store go out a few at a time: a round trip each would add up."""
-    registered = {s.url: s.bytes for s in shards}  # a split spec may name two ranges of one shard
+    """Each shard's size (and content, for a file others may write: storage.content) against
+    the manifest, one stat (or HEAD) per file: a shard grown, cut or rewritten is a
+    CorruptShardError before anything is read. HEADs to an object store go out a few at a
+    time: a round trip each would add up."""
+    registered = {s.url: s for s in shards}  # a split spec may name two ranges of one shard
     remote = [url for url in registered if is_url(url)]
-    heads: dict[str, int] = {}
+    heads: dict[str, tuple[int, Facts]] = {}
     if remote:
         with ThreadPoolExecutor(min(HEADS_AT_ONCE, len(remote))) as pool:
-            heads = dict(zip(remote, pool.map(stored_size, remote), strict=True))
-    for url, size in registered.items():
-        found = heads[url] if url in heads else stored_size(url)
-        if found != size:
-            raise CorruptShardError(url, "size", f"{size} bytes", f"{found} bytes")
+            heads = dict(zip(remote, pool.map(file_facts, remote), strict=True))
+    for url, shard in registered.items():
+        found, facts = heads[url] if url in heads else file_facts(url)
+        if found != shard.bytes:
+            raise CorruptShardError(url, "size", f"{shard.bytes} bytes", f"{found} bytes")
+        check_content(shard, facts)
 
 
 def partition(shards: list[PlannedShard], context: Any) -> tuple[list[PlannedShard], tuple[int, int] | None]:

@@ -11,10 +11,12 @@
 """
 
 from catalog.storage.base import Store, StoredFile
+from catalog.storage.content import UNCHECKED
 from catalog.storage.factory import store_for
 from catalog.storage.files import (
     CHECKSUM_ALGO,
     CHECKSUM_CHUNK,
+    OWNED,
     ShardFile,
     copy_verified,
     damaged_shard,
@@ -57,7 +59,9 @@ __all__ = [
     "INDEX_FOLDER",
     "CHECKSUM_ALGO",
     "CHECKSUM_CHUNK",
+    "OWNED",
     "OWNER_FILE",
+    "UNCHECKED",
     "PARTIAL_PREFIX",
     "SHARD_SUFFIX",
     "SPOOL_PREFIX",

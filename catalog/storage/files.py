@@ -25,6 +25,8 @@ from catalog.tfrecord.sources import is_url, open_location
 
 CHECKSUM_ALGO = "crc32c"
 CHECKSUM_CHUNK = 4 << 20
+# A shard's fingerprint (storage.content): a file the catalog wrote and alone names.
+OWNED = "owned"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class ShardFile:
     source: str | None = None  # where its records came from (see the manifest's shards.source)
     linked: bool = False  # the input file itself, hard linked (append --link), not a copy
     location: str | None = None  # adopted in place: the file's own path or URL (``path`` is no file)
+    fingerprint: str = OWNED  # what the content check compares its file with (storage.content)
     # Its records' statistics (catalog.stats.DatasetStats.to_bytes), None: not computed.
     stats: builtins.bytes | None = field(default=None, repr=False)
 
@@ -67,6 +70,16 @@ def size_mismatch(path: str, registered: int, found: int | None) -> CorruptShard
         text = f"{path}: {found} bytes, {registered} registered; run `catalog verify`"
     shown = f"more than {registered} bytes" if found is None else f"{found} bytes"
     return CorruptShardError(path, "size", f"{registered} bytes", shown, text)
+
+
+def content_changed(path: str, registered: str, found: str) -> CorruptShardError:
+    """A shard whose bytes are not the registered ones (same size, other checksum): an adopted
+    or linked file rewritten, or a damaged one; every reader's one line for it."""
+    text = (
+        f"{path}: its content changed after it was registered (checksum {found}, {registered} registered): "
+        "run `catalog verify`; if the file was adopted or linked and its new content is wanted, adopt it again"
+    )
+    return CorruptShardError(path, "checksum", registered, found, text)
 
 
 def damaged_shard(path: str, e: CorruptRecordError, start: int = 0) -> CorruptShardError:
@@ -232,9 +245,11 @@ def copy_verified(path: str, size_registered: int, checksum: str, out: Any, crc:
             crc = crc32c(chunk, crc)
             out.write(chunk)
             size += n
-    if format_checksum(mine) != checksum or size != size_registered:
+    if size != size_registered:
         raise CatalogError(
             f"{path}: checksum {format_checksum(mine)} ({size} bytes), {checksum} ({size_registered} bytes) "
             "registered: the shard is damaged (run `catalog verify`); nothing was written"
         )
+    if format_checksum(mine) != checksum:
+        raise content_changed(path, checksum, format_checksum(mine))
     return crc

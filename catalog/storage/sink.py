@@ -25,6 +25,7 @@ from catalog.stats import Tally
 from catalog.stats.columns import decoded_columns
 from catalog.stats.tally import batch_ends, per_row, ragged_cutter
 from catalog.storage.base import Store
+from catalog.storage.content import UNCHECKED, observe, to_register
 from catalog.storage.factory import store_for
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
 from catalog.storage.index import index_bytes, publish_index
@@ -222,8 +223,16 @@ class ShardSink:
         if not self.store.adopt(source, rel):
             return None
         self.placed.append(rel)
+        here = self.store.url(rel)  # a local path: only local stores link
+        before = observe(here)
         size, checksum = self.store.checksum(rel)
-        shard = ShardFile(rel, records, size, checksum, self.compression, source=self.source, linked=True, stats=stats)
+        after = observe(here)
+        # Changed while it was checksummed: its fingerprint vouches for nothing (storage.content).
+        fingerprint = to_register(after) if after == before else UNCHECKED
+        shard = ShardFile(
+            rel, records, size, checksum, self.compression, source=self.source, linked=True,
+            fingerprint=fingerprint, stats=stats,
+        )  # fmt: skip
         self.shards.append(shard)
         return shard
 
@@ -237,6 +246,7 @@ class ShardSink:
         offsets: np.ndarray | None,
         source: str | None = None,
         stats: bytes | None = None,
+        fingerprint: str | None = None,
     ) -> ShardFile:
         """An existing file, checked by the caller, as a shard where it is (``location``, never
         written or removed here): a new name in the dataset (no file takes it) and, when
@@ -249,8 +259,9 @@ class ShardSink:
             publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
         self.placed.append(rel)  # abort() removes its index (its name holds no file)
         shard = ShardFile(
-            rel, records, size, checksum, compression, index_checksum, source, location=location, stats=stats
-        )
+            rel, records, size, checksum, compression, index_checksum, source, location=location,
+            fingerprint=fingerprint or UNCHECKED, stats=stats,
+        )  # fmt: skip
         self.shards.append(shard)
         return shard
 
