@@ -15,8 +15,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from catalog.executors import make_executor
 
-if sys.argv[1] == "ignored":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# Set either way: this process would inherit a disposition the suite was started with.
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
 
 
 def job(i):
