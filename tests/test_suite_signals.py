@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # One test of each way the suite sends a SIGINT: raised in a child by a hook (the commit-path
@@ -34,7 +32,6 @@ IGNORING = (
 )
 
 
-@pytest.mark.sqlite_only
 def test_the_interrupt_tests_pass_when_the_suite_is_started_ignoring_sigint() -> None:
     res = subprocess.run(
         [sys.executable, "-c", IGNORING, *REPRESENTATIVES], cwd=ROOT, capture_output=True, text=True, timeout=600
