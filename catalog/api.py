@@ -515,7 +515,9 @@ class Dataset(DatasetHandle):
     ) -> Any:
         """A ``torch.utils.data.IterableDataset``: partitioned across ranks and DataLoader
         workers, shuffled by (seed, epoch), resumable (``set_epoch``, ``state_dict``,
-        ``load_state_dict``); see catalog/readers/pytorch.py. Needs the ``torch`` extra."""
+        ``load_state_dict``, which refuses a state of another dataset, version, split,
+        shuffle, seed, columns or record count); see catalog/readers/pytorch.py. Needs the
+        ``torch`` extra."""
         require_torch()
         options: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "seed": seed, "columns": columns}
         options |= {"drop_last": drop_last, "rank": rank, "world_size": world_size, "transform": transform}
@@ -539,7 +541,9 @@ class Dataset(DatasetHandle):
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
         ``rank``'s share of epoch ``epoch``: ds.torch()'s partition and order, for NumPy/JAX
-        loops; ``samples``: resume after that many samples of the epoch, consumed globally.
+        loops; ``samples``: resume after that many samples of the epoch, consumed globally
+        (in [0, records]; trusted to be a position of this same read: give the version, split,
+        shuffle, seed and epoch it was counted in, nothing else says what they were).
         A SequenceExample dataset's sequence features are ragged (an object array of each
         record's steps), or with ``pad`` padded arrays ``(rows, steps, ...)`` with each
         record's number of steps in ``<name>/length``."""

@@ -60,6 +60,11 @@ class ObjectMissingError(CatalogError, FileNotFoundError):
     and a FileNotFoundError for code that treats a missing URL like a missing path."""
 
 
+class ReaderStateError(CatalogError, ValueError):
+    """A reader state (``state_dict()``'s) that this reader cannot resume: of another read
+    (dataset, version, split, shuffle, seed, columns, record count), or malformed."""
+
+
 class CodecError(CatalogError):
     """A value cannot be encoded to, or decoded from, a tf.train.Example."""
 

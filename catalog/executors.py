@@ -219,8 +219,11 @@ def make_executor(workers: int | None, jobs: int) -> Executor | None:
 def _worker_setup(parent: int) -> None:
     """A pool worker dies with its parent (a SIGKILLed CLI leaves no worker waiting forever on
     its queue, holding its stdout), and Ctrl-C, which the terminal sends the whole process group,
-    ends it at once without a traceback of its own: the parent reports the interrupt."""
-    signal.signal(signal.SIGINT, lambda _sig, _frame: os._exit(130))
+    ends it at once without a traceback of its own: the parent reports the interrupt. A process
+    started ignoring SIGINT (nohup, a background job) has workers that ignore it too: a Ctrl-C
+    its parent does not heed must not break its pool."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda _sig, _frame: os._exit(130))
     # The pool's workers take the cores already: a statistics helper each would only compete
     # with them (2 workers and 2 helpers on 2 cores adopted 30% slower than 2 workers alone).
     stats_helper.SLOT.enabled = False

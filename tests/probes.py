@@ -7,6 +7,17 @@ from pathlib import Path
 
 from catalog import Catalog
 
+# A child that a test sends a SIGINT to (or that raises one itself) starts with this line: a
+# shell that ignores SIGINT (nohup, a background job, some CI runners) hands SIG_IGN down
+# through pytest to every child, and the SIGINT would change nothing (issue 30).
+CTRL_C = "import signal as _signal; _signal.signal(_signal.SIGINT, _signal.default_int_handler)\n"
+
+
+def interruptible(code: str) -> str:
+    """The ``python -c`` program ``code``, with Ctrl-C restored first: KeyboardInterrupt on
+    SIGINT, whatever disposition the suite was started with."""
+    return CTRL_C + code
+
 
 def downgrade_to_format_7(db: Path) -> None:
     """Turn a SQLite manifest into what format 7 had: no shard fingerprints."""

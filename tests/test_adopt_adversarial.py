@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import interruptible
 from typer.testing import CliRunner
 
 import catalog.adopt as adoption
@@ -204,7 +205,7 @@ def stop_at(point: str, sig: str, *args: Any, to_group: bool = False) -> tuple[i
     """Run ``catalog ARGS`` in a session of its own, ``sig`` sent at ``point``: (returncode, stderr)."""
     env = dict(os.environ, TO_GROUP="1" if to_group else "")
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, point, sig, *(str(a) for a in args)],
+        [sys.executable, "-c", interruptible(CHILD), point, sig, *(str(a) for a in args)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

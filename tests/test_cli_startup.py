@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import interruptible
 from typer.testing import CliRunner
 
 import catalog
@@ -109,7 +110,10 @@ def test_ctrl_c_while_the_command_loads(module: str, said: str) -> None:
         "sys.meta_path.insert(0, Interrupt())\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", hook + CONSOLE_SCRIPT, "list"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", interruptible(hook + CONSOLE_SCRIPT), "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", said + "\n")
 

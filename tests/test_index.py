@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from crc32c import crc32c
-from probes import downgrade_to_format_3
+from probes import downgrade_to_format_3, interruptible
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
@@ -816,7 +816,10 @@ print(json.dumps({"calls": k - 1, "runs": out}))
 def test_ctrl_c_at_every_io_call_of_catalog_index(cat: Catalog, tmp_path: Path, when: str) -> None:
     cat.dataset(NAME).append_files(linked_inputs(tmp_path, 3, 5), link=True)
     res = subprocess.run(
-        [sys.executable, "-c", SWEEP, str(cat.root), NAME, when], capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", interruptible(SWEEP), str(cat.root), NAME, when],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import interruptible
 
 from catalog import Catalog
 
@@ -155,7 +156,10 @@ print(json.dumps({"calls": k - 1, "runs": out}))
 
 def sweep(root: Path, op: str, when: str) -> dict[str, Any]:
     res = subprocess.run(
-        [sys.executable, "-c", SWEEP, str(root), NAME, op, when], capture_output=True, text=True, timeout=TIMEOUT
+        [sys.executable, "-c", interruptible(SWEEP), str(root), NAME, op, when],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     doc: dict[str, Any] = json.loads(res.stdout)

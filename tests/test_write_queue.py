@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probes import interruptible
 from sqlalchemy import Engine, insert, select
 
 from catalog import Catalog
@@ -67,7 +68,7 @@ def wait_for(what: str, condition: Any) -> None:
 def holder(url: str, key: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-c", HOLDER, url, key],
+        [sys.executable, "-c", interruptible(HOLDER), url, key],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

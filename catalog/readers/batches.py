@@ -20,7 +20,7 @@ from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError
 from catalog.readers.decoding import Decoder, Where
 from catalog.readers.files import stream_shard
-from catalog.readers.order import ROW_CHUNK, EpochOrder, worker_chunks
+from catalog.readers.order import ROW_CHUNK, EpochOrder, check_samples, worker_chunks
 from catalog.readers.positions import RecordReader
 
 Chunk = tuple[list[bytes], Where]
@@ -127,7 +127,10 @@ def batches(
     samples: int = 0,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Columnar NumPy batches of one rank's share of an epoch (see order.py); arguments are
-    checked now, records read as the batches are taken."""
+    checked now, records read as the batches are taken. ``samples`` is trusted to be a
+    position of this very read (the arguments are all there is to check it against): only
+    its range is checked."""
     check_batch_size(batch_size)
+    samples = check_samples(samples, plan.records)
     order = EpochOrder(plan.records, shuffle, seed, epoch, samples, rank, world_size, drop_last)
     return decoded(RecordReader(plan), Decoder(plan, columns), order, batch_size)

@@ -18,6 +18,7 @@ them back in the rank's order.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -138,6 +139,18 @@ def check_ranks(rank: int, world_size: int) -> None:
         raise CatalogError(f"world_size must be at least 1, not {world_size}")
     if not 0 <= rank < world_size:
         raise CatalogError(f"rank must be in [0, {world_size}), not {rank}")
+
+
+def check_samples(
+    samples: object, records: int, what: str = "samples", error: type[CatalogError] = CatalogError
+) -> int:
+    """A resume position (samples of an epoch's order consumed globally) as an int in
+    [0, records]: past the end no read of these records has been."""
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or int(samples) < 0:
+        raise error(f"{what} must be a whole number >= 0, not {samples!r}")
+    if int(samples) > records:
+        raise error(f"samples must be in [0, {records}], not {samples}")
+    return int(samples)
 
 
 def worker_chunks(per_rank: int, batch_size: int | None, worker: int, workers: int) -> Iterator[np.ndarray]:

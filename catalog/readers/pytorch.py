@@ -13,7 +13,11 @@
   epoch e's order, on any world size. ``set_epoch`` to another epoch starts it from its
   beginning. ``state_dict()`` counts what this process's own iteration delivered (exact with
   ``num_workers=0``); with DataLoader workers the records are taken in other processes, so
-  give ``samples`` from the trainer's step count.
+  give ``samples`` from the trainer's step count. A state also names its read (dataset,
+  version, split, shuffle, seed, columns, records: READ_KEYS), and a reader refuses a state
+  whose read is not its own (one line naming the field): resumed into another order, an
+  epoch would repeat some records and never deliver others. A key the state leaves out is
+  not checked; world size, workers, batch size and drop_last may change.
 - Output: a dict of tensors per feature: numeric columns as tensors (a batch's scalars 1-D,
   fixed shapes as (batch, *shape)); variable-length numbers and tensors of unknown
   dimensions as a list of tensors; text and bytes as lists of ``str``/``bytes``; an absent
@@ -30,21 +34,23 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-from collections.abc import Callable, Iterable, Iterator
+import numbers
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, ReaderStateError
 from catalog.readers.batches import check_batch_size, decoded
 from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
-from catalog.readers.order import EpochOrder, check_ranks, output_count
+from catalog.readers.order import EpochOrder, check_ranks, check_samples, output_count
 from catalog.readers.positions import RecordReader
 
-STATE_KEYS = ("epoch", "seed", "samples")
+STATE_KEYS = ("epoch", "samples")  # a state's position: required
+READ_KEYS = ("dataset", "version", "split", "shuffle", "seed", "columns", "records")  # checked when present
 
 
 class TorchReader:
@@ -80,9 +86,9 @@ class TorchReader:
         self._given = None if rank is None or world_size is None else (rank, world_size)
         self._distributed = _from_distributed()
         self._taken = 0  # items this process's iteration delivered since the epoch (re)started
-        # (epoch, samples, seed) shared with DataLoader workers: persistent workers keep the copy
+        # (epoch, samples) shared with DataLoader workers: persistent workers keep the copy
         # of the dataset they started with, and must still read the epoch set_epoch set since.
-        self._shared = multiprocessing.RawArray("q", 3)
+        self._shared = multiprocessing.RawArray("q", 2)
         self._publish()
         self._reader = RecordReader(plan)
         self._decoder: Decoder | None = None
@@ -107,12 +113,12 @@ class TorchReader:
         self._reader = RecordReader(self.plan)
         self._decoder = None
         if self._shared is None:
-            self._shared = multiprocessing.RawArray("q", 3)
+            self._shared = multiprocessing.RawArray("q", 2)
             self._publish()
 
     def _publish(self) -> None:
-        """Share (epoch, samples, seed) with the workers (the seed modulo 2**64, as the order uses it)."""
-        self._shared[:] = [self.epoch, self.samples, (self.seed + 2**63) % 2**64 - 2**63]
+        """Share (epoch, samples) with the workers (the seed is fixed when the dataset is made)."""
+        self._shared[:] = [self.epoch, self.samples]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (self.__getstate__(),))
@@ -126,37 +132,35 @@ class TorchReader:
             self._publish()
 
     def state_dict(self) -> dict[str, Any]:
+        """Where this read is (epoch, samples consumed globally) and what identifies the read
+        (see :meth:`load_state_dict`); plain values, so it pickles and survives JSON."""
         _rank, world = self.ranks()
         consumed = min(self.samples + self._taken * world, self.plan.records)
+        return {"epoch": self.epoch, "samples": consumed, **self._identity(), "world_size": world}
+
+    def _identity(self) -> dict[str, Any]:
+        """What identifies this reader's read: a state of another is refused (READ_KEYS)."""
+        columns = None if self.columns is None else list(self.columns)
         return {
-            "epoch": self.epoch,
-            "seed": self.seed,
-            "samples": consumed,
-            "shuffle": self.shuffle,
-            "records": self.plan.records,
             "dataset": self.plan.dataset,
             "version": self.plan.version,
             "split": self.plan.split,
-            "world_size": world,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "columns": columns,
+            "records": self.plan.records,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at ``state["samples"]`` of epoch ``state["epoch"]`` (and ``state["seed"]``
-        when given); a state of another read (its record count) is refused."""
-        missing = [k for k in ("epoch", "samples") if k not in state]
-        if missing:
-            raise CatalogError(f"a reader state needs {', '.join(missing)} (it has {', '.join(map(str, state))})")
-        records = state.get("records", self.plan.records)
-        if records != self.plan.records:
-            raise CatalogError(
-                f"this state is of a read of {records} records; this one reads {self.plan.records} "
-                f"(dataset {self.plan.dataset!r} version {self.plan.version}): resume on the same version and split"
-            )
-        samples = int(state["samples"])
-        if not 0 <= samples <= self.plan.records:
-            raise CatalogError(f"samples must be in [0, {self.plan.records}], not {samples}")
-        self.epoch, self.samples, self._taken = int(state["epoch"]), samples, 0
-        self.seed = int(state.get("seed", self.seed))
+        """Resume at ``state["samples"]`` of epoch ``state["epoch"]``. A state of another read
+        is refused (ReaderStateError, naming the field): each of READ_KEYS the state has must
+        be this reader's (make the reader with the dataset, version, split, shuffle, seed and
+        columns the state was saved with). A key the state leaves out is not checked: a
+        checkpoint written by hand as ``{"epoch": e, "samples": k}`` is trusted. World size,
+        rank, workers, batch size and drop_last may differ: resuming on another world size is
+        the point of ``samples``."""
+        epoch, samples = check_state(state, self._identity())
+        self.epoch, self.samples, self._taken = epoch, samples, 0
         self._publish()
 
     # ---- the partition
@@ -172,8 +176,8 @@ class TorchReader:
     def order(self, worker: bool = False) -> EpochOrder:
         """This rank's epoch; in a DataLoader ``worker``, as the main process set it last."""
         rank, world = self.ranks()
-        epoch, samples, seed = self._shared[:] if worker else (self.epoch, self.samples, self.seed)
-        return EpochOrder(self.plan.records, self.shuffle, seed, epoch, samples, rank, world, self.drop_last)
+        epoch, samples = self._shared[:] if worker else (self.epoch, self.samples)
+        return EpochOrder(self.plan.records, self.shuffle, self.seed, epoch, samples, rank, world, self.drop_last)
 
     def __len__(self) -> int:
         """Items (batches with ``batch_size``, else rows) this rank yields this epoch."""
@@ -207,6 +211,46 @@ class TorchReader:
                 if main:
                     self._taken += 1
                 yield carry(row if self.transform is None else self.transform(row))
+
+
+def check_state(state: Any, read: dict[str, Any]) -> tuple[int, int]:
+    """(epoch, samples) of ``state``, after checking it is a state of ``read`` (see
+    TorchReader.load_state_dict); else ReaderStateError, in one line naming the field."""
+    if not isinstance(state, Mapping):
+        raise ReaderStateError(f"a reader state is a dict (state_dict()'s), not {type(state).__name__}")
+    missing = [k for k in STATE_KEYS if k not in state]
+    if missing:
+        raise ReaderStateError(f"a reader state needs {', '.join(missing)} (it has {', '.join(map(str, state))})")
+    for key in READ_KEYS:
+        if key in state and not _same_setting(key, state[key], read[key]):
+            raise _another_read(key, state[key], read)
+    epoch = state["epoch"]
+    if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+        raise ReaderStateError(f"a reader state's epoch must be a whole number, not {epoch!r}")
+    samples = check_samples(state["samples"], read["records"], "a reader state's samples", ReaderStateError)
+    return int(epoch), samples
+
+
+def _another_read(key: str, saved: Any, read: dict[str, Any]) -> ReaderStateError:
+    """The one line that names the field in which a state's read and this reader's differ."""
+    if key == "records":
+        return ReaderStateError(
+            f"this state is of another read: records {saved!r} in the state; this reader reads {read[key]} "
+            f"(dataset {read['dataset']!r} version {read['version']}, split {read['split']!r})"
+        )
+    return ReaderStateError(
+        f"this state is of another read: {key} {saved!r} in the state, {read[key]!r} in this reader"
+    )
+
+
+def _same_setting(key: str, saved: Any, mine: Any) -> bool:
+    """Whether a state's ``key`` is this reader's: columns as any sequence of names (a JSON
+    checkpoint has lists), the rest as equal values of the same kind (True is not 1)."""
+    if key == "columns" and isinstance(saved, (list, tuple)):
+        return mine is not None and list(saved) == mine
+    if isinstance(saved, bool) or isinstance(mine, bool):
+        return saved is mine
+    return bool(saved == mine)
 
 
 def _same(value: Any) -> Any:

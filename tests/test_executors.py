@@ -1,0 +1,40 @@
+"""The process pool's workers (catalog/executors.py) and Ctrl-C: a worker ends at once on a
+SIGINT, without a traceback of its own, unless its process was started ignoring SIGINT (nohup,
+a background job): then it ignores it too, as its parent does, instead of dying under it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CHILD = r"""
+import os, signal, sys
+from concurrent.futures.process import BrokenProcessPool
+
+from catalog.executors import make_executor
+
+# Set either way: this process would inherit a disposition the suite was started with.
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
+
+
+def job(i):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaching the worker as it works
+    return i
+
+
+pool = make_executor(2, 2)
+try:
+    print(sorted(pool.map(job, range(4))))
+except BrokenProcessPool:
+    print("broken")
+finally:
+    pool.shutdown()
+"""
+
+
+@pytest.mark.parametrize(("disposition", "said"), [("ignored", "[0, 1, 2, 3]"), ("default", "broken")])
+def test_pool_workers_keep_the_sigint_disposition_they_were_started_with(disposition: str, said: str) -> None:
+    res = subprocess.run([sys.executable, "-c", CHILD, disposition], capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stdout.strip()) == (0, said), res.stderr[-2000:]
