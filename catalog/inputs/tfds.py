@@ -8,8 +8,14 @@ shape stored); integers and bools are an int64_list, floats (float64 too) a floa
 strings, Text and encoded images a bytes_list; a ClassLabel is the class's index; a Sequence
 is one flat list of its items' values (its length is the list's), and a Sequence of
 Sequences is ``<key>/ragged_flat_values`` with ``<key>/ragged_row_lengths_0``; an optional
-feature that is None is left out. Each maps to the schema feature that reads those values
-back unchanged; a feature TFDS encodes otherwise (``encoding: zlib``) is refused by name.
+feature that is None is left out. A Tensor with ``encoding: bytes`` is the array's raw
+bytes (numpy's ``tobytes``: little-endian on every platform TFDS runs on) as one bytes value,
+the catalog's ``"encoding": "tensor"`` when every dimension is known (TFDS stores no shape
+otherwise, or stores it under ``<key>/shape`` beside ``<key>/value``). An Image is its encoded
+file: uint8 or uint16 pixels as they are, a float32 image (one channel) as a 4-channel uint8
+PNG of each pixel's float32 bytes. Each maps to the schema feature that reads those values
+back unchanged; a feature TFDS encodes otherwise (``encoding: zlib``, raw tensors of unknown
+dimensions or in a Sequence) is refused by name.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ INFO_FILE = "dataset_info.json"
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 _INTS = {"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool"}
 _FLOATS = {"float32", "float64", "float16", "bfloat16"}
+_IMAGE_DTYPES = ("uint8", "uint16", "float32")  # what tfds.features.Image accepts
+FLOAT_IMAGE_NOTE = (
+    "TFDS Image(dtype=float32): a 4-channel PNG of each pixel's float32 bytes; "
+    "decode it to uint8 [H, W, 4], then view the pixels as float32 for TFDS's [H, W, 1]"
+)
 
 
 @dataclass(frozen=True)
@@ -214,6 +225,8 @@ def _list_dtype(dtype: str, name: str) -> str:
 
 def _tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
     encoding = t.get("encoding", "none")
+    if encoding == "bytes":
+        return _raw_tensor(name, t, sequence)
     if encoding not in ("none", None, ""):
         raise SchemaError(f"feature {name!r}: TFDS tensors encoded as {encoding!r} are not supported")
     spec: dict[str, Any] = {"name": name, "dtype": _list_dtype(str(t.get("dtype")), name)}
@@ -227,14 +240,44 @@ def _tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
     return spec
 
 
+def _raw_tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
+    """``Tensor(encoding="bytes")``: one bytes value of the array's raw bytes, which the
+    catalog's tensor encoding reads as TFDS does when the schema knows the whole shape."""
+    if sequence:  # a bytes_list of one value per item: no catalog feature reads that as arrays
+        raise SchemaError(f"feature {name!r}: TFDS tensors encoded as 'bytes' in a Sequence are not supported")
+    dtype = str(t.get("dtype"))
+    if dtype == "string" or dtype not in _INTS | _FLOATS | {"complex64", "complex128"}:
+        raise SchemaError(f"feature {name!r}: TFDS dtype {dtype!r} has no raw tensor encoding")
+    dims = _dims(t.get("shape"))
+    if None in dims:  # TFDS keeps no shape with the bytes (one unknown) or keeps it as <key>/shape
+        shown = "[" + ", ".join(str(d) for d in dims) + "]"
+        what = f"TFDS tensors encoded as 'bytes' of unknown dimensions (shape {shown}) are not supported"
+        raise SchemaError(f"feature {name!r}: {what}")
+    spec: dict[str, Any] = {"name": name, "dtype": dtype, "encoding": "tensor"}
+    if dims:
+        spec["shape"] = dims
+    if t.get("optional"):
+        spec["optional"] = True
+    return spec
+
+
 def _image(name: str, img: dict[str, Any], sequence: bool) -> dict[str, Any]:
-    if sequence:
-        return {"name": name, "dtype": "bytes", "shape": [None]}
-    spec: dict[str, Any] = {"name": name, "dtype": "bytes", "encoding": "image"}
+    dtype = str(img.get("dtype") or "uint8")
+    if dtype not in _IMAGE_DTYPES:
+        raise SchemaError(f"feature {name!r}: TFDS images of dtype {dtype!r} are not supported")
+    dims = _dims(img.get("shape"))
     fmt = img.get("encodingFormat")
+    spec: dict[str, Any] = {"name": name, "dtype": "bytes"}
+    if dtype == "float32":  # TFDS bitcasts each float to 4 uint8 channels and stores a PNG of them
+        if dims and dims[-1] != 1:
+            raise SchemaError(f"feature {name!r}: a TFDS float32 image has one channel, not {dims[-1]}")
+        dims, fmt = [*dims[:-1], 4], "png"
+        spec["description"] = FLOAT_IMAGE_NOTE
+    if sequence:
+        return spec | {"shape": [None]}
+    spec["encoding"] = "image"
     if fmt:
         spec["format"] = fmt
-    dims = _dims(img.get("shape"))
     if len(dims) in (2, 3):
         spec["shape"] = dims
     return spec
@@ -244,6 +287,9 @@ def _leaf_of(inner: dict[str, Any], name: str) -> dict[str, Any]:
     """The list type of the innermost values of a nested Sequence."""
     while "sequence" in inner:
         inner = inner["sequence"].get("feature", {})
+    if "tensor" in inner and inner["tensor"].get("encoding") not in ("none", None, ""):
+        encoding = inner["tensor"]["encoding"]
+        raise SchemaError(f"feature {name!r}: TFDS tensors encoded as {encoding!r} in a Sequence are not supported")
     if "tensor" in inner:
         return {"dtype": _list_dtype(str(inner["tensor"].get("dtype")), name), "shape": [None]}
     if "classLabel" in inner:
