@@ -908,3 +908,66 @@ def test_a_killed_register_infer_leaves_no_empty_dataset(tmp_path: Path) -> None
     assert listed(cat) == []
     assert run("-C", cat.root, "register", "inferred", "--infer", rows).exit_code == 0
     assert [r["id"] for r in cat.dataset("inferred").read()] == [1, 2]
+
+
+# --------------------------------------------------------------------------- bounded TFDS metadata (issue 30)
+
+
+def run_bounded(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``catalog ARGS`` in a child with 4 GiB of address space at most: a hang fails at the timeout
+    and an unbounded allocation as a MemoryError, neither taking the machine with it."""
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "catalog", *(str(a) for a in args)],
+        capture_output=True, text=True, timeout=timeout, preexec_fn=limit, check=False,
+    )  # fmt: skip
+
+
+def test_a_tfds_split_claiming_a_billion_shards_is_refused_at_once(tmp_path: Path) -> None:
+    """``numShards: 1000000000`` built a list of 10^9 file names before checking any: minutes,
+    and gigabytes. The files that exist are looked at first."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    edit_json(folder / "dataset_info.json", lambda d: d["splits"][0].update(numShards=10**9, shardLengths=None))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run_bounded("-C", cat.root, "adopt", "t", folder)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "split 'train' lists 1000000000 shards but the folder holds 5 files" in result.stderr
+    assert listed(cat) == []
+
+
+def test_a_tfds_split_with_a_billion_shard_lengths_is_refused(tmp_path: Path) -> None:
+    """The same claim as a list: more shardLengths than files is refused before a name is made."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    edit_json(folder / "dataset_info.json", lambda d: d["splits"][0].update(shardLengths=["1"] * 100_000))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run("-C", cat.root, "adopt", "t", folder)
+    assert one_line_error(result), repr(result.exception)
+    assert "split 'train' lists 100000 shards but the folder holds 5 files" in result.stderr
+
+
+def _nested_features(depth: int, kind: str) -> str:
+    """features.json text with feature ``id`` nested ``depth`` levels deep in FeaturesDicts or
+    Sequences (written by hand: json.dumps itself recurses too deep for 3,000 levels)."""
+    leaf = json.dumps({"pythonClassName": TENSOR, "tensor": {"shape": {}, "dtype": "int64", "encoding": "none"}})
+    opening, closing = (
+        ('{"featuresDict": {"features": {"x": ', "}}}") if kind == "dict" else ('{"sequence": {"feature": ', "}}")
+    )
+    return '{"featuresDict": {"features": {"id": ' + opening * depth + leaf + closing * depth + "}}}"
+
+
+@pytest.mark.parametrize(("depth", "kind"), [(3000, "dict"), (3000, "sequence"), (100, "dict"), (100, "sequence")])
+def test_tfds_features_nested_deep_are_one_line(tmp_path: Path, depth: int, kind: str) -> None:
+    """features.json nested 3,000 deep gave a RecursionError traceback (the JSON parser's, or
+    the mapping's at depths the parser takes)."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    (folder / "features.json").write_text(_nested_features(depth, kind))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run("-C", cat.root, "adopt", "t", folder)
+    assert one_line_error(result), repr(result.exception)
+    assert "features.json" in result.stderr and "nested" in result.stderr, result.stderr
+    assert listed(cat) == []

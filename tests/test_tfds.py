@@ -337,3 +337,31 @@ def test_raw_tensors_in_a_sequence_are_refused(tmp_path: Path, typed_dir: Path) 
         result = run("-C", cat.root, "adopt", "d", typed_dir)
         assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
         assert f"feature '{name}': TFDS tensors encoded as 'bytes' in a Sequence are not supported" in result.stderr
+
+
+def test_a_sequence_nested_three_deep_keeps_every_level_of_row_lengths(tmp_path: Path) -> None:
+    """TFDS stores a Sequence of rank k as ragged_flat_values and ragged_row_lengths_0 .. k-2;
+    only _0 was mapped, so a third level's lengths were not in the schema."""
+
+    def features(tfds: Any) -> dict[str, Any]:
+        seq = tfds.features.Sequence
+        return {"deep": seq(seq(seq(np.int64))), "objects": seq({"ragged": seq(seq(np.int64))})}
+
+    examples = [
+        {"deep": [[[i], []], [[1, 2, 3]]][: i % 3], "objects": {"ragged": [[[i, i], [0]], []][: i % 3]}}
+        for i in range(5)
+    ]
+    folder = build_tfds_features(tmp_path / "tfds", "deep", features, examples)
+    cat = Catalog.init(tmp_path / "cat")
+    cat.adopt("d", [folder])
+    ds = cat.dataset("d")
+    names = set(ds.schema.to_json()["features"])
+    for key in ("deep", "objects/ragged"):
+        assert {f"{key}/ragged_flat_values", f"{key}/ragged_row_lengths_0", f"{key}/ragged_row_lengths_1"} <= names
+    theirs = tfds_read_back(folder)["train"]
+    for mine, row in zip(ds.read(), theirs, strict=True):
+        for key, value in (("deep", row["deep"]), ("objects/ragged", row["objects"]["ragged"])):
+            np.testing.assert_array_equal(mine[f"{key}/ragged_flat_values"], value.flat_values.numpy())
+            assert len(value.nested_row_lengths()) == 2, key
+            for level, lengths in enumerate(value.nested_row_lengths()):
+                np.testing.assert_array_equal(mine[f"{key}/ragged_row_lengths_{level}"], lengths.numpy(), err_msg=key)
