@@ -165,7 +165,12 @@ def _split(folder: Path, dataset: str, raw: Any, files: int) -> TfdsSplit:
         what = "its filepathTemplate names one file for several shards"
         raise AppendError(f"{where}: split {split!r}: {what}", str(folder))
     for f in files:
-        if not f.is_file():
+        try:
+            there = f.is_file()
+        except OSError as e:  # a name the filesystem refuses (too long, say): no such shard either
+            what = f"split {split!r}: shard {f.name[:80]!r}: {e.strerror or e}"
+            raise AppendError(f"{where}: {what}", str(folder)) from e
+        if not there:
             raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
     return TfdsSplit(split, files, shard_lengths)
 
