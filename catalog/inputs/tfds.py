@@ -132,9 +132,9 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _split(folder: Path, dataset: str, raw: Any, files: int) -> TfdsSplit:
+def _split(folder: Path, dataset: str, raw: Any, held: int) -> TfdsSplit:
     """One entry of dataset_info.json's ``splits``: its shard files (each must exist; no more
-    than the ``files`` the folder holds are named)."""
+    than the ``held`` files of the folder are named)."""
     where = folder / INFO_FILE
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise AppendError(f"{where}: a split without a name: {raw!r}"[:300], str(folder))
@@ -145,9 +145,9 @@ def _split(folder: Path, dataset: str, raw: Any, files: int) -> TfdsSplit:
         shards = len(shard_lengths) if shard_lengths is not None else int(raw.get("numShards", 0))
     except (TypeError, ValueError, OverflowError) as e:
         raise AppendError(f"{where}: split {split!r}: shard lengths are not numbers", str(folder)) from e
-    if shards > files:  # before a name is made: 10^9 of them would take minutes and gigabytes
+    if shards > held:  # before a name is made: 10^9 of them would take minutes and gigabytes
         raise AppendError(
-            f"{where}: split {split!r} lists {shards} shards but the folder holds {files} files", str(folder)
+            f"{where}: split {split!r} lists {shards} shards but the folder holds {held} files", str(folder)
         )
     template = str(raw.get("filepathTemplate") or DEFAULT_TEMPLATE)
     names = [
