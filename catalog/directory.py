@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -17,6 +18,7 @@ from catalog.tfrecord.sources import is_url
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"
 DATA_DIR = "data"
+MAX_CATALOG_FILE = 1 << 20
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> Path:
@@ -39,14 +41,31 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
 def locate(path: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
     """(the catalog directory, the URL of its manifest) for ``path`` (see find_root)."""
     root = find_root(path)
-    try:
-        doc = json.loads((root / CATALOG_FILE).read_text())
-    except (OSError, ValueError) as e:
-        raise ManifestError(f"{root / CATALOG_FILE}: unreadable: {e}") from e
+    doc = _read_catalog_file(root / CATALOG_FILE)
     recorded = doc.get("db_url")
+    if recorded is not None and not isinstance(recorded, str):
+        raise ManifestError(f"{root / CATALOG_FILE}: db_url is not a string: {recorded!r}"[:300])
     if recorded is None and not (root / DEFAULT_DB_FILE).exists():
         raise ManifestError(f"{root}: the manifest {DEFAULT_DB_FILE} is missing")
     return root, runtime_url(recorded) if recorded else default_url(root)
+
+
+def _read_catalog_file(path: Path) -> dict[str, Any]:
+    """catalog.json: a small JSON object (the catalog writes a few lines; a hand edit or a sync
+    tool may leave anything)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CATALOG_FILE + 1)
+        if len(data) > MAX_CATALOG_FILE:
+            raise ManifestError(f"{path}: unreadable: larger than {MAX_CATALOG_FILE >> 20} MiB")
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError as e:
+        raise ManifestError(f"{path}: unreadable: not valid JSON: nested too deeply") from e
+    except (OSError, ValueError) as e:
+        raise ManifestError(f"{path}: unreadable: {e}") from e
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{path}: not a JSON object")
+    return doc
 
 
 def connect(root: Path, url: str, check: bool) -> tuple[Engine, str | Path, str | None]:

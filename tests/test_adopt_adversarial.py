@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from datetime import timedelta
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from probes import interruptible
 from typer.testing import CliRunner
 
@@ -903,3 +906,139 @@ def test_a_killed_register_infer_leaves_no_empty_dataset(tmp_path: Path) -> None
     assert listed(cat) == []
     assert run("-C", cat.root, "register", "inferred", "--infer", rows).exit_code == 0
     assert [r["id"] for r in cat.dataset("inferred").read()] == [1, 2]
+
+
+# --------------------------------------------------------------------------- bounded TFDS metadata (issue 30)
+
+
+def run_bounded(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``catalog ARGS`` in a child with 4 GiB of address space at most: a hang fails at the timeout
+    and an unbounded allocation as a MemoryError, neither taking the machine with it."""
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "catalog", *(str(a) for a in args)],
+        capture_output=True, text=True, timeout=timeout, preexec_fn=limit, check=False,
+    )  # fmt: skip
+
+
+def test_a_tfds_split_claiming_a_billion_shards_is_refused_at_once(tmp_path: Path) -> None:
+    """``numShards: 1000000000`` built a list of 10^9 file names before checking any: minutes,
+    and gigabytes. The files that exist are looked at first."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    edit_json(folder / "dataset_info.json", lambda d: d["splits"][0].update(numShards=10**9, shardLengths=None))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run_bounded("-C", cat.root, "adopt", "t", folder)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "split 'train' lists 1000000000 shards but the folder holds 5 files" in result.stderr
+    assert listed(cat) == []
+
+
+def test_a_tfds_split_with_a_billion_shard_lengths_is_refused(tmp_path: Path) -> None:
+    """The same claim as a list: more shardLengths than files is refused before a name is made."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    edit_json(folder / "dataset_info.json", lambda d: d["splits"][0].update(shardLengths=["1"] * 100_000))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run("-C", cat.root, "adopt", "t", folder)
+    assert one_line_error(result), repr(result.exception)
+    assert "split 'train' lists 100000 shards but the folder holds 5 files" in result.stderr
+
+
+def _nested_features(depth: int, kind: str) -> str:
+    """features.json text with feature ``id`` nested ``depth`` levels deep in FeaturesDicts or
+    Sequences (written by hand: json.dumps itself recurses too deep for 3,000 levels)."""
+    leaf = json.dumps({"pythonClassName": TENSOR, "tensor": {"shape": {}, "dtype": "int64", "encoding": "none"}})
+    opening, closing = (
+        ('{"featuresDict": {"features": {"x": ', "}}}") if kind == "dict" else ('{"sequence": {"feature": ', "}}")
+    )
+    return '{"featuresDict": {"features": {"id": ' + opening * depth + leaf + closing * depth + "}}}"
+
+
+@pytest.mark.parametrize(("depth", "kind"), [(3000, "dict"), (3000, "sequence"), (100, "dict"), (100, "sequence")])
+def test_tfds_features_nested_deep_are_one_line(tmp_path: Path, depth: int, kind: str) -> None:
+    """features.json nested 3,000 deep gave a RecursionError traceback (the JSON parser's, or
+    the mapping's at depths the parser takes)."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    (folder / "features.json").write_text(_nested_features(depth, kind))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run("-C", cat.root, "adopt", "t", folder)
+    assert one_line_error(result), repr(result.exception)
+    assert "features.json" in result.stderr and "nested" in result.stderr, result.stderr
+    assert listed(cat) == []
+
+
+def test_a_tfds_shard_name_too_long_for_the_filesystem_is_one_line(tmp_path: Path) -> None:
+    """A dataset name of 300 characters (found by the fuzz below) made shard names the
+    filesystem refuses: ENAMETOOLONG escaped ``is_file`` as an OSError traceback."""
+    folder = build_toy_tfds(tmp_path / "toy")
+    edit_json(folder / "dataset_info.json", lambda d: d.update(name="n" * 300))
+    cat = Catalog.init(tmp_path / "cat")
+    result = run("-C", cat.root, "adopt", "t", folder)
+    assert one_line_error(result), repr(result.exception)
+    assert "split 'train': shard 'nnnn" in result.stderr and "File name too long" in result.stderr
+
+
+DEEP = "@@deep@@"  # where a value nested thousands deep goes (json.dumps cannot write one)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from([10**9, 10**18, -1, 2**70, 10**400])
+    | st.floats() | st.text(max_size=8) | st.sampled_from(["-1", "1000000000", "1e9", "{SPLIT}", "../x", DEEP]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: Any) -> Any:
+    """``doc`` with one value somewhere replaced (or a key added) by any JSON value."""
+    doc = json.loads(json.dumps(doc))
+    node = doc
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = draw(st.sampled_from(keys))
+        if not isinstance(node[key], (dict, list)) or draw(st.integers(0, 3)) == 0:
+            node[key] = draw(JSON_VALUES)
+            return doc
+        node = node[key]
+    if isinstance(node, dict):
+        node[draw(st.text(max_size=8))] = draw(JSON_VALUES)
+    else:
+        node.append(draw(JSON_VALUES))
+    return doc
+
+
+def _fuzz_text(doc: Any, depth: int) -> str:
+    text = json.dumps(doc)  # NaN and Infinity too, as Python's json writes and reads them
+    return text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
+
+
+TOY_DOCS: dict[str, Any] = {}
+
+
+def _toy_docs(tmp: Path) -> dict[str, Any]:
+    if not TOY_DOCS:
+        folder = build_toy_tfds(tmp / "toy-docs")
+        TOY_DOCS.update({n: json.loads((folder / n).read_text()) for n in ("features.json", "dataset_info.json")})
+    return TOY_DOCS
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), which=st.sampled_from(["features.json", "dataset_info.json"]), depth=st.sampled_from([2, 5000]))
+def test_any_tfds_metadata_adopts_or_is_one_line(data: st.DataObject, which: str, depth: int) -> None:
+    """Whatever features.json or dataset_info.json holds (values of any type anywhere, huge
+    numbers, NaN, deep nesting), adopt registers or refuses with a CatalogError: one line,
+    never another exception."""
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = _toy_docs(Path(tmp))
+        folder = build_toy_tfds(Path(tmp) / "toy")
+        (folder / which).write_text(_fuzz_text(data.draw(mutated(docs[which])), depth))
+        cat = Catalog.init(Path(tmp) / "cat")
+        try:
+            cat.adopt("t", [folder])
+        except CatalogError as e:
+            assert "\n" not in str(e) and str(e), repr(e)

@@ -576,3 +576,23 @@ def test_a_dataset_whose_schema_cannot_be_read_can_be_dropped(tmp_path: Path) ->
     assert dropped.exit_code == 0, dropped.output
     assert [d.name for d in Catalog.open(root).list()] == ["keep"]
     assert CliRunner().invoke(app, ["-C", str(root), "verify"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[]", "catalog.json: not a JSON object"),
+        ('{"db_url": 5}', "catalog.json: db_url is not a string: 5"),
+        ('{"db_url": ["x"]}', "catalog.json: db_url is not a string: ['x']"),
+        ("[" * 100_000 + "]" * 100_000, "catalog.json: unreadable: not valid JSON: nested too deeply"),
+        ('{"db_url": "' + "x" * (2 << 20) + '"}', "catalog.json: unreadable: larger than 1 MiB"),
+        ("\xff", "catalog.json: unreadable"),
+    ],
+)
+def test_a_damaged_catalog_json_is_one_line(root: Path, content: str, message: str) -> None:
+    """catalog.json is read from outside (edited by hand, synced): a list, a db_url that is no
+    string, or nesting deeper than the parser recurses gave AttributeError or RecursionError tracebacks."""
+    (root / "catalog.json").write_bytes(content.encode("utf-8") if content != "\xff" else b"\xff")
+    result = run("-C", str(root), "list")
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, repr(result.exception)
+    assert message in result.stderr, result.stderr

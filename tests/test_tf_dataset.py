@@ -213,6 +213,52 @@ def test_optional_features_and_unusual_tensors_equal_the_catalogs_decoding(tf: A
     assert batch["wide"].dtype == tf.uint32
 
 
+ZERO_SIZED = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "t": {"dtype": "float32", "shape": [2, 0], "encoding": "tensor", "optional": True},
+        "u": {"dtype": "int16", "shape": [None, 0], "encoding": "tensor", "optional": True},
+        "v": {"dtype": "int16", "shape": [None, 0], "encoding": "tensor"},
+        "l": {"dtype": "int64", "shape": [2, 0], "optional": True},
+    }
+}
+
+
+def test_an_empty_list_sometimes_absent_reads_as_tensorflow_parses_it(tf: Any, tmp_path: Path) -> None:
+    """Inference's ``float32[0] optional`` (an empty float_list in some records, absent in the
+    others) once failed a RaggedTensor assertion: a reshape to [-1, 0] took one row of nothing."""
+    path = tmp_path / "empty.tfrecord"
+    records = [encode_example({"e": np.zeros(0, np.float32), "id": i} if i % 2 == 0 else {"id": i}) for i in range(5)]
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    cat = Catalog.init(tmp_path / "cat")
+    cat.adopt("d", [path])
+    ds = cat.dataset("d")
+    assert ds.schema.to_json()["features"]["e"] == {"dtype": "float32", "shape": [0], "optional": True}
+    batch = next(iter(ds.tf_dataset(5)))
+    parsed = tf.io.parse_example(tf.constant(records), {"e": tf.io.VarLenFeature(tf.float32)})["e"]
+    # present and absent parse alike (no values): each record reads as absent, as TF's parse gives
+    assert batch["e"].to_list() == tf.RaggedTensor.from_sparse(parsed).to_list() == [[]] * 5
+    assert batch["e"].shape.as_list() == [5, None, 0]
+
+
+def test_tensors_and_lists_of_zero_sized_shapes_equal_the_catalogs_decoding(tf: Any, cat: Catalog) -> None:
+    ds = cat.register("zeros", ZERO_SIZED)
+    ds.append_rows(
+        {"id": i, "v": np.zeros((i, 0), np.int16)}
+        | ({"t": np.zeros((2, 0), np.float32), "u": np.zeros((i, 0), np.int16), "l": np.zeros((2, 0), np.int64)}
+           if i % 2 else {})
+        for i in range(6)
+    )  # fmt: skip
+    batch = next(iter(cat.dataset("zeros").tf_dataset(6)))
+    columns = plan_columns(cat.dataset("zeros"))
+    for name in ("id", "t", "u", "v"):  # a tensor's one bytes value tells a present record from an absent one
+        assert as_lists(tf, batch[name]) == column_lists(columns[name], name in ("t", "u")), name
+    assert batch["u"].to_list()[3] == [[[], [], []]] and batch["u"].shape.as_list() == [6, None, None, 0]
+    assert batch["l"].to_list() == [[]] * 6  # a list of no values: present or not, TF's parse sees nothing
+
+
 def _without(ds: Dataset, row: dict[str, Any], name: str) -> bytes:
     """``row`` encoded, then the Example's entry ``name`` removed (what another writer might send)."""
     full = decode_example(ds.schema.encode({**row, name: np.zeros(2, np.uint8)}))

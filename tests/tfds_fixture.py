@@ -187,3 +187,40 @@ def tfds_read_back(ds_dir: pathlib.Path) -> dict[str, list[dict[str, Any]]]:
         ds = builder.as_dataset(split=split, shuffle_files=False, read_config=read_config)
         out[split] = list(tfds.as_numpy(ds))
     return out
+
+
+def build_tfds_features(
+    data_dir: pathlib.Path, name: str, features: Any, examples: list[dict[str, Any]]
+) -> pathlib.Path:
+    """A one-split ("train"), one-shard TFDS dataset `name` of `features` (a callable given the
+    `tensorflow_datasets` module, returning a FeaturesDict's dict) holding `examples` in
+    order; returns the prepared directory. For features the main fixture does not have."""
+    import tensorflow_datasets as tfds
+
+    _offline()
+    tfds.disable_progress_bar()
+
+    class Custom(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+        """A dataset of the features a test names."""
+
+        VERSION = tfds.core.Version(DATASET_VERSION)
+        RELEASE_NOTES: ClassVar[dict[str, str]] = {DATASET_VERSION: "Initial release."}
+
+        def _info(self) -> Any:
+            spec = tfds.features.FeaturesDict(features(tfds))
+            return tfds.core.DatasetInfo(builder=self, features=spec, disable_shuffling=True)
+
+        def _split_generators(self, dl_manager: Any) -> Any:
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self) -> Any:
+            yield from enumerate(examples)
+
+    Custom.name = name
+    builder = Custom(data_dir=str(data_dir))
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(
+            num_shards=1, try_download_gcs=False, compute_stats=tfds.download.ComputeStatsMode.SKIP
+        )
+    )
+    return pathlib.Path(str(builder.data_dir))

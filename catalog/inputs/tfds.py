@@ -8,8 +8,14 @@ shape stored); integers and bools are an int64_list, floats (float64 too) a floa
 strings, Text and encoded images a bytes_list; a ClassLabel is the class's index; a Sequence
 is one flat list of its items' values (its length is the list's), and a Sequence of
 Sequences is ``<key>/ragged_flat_values`` with ``<key>/ragged_row_lengths_0``; an optional
-feature that is None is left out. Each maps to the schema feature that reads those values
-back unchanged; a feature TFDS encodes otherwise (``encoding: zlib``) is refused by name.
+feature that is None is left out. A Tensor with ``encoding: bytes`` is the array's raw
+bytes (numpy's ``tobytes``: little-endian on every platform TFDS runs on) as one bytes value,
+the catalog's ``"encoding": "tensor"`` when every dimension is known (TFDS stores no shape
+otherwise, or stores it under ``<key>/shape`` beside ``<key>/value``). An Image is its encoded
+file: uint8 or uint16 pixels as they are, a float32 image (one channel) as a 4-channel uint8
+PNG of each pixel's float32 bytes. Each maps to the schema feature that reads those values
+back unchanged; a feature TFDS encodes otherwise (``encoding: zlib``, raw tensors of unknown
+dimensions or in a Sequence) is refused by name.
 """
 
 from __future__ import annotations
@@ -21,13 +27,23 @@ from pathlib import Path
 from typing import Any
 
 from catalog.errors import AppendError, SchemaError
-from catalog.schema import Schema
+from catalog.schema import Schema, json_problem
+from catalog.schema.features import MAX_SCHEMA_BYTES
 
 FEATURES_FILE = "features.json"
 INFO_FILE = "dataset_info.json"
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 _INTS = {"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool"}
 _FLOATS = {"float32", "float64", "float16", "bfloat16"}
+# What a metadata file may be and claim: TFDS writes a few KiB (a labels file: its class
+# names, which go into the schema, itself at most MAX_SCHEMA_BYTES); features nest a few deep.
+MAX_METADATA_BYTES = 64 << 20
+MAX_NESTING = 64
+_IMAGE_DTYPES = ("uint8", "uint16", "float32")  # what tfds.features.Image accepts
+FLOAT_IMAGE_NOTE = (
+    "TFDS Image(dtype=float32): a 4-channel PNG of each pixel's float32 bytes; "
+    "decode it to uint8 [H, W, 4], then view the pixels as float32 for TFDS's [H, W, 1]"
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,7 @@ def read_tfds(folder: Path) -> TfdsDataset:
     """The schema, splits and shard files of a TFDS prepared directory; one line on what is wrong."""
     try:
         return _read(folder)
-    except (TypeError, AttributeError, ValueError, KeyError) as e:  # a JSON value of the wrong kind somewhere
+    except (TypeError, AttributeError, ValueError, KeyError, OverflowError) as e:  # a JSON value of the wrong kind
         what = f"{type(e).__name__}: {e}"[:200]
         raise AppendError(f"{folder}: not the metadata of a TFDS prepared directory ({what})", str(folder)) from e
 
@@ -83,26 +99,42 @@ def _read(folder: Path) -> TfdsDataset:
     listed = info.get("splits", [])
     if not isinstance(listed, list):
         raise AppendError(f"{folder / INFO_FILE}: splits is not a list", str(folder))
-    splits = tuple(_split(folder, name, s) for s in listed)
+    files = sum(1 for e in os.scandir(folder) if e.is_file())  # what any count of shards is checked against first
+    splits: list[TfdsSplit] = []
+    for raw in listed:
+        splits.append(_split(folder, name, raw, files))
+        total = sum(len(s.files) for s in splits)
+        if total > files:  # splits never share a shard file
+            what = f"its splits list {total} shards in all but the folder holds {files} files"
+            raise AppendError(f"{folder / INFO_FILE}: {what}", str(folder))
     if not splits:
         raise AppendError(f"{folder / INFO_FILE}: no splits listed", str(folder))
     description = str(info.get("description", "")).strip()
-    return TfdsDataset(folder, name, description, schema, splits)
+    return TfdsDataset(folder, name, description, schema, tuple(splits))
 
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+        with open(path, "rb") as f:
+            text = f.read(MAX_METADATA_BYTES + 1)
+        if len(text) > MAX_METADATA_BYTES:
+            raise AppendError(f"{path}: larger than {MAX_METADATA_BYTES >> 20} MiB: not TFDS metadata", str(path))
+        data = json.loads(text.decode("utf-8"))
+    except json.JSONDecodeError as e:
+        raise AppendError(f"{path}: cannot read it as JSON: {e}", str(path)) from e
+    except (RecursionError, ValueError) as e:  # UnicodeDecodeError is a ValueError too
+        what = json_problem(e) if not isinstance(e, UnicodeDecodeError) else f"not UTF-8 text (byte {e.start})"
+        raise AppendError(f"{path}: cannot read it as JSON: {what}", str(path)) from e
+    except OSError as e:
         raise AppendError(f"{path}: cannot read it as JSON: {e}", str(path)) from e
     if not isinstance(data, dict):
         raise AppendError(f"{path}: a JSON object expected", str(path))
     return data
 
 
-def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
-    """One entry of dataset_info.json's ``splits``: its shard files (each must exist)."""
+def _split(folder: Path, dataset: str, raw: Any, held: int) -> TfdsSplit:
+    """One entry of dataset_info.json's ``splits``: its shard files (each must exist; no more
+    than the ``held`` files of the folder are named)."""
     where = folder / INFO_FILE
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise AppendError(f"{where}: a split without a name: {raw!r}"[:300], str(folder))
@@ -111,8 +143,12 @@ def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
     try:
         shard_lengths = tuple(int(n) for n in lengths) if lengths is not None else None
         shards = len(shard_lengths) if shard_lengths is not None else int(raw.get("numShards", 0))
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise AppendError(f"{where}: split {split!r}: shard lengths are not numbers", str(folder)) from e
+    if shards > held:  # before a name is made: 10^9 of them would take minutes and gigabytes
+        raise AppendError(
+            f"{where}: split {split!r} lists {shards} shards but the folder holds {held} files", str(folder)
+        )
     template = str(raw.get("filepathTemplate") or DEFAULT_TEMPLATE)
     names = [
         template.replace("{DATASET}", dataset).replace("{SPLIT}", split).replace("{FILEFORMAT}", "tfrecord")
@@ -129,7 +165,12 @@ def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
         what = "its filepathTemplate names one file for several shards"
         raise AppendError(f"{where}: split {split!r}: {what}", str(folder))
     for f in files:
-        if not f.is_file():
+        try:
+            there = f.is_file()
+        except OSError as e:  # a name the filesystem refuses (too long, say): no such shard either
+            what = f"split {split!r}: shard {f.name[:80]!r}: {e.strerror or e}"
+            raise AppendError(f"{where}: {what}", str(folder)) from e
+        if not there:
             raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
     return TfdsSplit(split, files, shard_lengths)
 
@@ -154,6 +195,8 @@ class _Mapper:
 
     def _feature(self, spec: Any, path: list[str], out: list[dict[str, Any]], sequence: bool) -> None:
         name = "/".join(path)
+        if len(path) > MAX_NESTING:  # each level a few frames of this mapping's recursion
+            raise SchemaError(f"feature {name[:100]!r}...: FeaturesDicts nested more than {MAX_NESTING} levels deep")
         if not isinstance(spec, dict):
             raise SchemaError(f"feature {name!r}: not a feature description")
         kind = str(spec.get("pythonClassName", "?")).rsplit(".", 1)[-1]
@@ -178,8 +221,11 @@ class _Mapper:
         inner = seq.get("feature", {})
         if sequence or "sequence" in inner:  # a Sequence of Sequences: ragged, as TFDS stores it
             name = "/".join(path)
-            out.append({"name": f"{name}/ragged_flat_values", **_leaf_of(inner, name)})
-            out.append({"name": f"{name}/ragged_row_lengths_0", "dtype": "int64", "shape": [None]})
+            leaf, nested = _leaf_of(inner, name)
+            out.append({"name": f"{name}/ragged_flat_values", **leaf})
+            # one row-lengths list per level but the innermost (the sequence this one is in counts)
+            for level in range(nested + int(sequence)):
+                out.append({"name": f"{name}/ragged_row_lengths_{level}", "dtype": "int64", "shape": [None]})
             return
         self._feature(inner, path, out, sequence=True)
 
@@ -188,7 +234,14 @@ class _Mapper:
         names_file = self.folder / ("-".join(path) + ".labels.txt")
         if names_file.is_file():
             try:
-                spec["names"] = names_file.read_text(encoding="utf-8").splitlines()
+                with open(names_file, "rb") as f:
+                    data = f.read(MAX_SCHEMA_BYTES + 1)
+            except OSError as e:
+                raise SchemaError(f"{names_file.name}: cannot read it: {e.strerror or e}") from e
+            if len(data) > MAX_SCHEMA_BYTES:  # the names go into the schema, which holds no more
+                raise SchemaError(f"{names_file.name}: larger than {MAX_SCHEMA_BYTES >> 20} MiB: not class names")
+            try:
+                spec["names"] = data.decode("utf-8").splitlines()
             except UnicodeDecodeError as e:
                 raise SchemaError(f"{names_file.name}: not UTF-8 text (byte {e.start})") from e
         return _named("/".join(path), spec)
@@ -214,6 +267,8 @@ def _list_dtype(dtype: str, name: str) -> str:
 
 def _tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
     encoding = t.get("encoding", "none")
+    if encoding == "bytes":
+        return _raw_tensor(name, t, sequence)
     if encoding not in ("none", None, ""):
         raise SchemaError(f"feature {name!r}: TFDS tensors encoded as {encoding!r} are not supported")
     spec: dict[str, Any] = {"name": name, "dtype": _list_dtype(str(t.get("dtype")), name)}
@@ -227,27 +282,65 @@ def _tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
     return spec
 
 
+def _raw_tensor(name: str, t: dict[str, Any], sequence: bool) -> dict[str, Any]:
+    """``Tensor(encoding="bytes")``: one bytes value of the array's raw bytes, which the
+    catalog's tensor encoding reads as TFDS does when the schema knows the whole shape."""
+    if sequence:  # a bytes_list of one value per item: no catalog feature reads that as arrays
+        raise SchemaError(f"feature {name!r}: TFDS tensors encoded as 'bytes' in a Sequence are not supported")
+    dtype = str(t.get("dtype"))
+    if dtype == "string" or dtype not in _INTS | _FLOATS | {"complex64", "complex128"}:
+        raise SchemaError(f"feature {name!r}: TFDS dtype {dtype!r} has no raw tensor encoding")
+    dims = _dims(t.get("shape"))
+    if None in dims:  # TFDS keeps no shape with the bytes (one unknown) or keeps it as <key>/shape
+        shown = "[" + ", ".join(str(d) for d in dims) + "]"
+        what = f"TFDS tensors encoded as 'bytes' of unknown dimensions (shape {shown}) are not supported"
+        raise SchemaError(f"feature {name!r}: {what}")
+    spec: dict[str, Any] = {"name": name, "dtype": dtype, "encoding": "tensor"}
+    if dims:
+        spec["shape"] = dims
+    if t.get("optional"):
+        spec["optional"] = True
+    return spec
+
+
 def _image(name: str, img: dict[str, Any], sequence: bool) -> dict[str, Any]:
-    if sequence:
-        return {"name": name, "dtype": "bytes", "shape": [None]}
-    spec: dict[str, Any] = {"name": name, "dtype": "bytes", "encoding": "image"}
+    dtype = str(img.get("dtype") or "uint8")
+    if dtype not in _IMAGE_DTYPES:
+        raise SchemaError(f"feature {name!r}: TFDS images of dtype {dtype!r} are not supported")
+    dims = _dims(img.get("shape"))
     fmt = img.get("encodingFormat")
+    spec: dict[str, Any] = {"name": name, "dtype": "bytes"}
+    if dtype == "float32":  # TFDS bitcasts each float to 4 uint8 channels and stores a PNG of them
+        if dims and dims[-1] != 1:
+            raise SchemaError(f"feature {name!r}: a TFDS float32 image has one channel, not {dims[-1]}")
+        dims, fmt = [*dims[:-1], 4], "png"
+        spec["description"] = FLOAT_IMAGE_NOTE
+    if sequence:
+        return spec | {"shape": [None]}
+    spec["encoding"] = "image"
     if fmt:
         spec["format"] = fmt
-    dims = _dims(img.get("shape"))
     if len(dims) in (2, 3):
         spec["shape"] = dims
     return spec
 
 
-def _leaf_of(inner: dict[str, Any], name: str) -> dict[str, Any]:
-    """The list type of the innermost values of a nested Sequence."""
+def _leaf_of(inner: dict[str, Any], name: str) -> tuple[dict[str, Any], int]:
+    """The list type of the innermost values of a nested Sequence, and how many Sequences
+    ``inner`` nests (each one more ``ragged_row_lengths_<i>``)."""
+    nested = 0
     while "sequence" in inner:
         inner = inner["sequence"].get("feature", {})
+        nested += 1
+        if nested > MAX_NESTING:
+            raise SchemaError(f"feature {name!r}: Sequences nested more than {MAX_NESTING} levels deep")
+    if "tensor" in inner and inner["tensor"].get("encoding") not in ("none", None, ""):
+        encoding = inner["tensor"]["encoding"]
+        raise SchemaError(f"feature {name!r}: TFDS tensors encoded as {encoding!r} in a Sequence are not supported")
     if "tensor" in inner:
-        return {"dtype": _list_dtype(str(inner["tensor"].get("dtype")), name), "shape": [None]}
+        return {"dtype": _list_dtype(str(inner["tensor"].get("dtype")), name), "shape": [None]}, nested
     if "classLabel" in inner:
-        return {"dtype": "int64", "shape": [None]}
+        return {"dtype": "int64", "shape": [None]}, nested
     if "text" in inner:
-        return {"dtype": "string", "shape": [None]}
+        return {"dtype": "string", "shape": [None]}, nested
     raise SchemaError(f"feature {name!r}: a nested Sequence of this kind is not supported")

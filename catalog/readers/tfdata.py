@@ -73,7 +73,9 @@ def tf_dataset(
     TFDS-style spec such as ``"train[:90%]"``; default: every record), parsed per the schema
     of that version: scalars ``[batch]``, fixed shapes ``[batch, *shape]`` (tensor features
     decoded from their bytes), variable-length features and tensors of unknown dimensions as
-    ``tf.RaggedTensor``, optional features as ragged ``[batch, (0 or 1), *shape]``.
+    ``tf.RaggedTensor``, optional features as ragged ``[batch, (0 or 1), *shape]`` (a list
+    feature of no values, shape ``[0]``, is ``(0)`` in every record: TensorFlow's parse cannot
+    tell it present from absent).
 
     ``shuffle``: shards in a random order, records of up to 16 of them mixed, then a buffer of
     10,000 records; with ``seed`` the order is the same on every run (each epoch's differs).
@@ -370,6 +372,8 @@ def column(tf: Any, feat: Feature, parsed: dict[str, Any], n: Any) -> Any:
     if feat.tensor:
         return _tensor_column(tf, feat, parsed, n)
     if feat.optional and not feat.is_varlen and feat.shape:  # [n, (0 or 1), *shape]
+        # A shape of no values (inference's [0] of an empty list): present and absent records
+        # parse alike (no values), so each reads as absent, [n, (0), *shape], as TF's parse gives.
         present = tf.RaggedTensor.from_sparse(value).row_lengths() // max(1, feat.size or 0)
         return nest(tf, value.values, n, [present], list(feat.shape))
     if feat.is_varlen or feat.optional:  # a scalar that may be absent: [n, (0 or 1)]
@@ -420,7 +424,6 @@ def nest(tf: Any, flat: Any, n: Any, lead: list[Any], inner: list[Any]) -> Any:
     """A RaggedTensor ``[n, *lead, *inner]`` of flat values in record order. ``lead``: per level,
     each record's length there (an int64 vector of ``n``) or one known length (an int); ``inner``:
     the known dimensions after them."""
-    values = tf.reshape(flat, [-1, *inner])
     rows = tf.ones(tf.reshape(n, [1]), tf.int64)  # each record's rows at the current level
     levels = []
     for d in lead:
@@ -430,6 +433,9 @@ def nest(tf: Any, flat: Any, n: Any, lead: list[Any], inner: list[Any]) -> Any:
         else:
             levels.append((tf.repeat(d, rows), None))
             rows = rows * d
+    # -1 cannot be told from no values when an inner dimension is 0 (TensorFlow takes 1 row):
+    # the levels above say how many rows there are
+    values = tf.reshape(flat, [tf.reduce_sum(rows) if 0 in inner else -1, *inner])
     for lengths, nrows in reversed(levels):
         if nrows is not None:
             values = tf.RaggedTensor.from_uniform_row_length(values, lengths, nrows=nrows)
