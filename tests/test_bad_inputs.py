@@ -576,3 +576,20 @@ def test_a_dataset_whose_schema_cannot_be_read_can_be_dropped(tmp_path: Path) ->
     assert dropped.exit_code == 0, dropped.output
     assert [d.name for d in Catalog.open(root).list()] == ["keep"]
     assert CliRunner().invoke(app, ["-C", str(root), "verify"]).exit_code == 0
+
+
+@pytest.mark.parametrize("verb", ["cat", "export"])
+def test_a_split_bound_of_5000_digits_is_one_line(root: Path, tmp_path: Path, verb: str) -> None:
+    """Python refuses int() of more than 4,300 digits: `cat --split 'train[:999...]'` was a
+    ValueError traceback; `export` and the readers share the parser."""
+    with Catalog.open(root) as cat:
+        cat.dataset("d").append_rows([{"id": 1}])
+    spec = "train[:" + "9" * 5000 + "]"
+    args = ["cat", "d"] if verb == "cat" else ["export", "d", str(tmp_path / "out.tfrecord")]
+    result = run("-C", str(root), *args, "--split", spec)
+    assert result.exit_code == 1, result.output
+    shown = "'train[:" + "9" * 33 + "…'"
+    assert result.stderr == (
+        f"error: bad split {shown}: cannot read {shown} at character 8: a number of 5,000 digits (at most 18)\n"
+    )
+    assert not (tmp_path / "out.tfrecord").exists()

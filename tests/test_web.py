@@ -154,6 +154,8 @@ HUGE = "9" * 30
         "/api/datasets/pics?diff=\u00b2..1",
         f"/api/datasets/pics/rows?offset={HUGE}",
         f"/api/datasets/pics/stats?version={HUGE}",
+        "/api/datasets/pics/rows?split=train[:" + "9" * 5000 + "]",  # int() of 5,000 digits: a ValueError
+        "/api/datasets/pics/rows?split=train[:\u0663]",
     ],
 )
 def test_odd_numbers_are_a_client_error(client: Any, url: str) -> None:
@@ -162,6 +164,16 @@ def test_odd_numbers_are_a_client_error(client: Any, url: str) -> None:
     answer = client.get(url)
     assert answer.status_code in (400, 404), (url, answer.status_code, answer.text[:200])
     assert answer.json()["error"]
+
+
+def test_a_split_bound_of_5000_digits_is_a_400_naming_the_position(client: Any) -> None:
+    """It was a 500 (a ValueError from int()): the HTML page and its twin say what is wrong."""
+    spec = "train[:" + "9" * 5000 + "]"
+    page = client.get("/datasets/pics/rows", params={"split": spec})
+    assert page.status_code == 400 and "at character 8: a number of 5,000 digits (at most 18)" in page.text
+    assert len(page.content) < 10_000  # the spec is quoted by its start, not whole
+    error = client.get("/api/datasets/pics/rows", params={"split": spec}).json()["error"]
+    assert error.endswith("at character 8: a number of 5,000 digits (at most 18)")
 
 
 def test_read_only_and_no_files(client: Any, root: Path) -> None:
