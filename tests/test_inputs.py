@@ -951,6 +951,40 @@ def test_image_of_the_wrong_size(root: Path, tmp_path: Path) -> None:
     )
 
 
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height RGB pixels, with one compressed row of data:
+    a decompression bomb's header (Pillow judges an image by its header, before any pixel)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    row = zlib.compress(b"\0" * (1 + 3 * width))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+
+
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")  # a line on stderr
+@pytest.mark.parametrize(
+    ("width", "says"),
+    [
+        # past twice Pillow's MAX_IMAGE_PIXELS: its DecompressionBombError was a traceback
+        (30000, "its header claims more pixels than Pillow decodes (178,956,970)"),
+        # past Pillow's MAX_IMAGE_PIXELS: its DecompressionBombWarning was two more lines on stderr
+        (10000, "10000x10000 pixels"),
+    ],
+)
+def test_a_png_bomb_is_one_line(root: Path, tmp_path: Path, width: int, says: str) -> None:
+    register(root, {"image": {"dtype": "uint8", "shape": [4, 5, 3], "encoding": "tensor"}})
+    folder = tmp_path / "images"
+    (folder / "a").mkdir(parents=True)
+    bomb = folder / "a" / "bomb.png"
+    bomb.write_bytes(png_claiming(width, width))
+    wants = "--image-shape wants 5x4 (width x height)"
+    assert_fails(root, folder, "--image-shape", "4,5,3", error=f"{bomb}: {says}, {wants}")
+
+
 def test_file_named_png_that_is_not_one(root: Path, image_folder: Path) -> None:
     register(root, IMAGE_FEATURES)
     bad = image_folder / "cat" / "b.png"
