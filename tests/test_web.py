@@ -418,3 +418,18 @@ def test_a_picture_past_its_bound_is_a_link(wide: Any) -> None:
     html = client.get("/datasets/w/rows").text
     assert html.count("<img ") == 1  # the small PNG inline; the 1 MB one is a link
     assert 'href="/datasets/w/value?version=2&amp;row=1&amp;feature=image"' in html
+
+
+def test_long_texts_are_folded_on_every_page(tmp_path: Path) -> None:
+    """A description or commit message of a megabyte made every page that shows it that large."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}}, description="d" * (1 << 20))
+    for i in range(3):
+        ds.append_rows([{"x": i}], message="m" * (1 << 20))
+    client = TestClient(create_app(tmp_path / "cat"))
+    for url in ["/", "/datasets/d", "/datasets/d/stats", "/datasets/d/compare?a=1&b=4"]:
+        for twin in (url, "/api" + ("/datasets" if url == "/" else url)):
+            answer = client.get(twin)
+            assert answer.status_code == 200 and len(answer.content) < 64 << 10, (twin, len(answer.content))
+    message = client.get("/api/datasets/d").json()["history"][-1]["message"]
+    assert message.startswith("mmmm") and message.endswith(f"… ({1 << 20:,} characters)")

@@ -8,7 +8,8 @@ one record), so no URL can reach a file, in the catalog or outside.
 
 Bounded in bytes: a page holds at most MOST_ROWS rows, each value whole up to VALUE_BYTES of
 JSON, pictures up to IMAGE_BYTES each and PAGE_IMAGE_BYTES a page; a longer value is folded
-to a preview and a link to ``/datasets/NAME/value?version=V&row=I&feature=F``.
+to a preview and a link to ``/datasets/NAME/value?version=V&row=I&feature=F``; any other
+text past TEXT_CHARS (a description, a commit message) is cut to its start (``pages.bounded``).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
         # far into a compressed dataset) does not hold up every other request on the event loop
         def endpoint(request: Request) -> Response:
             try:
-                data = build(request)
+                data = pages.bounded(build(request))
             except CatalogError as e:
                 return failed(request, e)
             if _wants_json(request):

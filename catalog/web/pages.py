@@ -15,13 +15,28 @@ from catalog.errors import CatalogError
 from catalog.readers.picking import rows_at
 from catalog.schema import Schema, class_name, row_to_json
 from catalog.storage import location_size
-from catalog.web.images import Budget, json_size, preview, shown_value, sniff, value_bytes
+from catalog.web.images import PREVIEW, Budget, json_size, preview, shown_value, sniff, value_bytes
 
 SHARDS_PER_PAGE = 100
 HISTORY_PER_PAGE = 100
 DATASETS_PER_PAGE = 100
 ROWS_PER_PAGE = 20
 MOST_ROWS = 200
+
+
+TEXT_CHARS = 4096  # a text (description, commit message, name) shown whole on a page; longer: its start
+
+
+def bounded(data: Any) -> Any:
+    """A page's data with every text longer than TEXT_CHARS cut to its first PREVIEW characters
+    and its length: a megabyte's commit message would be a megabyte on every page showing it."""
+    if isinstance(data, str):
+        return data if len(data) <= TEXT_CHARS else f"{data[:PREVIEW]}… ({len(data):,} characters)"
+    if isinstance(data, dict):
+        return {k: bounded(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [bounded(v) for v in data]
+    return data
 
 
 def _commit(c: Commit) -> dict[str, Any]:
