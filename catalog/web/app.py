@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from catalog.api import Catalog
+from catalog.api import Catalog, Dataset
 from catalog.errors import CatalogError, DatasetNotFoundError, VersionNotFoundError
 from catalog.web import pages
 from catalog.web.charts import bars, histogram
@@ -77,6 +77,27 @@ def _version(request: Request) -> str | None:
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
+def _failed(env: Environment, root: str, request: Request, e: CatalogError) -> Response:
+    status = 404 if isinstance(e, (DatasetNotFoundError, VersionNotFoundError)) else 400
+    if _wants_json(request):
+        return JSONResponse({"error": str(e)}, status_code=status)
+    return HTMLResponse(env.get_template("error.html").render(error=str(e), root=root), status_code=status)
+
+
+def _value(ds: Dataset, request: Request) -> Response:
+    """``/datasets/NAME/value?row=I&feature=F`` (``&version=``, ``&split=``): one value whole."""
+    feature, row = request.query_params.get("feature", ""), _int(request, "row", 0)
+    split = request.query_params.get("split") or None
+    body, media = pages.full_value(ds, _version(request), split, row, feature)
+    # nosniff: text stays text (never run as a page); sandbox: nothing served here runs script
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
+    if media == "application/octet-stream":
+        name = f"{ds.name}-row{row}-{feature}"  # a header is latin-1: ASCII only
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+        headers["Content-Disposition"] = f'attachment; filename="{safe}.bin"'
+    return Response(body, media_type=media, headers=headers)
+
+
 def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
     """The viewer of the catalog at ``root`` (opened once, read only); ``hosts``: the only
     Host names it answers (None: any)."""
@@ -84,11 +105,7 @@ def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
     env = _templates()
 
     def failed(request: Request, e: CatalogError) -> Response:
-        status = 404 if isinstance(e, (DatasetNotFoundError, VersionNotFoundError)) else 400
-        if _wants_json(request):
-            return JSONResponse({"error": str(e)}, status_code=status)
-        html = env.get_template("error.html").render(error=str(e), root=str(cat.root))
-        return HTMLResponse(html, status_code=status)
+        return _failed(env, str(cat.root), request, e)
 
     def page(template: str, build: Build) -> Callable[[Request], Any]:
         # not async: Starlette runs a plain function on its thread pool, so a slow page (rows
@@ -109,18 +126,9 @@ def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
     def value(request: Request) -> Response:
         """One feature of one row, whole: what a folded value links to."""
         try:
-            ds, feature = dataset(request), request.query_params.get("feature", "")
-            split = request.query_params.get("split") or None
-            body, media = pages.full_value(ds, _version(request), split, _int(request, "row", 0), feature)
+            return _value(dataset(request), request)
         except CatalogError as e:
             return failed(request, e)
-        # nosniff: text stays text (never run as a page); sandbox: nothing served here runs script
-        headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
-        if media == "application/octet-stream":
-            name = f"{ds.name}-row{_int(request, 'row', 0)}-{feature}"  # a header is latin-1: ASCII only
-            safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
-            headers["Content-Disposition"] = f'attachment; filename="{safe}.bin"'
-        return Response(body, media_type=media, headers=headers)
 
     def dataset(request: Request) -> Any:
         return cat.dataset(request.path_params["name"])
