@@ -97,9 +97,7 @@ def test_reading_records_from_a_fifo_path_is_refused(fifo: Path) -> None:
 
 
 @pytest.mark.parametrize("target", ["fifo", "dir", "/dev/zero"])
-def test_register_with_a_schema_that_is_not_a_regular_file(
-    root: Path, fifo: Path, tmp_path: Path, target: str
-) -> None:
+def test_register_with_a_schema_that_is_not_a_regular_file(root: Path, fifo: Path, tmp_path: Path, target: str) -> None:
     kinds = {"fifo": "a FIFO", "dir": "a directory", "/dev/zero": "a character device"}
     path = {"fifo": fifo, "dir": tmp_path, "/dev/zero": Path("/dev/zero")}[target]
     result = run("-C", str(root), "register", "e", "--schema", str(path))
@@ -376,8 +374,10 @@ def test_a_schema_never_holds_a_name_it_could_not_read_back(tmp_path: Path, name
         (lambda ds: ds.append_rows([{"id": 1}], shard_records=2.5), "shard_records must be a whole number above 0"),
         (lambda ds: ds.append_rows([{"id": 1}], shard_size=-1), "shard_size must be a whole number above 0"),
         (lambda ds: ds.catalog.register("x", {"features": {"a": {"dtype": "int64"}}}, description=None), None),
-        (lambda ds: ds.catalog.register("x", {"features": {"a": {"dtype": "int64"}}}, description="\udcff"),
-         "description is not UTF-8 text"),
+        (
+            lambda ds: ds.catalog.register("x", {"features": {"a": {"dtype": "int64"}}}, description="\udcff"),
+            "description is not UTF-8 text",
+        ),
         (lambda ds: ds.migrate(add=["z:int64=0"], message="\ud800"), "message is not UTF-8 text"),
         (lambda ds: ds.tag("t", author="\ud800"), "author is not UTF-8 text"),
     ],
@@ -596,3 +596,20 @@ def test_a_damaged_catalog_json_is_one_line(root: Path, content: str, message: s
     result = run("-C", str(root), "list")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, repr(result.exception)
     assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("verb", ["cat", "export"])
+def test_a_split_bound_of_5000_digits_is_one_line(root: Path, tmp_path: Path, verb: str) -> None:
+    """Python refuses int() of more than 4,300 digits: `cat --split 'train[:999...]'` was a
+    ValueError traceback; `export` and the readers share the parser."""
+    with Catalog.open(root) as cat:
+        cat.dataset("d").append_rows([{"id": 1}])
+    spec = "train[:" + "9" * 5000 + "]"
+    args = ["cat", "d"] if verb == "cat" else ["export", "d", str(tmp_path / "out.tfrecord")]
+    result = run("-C", str(root), *args, "--split", spec)
+    assert result.exit_code == 1, result.output
+    shown = "'train[:" + "9" * 33 + "…'"
+    assert result.stderr == (
+        f"error: bad split {shown}: cannot read {shown} at character 8: a number of 5,000 digits (at most 18)\n"
+    )
+    assert not (tmp_path / "out.tfrecord").exists()

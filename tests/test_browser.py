@@ -71,7 +71,7 @@ PAGES = [
     ("catalog", "/", ["Datasets", "demo"]),
     ("dataset", "/datasets/demo", ["History", "Shards", "Schema"]),
     ("statistics", "/datasets/demo/stats", ["statistics, version", "filled (default)"]),
-    ("rows", "/datasets/demo/rows", ["rows 0 to 20"]),
+    ("rows", "/datasets/demo/rows", ["rows 0 to 19"]),  # was "0 to 20" for rows 0-19 (issue 30)
 ]
 
 

@@ -840,6 +840,59 @@ def test_pickled_object_arrays_are_refused_unloaded(root: Path, tmp_path: Path, 
     assert_nothing_registered(root)
 
 
+def npy_claiming(shape: tuple[int, ...], dtype: str = "<f8", data: bytes = b"\0" * 64) -> bytes:
+    """A .npy file whose header claims ``shape``, followed by ``data`` (not that many bytes)."""
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return out.getvalue() + data
+
+
+HUGE_SHAPE = (10**10, 10**10)
+HUGE_CLAIM = "its header claims shape (10000000000, 10000000000) of float64: 800,000,000,000,000,000,000 bytes"
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # NumPy's overflow warnings: lines on stderr
+@pytest.mark.parametrize(
+    ("kind", "shape", "error"),
+    [
+        ("npy", HUGE_SHAPE, f"{HUGE_CLAIM}, the file holds 64 after its header"),
+        ("npz", HUGE_SHAPE, f"array 'x': {HUGE_CLAIM}, the member holds 64 after its header"),
+        # 8 GB claimed in a 200-byte member: np.load allocates the claim before it reads
+        ("npz", (10**9,), "array 'x': its header claims shape (1000000000,) of float64: 8,000,000,000 bytes, "
+                          "the member holds 64 after its header"),
+        ("npy", (9,), "its header claims shape (9,) of float64: 72 bytes, the file holds 64 after its header"),
+    ],
+)  # fmt: skip
+def test_a_numpy_header_claiming_more_than_its_file_holds(
+    root: Path, tmp_path: Path, kind: str, shape: tuple[int, ...], error: str
+) -> None:
+    """A .npy claiming (1e10, 1e10) printed five lines of NumPy overflow warnings before the error."""
+    import zipfile
+
+    register(root, {"x": {"dtype": "float32"}})
+    path = tmp_path / f"a.{kind}"
+    if kind == "npy":
+        path.write_bytes(npy_claiming(shape))
+    else:
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("x.npy", npy_claiming(shape))
+    assert_fails(root, path, error=f"{path}: {error}")
+
+
+def test_a_huge_npy_header_is_exactly_one_line_on_stderr(tmp_path: Path) -> None:
+    """Through the real CLI: warnings are printed to stderr, where CliRunner does not look."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.npy"
+    path.write_bytes(npy_claiming(HUGE_SHAPE))
+    done = subprocess.run(
+        [sys.executable, "-m", "catalog", "inspect", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"error: {path}: {HUGE_CLAIM}, the file holds 64 after its header\n"
+
+
 def test_npy_and_npz_swapped(root: Path, tmp_path: Path) -> None:
     register(root, {"x": {"dtype": "float32"}})
     np.savez(tmp_path / "a.npz", x=np.zeros(2, np.float32))
@@ -949,6 +1002,40 @@ def test_image_of_the_wrong_size(root: Path, tmp_path: Path) -> None:
         "4,5,3",
         error=f"{folder / 'a' / 'wide.png'}: 6x4 pixels, --image-shape wants 5x4 (width x height)",
     )
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height RGB pixels, with one compressed row of data:
+    a decompression bomb's header (Pillow judges an image by its header, before any pixel)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    row = zlib.compress(b"\0" * (1 + 3 * width))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+
+
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")  # a line on stderr
+@pytest.mark.parametrize(
+    ("width", "says"),
+    [
+        # past twice Pillow's MAX_IMAGE_PIXELS: its DecompressionBombError was a traceback
+        (30000, "its header claims more pixels than Pillow decodes (178,956,970)"),
+        # past Pillow's MAX_IMAGE_PIXELS: its DecompressionBombWarning was two more lines on stderr
+        (10000, "10000x10000 pixels"),
+    ],
+)
+def test_a_png_bomb_is_one_line(root: Path, tmp_path: Path, width: int, says: str) -> None:
+    register(root, {"image": {"dtype": "uint8", "shape": [4, 5, 3], "encoding": "tensor"}})
+    folder = tmp_path / "images"
+    (folder / "a").mkdir(parents=True)
+    bomb = folder / "a" / "bomb.png"
+    bomb.write_bytes(png_claiming(width, width))
+    wants = "--image-shape wants 5x4 (width x height)"
+    assert_fails(root, folder, "--image-shape", "4,5,3", error=f"{bomb}: {says}, {wants}")
 
 
 def test_file_named_png_that_is_not_one(root: Path, image_folder: Path) -> None:

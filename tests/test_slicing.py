@@ -4,8 +4,11 @@ closest rounding: int(round(pct * n / 100)), then Python slice semantics)."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from catalog.commit.slicing import resolve, validate_split
 from catalog.errors import CatalogError
@@ -66,3 +69,97 @@ def test_split_names_that_would_not_parse_are_refused(name: str) -> None:
     with pytest.raises(CatalogError, match="bad split name"):
         validate_split(name)
     assert validate_split("validation_2") == "validation_2"
+
+
+# --------------------------------------------------------------------------- bounded input
+
+DIGITS = "9" * 5000  # Python 3.11 refuses int() of more than 4,300 digits: a ValueError
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (f"train[:{DIGITS}]", "bad split 'train[:99999"),
+        (f"train[{DIGITS}:]", "at character 7: a number of 5,000 digits (at most 18)"),
+        (f"train[:{DIGITS}]", "at character 8: a number of 5,000 digits (at most 18)"),
+        (f"train[:{DIGITS}%]", "at character 8: a number of 5,000 digits (at most 18)"),
+        (f"train[:0.{DIGITS}%]", "at character 10: a number of 5,000 digits after its point (at most 18)"),
+        (f"test+train[{DIGITS}:]", "at character 12:"),
+        ("train[:٣]", "at character 8: expected a number, ':' or ']'"),  # int() takes Arabic-Indic digits
+        ("train[:5]x", "at character 10: expected '+' or the end"),
+        ("train[:5", "at character 9: expected ']'"),
+        ("tr ain", "cannot read 'tr ain' at character 4: expected '+' or the end"),
+        ("train(x)", "cannot read 'train(x)' at character 6: expected '[', '+' or the end"),
+        ("[:5]", "at character 1: expected a split name"),
+        ("x" * 100, "at character 65: a split name of more than 64 characters"),
+        ("train+" * 1000 + "train", "a split of 6,005 characters (at most 4,096)"),
+    ],
+)
+def test_hostile_specs_are_one_bounded_line_naming_the_position(spec: str, says: str) -> None:
+    """A 5,000-digit bound was a ValueError traceback in `cat` and a 500 in the viewer."""
+    with pytest.raises(CatalogError) as e:
+        resolve(spec, COUNTS)
+    message = str(e.value)
+    assert says in message, message
+    assert "\n" not in message and len(message) < 300
+
+
+def test_a_record_number_of_18_digits_is_still_a_number() -> None:
+    assert [(s.start, s.stop) for s in resolve("train[:999999999999999999]", COUNTS)] == [(0, 1001)]
+    assert [(s.start, s.stop) for s in resolve(" train[-5:] + test ", COUNTS)] == [(996, 1001), (0, 10)]
+
+
+# --------------------------------------------------------------------------- properties
+
+SPLITS = ["train", "test", "validation"]
+_number = st.integers(-(10**6), 10**6)
+_pct = st.one_of(
+    st.integers(-100, 100).map(str),
+    st.decimals(-100, 100, places=3, allow_nan=False, allow_infinity=False).map(lambda d: f"{d:f}"),
+)
+
+
+@st.composite
+def _specs(draw: st.DrawFn) -> tuple[str, list[tuple[str, int | None, int | None, bool]]]:
+    """A valid spec and what it says: per part, a split and its two bounds (None: open)."""
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        name, pct = draw(st.sampled_from(SPLITS)), draw(st.booleans())
+        bounds = [draw(st.none() | (_pct if pct else _number.map(str))) for _ in range(2)]
+        sliced = draw(st.booleans()) or any(b is not None for b in bounds)
+        parts.append((name, bounds[0], bounds[1], pct, sliced))
+    text = "+".join(
+        name + (f"[{'' if a is None else a + '%' * pct}:{'' if b is None else b + '%' * pct}]" if sliced else "")
+        for name, a, b, pct, sliced in parts
+    )
+    return text, [(name, a, b, pct) for name, a, b, pct, _ in parts]
+
+
+def _expected(parts: list[tuple[str, Any, Any, bool]], counts: dict[str, int]) -> list[tuple[str, int, int]]:
+    """The documented semantics (README, module docstring): percent bounds to the closest record,
+    int(round(pct * n / 100)); then Python's slice semantics on the split's records."""
+    out = []
+    for name, a, b, pct in parts:
+        n = counts[name]
+        bound = [None if x is None else (round(float(x) * n / 100.0) if pct else int(x)) for x in (a, b)]
+        kept = range(n)[bound[0] : bound[1]]
+        out.append((name, kept.start, max(kept.start, kept.stop)))
+    return out
+
+
+@given(st.text(max_size=60) | st.text(alphabet="train[]:%.-+0123456789 ", max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_any_text_is_slices_or_a_catalog_error(text: str) -> None:
+    try:
+        got = resolve(text, COUNTS)
+    except CatalogError as e:
+        assert "\n" not in str(e)
+        return
+    assert all(0 <= s.start <= s.stop <= COUNTS[s.split] for s in got)
+
+
+@given(_specs(), st.fixed_dictionaries({s: st.integers(0, 5000) for s in SPLITS}))
+@settings(max_examples=400, deadline=None)
+def test_valid_specs_resolve_as_documented(spec: Any, counts: dict[str, int]) -> None:
+    text, parts = spec
+    assert [(s.split, s.start, s.stop) for s in resolve(text, counts)] == _expected(parts, counts)

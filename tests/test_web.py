@@ -76,7 +76,7 @@ PAGES = [
     ("/datasets/pics/stats?split=validation", "split validation"),
     ("/datasets/pics/compare?a=train&b=validation", "L-infinity"),
     ("/datasets/pics/compare", "splits: train, validation"),
-    ("/datasets/pics/rows?offset=5&limit=5", "rows 5 to 10 of 40"),
+    ("/datasets/pics/rows?offset=5&limit=5", "rows 5 to 9 of 40"),  # was "5 to 10": rows 5-9 (issue 30)
 ]
 
 
@@ -154,6 +154,8 @@ HUGE = "9" * 30
         "/api/datasets/pics?diff=\u00b2..1",
         f"/api/datasets/pics/rows?offset={HUGE}",
         f"/api/datasets/pics/stats?version={HUGE}",
+        "/api/datasets/pics/rows?split=train[:" + "9" * 5000 + "]",  # int() of 5,000 digits: a ValueError
+        "/api/datasets/pics/rows?split=train[:\u0663]",
     ],
 )
 def test_odd_numbers_are_a_client_error(client: Any, url: str) -> None:
@@ -162,6 +164,16 @@ def test_odd_numbers_are_a_client_error(client: Any, url: str) -> None:
     answer = client.get(url)
     assert answer.status_code in (400, 404), (url, answer.status_code, answer.text[:200])
     assert answer.json()["error"]
+
+
+def test_a_split_bound_of_5000_digits_is_a_400_naming_the_position(client: Any) -> None:
+    """It was a 500 (a ValueError from int()): the HTML page and its twin say what is wrong."""
+    spec = "train[:" + "9" * 5000 + "]"
+    page = client.get("/datasets/pics/rows", params={"split": spec})
+    assert page.status_code == 400 and "at character 8: a number of 5,000 digits (at most 18)" in page.text
+    assert len(page.content) < 10_000  # the spec is quoted by its start, not whole
+    error = client.get("/api/datasets/pics/rows", params={"split": spec}).json()["error"]
+    assert error.endswith("at character 8: a number of 5,000 digits (at most 18)")
 
 
 def test_read_only_and_no_files(client: Any, root: Path) -> None:
@@ -306,3 +318,118 @@ def test_history_and_datasets_are_paged(tmp_path: Path) -> None:
     assert [d["name"] for d in rest] == ["e099", "e100"]
     shards = client.get("/api/datasets/d?page=31").json()["shards"]
     assert (shards["page"], shards["pages"]) == (2, 2) and len(shards["items"]) == 4
+
+
+# --------------------------------------------------------------------------- values as cat shows them, bounded
+
+BIG = 8 << 20  # one value far past any page's budget (the report's was 50 MB)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("wide") / "cat"
+    cat = Catalog.init(root)
+    schema = {
+        "features": {
+            "score": {"dtype": "float32"},
+            "label": {"dtype": "int64", "names": ["airplane", "bird"]},
+            "text": {"dtype": "string"},
+            "blob": {"dtype": "bytes"},
+            "image": {"dtype": "bytes", "encoding": "image", "format": "png"},
+        }
+    }
+    ds = cat.register("w", schema)
+    noise = np.random.default_rng(0).integers(0, 255, (600, 600, 3)).astype(np.uint8)
+    out = io.BytesIO()
+    from PIL import Image
+
+    Image.fromarray(noise).save(out, "PNG")
+    big_png = out.getvalue()  # about 1 MB: past an inline picture's bound
+    rows = [
+        {"score": 0.5048646330833435, "label": 1, "text": "short", "blob": b"\x00\x01", "image": png(0)},
+        {"score": 0.25, "label": 0, "text": "x" * BIG, "blob": b"\xff" * BIG, "image": big_png},
+    ]
+    ds.append_rows(rows)
+    cat.close()
+    return TestClient(create_app(root)), big_png
+
+
+def test_values_are_shown_as_cat_prints_them(wide: Any) -> None:
+    """The viewer printed float64 digits (0.5048646330833435) where cat prints float32's
+    (0.50486463), and a label with names as 0, not 'bird (0)'."""
+    client, _ = wide
+    html = client.get("/datasets/w/rows?limit=1").text
+    assert "0.50486463<" in html and "0.5048646330833435" not in html
+    assert "bird (1)" in html
+    row = client.get("/api/datasets/w/rows?limit=1").json()["rows"][0]
+    assert row["values"]["score"] == 0.50486463 and row["values"]["label"] == 1  # numbers stay numbers
+    assert row["labels"] == {"label": "bird"}
+
+
+def test_the_heading_names_the_rows_shown(client: Any) -> None:
+    """'rows 0 to 20' headed a page of rows 0-19."""
+    assert "rows 5 to 9 of 40" in client.get("/datasets/pics/rows?offset=5&limit=5").text
+    assert "rows 0 to 19 of 40" in client.get("/datasets/pics/rows").text
+    assert "rows 39 to 39 of 40" in client.get("/datasets/pics/rows?offset=39").text
+
+
+def test_a_huge_value_is_folded_in_the_page_and_its_twin(wide: Any) -> None:
+    """One 50 MB string made a 50 MB page: each value is now at most a preview and a link."""
+    client, _ = wide
+    page = client.get("/datasets/w/rows")
+    assert page.status_code == 200 and len(page.content) < 64 << 10, len(page.content)
+    twin = client.get("/api/datasets/w/rows")
+    assert len(twin.content) < 64 << 10, len(twin.content)
+    values = twin.json()["rows"][1]["values"]
+    text = values["text"]
+    assert text["folded"] is True and text["bytes"] == BIG and text["preview"].startswith("xxxx")
+    assert text["href"] == "/datasets/w/value?version=2&row=1&feature=text"
+    assert values["blob"]["preview"] == f"<bytes {BIG:,}: ffffffff…>"
+    assert twin.json()["rows"][0]["values"]["blob"] == "AAE="  # small values stay whole
+    assert 'href="/datasets/w/value?version=2&amp;row=1&amp;feature=text"' in page.text
+
+
+def test_the_full_value_of_one_feature_of_one_row(wide: Any) -> None:
+    client, big_png = wide
+    text = client.get("/datasets/w/value?version=2&row=1&feature=text")
+    assert text.status_code == 200 and text.headers["content-type"] == "text/plain; charset=utf-8"
+    assert text.text == "x" * BIG
+    blob = client.get("/datasets/w/value?row=1&feature=blob")
+    assert blob.headers["content-type"] == "application/octet-stream" and blob.content == b"\xff" * BIG
+    assert blob.headers["content-disposition"] == 'attachment; filename="w-row1-blob.bin"'
+    image = client.get("/datasets/w/value?row=1&feature=image")
+    assert image.headers["content-type"] == "image/png" and image.content == big_png
+    assert image.headers["x-content-type-options"] == "nosniff"
+    score = client.get("/datasets/w/value?row=0&feature=score")
+    assert score.headers["content-type"] == "application/json" and score.json() == 0.50486463
+    for url, status in [
+        ("/datasets/w/value?row=2&feature=text", 400),
+        ("/datasets/w/value?row=0&feature=nope", 400),
+        ("/datasets/w/value?row=0", 400),
+        ("/datasets/nope/value?row=0&feature=text", 404),
+    ]:
+        answer = client.get(url)
+        assert answer.status_code == status, (url, answer.status_code)
+        assert len(answer.content) < 10_000
+
+
+def test_a_picture_past_its_bound_is_a_link(wide: Any) -> None:
+    client, _ = wide
+    html = client.get("/datasets/w/rows").text
+    assert html.count("<img ") == 1  # the small PNG inline; the 1 MB one is a link
+    assert 'href="/datasets/w/value?version=2&amp;row=1&amp;feature=image"' in html
+
+
+def test_long_texts_are_folded_on_every_page(tmp_path: Path) -> None:
+    """A description or commit message of a megabyte made every page that shows it that large."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}}, description="d" * (1 << 20))
+    for i in range(3):
+        ds.append_rows([{"x": i}], message="m" * (1 << 20))
+    client = TestClient(create_app(tmp_path / "cat"))
+    for url in ["/", "/datasets/d", "/datasets/d/stats", "/datasets/d/compare?a=1&b=4"]:
+        for twin in (url, "/api" + ("/datasets" if url == "/" else url)):
+            answer = client.get(twin)
+            assert answer.status_code == 200 and len(answer.content) < 64 << 10, (twin, len(answer.content))
+    message = client.get("/api/datasets/d").json()["history"][-1]["message"]
+    assert message.startswith("mmmm") and message.endswith(f"… ({1 << 20:,} characters)")

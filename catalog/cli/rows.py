@@ -15,12 +15,7 @@ from catalog.cli.options import AsJson, DatasetName, Split, Version
 from catalog.cli.output import Output
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from catalog.schema import Schema
-
-TENSOR_SHOWN = 8  # values of a folded tensor shown before the ellipsis
-
 
 @verb
 def cat(
@@ -93,26 +88,16 @@ def _shown(
     than a line as ``<bytes 1,717: 89504e47…>`` or ``<uint8[32,32,3]: 12, 40, …>``."""
     import numpy as np
 
-    from catalog.schema import row_to_json
+    from catalog.schema import class_name, folded_value, row_to_json
 
     out = row_to_json(schema, row)
-    for feature, names in labeled.items():
-        value = out.get(feature)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
-            out[feature] = names[value]
+    feats = schema.all_features
+    for feature in labeled:
+        name = class_name(feats[feature], out.get(feature))
+        if name is not None:
+            out[feature] = name
     if fold is not None:
         for key, value in row.items():
             if isinstance(value, (bytes, np.ndarray)) and len(repr(out[key])) > fold:
-                out[key] = _folded(value)
+                out[key] = folded_value(value)
     return out
-
-
-def _folded(value: bytes | np.ndarray) -> str:
-    if isinstance(value, bytes):
-        from catalog.schema import folded_bytes
-
-        return folded_bytes(value)
-    head = ", ".join(str(v) for v in value.reshape(-1)[:TENSOR_SHOWN].tolist())
-    shape = ",".join(map(str, value.shape))
-    return f"<{value.dtype}[{shape}]: {head}, …>"
-

@@ -6,15 +6,18 @@ them would run code from the file."""
 
 from __future__ import annotations
 
+import math
+import os
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from catalog.errors import AppendError
 from catalog.schema import Schema
+from catalog.tfrecord.sources import open_regular
 
 # Rows are taken from each array this many at a time: a slice of a memory map is read once,
 # and its rows are numpy values the encoders take as they are.
@@ -23,6 +26,54 @@ CHUNK = 4096
 
 def _fail(path: Path, reason: str) -> AppendError:
     return AppendError(f"{path}: {reason}", str(path))
+
+
+def _claim(fp: BinaryIO, available: int) -> str | None:
+    """What is wrong with the array whose ``.npy`` header starts at ``fp`` (``available`` bytes
+    in all, header included): None when the data its header claims is there. Counted in
+    Python's integers, before NumPy multiplies the shape in int64 (overflow warnings on stderr)
+    and maps or allocates what the header claims."""
+    version = np.lib.format.read_magic(fp)
+    # version 3.0 differs from 2.0 in the header's text encoding only (utf-8 field names):
+    # read as 2.0, its shape and item size are the same
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _fortran, dtype = read(fp)
+    if dtype.hasobject:
+        return None  # a pickle, whose size says nothing: np.load refuses it (allow_pickle=False)
+    claimed = math.prod(shape) * dtype.itemsize
+    held = available - fp.tell()
+    if claimed <= held:
+        return None
+    return f"its header claims shape {tuple(shape)} of {dtype}: {claimed:,} bytes, {{}} holds {held:,} after its header"
+
+
+def _check_npy(path: Path) -> None:
+    """Before NumPy maps it: a file that is no .npy (an archive, a pickle) is np.load's to judge."""
+    try:
+        with open_regular(path) as fp:
+            if fp.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
+                return
+            fp.seek(0)
+            problem = _claim(fp, os.fstat(fp.fileno()).st_size)
+    except ValueError as e:  # not a .npy header
+        raise _fail(path, f"not a NumPy array file numpy can read without pickle: {e}") from e
+    except OSError as e:
+        raise _fail(path, f"cannot read as NumPy: {e}") from e
+    if problem is not None:
+        raise _fail(path, problem.format("the file"))
+
+
+def _check_npz(path: Path, archive: Any, names: list[str]) -> None:
+    members = set(archive.zip.namelist())
+    for name in names:
+        member = name + ".npy" if name + ".npy" in members else name
+        try:
+            with archive.zip.open(member) as fp:
+                problem = _claim(fp, archive.zip.getinfo(member).file_size)
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise _fail(path, f"cannot read an array: {e}") from e
+        if problem is not None:
+            raise _fail(path, f"array {name!r}: " + problem.format("the member"))
 
 
 def _load(path: Path, **kwargs: Any) -> Any:
@@ -77,6 +128,7 @@ class NpyRows:
         self.path, self.feature = path, feature
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        _check_npy(self.path)
         array = _load(self.path, mmap_mode="r")
         if not isinstance(array, np.ndarray):
             raise _fail(self.path, "holds several arrays (an .npz archive?), not one")
@@ -101,6 +153,7 @@ class NpzRows:
             if unknown:
                 raise _fail(self.path, f"array {unknown[0]!r} is not a feature of the schema")
             _check_absent(self.path, self.schema, set(names))
+            _check_npz(self.path, archive, names)
             try:
                 arrays = {n: archive[n] for n in names}
             except (ValueError, OSError, zipfile.BadZipFile) as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,14 +133,20 @@ class ImageFolderRows:
             raise AppendError("--image-shape decodes images with Pillow: pip install 'tfrecord-catalog[images]'") from e
         assert self.shape is not None
         h, w, c = self.shape
+        wants = f"--image-shape wants {w}x{h} (width x height)"
         try:
-            with Image.open(io.BytesIO(data)) as img:
+            with warnings.catch_warnings():
+                # Pillow warns (a line on stderr) of an image past MAX_IMAGE_PIXELS: the size check
+                # below bounds what is decoded to --image-shape, so its warning says nothing here.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                img = Image.open(io.BytesIO(data))
+            with img:
                 if img.size != (w, h):
-                    raise AppendError(
-                        f"{path}: {img.size[0]}x{img.size[1]} pixels, --image-shape wants {w}x{h} (width x height)",
-                        path,
-                        index,
-                    )
+                    raise AppendError(f"{path}: {img.size[0]}x{img.size[1]} pixels, {wants}", path, index)
                 return np.asarray(img.convert(_MODES[c]), dtype=np.uint8).reshape(h, w, c)
-        except (OSError, ValueError) as e:  # Pillow's UnidentifiedImageError is an OSError
+        except Image.DecompressionBombError as e:  # past twice MAX_IMAGE_PIXELS: Pillow opens no more
+            limit = f"{2 * (Image.MAX_IMAGE_PIXELS or 0):,}"
+            why = f"its header claims more pixels than Pillow decodes ({limit})"
+            raise AppendError(f"{path}: {why}, {wants}", path, index) from e
+        except (OSError, ValueError, EOFError, SyntaxError) as e:  # Pillow's UnidentifiedImageError is an OSError
             raise AppendError(f"{path}: cannot decode the image: {e}", path, index) from e

@@ -16,7 +16,15 @@ from catalog.errors import CodecError
 from catalog.schema.codec import Kinded, decode_kinds, unknown_fields_within
 from catalog.schema.columnar import Ragged
 from catalog.schema.features import SHAPE_SUFFIX, Feature, zero
-from catalog.schema.jsonrows import float32_json, folded_bytes, row_from_json, row_to_json, value_from_json
+from catalog.schema.jsonrows import (
+    class_name,
+    float32_json,
+    folded_bytes,
+    folded_value,
+    row_from_json,
+    row_to_json,
+    value_from_json,
+)
 from catalog.schema.model import Schema, SchemaDiff, json_problem, to_tf_feature_spec
 
 __all__ = [
@@ -33,6 +41,8 @@ __all__ = [
     "row_from_json",
     "row_to_json",
     "folded_bytes",
+    "folded_value",
+    "class_name",
     "to_tf_feature_spec",
     "unknown_fields_within",
     "value_from_json",

@@ -65,6 +65,27 @@ def folded_bytes(value: bytes) -> str:
     return f"<bytes {len(value):,}: {value[:4].hex()}…>"
 
 
+TENSOR_SHOWN = 8  # values of a folded tensor shown before the ellipsis
+
+
+def folded_value(value: bytes | np.ndarray) -> str:
+    """Bytes or an array too long to show a person, on one line: ``<bytes 1,717: 89504e47…>``,
+    ``<uint8[32,32,3]: 12, 40, …>`` (`catalog cat` on a terminal, the viewer)."""
+    if isinstance(value, bytes):
+        return folded_bytes(value)
+    head = ", ".join(str(v) for v in value.reshape(-1)[:TENSOR_SHOWN].tolist())
+    shape = ",".join(map(str, value.shape))
+    return f"<{value.dtype}[{shape}]: {head}, …>"
+
+
+def class_name(feat: Feature, value: Any) -> str | None:
+    """The class name of a label ``value`` (a feature with ``names``), None when it has none."""
+    names = feat.names
+    if names and isinstance(value, int | np.integer) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[int(value)]
+    return None
+
+
 def value_from_json(feat: Feature, value: Any) -> Any:
     if feat.tensor and isinstance(value, dict) and set(value) == {"shape", "values"}:
         return _shaped(feat, value["shape"], value_from_json(feat, value["values"]))

@@ -3,7 +3,13 @@ escaped), and a JSON twin of every page (``?format=json``, or the same path unde
 
 Read-only by construction: the routes answer GET (and HEAD) alone, and each calls only the
 reading functions of ``pages``; no route serves a file (pictures travel inside the pages as
-data URIs, styles and charts are inline), so no URL can reach a file, in the catalog or outside.
+data URIs, styles and charts are inline; ``/datasets/NAME/value`` serves one decoded value of
+one record), so no URL can reach a file, in the catalog or outside.
+
+Bounded in bytes: a page holds at most MOST_ROWS rows, each value whole up to VALUE_BYTES of
+JSON, pictures up to IMAGE_BYTES each and PAGE_IMAGE_BYTES a page; a longer value is folded
+to a preview and a link to ``/datasets/NAME/value?version=V&row=I&feature=F``; any other
+text past TEXT_CHARS (a description, a commit message) is cut to its start (``pages.bounded``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from catalog.api import Catalog
+from catalog.api import Catalog, Dataset
 from catalog.errors import CatalogError, DatasetNotFoundError, VersionNotFoundError
 from catalog.web import pages
 from catalog.web.charts import bars, histogram
@@ -71,32 +77,58 @@ def _version(request: Request) -> str | None:
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
+def _failed(env: Environment, root: str, request: Request, e: CatalogError) -> Response:
+    status = 404 if isinstance(e, (DatasetNotFoundError, VersionNotFoundError)) else 400
+    if _wants_json(request):
+        return JSONResponse({"error": str(e)}, status_code=status)
+    return HTMLResponse(env.get_template("error.html").render(error=str(e), root=root), status_code=status)
+
+
+def _value(ds: Dataset, request: Request) -> Response:
+    """``/datasets/NAME/value?row=I&feature=F`` (``&version=``, ``&split=``): one value whole."""
+    feature, row = request.query_params.get("feature", ""), _int(request, "row", 0)
+    split = request.query_params.get("split") or None
+    body, media = pages.full_value(ds, _version(request), split, row, feature)
+    # nosniff: text stays text (never run as a page); sandbox: nothing served here runs script
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
+    if media == "application/octet-stream":
+        name = f"{ds.name}-row{row}-{feature}"  # a header is latin-1: ASCII only
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+        headers["Content-Disposition"] = f'attachment; filename="{safe}.bin"'
+    return Response(body, media_type=media, headers=headers)
+
+
 def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
     """The viewer of the catalog at ``root`` (opened once, read only); ``hosts``: the only
     Host names it answers (None: any)."""
     cat = Catalog.open(root)
     env = _templates()
 
+    def failed(request: Request, e: CatalogError) -> Response:
+        return _failed(env, str(cat.root), request, e)
+
     def page(template: str, build: Build) -> Callable[[Request], Any]:
         # not async: Starlette runs a plain function on its thread pool, so a slow page (rows
         # far into a compressed dataset) does not hold up every other request on the event loop
         def endpoint(request: Request) -> Response:
-            as_json = _wants_json(request)
             try:
-                data = build(request)
+                data = pages.bounded(build(request))
             except CatalogError as e:
-                status = 404 if isinstance(e, (DatasetNotFoundError, VersionNotFoundError)) else 400
-                if as_json:
-                    return JSONResponse({"error": str(e)}, status_code=status)
-                html = env.get_template("error.html").render(error=str(e), root=str(cat.root))
-                return HTMLResponse(html, status_code=status)
-            if as_json:
+                return failed(request, e)
+            if _wants_json(request):
                 return JSONResponse(data)
             query = dict(request.query_params)
             context = {"data": data, "root": str(cat.root), "query": query, "path": request.url.path}
             return HTMLResponse(env.get_template(template).render(**context))
 
         return endpoint
+
+    def value(request: Request) -> Response:
+        """One feature of one row, whole: what a folded value links to."""
+        try:
+            return _value(dataset(request), request)
+        except CatalogError as e:
+            return failed(request, e)
 
     def dataset(request: Request) -> Any:
         return cat.dataset(request.path_params["name"])
@@ -118,6 +150,8 @@ def create_app(root: str | Path, hosts: list[str] | None = None) -> Starlette:
     for path, template, build in builds:
         routes.append(Route(path, page(template, build), methods=["GET"]))
         routes.append(Route("/api" + ("/datasets" if path == "/" else path), page(template, build), methods=["GET"]))
+    routes.append(Route("/datasets/{name}/value", value, methods=["GET"]))
+    routes.append(Route("/api/datasets/{name}/value", value, methods=["GET"]))
     middleware = [] if hosts is None else [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.catalog = cat

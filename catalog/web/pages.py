@@ -3,7 +3,9 @@ HTML page is a template over it. Reads only: every function here opens nothing f
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import quote
 
 from catalog.api import Catalog, Dataset
 from catalog.commit.listing import list_datasets
@@ -11,15 +13,30 @@ from catalog.commit.plans import plan
 from catalog.commit.values import Commit, VersionRef, iso
 from catalog.errors import CatalogError
 from catalog.readers.picking import rows_at
-from catalog.schema import Schema, row_to_json
+from catalog.schema import Schema, class_name, row_to_json
 from catalog.storage import location_size
-from catalog.web.images import shown_value
+from catalog.web.images import PREVIEW, Budget, json_size, preview, shown_value, sniff, value_bytes
 
 SHARDS_PER_PAGE = 100
 HISTORY_PER_PAGE = 100
 DATASETS_PER_PAGE = 100
 ROWS_PER_PAGE = 20
 MOST_ROWS = 200
+
+
+TEXT_CHARS = 4096  # a text (description, commit message, name) shown whole on a page; longer: its start
+
+
+def bounded(data: Any) -> Any:
+    """A page's data with every text longer than TEXT_CHARS cut to its first PREVIEW characters
+    and its length: a megabyte's commit message would be a megabyte on every page showing it."""
+    if isinstance(data, str):
+        return data if len(data) <= TEXT_CHARS else f"{data[:PREVIEW]}… ({len(data):,} characters)"
+    if isinstance(data, dict):
+        return {k: bounded(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [bounded(v) for v in data]
+    return data
 
 
 def _commit(c: Commit) -> dict[str, Any]:
@@ -110,23 +127,68 @@ def compare_page(ds: Dataset, a: str, b: str) -> dict[str, Any]:
 def rows_page(
     ds: Dataset, version: VersionRef, split: str | None, offset: int, limit: int, html: bool
 ) -> dict[str, Any]:
-    """Rows ``offset`` to ``offset + limit`` as JSON (bytes base64, as `cat` prints them); for
-    the HTML page each value also gets its shown form (a picture, or a folded text)."""
+    """Rows ``offset`` to ``offset + limit`` as JSON, as `cat` prints them (bytes base64,
+    float32's digits), each value whole up to VALUE_BYTES, else folded: ``{"folded": true,
+    "bytes": N, "preview": ..., "href": its full value}``; a label's class name in ``labels``.
+    For the HTML page each value also gets its shown form (a picture, or a text)."""
     limit = min(max(1, limit), MOST_ROWS)
     offset = max(0, offset)
     selected = plan(ds, version, split)
     schema = selected.schema()
     found = rows_at(ds, selected, None, None, offset, limit, write=False)
-    rows = [_row(schema, row, offset + i, html) for i, row in enumerate(found)]
+    link = f"/datasets/{quote(ds.name, safe='')}/value?version={selected.version}"
+    if split:
+        link += "&split=" + quote(split, safe="")
+    budget = Budget()
+    rows = [_row(schema, row, offset + i, link, budget if html else None) for i, row in enumerate(found)]
     return {
         "dataset": ds.name, "version": selected.version, "split": split, "offset": offset, "limit": limit,
         "total": selected.records, "rows": rows,
     }  # fmt: skip
 
 
-def _row(schema: Schema, row: dict[str, Any], index: int, html: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": index, "values": row_to_json(schema, row)}
-    if html:
-        feats = schema.all_features
-        out["shown"] = {name: shown_value(feats[name], value) for name, value in row.items()}
+def _row(schema: Schema, row: dict[str, Any], index: int, link: str, budget: Budget | None) -> dict[str, Any]:
+    feats = schema.all_features
+    as_json = row_to_json(schema, row)
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    shown: dict[str, Any] = {}
+    for name, value in row.items():
+        href = f"{link}&row={index}&feature={quote(name, safe='')}"
+        if json_size(value, as_json[name]) is None:
+            size = value_bytes(value, as_json[name])
+            values[name] = {"folded": True, "bytes": size, "preview": preview(value, as_json[name]), "href": href}
+        else:
+            values[name] = as_json[name]
+        label = class_name(feats[name], as_json[name])
+        if label is not None:
+            labels[name] = label
+        if budget is not None:
+            shown[name] = shown_value(feats[name], value, as_json[name], href, budget)
+    out: dict[str, Any] = {"index": index, "values": values}
+    if labels:
+        out["labels"] = labels
+    if budget is not None:
+        out["shown"] = shown
     return out
+
+
+def full_value(ds: Dataset, version: VersionRef, split: str | None, index: int, feature: str) -> tuple[bytes, str]:
+    """One feature of row ``index`` whole, as served: its bytes and their media type (encoded
+    pictures as their type, other bytes as a download, text as text, any other value as JSON)."""
+    selected = plan(ds, version, split)
+    schema = selected.schema()
+    if not feature or feature not in schema.all_features:
+        have = ", ".join(schema.all_features)
+        raise CatalogError(f"dataset {ds.name!r} has no feature {feature!r} (features: {have})")
+    if index >= selected.records:
+        where = f"version {selected.version}" + (f", split {split}," if split else "")
+        raise CatalogError(f"no row {index:,}: {where} has {selected.records:,} rows")
+    row = next(iter(rows_at(ds, selected, [feature], None, index, 1, write=False)))
+    value = row[feature]
+    if isinstance(value, bytes):
+        return value, sniff(value) or "application/octet-stream"
+    as_json = row_to_json(schema, row)[feature]
+    if isinstance(as_json, str) and isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass"), "text/plain; charset=utf-8"
+    return json.dumps(as_json, ensure_ascii=False).encode(), "application/json"
