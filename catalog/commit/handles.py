@@ -201,7 +201,7 @@ def resolve_version(conn: Connection, dataset_id: int, name: str, version: Versi
         select(COMMITS.c.schema_version).where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version == number)
     ).scalar_one_or_none()
     if sv is None:
-        raise VersionNotFoundError(f"dataset {name!r} has no version {number}")
+        raise VersionNotFoundError(f"dataset {name!r} has no version {number} ({what_exists(conn, dataset_id)})")
     return number, sv
 
 
@@ -218,10 +218,12 @@ def _version_number(conn: Connection, dataset_id: int, name: str, version: int |
         version = int(version)
     if isinstance(version, int) and not isinstance(version, bool):
         if not 0 <= version < 1 << 63:  # beyond SQLite's integers: no such version, not an OverflowError
-            raise VersionNotFoundError(f"dataset {name!r} has no version {version}")
+            raise VersionNotFoundError(f"dataset {name!r} has no version {version} ({what_exists(conn, dataset_id)})")
         return version
     if not isinstance(version, str) or not TAG_RE.fullmatch(version):
-        raise VersionNotFoundError(f"dataset {name!r}: {version!r} is neither a version number nor a tag")
+        raise VersionNotFoundError(
+            f"dataset {name!r}: {version!r} is neither a version number nor a tag ({what_exists(conn, dataset_id)})"
+        )
     number = conn.execute(
         select(TAGS.c.version).where(TAGS.c.dataset_id == dataset_id, TAGS.c.name == version)
     ).scalar_one_or_none()
@@ -231,8 +233,33 @@ def _version_number(conn: Connection, dataset_id: int, name: str, version: int |
 
 
 def unknown_tag(conn: Connection, dataset_id: int, name: str, tag: str) -> VersionNotFoundError:
-    """The error for a tag dataset ``name`` does not have, naming those it has."""
-    return VersionNotFoundError(f"dataset {name!r} has no tag {tag!r} ({_tag_names(conn, dataset_id)})")
+    """The error for a tag dataset ``name`` does not have, naming those it has and its versions."""
+    have = f"{_tag_names(conn, dataset_id)}; {_version_range(conn, dataset_id)}"
+    return VersionNotFoundError(f"dataset {name!r} has no tag {tag!r} ({have})")
+
+
+def unknown_name(conn: Connection, dataset_id: int, name: str, spec: str, splits: Iterable[str]) -> VersionNotFoundError:
+    """The error for a name that may be a split, a tag or a version (``stats --compare``) and is
+    none of them, naming what the dataset has of each."""
+    have = f"splits: {', '.join(sorted(splits)) or 'none'}; {_tag_names(conn, dataset_id)}"
+    return VersionNotFoundError(
+        f"dataset {name!r} has no split, tag or version {spec!r} ({have}; {_version_range(conn, dataset_id)})"
+    )
+
+
+def what_exists(conn: Connection, dataset_id: int) -> str:
+    """The dataset's versions and tags, for an error about a version that is not there."""
+    return f"{_version_range(conn, dataset_id)}; {_tag_names(conn, dataset_id)}"
+
+
+def _version_range(conn: Connection, dataset_id: int) -> str:
+    """The dataset's versions, "versions: 1 to 5" (gapless: the first and the last say them all)."""
+    first, last = conn.execute(
+        select(func.min(COMMITS.c.version), func.max(COMMITS.c.version)).where(COMMITS.c.dataset_id == dataset_id)
+    ).one()
+    if last is None:
+        return "no versions"
+    return f"versions: {first}" if first == last else f"versions: {first} to {last}"
 
 
 def _tag_names(conn: Connection, dataset_id: int, most: int = 10) -> str:
@@ -243,7 +270,7 @@ def _tag_names(conn: Connection, dataset_id: int, most: int = 10) -> str:
         ).scalars()
     )
     if not names:
-        return "it has no tags"
+        return "no tags"
     more = ", ..." if len(names) > most else ""
     return "tags: " + ", ".join(names[:most]) + more
 
@@ -419,6 +446,11 @@ class DatasetHandle:
             shards_removed=minus.shards,
             tags=tuple(tags),
         )
+
+    def unknown_name(self, spec: str, splits: Iterable[str]) -> VersionNotFoundError:
+        """The error for ``spec`` that names no split, tag or version of the dataset: see unknown_name."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            return unknown_name(conn, self.id, self.name, spec, splits)
 
     def tags(self) -> list[Tag]:
         """The dataset's tags (name -> version), by version then name."""
