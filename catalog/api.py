@@ -280,8 +280,9 @@ def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> S
 
 
 class Dataset(DatasetHandle):
-    """A handle on one dataset. It pins the schema version it read: appends validated
-    against it fail at commit if a newer schema version was committed meanwhile."""
+    """A handle on one dataset. Its schema is the one it read, until an append starts: that
+    follows a migration committed since (rows are validated against the current schema), and
+    fails at commit only if a newer schema version was committed while it wrote."""
 
     # ---- appends
     def append_rows(

@@ -11,7 +11,7 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schema, commit, prior_commit
+from catalog.commit.protocol import DATASET_STATE, Change, NewShard, commit, prior_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import DriftCheck, drift_violations, refuse
 from catalog.commit.values import Commit, manifest_text, positive_int
@@ -110,7 +110,9 @@ class Writer:
                 row = conn.execute(DATASET_STATE, {"ds": self.ds.id}).first()
                 if row is None:
                     raise DatasetNotFoundError(f"dataset {self.ds.name!r} was dropped", self.ds.name)
-                check_schema(self.ds.name, "append", self.ds.schema_version, row.schema_version)
+                # A migration committed before this append began is no conflict: the rows are
+                # validated against the schema now (a bad row is a ValidationError, named so)
+                self.ds.follow_schema(conn, row.schema_version)
                 prior = prior_commit(conn, self.ds, self.token)
                 if prior is not None:
                     return self._same_split(prior)

@@ -337,12 +337,14 @@ def test_bool_columns_of_frames_and_files_are_inferred_as_bool_tensors(cat: Cata
     assert Schema.infer(pa.table({"flag": flags})).to_json()["features"] == {"flag": BOOL_FEATURES["flag"]}
     pq.write_table(pa.table({"flag": flags, "mask": masks.tolist()}), tmp_path / "b.parquet")
     np.savez(tmp_path / "b.npz", flag=flags, mask=masks)
-    (tmp_path / "b.jsonl").write_text('{"flag": true, "mask": [true, false, true]}\n{"flag": false, "mask": [false, false, true]}\n')
+    (tmp_path / "b.jsonl").write_text(
+        '{"flag": true, "mask": [true, false, true]}\n{"flag": false, "mask": [false, false, true]}\n'
+    )
     for fmt in ("parquet", "npz", "jsonl"):
         cat.register_inferred(fmt, [tmp_path / f"b.{fmt}"])
         assert cat.dataset(fmt).schema.to_json()["features"] == BOOL_FEATURES, fmt
         back = list(cat.dataset(fmt).read())
-        assert [(bool(r["flag"]), r["mask"].tolist()) for r in back] == [(True, masks[0].tolist()), (False, masks[1].tolist())]
+        assert [(bool(r["flag"]), r["mask"].tolist()) for r in back] == [(True, [1, 0, 1]), (False, [0, 0, 1])]
     ds = cat.register("frame", Schema.infer(df).to_json())
     ds.append_rows(df)
     assert [bool(r["flag"]) for r in cat.dataset("frame").read()] == [True, False]

@@ -364,7 +364,8 @@ def test_compare_versions_and_splits(cat: Catalog) -> None:
     text = run("-C", cat.root, "stats", "d", "--compare", "train", "test")
     assert text.exit_code == 0 and " !" in text.stdout
     bad = run("-C", cat.root, "stats", "d", "--compare", "train", "nope")
-    assert bad.exit_code == 1 and bad.stderr.startswith("error: dataset 'd' has no split, tag or version 'nope' (splits: test, train; ")
+    said = "error: dataset 'd' has no split, tag or version 'nope' (splits: test, train; "
+    assert bad.exit_code == 1 and bad.stderr.startswith(said)
 
 
 def test_damaged_statistics_are_left_out_and_recomputed(cat: Catalog) -> None:

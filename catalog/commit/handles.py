@@ -4,6 +4,7 @@ public `Catalog` and `Dataset` (catalog.api) extend these with the operations.""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,7 +29,12 @@ from catalog.commit.values import (
     VersionRef,
     validate_name,
 )
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
+from catalog.errors import (
+    CatalogError,
+    DatasetNotFoundError,
+    ValidationError,
+    VersionNotFoundError,
+)
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
@@ -157,11 +163,23 @@ def explain_with(
             fits(Schema.from_json(doc))
         except CatalogError:
             continue
-        return CommitConflictError(
-            f"{error}; this data is in schema version {version} of {name!r}, which is at schema version "
+        note = (
+            f"this data is in schema version {version} of {name!r}, which is at schema version "
             f"{schema_version} now (migrated): migrate the data, or write it in the new schema"
         )
+        return _noted(error, note)
     return error
+
+
+def _noted(error: CatalogError, note: str) -> CatalogError:
+    """``error`` with ``note`` after its message, of its own class and fields: data that breaks
+    the schema stays a ValidationError (or an input's AppendError) when it fits an older one;
+    a conflict is only a concurrent commit."""
+    better = copy.copy(error)
+    better.args = (f"{error}; {note}",)
+    if isinstance(better, ValidationError):
+        better.reason = f"{better.reason}; {note}"
+    return better
 
 
 def raise_explained(ds: Any, error: CatalogError, fits: Callable[[Schema], object]) -> NoReturn:
@@ -238,7 +256,9 @@ def unknown_tag(conn: Connection, dataset_id: int, name: str, tag: str) -> Versi
     return VersionNotFoundError(f"dataset {name!r} has no tag {tag!r} ({have})")
 
 
-def unknown_name(conn: Connection, dataset_id: int, name: str, spec: str, splits: Iterable[str]) -> VersionNotFoundError:
+def unknown_name(
+    conn: Connection, dataset_id: int, name: str, spec: str, splits: Iterable[str]
+) -> VersionNotFoundError:
     """The error for a name that may be a split, a tag or a version (``stats --compare``) and is
     none of them, naming what the dataset has of each."""
     have = f"splits: {', '.join(sorted(splits)) or 'none'}; {_tag_names(conn, dataset_id)}"
@@ -285,8 +305,9 @@ def tags_of(conn: Connection, dataset_id: int, name: str) -> list[Tag]:
 
 
 class DatasetHandle:
-    """One dataset. It pins the schema version it read: appends validated against it fail
-    at commit if a newer schema version was committed meanwhile."""
+    """One dataset. It pins the schema version it read until its next append starts, which
+    follows a migration committed since (rows are validated against the current schema); an
+    append fails at commit if a newer schema version was committed while it wrote."""
 
     def __init__(
         self,
@@ -365,7 +386,7 @@ class DatasetHandle:
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
-        a CommitConflictError naming that version and the current one: data written for the
+        ``error`` (of its class) naming that version and the current one: data written for the
         dataset as it was before a migration."""
         return explain_with(self.name, self.schema_version, self.older_schemas(), error, fits)
 
@@ -446,6 +467,15 @@ class DatasetHandle:
             shards_removed=minus.shards,
             tags=tuple(tags),
         )
+
+    def follow_schema(self, conn: Connection, schema_version: int) -> None:
+        """Move the handle to ``schema_version`` (the dataset's now, read in ``conn``), and to
+        its compression: an append that starts after a migration writes in the new schema."""
+        if schema_version == self.schema_version:
+            return
+        compression = conn.execute(select(DATASETS.c.compression).where(DATASETS.c.id == self.id)).scalar_one()
+        self.schema = load_schema(conn, self.id, schema_version)
+        self.schema_version, self.compression = schema_version, compression
 
     def unknown_name(self, spec: str, splits: Iterable[str]) -> VersionNotFoundError:
         """The error for ``spec`` that names no split, tag or version of the dataset: see unknown_name."""
