@@ -230,8 +230,8 @@ def append(
 
 
 def _append_output(name: str, commit: Commit) -> Output:
-    """The commit, and on stderr the checks it broke (``--check=warn``)."""
-    warned = "\n".join(f"warning: {w}" for w in commit.warnings) or None
+    """The commit, and on stderr what ``--check`` compared and what it broke (``--check=warn``)."""
+    warned = "\n".join([*commit.checked, *(f"warning: {w}" for w in commit.warnings)]) or None
     return Output(text=_append_text(name, commit), json=commit.to_json, summary=warned)
 
 
