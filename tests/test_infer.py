@@ -348,3 +348,30 @@ def test_bool_columns_of_frames_and_files_are_inferred_as_bool_tensors(cat: Cata
     ds = cat.register("frame", Schema.infer(df).to_json())
     ds.append_rows(df)
     assert [bool(r["flag"]) for r in cat.dataset("frame").read()] == [True, False]
+
+
+def test_register_infer_takes_a_message_and_a_token(cat: Catalog, tmp_path: Path) -> None:
+    """issue 30: the first day's load (`register --infer`) could carry neither -m nor --token."""
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    (tmp_path / "day1.csv").write_text("price,n\n1.5,1\n2.5,2\n")
+    args = ["-C", str(cat.root), "register", "sales", "--infer", str(tmp_path / "day1.csv")]
+    first = CliRunner().invoke(app, [*args, "-m", "day 1", "--token", "load-day1", "--json"])
+    assert first.exit_code == 0, first.output
+    commit = json.loads(first.stdout)["commit"]
+    assert (commit["message"], commit["token"], commit["records"]) == ("day 1", "load-day1", 2)
+    again = CliRunner().invoke(app, [*args, "--token", "load-day1", "--json"])  # a retry: the same commit
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["commit"]["version"] == commit["version"]
+    assert cat.dataset("sales").info().records == 2
+    other = CliRunner().invoke(app, [*args, "--token", "load-day2"])
+    assert other.exit_code == 1 and other.stderr.startswith("error: dataset 'sales' already exists"), other.output
+    done = cat.register_inferred("py", [tmp_path / "day1.csv"], token="t", message="m")
+    assert (done.message, done.token) == ("m", "t")
+    assert cat.register_inferred("py", [tmp_path / "day1.csv"], token="t").duplicate
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"features": {"n": {"dtype": "int64"}}}))
+    refused = CliRunner().invoke(app, ["-C", str(cat.root), "register", "x", "--schema", str(schema), "-m", "m"])
+    assert refused.exit_code == 2  # a registration alone commits no data: said, not ignored
