@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         SchemaError,
         ValidationError,
     )
-    from catalog.schema import Schema
+    from catalog.schema import Schema, to_tf_feature_spec
     from catalog.tfrecord import (
         RecordWriter,
         decode_example,
@@ -50,6 +50,7 @@ _HOMES = {
     "SchemaError": "catalog.errors",
     "ValidationError": "catalog.errors",
     "Schema": "catalog.schema",
+    "to_tf_feature_spec": "catalog.schema",  # Schema.feature_spec() as tf.io objects (make_batched_features_dataset)
     "RecordWriter": "catalog.tfrecord",
     "decode_example": "catalog.tfrecord",
     "decode_sequence_example": "catalog.tfrecord",
@@ -78,6 +79,7 @@ __all__ = [
     "encode_sequence_example",
     "read_record_batches",
     "read_records",
+    "to_tf_feature_spec",
 ]
 
 

@@ -19,7 +19,7 @@ from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
-from catalog.commit.protocol import create_dataset, drop_dataset
+from catalog.commit.protocol import create_dataset, drop_dataset, prior_commit
 from catalog.commit.statistics import DriftCheck
 from catalog.commit.values import (
     DEFAULT_SHARD_RECORDS,
@@ -30,6 +30,7 @@ from catalog.commit.values import (
     VerifyReport,
     VersionRef,
     default_author,
+    manifest_text,
     validate_name,
 )
 from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted, SchemaError
@@ -125,11 +126,20 @@ class Catalog(CatalogHandle):
         delimiter: str | None = None,
         feature: str | None = None,
         image_shape: tuple[int, int, int] | None = None,
+        token: str | None = None,
+        message: str = "",
+        author: str | None = None,
     ) -> Commit:
         """Register ``name`` with the schema inferred from every record of the inputs (any
         format ``append_files`` takes), then append them to ``split``. All or nothing: when
-        the append fails, the dataset is dropped again."""
+        the append fails, the dataset is dropped again. ``token``, ``message``, ``author``: the
+        append's, as ``append_files`` takes them; a retry with the token of a registration that
+        committed returns its commit (``duplicate``), nothing read."""
         validate_name(name)
+        if token is not None:
+            done = self._registered_with(name, token)
+            if done is not None:
+                return done
         options = InputOptions(delimiter, feature, image_shape)
         inputs = expand(given_paths(paths), format)
         if not inputs:
@@ -143,11 +153,20 @@ class Catalog(CatalogHandle):
         try:
             return ds.append_files(
                 [p for p, _ in inputs], format=format, split=split, delimiter=delimiter, feature=feature,
-                image_shape=image_shape,
+                image_shape=image_shape, token=token, message=message, author=author,
             )  # fmt: skip
         except BaseException as e:
             self._undo_register(ds, e)
             raise
+
+    def _registered_with(self, name: str, token: str) -> Commit | None:
+        """The commit of dataset ``name`` made under ``token`` (a registration retried), if any."""
+        try:
+            ds = self.dataset(name)
+        except DatasetNotFoundError:
+            return None
+        with mf.read_txn(self.engine) as conn:
+            return prior_commit(conn, ds, manifest_text(token, "token"))
 
     def _register_for_inputs(self, name: str, schema: Schema, description: str, compression: str) -> Dataset:
         """register(), pending until the inputs' commit: should this process die before it, the
@@ -280,8 +299,9 @@ def _as_schema(schema: Schema | Mapping[str, Any] | str | os.PathLike[str]) -> S
 
 
 class Dataset(DatasetHandle):
-    """A handle on one dataset. It pins the schema version it read: appends validated
-    against it fail at commit if a newer schema version was committed meanwhile."""
+    """A handle on one dataset. Its schema is the one it read, until an append starts: that
+    follows a migration committed since (rows are validated against the current schema), and
+    fails at commit only if a newer schema version was committed while it wrote."""
 
     # ---- appends
     def append_rows(

@@ -129,7 +129,9 @@ def side_of(ds: DatasetHandle, spec: str, version: VersionRef = None) -> Version
     here = ds.info(version)  # the splits from the manifest's totals, before merging anything
     if spec in (here.splits or {}):
         return version_stats(ds, here.version, spec)
-    return version_stats(ds, spec)  # a tag (an unknown name: one line naming tags and versions)
+    if all(t.name != spec for t in ds.tags()):  # no split, tag or version: one line naming what there is
+        raise ds.unknown_name(spec, here.splits or {})
+    return version_stats(ds, spec)  # a tag
 
 
 def compare_stats(

@@ -11,9 +11,9 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import DATASET_STATE, Change, NewShard, check_schema, commit, prior_commit
+from catalog.commit.protocol import DATASET_STATE, Change, NewShard, commit, prior_commit
 from catalog.commit.slicing import validate_split
-from catalog.commit.statistics import DriftCheck, drift_violations, refuse
+from catalog.commit.statistics import CheckReport, DriftCheck, check_possible, drift_check, refuse
 from catalog.commit.values import Commit, manifest_text, positive_int
 from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
 from catalog.manifest import DEFAULT_SPLIT
@@ -71,6 +71,8 @@ class Writer:
         if prior is not None:
             self.commit, self.skipped = prior, True
             return self
+        if self.check is not None:  # before a byte is written: a check that could compare nothing is refused
+            check_possible(self.ds, self.check)
         faults.point("intent.recorded", intent=self.intent.id)
         self.sink = ShardSink(
             self.catalog.store,
@@ -110,7 +112,9 @@ class Writer:
                 row = conn.execute(DATASET_STATE, {"ds": self.ds.id}).first()
                 if row is None:
                     raise DatasetNotFoundError(f"dataset {self.ds.name!r} was dropped", self.ds.name)
-                check_schema(self.ds.name, "append", self.ds.schema_version, row.schema_version)
+                # A migration committed before this append began is no conflict: the rows are
+                # validated against the schema now (a bad row is a ValidationError, named so)
+                self.ds.follow_schema(conn, row.schema_version)
                 prior = prior_commit(conn, self.ds, self.token)
                 if prior is not None:
                     return self._same_split(prior)
@@ -184,7 +188,7 @@ class Writer:
         except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
             raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
         added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
-        warnings = self._checked(shards)
+        report = self._checked(shards)
         change = Change(
             "append", self.read_version, self.ds.schema_version, added,
             self.message, self.author, self.intent.id, token=self.token, unique=self.unique,
@@ -192,16 +196,19 @@ class Writer:
         done = commit(self.ds, change)
         if done.duplicate:  # a twin with our token committed first: our files are not needed
             self._settle(None)
-        return replace(done, warnings=warnings) if warnings else done
+        if report is None:
+            return done
+        warnings = tuple(v.message() for v in report.violations)
+        return replace(done, warnings=warnings, check=report.to_json(), checked=tuple(report.lines()))
 
-    def _checked(self, shards: list[ShardFile]) -> tuple[str, ...]:
-        """Apply ``check`` to the new shards: raise (fail) or return the warnings (warn)."""
+    def _checked(self, shards: list[ShardFile]) -> CheckReport | None:
+        """Apply ``check`` to the new shards: raise (fail, a violation) or return what it compared."""
         if self.check is None or not shards:
-            return ()
-        violations = drift_violations(self.ds, shards, self.split, self.check)
-        if violations and self.check.mode == "fail":
-            raise refuse(self.ds, violations)
-        return tuple(v.message() for v in violations)
+            return None
+        report = drift_check(self.ds, shards, self.split, self.check)
+        if report.violations and self.check.mode == "fail":
+            raise refuse(self.ds, report.violations)
+        return report
 
     def _same_split(self, prior: Commit) -> Commit:
         """The earlier commit of this writer's token, unless it registered its records under

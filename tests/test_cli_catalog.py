@@ -135,7 +135,7 @@ def test_cat_version_time_travel(root: Path, tmp_path: Path) -> None:
     assert len(run("-C", str(root), "cat", "small").stdout.splitlines()) == 20
     assert json.loads(run("-C", str(root), "show", "small", "--json", "--version", "2").stdout)["records"] == 10
     bad = run("-C", str(root), "show", "small", "--version", "9", ok=False)
-    assert bad.exit_code == 1 and bad.stderr == "error: dataset 'small' has no version 9\n"
+    assert bad.exit_code == 1 and bad.stderr == "error: dataset 'small' has no version 9 (versions: 1 to 3; no tags)\n"
 
 
 @pytest.mark.parametrize(

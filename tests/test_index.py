@@ -255,7 +255,7 @@ def test_catalog_index_bad_input_is_one_line(cat: Catalog, tmp_path: Path) -> No
         (["index", "--version", "1"], "error: --version needs exactly one dataset name\n"),
         (["index", "--dali", str(tmp_path / "d")], "error: --dali needs exactly one dataset name\n"),
         (["index", NAME, "other", "--dali", str(tmp_path / "d")], "error: --dali needs exactly one dataset name\n"),
-        (["index", NAME, "--version", "9"], f"error: dataset '{NAME}' has no version 9\n"),
+        (["index", NAME, "--version", "9"], f"error: dataset '{NAME}' has no version 9 (versions: 1; no tags)\n"),
     ]:
         result = cli("-C", str(cat.root), *args, ok=False)
         assert (result.exit_code, result.stderr) == (1, line), args

@@ -166,8 +166,8 @@ def test_inference_never_invents(cat: Catalog) -> None:
     }
     with pytest.raises(SchemaError, match="'e': every value is an empty list"):
         Schema.infer([{"e": []}, {"e": []}])
-    with pytest.raises(SchemaError, match="'t': true/false values"):
-        Schema.infer([{"t": True}])
+    # true/false values: a bool tensor, as a hand-written schema holds them (issue 30; were refused)
+    assert Schema.infer([{"t": True}]).to_json()["features"] == {"t": {"dtype": "bool", "encoding": "tensor"}}
     with pytest.raises(SchemaError, match="'m': values of different types: int, str"):
         Schema.infer([{"m": 1}, {"m": "x"}])
 
@@ -294,3 +294,84 @@ def test_json_lines_numbers_too_large_for_a_float_tensor(cat: Catalog, tmp_path:
     (tmp_path / "b.jsonl").write_text('{"t": [1.5, "Infinity"]}\n')  # an infinity written as such
     ds.append_files([tmp_path / "b.jsonl"])
     assert [float(abs(v)) for v in next(iter(cat.dataset("d").read()))["t"]] == [1.5, math.inf]
+
+
+# --------------------------------------------------------------------------- true/false values
+
+
+BOOL_FEATURES = {
+    "flag": {"dtype": "bool", "encoding": "tensor"},
+    "mask": {"dtype": "bool", "shape": [3], "encoding": "tensor"},
+}
+
+
+def test_bool_arrays_and_scalars_are_inferred_as_bool_tensors(cat: Catalog) -> None:
+    rows = [
+        {"flag": np.bool_(True), "mask": np.array([True, False, True])},
+        {"flag": False, "mask": np.array([False, False, True])},
+    ]
+    schema = Schema.infer(rows)
+    assert schema.to_json()["features"] == BOOL_FEATURES  # what a hand-written bool tensor schema says
+    ds = cat.register("b", schema.to_json())
+    ds.append_rows(rows)
+    back = list(cat.dataset("b").read())
+    assert [bool(r["flag"]) for r in back] == [True, False]
+    assert [r["mask"].tolist() for r in back] == [[True, False, True], [False, False, True]]
+    ragged = Schema.infer([{"m": np.array([True])}, {"m": np.array([False, True])}])
+    assert ragged.to_json()["features"] == {"m": {"dtype": "bool", "shape": [None], "encoding": "tensor"}}
+    with pytest.raises(SchemaError, match="'m': values of different types: bool, int"):
+        Schema.infer([{"m": True}, {"m": 1}])
+    with pytest.raises(SchemaError, match="'m': arrays and values of different types: bool, int"):
+        Schema.infer([{"m": np.array([True])}, {"m": 1}])
+
+
+def test_bool_columns_of_frames_and_files_are_inferred_as_bool_tensors(cat: Catalog, tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is not installed (pip install '.[test]')")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[test]')")
+    pq = pytest.importorskip("pyarrow.parquet")
+    masks = np.array([[True, False, True], [False, False, True]])
+    flags = np.array([True, False])
+    df = pd.DataFrame({"flag": flags, "mask": list(masks)})
+    assert Schema.infer(df).to_json()["features"] == BOOL_FEATURES
+    assert Schema.infer({"flag": flags, "mask": masks}).to_json()["features"] == BOOL_FEATURES
+    assert Schema.infer(pa.table({"flag": flags})).to_json()["features"] == {"flag": BOOL_FEATURES["flag"]}
+    pq.write_table(pa.table({"flag": flags, "mask": masks.tolist()}), tmp_path / "b.parquet")
+    np.savez(tmp_path / "b.npz", flag=flags, mask=masks)
+    (tmp_path / "b.jsonl").write_text(
+        '{"flag": true, "mask": [true, false, true]}\n{"flag": false, "mask": [false, false, true]}\n'
+    )
+    for fmt in ("parquet", "npz", "jsonl"):
+        cat.register_inferred(fmt, [tmp_path / f"b.{fmt}"])
+        assert cat.dataset(fmt).schema.to_json()["features"] == BOOL_FEATURES, fmt
+        back = list(cat.dataset(fmt).read())
+        assert [(bool(r["flag"]), r["mask"].tolist()) for r in back] == [(True, [1, 0, 1]), (False, [0, 0, 1])]
+    ds = cat.register("frame", Schema.infer(df).to_json())
+    ds.append_rows(df)
+    assert [bool(r["flag"]) for r in cat.dataset("frame").read()] == [True, False]
+
+
+def test_register_infer_takes_a_message_and_a_token(cat: Catalog, tmp_path: Path) -> None:
+    """issue 30: the first day's load (`register --infer`) could carry neither -m nor --token."""
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    (tmp_path / "day1.csv").write_text("price,n\n1.5,1\n2.5,2\n")
+    args = ["-C", str(cat.root), "register", "sales", "--infer", str(tmp_path / "day1.csv")]
+    first = CliRunner().invoke(app, [*args, "-m", "day 1", "--token", "load-day1", "--json"])
+    assert first.exit_code == 0, first.output
+    commit = json.loads(first.stdout)["commit"]
+    assert (commit["message"], commit["token"], commit["records"]) == ("day 1", "load-day1", 2)
+    again = CliRunner().invoke(app, [*args, "--token", "load-day1", "--json"])  # a retry: the same commit
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["commit"]["version"] == commit["version"]
+    assert cat.dataset("sales").info().records == 2
+    other = CliRunner().invoke(app, [*args, "--token", "load-day2"])
+    assert other.exit_code == 1 and other.stderr.startswith("error: dataset 'sales' already exists"), other.output
+    done = cat.register_inferred("py", [tmp_path / "day1.csv"], token="t", message="m")
+    assert (done.message, done.token) == ("m", "t")
+    assert cat.register_inferred("py", [tmp_path / "day1.csv"], token="t").duplicate
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"features": {"n": {"dtype": "int64"}}}))
+    refused = CliRunner().invoke(app, ["-C", str(cat.root), "register", "x", "--schema", str(schema), "-m", "m"])
+    assert refused.exit_code == 2  # a registration alone commits no data: said, not ignored

@@ -15,7 +15,7 @@ import catalog.migrations.runner as migrations
 from catalog import Catalog, faults
 from catalog import manifest as mf
 from catalog.cli import app
-from catalog.errors import CommitConflictError
+from catalog.errors import AppendError, CommitConflictError, ValidationError
 from catalog.manifest import INTENTS
 
 pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
@@ -76,7 +76,7 @@ def test_data_in_a_schema_from_before_a_migration_names_both_versions(cat: Catal
     Catalog.open(cat.root).dataset("events").migrate(tmp_path / "m", rename=["text:caption"], workers=1)
     fresh = Catalog.open(cat.root).dataset("events")  # validates against schema version 2
     version = fresh.version
-    with pytest.raises(CommitConflictError) as err:
+    with pytest.raises(ValidationError if form == "rows" else AppendError) as err:  # bad data, no conflict (issue 30)
         if form == "rows":
             fresh.append_rows([{"id": 7, "text": "x"}])
         else:
@@ -172,3 +172,42 @@ def test_a_script_with_bad_operation_arguments_is_one_line(tmp_path: Path, line:
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.startswith(f"error: {script}: {said}")
     assert cat.dataset("d").version == 2
+
+
+ADD_REQUIRED = (
+    "from catalog.migrate import AddField\n\n"
+    'operations = [AddField("n", {"dtype": "int64"}, fn=lambda row: row["id"] * 2)]\n'
+)
+OLD_ROW_SAYS = "this data is in schema version 1 of 'events', which is at schema version 2 now"
+
+
+@pytest.mark.parametrize("handle", ["migrating", "fresh", "stale"])
+def test_rows_in_the_old_feature_set_after_a_migration_are_a_validation_error(
+    cat: Catalog, tmp_path: Path, handle: str
+) -> None:
+    # issue 30: rows missing the feature a migration added raised CommitConflictError, the same
+    # rows with one unknown key more ValidationError; a conflict is only a concurrent commit
+    stale = cat.dataset("events")  # opened before the migration
+    (tmp_path / "m" / "events").mkdir(parents=True)
+    (tmp_path / "m" / "events" / "0001_n.py").write_text(ADD_REQUIRED)
+    migrating = cat.dataset("events")
+    migrating.migrate(tmp_path / "m", workers=1)
+    ds = {"migrating": migrating, "fresh": Catalog.open(cat.root).dataset("events"), "stale": stale}[handle]
+    version = Catalog.open(cat.root).dataset("events").version
+    with pytest.raises(ValidationError, match=rf"row 0: feature 'n': missing .*; {OLD_ROW_SAYS}") as err:
+        ds.append_rows([{"id": 1, "text": "a"}])
+    assert not isinstance(err.value, CommitConflictError)
+    with pytest.raises(ValidationError, match=r"^row 0: feature 'n': missing \(the feature has no default\)$"):
+        ds.append_rows([{"id": 1, "text": "a", "nope": 1}])
+    with pytest.raises(ValidationError, match=rf"feature 'n': missing.*; {OLD_ROW_SAYS}"):
+        ds.append_rows({"id": [1, 2], "text": ["a", "b"]})  # a dict of columns
+    (tmp_path / "old.jsonl").write_text(json.dumps({"id": 7, "text": "x"}) + "\n")
+    (tmp_path / "old.csv").write_text("id,text\n7,x\n")
+    with pytest.raises(AppendError, match=rf"old\.jsonl: record 0 \(line 1\): feature 'n': missing.*; {OLD_ROW_SAYS}"):
+        ds.append_files([tmp_path / "old.jsonl"])
+    with pytest.raises(AppendError, match=r"old\.csv: line 1: no column 'n', and the feature has no default"):
+        ds.append_files([tmp_path / "old.csv"])
+    result = runner.invoke(app, ["-C", str(cat.root), "append", "events", str(tmp_path / "old.jsonl")])
+    assert result.exit_code == 1 and OLD_ROW_SAYS in result.stderr
+    assert Catalog.open(cat.root).dataset("events").version == version  # nothing registered
+    assert ds.append_rows([{"id": 1, "text": "a", "n": 2}]).schema_version == 2  # rows in the new schema land

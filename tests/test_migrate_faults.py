@@ -36,7 +36,7 @@ import catalog.readers.files as reader_files
 from catalog import Catalog, Commit, Dataset
 from catalog import manifest as mf
 from catalog.cli import app
-from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
+from catalog.errors import CatalogError, ValidationError, VersionNotFoundError
 from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, INTENTS, SCHEMA_VERSIONS, SHARDS, utcnow
 from catalog.storage import intent_of
 
@@ -660,13 +660,13 @@ def test_appends_racing_a_migration_are_all_migrated(root: Path, mdir: Path, tmp
         assert [r["id"] for r in ds.read(version=final - 1)] == all_ids
         assert all("text" in r for r in ds.read(version=final - 1))
 
-        # The old handle's next append is refused, naming both schema versions; nothing lands.
+        # The old handle's next append is validated against the schema now (issue 30: bad rows,
+        # no conflict): its rows in the old schema are refused, naming both versions; nothing lands.
         files = data_files(cat)
-        with pytest.raises(CommitConflictError) as err:
+        with pytest.raises(ValidationError) as err:
             load(handle, [999])
         msg = str(err.value)
         assert "schema version 1" in msg and "schema version 2" in msg, msg
-        assert "nothing was registered" in msg
         assert cat.dataset(NAME).version == final
         assert data_files(cat) == files == registered(cat) and intents(cat) == []
         # A fresh handle appends in the new schema.

@@ -313,7 +313,7 @@ def test_tags_in_python(loaded: Path) -> None:
         assert ds.info("3").version == 3  # digits are a number, never a tag
         gone = ds.untag("run-42")
         assert (gone.name, gone.version) == ("run-42", 3) and ds.tags() == []
-        with pytest.raises(VersionNotFoundError, match=r"dataset 'd' has no tag 'run-42' \(it has no tags\)"):
+        with pytest.raises(VersionNotFoundError, match=r"has no tag 'run-42' \(no tags; versions: 1 to 5\)"):
             ds.read(version="run-42").__next__()
 
 
@@ -326,11 +326,11 @@ def test_tags_in_python(loaded: Path) -> None:
         (["tag", "d", "a" * 129], "error: invalid tag 'aaaa"),
         (["tag", "d", "old", "--version", "1"], "error: tag 'old' of 'd' already names version 2; tags never move"),
         (["tag", "d", "new", "--version", "99"], "error: cannot tag: dataset 'd' has no version 99"),
-        (["tag", "d", "new", "--version", "nope"], "error: cannot tag: dataset 'd' has no tag 'nope' (tags: old)"),
-        (["tag", "d", "nope", "--delete"], "error: dataset 'd' has no tag 'nope' (tags: old)\n"),
-        (["cat", "d", "--version", "olf"], "error: dataset 'd' has no tag 'olf' (tags: old)\n"),
-        (["show", "d", "--version", "x y"], "error: dataset 'd': 'x y' is neither a version number nor a tag\n"),
-        (["restore", "d", "--version", "nope"], "error: dataset 'd' has no tag 'nope' (tags: old)\n"),
+        (["tag", "d", "new", "--version", "nope"], "error: cannot tag: dataset 'd' has no tag 'nope' (tags: old; v"),
+        (["tag", "d", "nope", "--delete"], "error: dataset 'd' has no tag 'nope' (tags: old; versions: 1 to 5)\n"),
+        (["cat", "d", "--version", "olf"], "error: dataset 'd' has no tag 'olf' (tags: old; versions: 1 to 5)\n"),
+        (["show", "d", "--version", "x y"], "error: dataset 'd': 'x y' is neither a version number nor a tag ("),
+        (["restore", "d", "--version", "nope"], "error: dataset 'd' has no tag 'nope' (tags: old; versions: 1 to 5)\n"),
         (["tags", "e"], "error: no dataset named 'e'"),
     ],
 )
@@ -548,3 +548,36 @@ def test_last_commit_is_the_histories_last(loaded: Path) -> None:
         assert last.records_removed > 0 and last.shards_removed > 1
         cat.gc(keep_versions=1)
         assert ds.last_commit() == ds.history()[-1]
+
+
+HAS = "(splits: test, train, validation; tags: old; versions: 1 to 5)\n"
+VERSIONS = "(versions: 1 to 5; tags: old)\n"
+D = "error: dataset 'd'"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["stats", "d", "--compare", "train", "valid"], f"{D} has no split, tag or version 'valid' {HAS}"),
+        (["stats", "d", "--compare", "99", "train"], f"error: dataset 'd' has no version 99 {VERSIONS}"),
+        (
+            ["stats", "d", "--compare", "train", "valid@2"],
+            "error: no split 'valid' in dataset 'd' version 2 (splits: train)\n",
+        ),
+        (["cat", "d", "--version", "olf"], "error: dataset 'd' has no tag 'olf' (tags: old; versions: 1 to 5)\n"),
+        (["cat", "d", "--version", "9"], f"error: dataset 'd' has no version 9 {VERSIONS}"),
+        (["show", "d", "--version", "x y"], f"{D}: 'x y' is neither a version number nor a tag {VERSIONS}"),
+    ],
+)
+def test_an_unknown_version_tag_or_split_says_what_exists(loaded: Path, args: list[str], says: str) -> None:
+    c(loaded, "tag", "d", "old", "--version", "2")
+    assert one_line_error(c(loaded, *args, ok=False), says) == says
+
+
+def test_compare_stats_in_python_says_what_exists(loaded: Path) -> None:
+    with Catalog.open(loaded) as cat:
+        ds = cat.dataset("d")
+        said = r"has no split, tag or version 'valid' \(splits: test, train, validation; no tags; versions: 1 to 5\)"
+        with pytest.raises(VersionNotFoundError, match=said):
+            ds.compare_stats("train", "valid")
+        assert [f.name for f in ds.compare_stats("train", "validation").features] == ["id", "s"]

@@ -364,7 +364,8 @@ def test_compare_versions_and_splits(cat: Catalog) -> None:
     text = run("-C", cat.root, "stats", "d", "--compare", "train", "test")
     assert text.exit_code == 0 and " !" in text.stdout
     bad = run("-C", cat.root, "stats", "d", "--compare", "train", "nope")
-    assert bad.exit_code == 1 and bad.stderr.startswith("error: dataset 'd' has no tag 'nope'")
+    said = "error: dataset 'd' has no split, tag or version 'nope' (splits: test, train; "
+    assert bad.exit_code == 1 and bad.stderr.startswith(said)
 
 
 def test_damaged_statistics_are_left_out_and_recomputed(cat: Catalog) -> None:
@@ -722,7 +723,9 @@ def test_a_stored_range_check_on_text_still_reads(cat: Catalog) -> None:
         conn.execute("UPDATE schema_versions SET schema_json = ?", (json.dumps(stored),))
     again = Catalog.open(cat.root).dataset("d")
     assert list(again.read()) == [{"s": "a", "x": 1}]
-    assert again.append_rows([{"s": "b", "x": 2}], check="fail").records == 1
+    # the text range applies to nothing, so the default L-infinity limit does (issue 30): warned
+    warned = again.append_rows([{"s": "b", "x": 2}], check="warn")
+    assert warned.records == 1 and "(the default)" in warned.warnings[0]
     assert run("-C", cat.root, "verify").exit_code == 0
     again.migrate(add=["z:int64=0"])  # the stored check comes along in the new version: tolerated
     assert Catalog.open(cat.root).dataset("d").version == 4
@@ -732,3 +735,50 @@ def test_shard_limits_take_numpy_integers(cat: Catalog) -> None:
     ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}})
     commit = ds.append_rows([{"x": i} for i in range(8)], shard_records=np.int64(4), shard_size=np.int64(1 << 20))
     assert commit.shard_count == 2
+
+
+def test_check_without_thresholds_uses_the_default_and_says_what_it_compared(cat: Catalog, tmp_path: Path) -> None:
+    """issue 30: `append --check` on a schema without checks committed drifted data and said nothing."""
+    ds = cat.register("d", {"features": {"x": {"dtype": "float32"}, "y": {"dtype": "int64"}}})  # no checks
+    rng = np.random.default_rng(7)
+    ds.append_rows({"x": rng.normal(0, 1, 2000).astype(np.float32), "y": rng.integers(0, 3, 2000)})
+    shifted = tmp_path / "shifted.jsonl"
+    shifted.write_text("".join(json.dumps({"x": float(v), "y": 1}) + "\n" for v in rng.normal(3, 1, 500)))
+    same = tmp_path / "same.jsonl"
+    similar = ({"x": float(v), "y": int(rng.integers(0, 3))} for v in rng.normal(0, 1, 500))
+    same.write_text("".join(json.dumps(r) + "\n" for r in similar))
+    refused = run("-C", cat.root, "append", "d", shifted, "--check")
+    assert refused.exit_code == 1 and refused.stderr.count("\n") == 1, refused.output
+    assert refused.stderr.startswith("error: dataset 'd': append refused by --check: feature 'x': L-infinity distance")
+    assert "is above the limit 0.1 (the default)" in refused.stderr
+    assert cat.dataset("d").version == 2
+    passed = run("-C", cat.root, "append", "d", same, "--check")
+    assert passed.exit_code == 0, passed.output
+    lines = passed.stderr.splitlines()
+    assert lines[0] == "checked 500 new records against version 2 (split 'train', 2000 records):"
+    assert lines[1].startswith("  feature 'x': L-infinity distance ") and lines[1].endswith(" (limit 0.1, the default)")
+    assert lines[2].startswith("  feature 'y': L-infinity distance ")
+    again = tmp_path / "again.jsonl"
+    again.write_text(same.read_text() + '{"x": 0.5, "y": 2}\n')  # other bytes: not the same input twice
+    doc = json.loads(run("-C", cat.root, "append", "d", again, "--check=warn", "--json").stdout)
+    assert doc["check"]["against"] == {"version": 3, "split": "train", "records": 2500}
+    measured = [(f["feature"], f["check"], f["limit"], f["default"]) for f in doc["check"]["features"]]
+    assert measured == [("x", "linf", 0.1, True), ("y", "linf", 0.1, True)]
+    commit = ds.append_rows({"x": rng.normal(0, 1, 500).astype(np.float32), "y": np.ones(500, np.int64)}, check="warn")
+    assert commit.check is not None and [w for w in commit.warnings if "'y'" in w]  # y: all ones now
+
+
+def test_check_with_nothing_to_compare_is_refused(cat: Catalog, tmp_path: Path) -> None:
+    ds = cat.register("e", {"features": {"x": {"dtype": "float32"}}})
+    (tmp_path / "a.jsonl").write_text('{"x": 1.0}\n')
+    said = (
+        "error: dataset 'e': --check has nothing to check: no records to compare the new ones with, and the schema "
+        "sets no max_missing, min or max checks; append without --check, or declare checks in the schema\n"
+    )
+    result = run("-C", cat.root, "append", "e", tmp_path / "a.jsonl", "--check")
+    assert (result.exit_code, result.stderr) == (1, said)
+    with pytest.raises(CheckError, match="--check has nothing to check"):
+        ds.append_rows([{"x": 1.0}], check="warn")
+    assert cat.dataset("e").version == 1
+    ok = cat.register("f", {"features": {"x": {"dtype": "float32", "checks": {"min": 0}}}})
+    assert ok.append_rows([{"x": 1.0}], check="fail").check is not None  # a range needs nothing to compare with

@@ -324,3 +324,18 @@ def test_import_order_does_not_matter(tf: Any) -> None:
             pytest.fail(f"{imports!r}: subprocess timed out")
         assert proc.returncode == 0, f"{imports!r} failed:\n{err[-3000:]}"
         assert "IMPORT-ORDER-OK" in out
+
+
+def test_to_tf_feature_spec_is_exported_from_catalog(tf: Any, tmp_path: Path) -> None:
+    """issue 30: what make_batched_features_dataset needs, from `catalog` itself (was only in catalog.schema)."""
+    import catalog
+    from catalog import Catalog, to_tf_feature_spec
+
+    assert "to_tf_feature_spec" in catalog.__all__
+    cat = Catalog.init(tmp_path / "c")
+    ds = cat.register("d", {"features": {"x": {"dtype": "float32"}, "y": {"dtype": "int64", "default": -1}}})
+    ds.append_rows([{"x": 0.5, "y": 1}, {"x": 1.5}])
+    spec = to_tf_feature_spec(ds.schema.feature_spec(), tf)
+    batches = tf.data.experimental.make_batched_features_dataset(ds.files(), 2, spec, num_epochs=1, shuffle=False)
+    batch = next(iter(batches))
+    assert batch["x"].numpy().tolist() == [0.5, 1.5] and batch["y"].numpy().tolist() == [1, -1]

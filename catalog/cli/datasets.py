@@ -54,6 +54,10 @@ def register(
         Literal["none", "gzip", "zlib"],
         typer.Option("--compression", case_sensitive=False, help="How its shards are stored."),
     ] = "none",
+    token: Annotated[
+        str | None, typer.Option("--token", help="With --infer: the inputs' commit's idempotency token.")
+    ] = None,
+    message: Message = "",
     as_json: AsJson = False,
 ) -> Output:
     """Register a dataset with its schema (dataset version 1, schema version 1), or with the
@@ -64,9 +68,13 @@ def register(
         raise typer.BadParameter("--infer needs inputs, and inputs need --infer", param_hint="--infer")
     cat = open_catalog()
     if schema is not None:
+        if token is not None or message:  # a registration alone writes no data: nothing to retry or describe
+            raise typer.BadParameter("-m/--token apply to --infer's commit of the inputs", param_hint="-m/--token")
         ds = cat.register(name, schema, description, compression)
         return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
-    commit = cat.register_inferred(name, inputs or [], description, split=split, compression=compression)
+    commit = cat.register_inferred(
+        name, inputs or [], description, split=split, compression=compression, token=token, message=message
+    )
     inferred = cat.dataset(name).schema.to_json()
     text = [f"registered {name} with an inferred schema:", *_schema_text(inferred)]
     text.append(f"committed: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards")
@@ -230,8 +238,8 @@ def append(
 
 
 def _append_output(name: str, commit: Commit) -> Output:
-    """The commit, and on stderr the checks it broke (``--check=warn``)."""
-    warned = "\n".join(f"warning: {w}" for w in commit.warnings) or None
+    """The commit, and on stderr what ``--check`` compared and what it broke (``--check=warn``)."""
+    warned = "\n".join([*commit.checked, *(f"warning: {w}" for w in commit.warnings)]) or None
     return Output(text=_append_text(name, commit), json=commit.to_json, summary=warned)
 
 

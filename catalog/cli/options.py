@@ -133,7 +133,8 @@ CheckMode = Annotated[
         "--check",
         metavar="[=fail|warn]",
         help="Compare the new data's statistics with the dataset's before committing (the schema's checks, "
-        "--max-linf): refuse (fail, also --check alone) or commit and warn.",
+        "--max-linf, else an L-infinity limit of 0.1 on every feature); print what was compared; refuse "
+        "(fail, also --check alone) or commit and warn.",
     ),
 ]
 MaxLinf = Annotated[

@@ -4,6 +4,7 @@ public `Catalog` and `Dataset` (catalog.api) extend these with the operations.""
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,7 +29,12 @@ from catalog.commit.values import (
     VersionRef,
     validate_name,
 )
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, VersionNotFoundError
+from catalog.errors import (
+    CatalogError,
+    DatasetNotFoundError,
+    ValidationError,
+    VersionNotFoundError,
+)
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
@@ -157,11 +163,23 @@ def explain_with(
             fits(Schema.from_json(doc))
         except CatalogError:
             continue
-        return CommitConflictError(
-            f"{error}; this data is in schema version {version} of {name!r}, which is at schema version "
+        note = (
+            f"this data is in schema version {version} of {name!r}, which is at schema version "
             f"{schema_version} now (migrated): migrate the data, or write it in the new schema"
         )
+        return _noted(error, note)
     return error
+
+
+def _noted(error: CatalogError, note: str) -> CatalogError:
+    """``error`` with ``note`` after its message, of its own class and fields: data that breaks
+    the schema stays a ValidationError (or an input's AppendError) when it fits an older one;
+    a conflict is only a concurrent commit."""
+    better = copy.copy(error)
+    better.args = (f"{error}; {note}",)
+    if isinstance(better, ValidationError):
+        better.reason = f"{better.reason}; {note}"
+    return better
 
 
 def raise_explained(ds: Any, error: CatalogError, fits: Callable[[Schema], object]) -> NoReturn:
@@ -201,7 +219,7 @@ def resolve_version(conn: Connection, dataset_id: int, name: str, version: Versi
         select(COMMITS.c.schema_version).where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version == number)
     ).scalar_one_or_none()
     if sv is None:
-        raise VersionNotFoundError(f"dataset {name!r} has no version {number}")
+        raise VersionNotFoundError(f"dataset {name!r} has no version {number} ({what_exists(conn, dataset_id)})")
     return number, sv
 
 
@@ -218,10 +236,12 @@ def _version_number(conn: Connection, dataset_id: int, name: str, version: int |
         version = int(version)
     if isinstance(version, int) and not isinstance(version, bool):
         if not 0 <= version < 1 << 63:  # beyond SQLite's integers: no such version, not an OverflowError
-            raise VersionNotFoundError(f"dataset {name!r} has no version {version}")
+            raise VersionNotFoundError(f"dataset {name!r} has no version {version} ({what_exists(conn, dataset_id)})")
         return version
     if not isinstance(version, str) or not TAG_RE.fullmatch(version):
-        raise VersionNotFoundError(f"dataset {name!r}: {version!r} is neither a version number nor a tag")
+        raise VersionNotFoundError(
+            f"dataset {name!r}: {version!r} is neither a version number nor a tag ({what_exists(conn, dataset_id)})"
+        )
     number = conn.execute(
         select(TAGS.c.version).where(TAGS.c.dataset_id == dataset_id, TAGS.c.name == version)
     ).scalar_one_or_none()
@@ -231,8 +251,35 @@ def _version_number(conn: Connection, dataset_id: int, name: str, version: int |
 
 
 def unknown_tag(conn: Connection, dataset_id: int, name: str, tag: str) -> VersionNotFoundError:
-    """The error for a tag dataset ``name`` does not have, naming those it has."""
-    return VersionNotFoundError(f"dataset {name!r} has no tag {tag!r} ({_tag_names(conn, dataset_id)})")
+    """The error for a tag dataset ``name`` does not have, naming those it has and its versions."""
+    have = f"{_tag_names(conn, dataset_id)}; {_version_range(conn, dataset_id)}"
+    return VersionNotFoundError(f"dataset {name!r} has no tag {tag!r} ({have})")
+
+
+def unknown_name(
+    conn: Connection, dataset_id: int, name: str, spec: str, splits: Iterable[str]
+) -> VersionNotFoundError:
+    """The error for a name that may be a split, a tag or a version (``stats --compare``) and is
+    none of them, naming what the dataset has of each."""
+    have = f"splits: {', '.join(sorted(splits)) or 'none'}; {_tag_names(conn, dataset_id)}"
+    return VersionNotFoundError(
+        f"dataset {name!r} has no split, tag or version {spec!r} ({have}; {_version_range(conn, dataset_id)})"
+    )
+
+
+def what_exists(conn: Connection, dataset_id: int) -> str:
+    """The dataset's versions and tags, for an error about a version that is not there."""
+    return f"{_version_range(conn, dataset_id)}; {_tag_names(conn, dataset_id)}"
+
+
+def _version_range(conn: Connection, dataset_id: int) -> str:
+    """The dataset's versions, "versions: 1 to 5" (gapless: the first and the last say them all)."""
+    first, last = conn.execute(
+        select(func.min(COMMITS.c.version), func.max(COMMITS.c.version)).where(COMMITS.c.dataset_id == dataset_id)
+    ).one()
+    if last is None:
+        return "no versions"
+    return f"versions: {first}" if first == last else f"versions: {first} to {last}"
 
 
 def _tag_names(conn: Connection, dataset_id: int, most: int = 10) -> str:
@@ -243,7 +290,7 @@ def _tag_names(conn: Connection, dataset_id: int, most: int = 10) -> str:
         ).scalars()
     )
     if not names:
-        return "it has no tags"
+        return "no tags"
     more = ", ..." if len(names) > most else ""
     return "tags: " + ", ".join(names[:most]) + more
 
@@ -258,8 +305,9 @@ def tags_of(conn: Connection, dataset_id: int, name: str) -> list[Tag]:
 
 
 class DatasetHandle:
-    """One dataset. It pins the schema version it read: appends validated against it fail
-    at commit if a newer schema version was committed meanwhile."""
+    """One dataset. It pins the schema version it read until its next append starts, which
+    follows a migration committed since (rows are validated against the current schema); an
+    append fails at commit if a newer schema version was committed while it wrote."""
 
     def __init__(
         self,
@@ -338,7 +386,7 @@ class DatasetHandle:
 
     def explain(self, error: CatalogError, fits: Callable[[Schema], object]) -> CatalogError:
         """``error``, or, when the data fits an older schema version (``fits`` does not raise),
-        a CommitConflictError naming that version and the current one: data written for the
+        ``error`` (of its class) naming that version and the current one: data written for the
         dataset as it was before a migration."""
         return explain_with(self.name, self.schema_version, self.older_schemas(), error, fits)
 
@@ -419,6 +467,20 @@ class DatasetHandle:
             shards_removed=minus.shards,
             tags=tuple(tags),
         )
+
+    def follow_schema(self, conn: Connection, schema_version: int) -> None:
+        """Move the handle to ``schema_version`` (the dataset's now, read in ``conn``), and to
+        its compression: an append that starts after a migration writes in the new schema."""
+        if schema_version == self.schema_version:
+            return
+        compression = conn.execute(select(DATASETS.c.compression).where(DATASETS.c.id == self.id)).scalar_one()
+        self.schema = load_schema(conn, self.id, schema_version)
+        self.schema_version, self.compression = schema_version, compression
+
+    def unknown_name(self, spec: str, splits: Iterable[str]) -> VersionNotFoundError:
+        """The error for ``spec`` that names no split, tag or version of the dataset: see unknown_name."""
+        with mf.read_txn(self.catalog.engine) as conn:
+            return unknown_name(conn, self.id, self.name, spec, splits)
 
     def tags(self) -> list[Tag]:
         """The dataset's tags (name -> version), by version then name."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import delete, insert, select
 
@@ -14,9 +15,9 @@ from catalog.commit.handles import DatasetHandle, live_at, load_schema
 from catalog.commit.values import SHARD_CHUNK, VersionRef
 from catalog.errors import CatalogError, CheckError
 from catalog.manifest import COMMITS, SHARD_STATS, SHARDS
-from catalog.schema import Schema
+from catalog.schema import Feature, Schema
 from catalog.stats import DatasetStats, merged
-from catalog.stats.drift import Violation, check
+from catalog.stats.drift import Violation, measure
 from catalog.storage import ShardFile
 
 
@@ -202,20 +203,92 @@ class DriftCheck:
             raise CatalogError(f"--max-linf is a distance between 0 and 1, got {self.max_linf}")
 
 
-def drift_violations(ds: DatasetHandle, files: list[ShardFile], split: str, spec: DriftCheck) -> list[Violation]:
-    """What the new shards' records break of the schema's checks, against the dataset's
-    current statistics (of ``split`` when it has records, else of every split)."""
+# `append --check` with no threshold anywhere (no "checks" in the schema that apply, no
+# --max-linf) limits every feature's L-infinity distance to this: TFDV's usual threshold, and
+# the distance `stats --compare` marks.
+DEFAULT_MAX_LINF = 0.1
+_NO_COMPARE = ("max_missing", "min", "max")  # checks of the new records alone
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``append --check`` compared: the new records' figures against their limits, and
+    the statistics they were compared with (``version``, ``split``: None, all splits)."""
+
+    version: int
+    split: str | None
+    records: int  # of the data compared with
+    new_records: int
+    measured: tuple[Violation, ...]
+
+    @property
+    def violations(self) -> list[Violation]:
+        return [v for v in self.measured if v.broken]
+
+    def lines(self) -> list[str]:
+        where = f"split {self.split!r}" if self.split is not None else "all splits"
+        against = f"version {self.version} ({where}, {self.records} records)"
+        out = [f"checked {self.new_records} new records against {against}:"]
+        features: dict[str, list[str]] = {}
+        for v in self.measured:
+            features.setdefault(v.feature, []).append(v.measured())
+        out += [f"  feature {name!r}: {', '.join(figures)}" for name, figures in features.items()]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        against = {"version": self.version, "split": self.split, "records": self.records}
+        return {"against": against, "records": self.new_records, "features": [v.to_json() for v in self.measured]}
+
+
+def _applying(feat: Feature) -> dict[str, float]:
+    """The feature's checks that apply to it (a range on text, stored by an earlier version, does not)."""
+    numeric = feat.tensor or feat.dtype in ("int64", "float32")
+    return {k: v for k, v in (feat.checks or ()) if numeric or k not in ("min", "max")}
+
+
+def _limits(ds: DatasetHandle, spec: DriftCheck) -> tuple[float | None, bool]:
+    """The L-infinity limit of features without their own, and whether it is the default."""
+    if spec.max_linf is not None:
+        return spec.max_linf, False
+    if any(_applying(f) for f in ds.schema.all_features.values()):
+        return None, False
+    return DEFAULT_MAX_LINF, True
+
+
+def _nothing_to_check(ds: DatasetHandle, why: str) -> CheckError:
+    return CheckError(
+        f"dataset {ds.name!r}: --check has nothing to check: {why}, and the schema sets no max_missing, min or "
+        "max checks; append without --check, or declare checks in the schema"
+    )
+
+
+def check_possible(ds: DatasetHandle, spec: DriftCheck) -> None:
+    """Refuse ``--check`` before anything is written when it could compare nothing: no records
+    to compare with and no check of the new records alone."""
+    if ds.info().records or any(set(_applying(f)) & set(_NO_COMPARE) for f in ds.schema.all_features.values()):
+        return
+    raise _nothing_to_check(ds, "no records to compare the new ones with")
+
+
+def drift_check(ds: DatasetHandle, files: list[ShardFile], split: str, spec: DriftCheck) -> CheckReport:
+    """The new shards' records against the schema's checks (else ``spec.max_linf``, else the
+    default limit), compared with the dataset's current statistics (of ``split`` when it has
+    records, else of every split)."""
     if any(f.stats is None for f in files):
         raise CatalogError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
     new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
     here = ds.info()  # the splits from the manifest's totals: one merge, of the split's or of all
-    current = version_stats(ds, here.version, split if split in (here.splits or {}) else None)
+    side = split if split in (here.splits or {}) else None
+    current = version_stats(ds, here.version, side)
+    max_linf, default = _limits(ds, spec)
     out: list[Violation] = []
     for name, feat in ds.schema.all_features.items():
-        checks = dict(feat.checks or ())
-        if (checks or spec.max_linf is not None) and name in new.features:
-            out += check(name, new.features[name], current.stats.features.get(name), checks, spec.max_linf)
-    return out
+        checks = _applying(feat)
+        if (checks or max_linf is not None) and name in new.features:
+            out += measure(name, new.features[name], current.stats.features.get(name), checks, max_linf, default)
+    if not out:
+        raise _nothing_to_check(ds, "no feature of the new records could be compared with the dataset's")
+    return CheckReport(here.version, side, current.records, sum(f.records for f in files), tuple(out))
 
 
 def refuse(ds: DatasetHandle, violations: list[Violation]) -> CheckError:

@@ -90,6 +90,9 @@ class Commit:
     copied: tuple[str, ...] | None = None
     # append --check=warn: the checks the new data broke, one line each (committed all the same)
     warnings: tuple[str, ...] = ()
+    # append --check: what it compared (CheckReport.to_json), and the same as lines of text
+    check: dict[str, Any] | None = None
+    checked: tuple[str, ...] = ()
 
     def to_json(self, with_shards: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -117,6 +120,8 @@ class Commit:
             out["duplicate"] = self.duplicate
         if self.warnings:
             out["warnings"] = list(self.warnings)
+        if self.check is not None:
+            out["check"] = self.check
         if self.linked is not None:
             out["linked"] = list(self.linked)
             out["copied"] = list(self.copied or ())

@@ -92,7 +92,7 @@ class RowInference:
         if not t.present:
             raise SchemaError("no value in any row: its type cannot be told (declare it in a schema)", name)
         optional = t.present < self.rows
-        if t.arrays:
+        if t.arrays or "bool" in t.kinds:  # true/false values have no list type: a bool tensor holds them
             return _tensor(name, t, optional)
         if not t.typed and ("str" in t.kinds or (() in t.shapes and len(t.shapes) > 1)):
             return Feature(name, "string", optional=optional)  # a cell that is no number (or list): text
@@ -119,10 +119,10 @@ class RowInference:
 
 
 def _exact_array(value: Any) -> bool:
-    """An array kept exactly, as a tensor of its dtype: numeric, not int64/float32 (list types)."""
+    """An array kept exactly, as a tensor of its dtype: numeric or bool, not int64/float32 (list types)."""
     return (
         isinstance(value, np.ndarray)
-        and value.dtype.kind in "iufc"
+        and value.dtype.kind in "biufc"
         and value.ndim >= 1
         and value.dtype not in (np.int64, np.float32)
     )
@@ -148,8 +148,8 @@ def _walk(name: str, value: Any) -> tuple[tuple[int, ...], list[Any]]:
 
 
 def _kind(name: str, leaf: Any) -> str:
-    if isinstance(leaf, (bool, np.bool_)):
-        raise SchemaError("true/false values have no tf.train.Example type: write them as 0 and 1", name)
+    if isinstance(leaf, (bool, np.bool_)):  # before int: a bool is an int to Python
+        return "bool"
     if isinstance(leaf, (int, np.integer)):
         if not -(1 << 63) <= int(leaf) < (1 << 63):
             raise SchemaError(f"integer {int(leaf)} is out of int64 range", name)
@@ -166,15 +166,18 @@ def _kind(name: str, leaf: Any) -> str:
 
 
 def _tensor(name: str, t: _Tally, optional: bool) -> Feature:
-    if t.kinds or len(t.arrays) > 1:
-        kinds = sorted(t.arrays | t.kinds)
-        raise SchemaError(f"arrays and values of different types: {', '.join(kinds)}", name)
+    """Arrays of one dtype, or true/false values (Python's, NumPy's, lists of them): a bool tensor."""
+    dtypes = t.arrays | (t.kinds & {"bool"})
+    others = t.kinds - {"bool"}
+    if others or len(dtypes) > 1:
+        what = "arrays and values" if t.arrays else "values"
+        raise SchemaError(f"{what} of different types: {', '.join(sorted(dtypes | others))}", name)
     ranks = {len(s) for s in t.shapes}
     if len(ranks) > 1:
         raise SchemaError(f"arrays of different ranks: {', '.join(str(r) for r in sorted(ranks))}", name)
     dims = list(zip(*t.shapes, strict=True))
     shape = tuple(d[0] if len(set(d)) == 1 else None for d in dims)
-    return Feature(name, t.arrays.pop(), shape, tensor=True, optional=optional)
+    return Feature(name, dtypes.pop(), shape, tensor=True, optional=optional)
 
 
 def infer_columns(obj: Any) -> list[Feature]:

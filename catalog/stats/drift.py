@@ -103,23 +103,40 @@ def _changed_values(a: FeatureStats, b: FeatureStats, limit: int = 10) -> tuple[
     return new, vanished
 
 
+_WHAT = {"max_missing": "missing rate", "linf": "L-infinity distance", "min": "minimum", "max": "maximum"}
+
+
 @dataclass(frozen=True)
 class Violation:
+    """One figure of new data against one limit (``append --check``); ``broken``: beyond it.
+    ``default``: the limit is the default one (the schema sets no checks, no --max-linf)."""
+
     feature: str
     check: str
     found: float
     limit: float
+    broken: bool = True
+    default: bool = False
 
     def message(self) -> str:
         if self.check == "finite":
             shown = f"{self.found:,.0f} NaN or infinite values"
             return f"feature {self.feature!r}: {shown} outside its range (min/max checks)"
-        what = {"max_missing": "missing rate", "linf": "L-infinity distance", "min": "minimum", "max": "maximum"}
         side = "above" if self.check in ("max_missing", "linf", "max") else "below"
-        return f"feature {self.feature!r}: {what[self.check]} {self.found:.6g} is {side} the limit {self.limit:g}"
+        limit = f"{self.limit:g}" + (" (the default)" if self.default else "")
+        return f"feature {self.feature!r}: {_WHAT[self.check]} {self.found:.6g} is {side} the limit {limit}"
+
+    def measured(self) -> str:
+        """What was compared, within its limit or not: "L-infinity distance 0.03 (limit 0.1)"."""
+        if self.check == "finite":
+            return f"{self.found:,.0f} NaN or infinite values (min/max checks: none allowed)"
+        return f"{_WHAT[self.check]} {self.found:.6g} (limit {self.limit:g}{', the default' if self.default else ''})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"feature": self.feature, "check": self.check, "found": self.found, "limit": self.limit}
+        return {
+            "feature": self.feature, "check": self.check, "found": self.found, "limit": self.limit,
+            "broken": self.broken, "default": self.default,
+        }  # fmt: skip
 
 
 def check(
@@ -127,19 +144,34 @@ def check(
 ) -> list[Violation]:
     """What the new records of feature ``name`` break of its ``checks`` (and ``max_linf``,
     for a feature without a ``linf`` check of its own)."""
+    return [v for v in measure(name, new, current, checks, max_linf) if v.broken]
+
+
+def measure(
+    name: str,
+    new: FeatureStats,
+    current: FeatureStats | None,
+    checks: dict[str, float],
+    max_linf: float | None,
+    default: bool = False,
+) -> list[Violation]:
+    """Every figure of the new records of feature ``name`` that a check of it compares, broken
+    or not (``default``: ``max_linf`` is the default limit, not one asked for)."""
     out: list[Violation] = []
-    if "max_missing" in checks and missing_rate(new) > checks["max_missing"]:
-        out.append(Violation(name, "max_missing", missing_rate(new), checks["max_missing"]))
+    if "max_missing" in checks:
+        rate = missing_rate(new)
+        out.append(Violation(name, "max_missing", rate, checks["max_missing"], bool(rate > checks["max_missing"])))
     lo, hi = new.values.min, new.values.max
-    if new.numeric and "min" in checks and lo is not None and lo < checks["min"]:
-        out.append(Violation(name, "min", float(lo), checks["min"]))
-    if new.numeric and "max" in checks and hi is not None and hi > checks["max"]:
-        out.append(Violation(name, "max", float(hi), checks["max"]))
+    if new.numeric and "min" in checks and lo is not None:
+        out.append(Violation(name, "min", float(lo), checks["min"], bool(lo < checks["min"])))
+    if new.numeric and "max" in checks and hi is not None:
+        out.append(Violation(name, "max", float(hi), checks["max"], bool(hi > checks["max"])))
     if new.numeric and ("min" in checks or "max" in checks) and new.nans + new.infs:  # (min, max: finite values')
         out.append(Violation(name, "finite", float(new.nans + new.infs), 0.0))
-    limit = checks.get("linf", max_linf)
+    own = "linf" in checks
+    limit = checks["linf"] if own else max_linf
     if limit is not None and current is not None and current.records:
         distance = linf(current, new)
-        if distance is not None and distance > limit:
-            out.append(Violation(name, "linf", distance, limit))
+        if distance is not None:
+            out.append(Violation(name, "linf", distance, limit, distance > limit, default and not own))
     return out
