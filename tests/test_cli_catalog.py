@@ -304,7 +304,7 @@ def test_link_adopts_by_hard_link_and_verify_catches_edits(root: Path, tmp_path:
     result = run("-C", str(root), "verify", ok=False)
     assert result.exit_code == 1
     assert result.stdout.startswith(f"unreadable: {shard}: checksum crc32c:")
-    assert result.stderr.startswith("FAILED: 1 shards")
+    assert result.stderr.startswith("FAILED: 1 shard, ")
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in-process", "pool"])
@@ -331,7 +331,7 @@ def test_verify_reports_every_problem(root: Path, tmp_path: Path, workers: list[
     assert ("unregistered", str(stray)) in kinds
     assert doc["ok"] is False
     assert (
-        result.stderr == "FAILED: 4 shards, 1.4 KiB checked: 3 problems, 1 unregistered files\n"
+        result.stderr == "FAILED: 4 shards, 1.4 KiB checked: 3 problems, 1 unregistered file\n"
         or result.stderr.startswith("FAILED: 4 shards")
     )
 
@@ -473,7 +473,7 @@ def test_a_malformed_manifest_page_is_one_line_and_verify_reports_it(marked: Pat
     result = run("-C", str(marked), "verify", ok=False)
     assert result.exit_code == 1
     assert result.stdout == f"manifest: sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
-    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problems\n"
+    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problem\n"
 
 
 @pytest.mark.sqlite_only
@@ -608,3 +608,29 @@ def test_python_api_round_trip(tmp_path: Path) -> None:
     assert [c.kind for c in ds.history()] == ["create", "append", "append"]
     assert ds.verify().ok
     assert [i.name for i in Catalog.open(tmp_path / "c").list()] == ["demo"]
+
+
+def test_verify_counts_retired_shards_apart(root: Path, tmp_path: Path) -> None:
+    """A 4-shard version whose first version's 4 shards were retired by a migration: verify
+    checks all 8 (time travel reads the retired ones) but says which are which."""
+    src = tmp_path / "in.tfrecord"
+    write_tfrecord(src, small_rows(40))
+    run("-C", str(root), "append", "small", str(src), "--shard-records", "10")
+    run("-C", str(root), "migrate", "small", "--add", "h:int64=0")
+    (tmp_path / "other.json").write_text(json.dumps({"features": {"x": {"dtype": "int64"}}}))
+    run("-C", str(root), "register", "other", "--schema", str(tmp_path / "other.json"))
+    src2 = tmp_path / "x.jsonl"
+    src2.write_text('{"x": 1}\n')
+    run("-C", str(root), "append", "other", str(src2))
+    size = sum(p.stat().st_size for p in (root / "data" / "small").iterdir())
+    result = run("-C", str(root), "verify", "small")
+    assert result.stderr == f"ok: 4 shards and 4 retired shards, {size / 1024:.1f} KiB checked: 0 problems\n"
+    doc = json.loads(run("-C", str(root), "verify", "small", "--json").stdout)
+    assert (doc["shards"], doc["retired"], doc["checked"]) == (4, 4, 8)
+    assert doc["datasets"] == {"small": {"shards": 4, "retired": 4}}
+    everything = json.loads(run("-C", str(root), "verify", "--json").stdout)
+    assert (everything["shards"], everything["retired"], everything["checked"]) == (5, 4, 9)
+    assert everything["datasets"] == {"small": {"shards": 4, "retired": 4}, "other": {"shards": 1, "retired": 0}}
+    assert run("-C", str(root), "verify", "other").stderr.startswith("ok: 1 shard, ")
+    report = Catalog.open(root).verify(["small"])
+    assert (report.shards, report.retired, report.checked) == (4, 4, 8)

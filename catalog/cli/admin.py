@@ -11,7 +11,7 @@ import typer
 
 from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, progress_bar, verb
 from catalog.cli.options import AsJson, ExecutorKind, Scheduler, parse_duration
-from catalog.cli.output import Output, human
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.commit.values import GcReport
@@ -102,9 +102,11 @@ def verify(
         report = c.verify(names or None, progress, executor=ex)
     bad = sum(p.problem != "unregistered" for p in report.problems)
     extra = len(report.problems) - bad
-    summary = f"{report.checked} shards, {human(report.bytes)} checked: {bad} problems"
+    # the current versions' shards apart from the retired ones older versions still read
+    retired = f" and {counted(report.retired, 'retired shard')}" if report.retired else ""
+    summary = f"{counted(report.shards, 'shard')}{retired}, {human(report.bytes)} checked: {counted(bad, 'problem')}"
     if extra:
-        summary += f", {extra} unregistered files"
+        summary += f", {counted(extra, 'unregistered file')}"
     if report.not_indexed:
         summary += f", {len(report.not_indexed)} not indexed (`catalog index` indexes them)"
     return Output(

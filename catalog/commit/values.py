@@ -189,9 +189,20 @@ class Problem:
 
 
 @dataclass
+class ShardCount:
+    """A dataset's shards verify checked: its current version's, and the retired ones kept."""
+
+    shards: int = 0
+    retired: int = 0
+
+
+@dataclass
 class VerifyReport:
-    checked: int = 0
+    checked: int = 0  # every shard checked: ``shards`` + ``retired``
     bytes: int = 0
+    shards: int = 0  # the shards of the datasets' current versions
+    retired: int = 0  # retired shards gc has not collected: older versions (time travel) read them
+    datasets: dict[str, ShardCount] = field(default_factory=dict)  # the two counts of each dataset checked
     problems: list[Problem] = field(default_factory=list)
     # Uncompressed shards registered without a record index (before format 4, or `--link`ed):
     # not a problem; `catalog index` (or a reader that needs one) makes it.
@@ -205,6 +216,9 @@ class VerifyReport:
         return {
             "ok": self.ok,
             "checked": self.checked,
+            "shards": self.shards,
+            "retired": self.retired,
+            "datasets": {name: {"shards": c.shards, "retired": c.retired} for name, c in self.datasets.items()},
             "bytes": self.bytes,
             "problems": [p.to_json() for p in self.problems],
             "not_indexed": self.not_indexed,
