@@ -216,12 +216,13 @@ class Catalog(CatalogHandle):
         drop_dataset(self, self.dataset_id(name))
 
     # ---- maintenance
-    def backup(self, out: str | os.PathLike[str]) -> Path:
+    def backup(self, out: str | os.PathLike[str], force: bool = False) -> Path:
         """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
         or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
-        under a partial name, fsynced, then published without replacing anything: a killed
-        backup leaves no file under ``out`` (the next one removes its partial file)."""
-        return provision.backup(self, out)
+        under a partial name, fsynced, then published without replacing anything (``force``:
+        replacing the file at ``out`` once the copy is complete): a killed backup leaves no file
+        under ``out``, or the one that was there (the next one removes its partial file)."""
+        return provision.backup(self, out, force)
 
     def verify(
         self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None

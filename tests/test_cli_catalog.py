@@ -393,7 +393,7 @@ def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     with sqlite3.connect(out) as db:
         assert db.execute("select name, version from datasets").fetchall() == [("small", 1)]
     result = run("-C", str(root), "backup", str(out), ok=False)
-    assert result.stderr == f"error: {out}: already exists; backup never overwrites\n"
+    assert result.stderr == f"error: {out}: already exists; use --force to replace it\n"
 
 
 @pytest.mark.sqlite_only

@@ -455,7 +455,7 @@ def test_restore_compact_export(root: Path, mdir: Path, tmp_path: Path) -> None:
     assert list(read_records(out_file)) == [r for s in shards for r in read_records(s["path"])]
     content = out_file.read_bytes()
     result = c(root, "export", "small", str(out_file), ok=False)
-    one_line_error(result, f"error: {out_file}: already exists; export never overwrites\n")
+    one_line_error(result, f"error: {out_file}: already exists; use --force to replace it\n")
     assert out_file.read_bytes() == content
     old = tmp_path / "v2.tfrecord"
     c(root, "export", "small", str(old), "--version", "2")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, progress_bar, verb
-from catalog.cli.options import AsJson, ExecutorKind, Scheduler, parse_duration
+from catalog.cli.options import AsJson, ExecutorKind, Force, Scheduler, parse_duration
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
@@ -50,9 +50,11 @@ def init(
 
 
 @verb
-def backup(out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")]) -> Output:
+def backup(
+    out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")], force: Force = False
+) -> Output:
     """Write a consistent copy of the manifest to a new SQLite file."""
-    path = open_catalog().backup(out)
+    path = open_catalog().backup(out, force)
     return Output(text=[f"manifest backed up to {path}"])
 
 

@@ -16,6 +16,7 @@ from catalog.cli.options import (
     DatasetName,
     DryRun,
     ExecutorKind,
+    Force,
     Message,
     MigrationsDir,
     NewCompression,
@@ -192,18 +193,19 @@ def _compact_text(name: str, report: CompactReport, dry_run: bool) -> Iterator[s
 @verb
 def export(
     name: DatasetName,
-    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (never overwritten).")],
+    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (replaced only with --force).")],
     version: Version = None,
     compression: Annotated[
         Literal["none", "gzip", "zlib"], typer.Option("--compression", case_sensitive=False, help="Compression.")
     ] = "none",
     as_json: AsJson = False,
     split: Split = None,
+    force: Force = False,
 ) -> Output:
     """Write the dataset (at version N; or a split, or a slice of one) as one TFRecord file that TensorFlow reads."""
     ds = open_catalog().dataset(name)
     with progress_bar(f"export {name}", ds.info(version).bytes) as progress:
-        report = ds.export(out, version, compression, progress, split=split)
+        report = ds.export(out, version, compression, progress, split=split, force=force)
     what = "" if split is None else f" {split}"
     text = (
         f"exported {name} version {report.version}{what}: {report.records} records to {report.path} "

@@ -49,7 +49,14 @@ from catalog.storage.names import (
     new_intent_id,
     shard_name,
 )
-from catalog.storage.partial import PARTIAL_PREFIX, clear_dead_partials, partial_path, publish_new
+from catalog.storage.partial import (
+    PARTIAL_PREFIX,
+    check_target,
+    clear_dead_partials,
+    partial_path,
+    publish_new,
+    publish_written,
+)
 from catalog.storage.remote import FsspecStore
 from catalog.storage.sink import UNLIMITED, ShardSink, clear_attempt
 
@@ -73,6 +80,7 @@ __all__ = [
     "damaged_shard",
     "Store",
     "StoredFile",
+    "check_target",
     "clear_dead_partials",
     "file_checksum",
     "format_checksum",
@@ -92,6 +100,7 @@ __all__ = [
     "partial_path",
     "publish",
     "publish_new",
+    "publish_written",
     "shard_batches",
     "shard_missing",
     "size_mismatch",
