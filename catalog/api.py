@@ -47,6 +47,7 @@ from catalog.schema.frames import is_columnar
 from catalog.schema.sequences import pad_batch
 from catalog.tfrecord.framing import stored_compression
 from catalog.tfrecord.sources import regular_file_problem
+from catalog.words import counted
 from catalog.writer import Writer
 
 Columns = str | Iterable[str] | None  # features a reader keeps (None: all)
@@ -137,7 +138,7 @@ class Catalog(CatalogHandle):
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
             seen = sum(n for _path, n in inferred.counts)
-            what = f"{seen:,} records, none with a value" if seen else "no records in the inputs"
+            what = f"{counted(seen, 'record', grouped=True)}, none with a value" if seen else "no records in the inputs"
             raise AppendError(f"{what}: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, inferred.schema, description, compression)
         try:

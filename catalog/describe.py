@@ -18,6 +18,7 @@ from catalog.stats import FeatureStats, Tally, feature_kind
 from catalog.stats.drift import FeatureDrift, drift
 from catalog.stats.summary import summary
 from catalog.storage import shard_batches
+from catalog.words import counted
 
 
 @dataclass
@@ -87,7 +88,7 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
             tally.add_records(batch)
         result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))
         if result.records != shard.records:
-            found = f"{result.records} records read, {shard.records} registered"
+            found = f"{counted(result.records, 'record')} read, {shard.records} registered"
             raise CatalogError(f"{shard.url}: {found}; run `catalog verify`")
         if register_stats(ds, {shard.path: result.to_bytes()}):
             report.computed += 1

@@ -38,6 +38,7 @@ from catalog.storage import (
     write_error,
 )
 from catalog.storage.index import OFFSET, IndexCheck, read_index
+from catalog.words import counted
 
 
 def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None = None) -> list[StoredFile]:
@@ -249,7 +250,7 @@ def _check_shard(
         return "unreadable", str(e)
     if actual != size:
         found_size = f"more than {size}" if actual > size else str(actual)  # reading stopped one byte past
-        return "size", f"{found_size} bytes on disk, {size} registered"
+        return "size", f"{found_size} byte{'' if actual == 1 else 's'} on disk, {size} registered"
     if found == checksum:  # bit-identical to the file whose records were counted when it was registered
         return _index_problem(store.index_url(rel), check, index_problem)
     try:
@@ -257,7 +258,7 @@ def _check_shard(
     except CatalogError as e:
         return "unreadable", f"checksum {found}, {checksum} registered; {e}"
     if count != records:
-        return "records", f"{count} records, {records} registered (checksum {found}, {checksum} registered)"
+        return "records", f"{counted(count, 'record')}, {records} registered (checksum {found}, {checksum} registered)"
     return "checksum", f"{found}, {checksum} registered"
 
 

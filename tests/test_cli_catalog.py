@@ -491,9 +491,9 @@ def test_a_mangled_date_is_one_line(marked: Path) -> None:
     assert "Invalid isoformat string" in problem["detail"]
 
 
-CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shards"
+CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shard"
 ROW = "dataset 'd' version 2: the dataset row says {}, its commit {}"
-GOOD = "100 records, 3000 bytes in 1 shards"
+GOOD = "100 records, 3000 bytes in 1 shard"
 
 
 @pytest.mark.sqlite_only
@@ -502,26 +502,26 @@ GOOD = "100 records, 3000 bytes in 1 shards"
     [
         (  # the commit's records_added: 100 -> 116; its totals still hold
             b"TOKENMARK", 0, 0x10,
-            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shards, its shards hold " + GOOD},
+            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shard, its shards hold " + GOOD},
         ),
         (  # the commit's total records: 100 -> 116
             b"TOKENMARK", 1, 0x10,
             {
-                "history": CHAIN.format("116 records, 3000 bytes in 1 shards"),
-                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
-                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+                "history": CHAIN.format("116 records, 3000 bytes in 1 shard"),
+                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shard"),
+                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shard"),
             },
         ),
         (  # the commit's total bytes: 3000 -> -29768 (the sign bit of its first byte)
             b"TOKENMARK", 2, 0x80,
             {
-                "history": CHAIN.format("100 records, -29768 bytes in 1 shards"),
-                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shards",
+                "history": CHAIN.format("100 records, -29768 bytes in 1 shard"),
+                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shard",
             },
         ),
         (  # the dataset row's records, after its created_at (26 characters) and version: 100 -> 36
             b"DESCMARK", 27, 0x40,
-            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shards", GOOD)),
+            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shard", GOOD)),
         ),
     ],
 )  # fmt: skip

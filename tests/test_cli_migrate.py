@@ -446,7 +446,7 @@ def test_restore_compact_export(root: Path, mdir: Path, tmp_path: Path) -> None:
     doc = json.loads(c(root, "compact", "small", "--target-size", "1MiB", "--json").stdout)
     assert (doc["data_change"], doc["shards_before"], doc["shards_after"], doc["groups"]) == (False, 3, 1, 1)
     assert cat_rows(root) == before and show(root)["shard_count"] == 1
-    assert c(root, "compact", "small").stdout == "small: nothing to compact (1 shards)\n"
+    assert c(root, "compact", "small").stdout == "small: nothing to compact (1 shard)\n"
 
     out_file = tmp_path / "export.tfrecord.gz"
     doc = json.loads(c(root, "export", "small", str(out_file), "--compression", "gzip", "--json").stdout)
@@ -532,11 +532,16 @@ def test_a_rewrite_returns_the_commit_history_shows(root: Path, mdir: Path) -> N
 def test_quick_migrations_are_numbered_with_the_files(root: Path, mdir: Path) -> None:
     script(mdir, "0001_add_h.py", 'operations = [AddField("h", {"dtype": "int64"}, default=256)]\n')
     c(root, "migrate", "small", "--migrations", str(mdir))
-    dry = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--dry-run", "--json").stdout)
+    dry = json.loads(
+        c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--dry-run", "--json").stdout
+    )
     assert [m["id"] for m in dry["migrations"]] == ["0002_quick"]
     doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--json").stdout)
     assert [m["id"] for m in doc["migrations"]] == ["0002_quick"]  # not quick-0003 (its schema version)
-    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [("0001_add_h", "applied"), ("0002_quick", "applied")]
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("0002_quick", "applied"),
+    ]
     assert json.loads(c(root, "history", "small", "--json").stdout)[-1]["message"] == "migration 0002_quick: drop raw"
     out = c(root, "migrations", "new", "small", "next", "--migrations", str(mdir)).stdout
     assert out.startswith(f"wrote {mdir / 'small' / '0003_next.py'};")
@@ -550,7 +555,8 @@ def test_a_file_numbered_as_an_applied_quick_migration_is_refused(root: Path, md
     path = script(mdir, name, 'operations = [AddField("w", {"dtype": "int64"}, default=1)]\n')
     result = c(root, "migrate", "small", "--migrations", str(mdir), ok=False)
     one_line_error(
-        result, f"error: {path}: number 0002 is taken by the quick migration 0002_quick (version 4): number it after 0002\n"
+        result,
+        f"error: {path}: number 0002 is taken by the quick migration 0002_quick (version 4): number it after 0002\n",
     )
     assert show(root)["version"] == 4
     assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
@@ -584,7 +590,10 @@ def test_legacy_quick_ids_are_read_and_take_no_number(root: Path, mdir: Path) ->
     with Catalog.open(root) as cat, cat.engine.begin() as conn:
         stmt = update(APPLIED_MIGRATIONS).where(APPLIED_MIGRATIONS.c.migration_id == "0002_quick")
         assert conn.execute(stmt.values(migration_id="quick-0003")).rowcount == 1
-    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [("0001_add_h", "applied"), ("quick-0003", "applied")]
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("quick-0003", "applied"),
+    ]
     doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "score", "--json").stdout)
     assert [m["id"] for m in doc["migrations"]] == ["0002_quick"]
     script(mdir, "0003_add_w.py", 'operations = [AddField("w", {"dtype": "int64"}, default=1)]\n')

@@ -71,7 +71,8 @@ def copy_manifest(
 
     cat = open_catalog()
     counts = cat.copy_manifest(db_url, switch)
-    text = [f"copied {sum(counts.values())} rows ({counts.get('shards', 0)} shards) to {safe_url(db_url)}"]
+    shards = counted(counts.get("shards", 0), "shard")
+    text = [f"copied {counted(sum(counts.values()), 'row')} ({shards}) to {safe_url(db_url)}"]
     if switch:
         text.append(f"{cat.root} now uses the copy; other catalog directories on the old manifest must attach anew")
     return Output(text=text, json=lambda: {"ok": True, "target": safe_url(db_url), "switched": switch, "rows": counts})
@@ -163,12 +164,13 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
     for p in report.forgotten:
         yield f"{'would forget' if dry_run else 'forgot'} adopted file {p} (no kept version needs it; left in place)"
     for k in report.kept_for_tags:
-        yield f"kept {len(k.shards)} retired shards for tag {k.tag} of {k.dataset} (version {k.version})"
-    retired = f" ({len(report.retired)} retired shards)" if report.retired else ""
+        yield f"kept {counted(len(k.shards), 'retired shard')} for tag {k.tag} of {k.dataset} (version {k.version})"
+    retired = f" ({counted(len(report.retired), 'retired shard')})" if report.retired else ""
     if report.indexes_removed:  # with their shards: not in the list above, which names shards
-        yield f"{verb} {report.indexes_removed} record index files ({human(report.index_bytes)})"
+        yield f"{verb} {counted(report.indexes_removed, 'record index file')} ({human(report.index_bytes)})"
     yield (
-        f"{verb} {len(report.removed)} files{retired} ({human(report.bytes)}); kept {report.kept_young} younger "
-        f"than the grace period, {report.kept_live} of live writers and {report.kept_retired} retired shards "
-        "for time travel" + (f", {report.kept_tagged} for tags" if report.kept_tagged else "")
+        f"{verb} {counted(len(report.removed), 'file')}{retired} ({human(report.bytes)}); kept {report.kept_young} "
+        f"younger than the grace period, {report.kept_live} of live writers and "
+        f"{counted(report.kept_retired, 'retired shard')} for time travel"
+        + (f", {report.kept_tagged} for tags" if report.kept_tagged else "")
     )

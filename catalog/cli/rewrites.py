@@ -27,7 +27,7 @@ from catalog.cli.options import (
     parse_bytes,
     parse_version,
 )
-from catalog.cli.output import Output, human
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.migrations.runner import MigrateReport, MigrationStatus
@@ -80,7 +80,8 @@ def _migrate_text(name: str, report: MigrateReport, dry_run: bool) -> Iterator[s
         where = "" if m.version is None else f" -> version {m.version}"
         yield (
             f"{head} {m.id}: schema v{m.from_schema_version} -> v{m.to_schema_version}{where}, "
-            f"{m.records} records in {m.shards} shards" + ("" if dry_run else f" ({m.seconds:.2f} s)")
+            f"{counted(m.records, 'record')} in {counted(m.shards, 'shard')}"
+            + ("" if dry_run else f" ({m.seconds:.2f} s)")
         )
         for op in m.operations:
             yield f"  {op}"
@@ -142,7 +143,8 @@ def restore(
     commit = ds.restore(version, message)
     text = (
         f"restored {name} to version {what} as version {commit.version} (schema version "
-        f"{commit.schema_version}): {commit.total_records} records in {commit.total_shards} shards"
+        f"{commit.schema_version}): {counted(commit.total_records, 'record')} in "
+        f"{counted(commit.total_shards, 'shard')}"
     )
     return Output(text=[text], json=commit.to_json)
 
@@ -180,13 +182,14 @@ def compact(
 
 def _compact_text(name: str, report: CompactReport, dry_run: bool) -> Iterator[str]:
     if not report.groups:
-        yield f"{name}: nothing to compact ({report.shards_before} shards)"
+        yield f"{name}: nothing to compact ({counted(report.shards_before, 'shard')})"
         return
     head = "would merge" if dry_run else "merged"
     tail = "" if report.commit is None else f" as version {report.commit.version}"
     yield (
-        f"{head} {report.shards_before - report.shards_after + report.groups} shards into {report.groups} "
-        f"({human(report.bytes)}): {report.shards_before} -> {report.shards_after} shards{tail}"
+        f"{head} {counted(report.shards_before - report.shards_after + report.groups, 'shard')} into "
+        f"{report.groups} ({human(report.bytes)}): {report.shards_before} -> "
+        f"{counted(report.shards_after, 'shard')}{tail}"
     )
 
 
@@ -208,7 +211,7 @@ def export(
         report = ds.export(out, version, compression, progress, split=split, force=force)
     what = "" if split is None else f" {split}"
     text = (
-        f"exported {name} version {report.version}{what}: {report.records} records to {report.path} "
+        f"exported {name} version {report.version}{what}: {counted(report.records, 'record')} to {report.path} "
         f"({human(report.bytes)}, compression {report.compression})"
     )
     return Output(text=[text], json=report.to_json)

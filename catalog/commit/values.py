@@ -14,6 +14,7 @@ from typing import Any
 
 from catalog.errors import CatalogError, InvalidNameError
 from catalog.manifest import DEFAULT_SPLIT
+from catalog.words import counted
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 # A tag starts with a letter: wherever a version is asked for, "3" is a number, "run-42" a tag.
@@ -356,7 +357,8 @@ class ShardSum:
         return ShardSum(self.shards - other.shards, self.records - other.records, self.bytes - other.bytes)
 
     def __str__(self) -> str:
-        return f"{self.records} records, {self.bytes} bytes in {self.shards} shards"
+        records, size = counted(self.records, "record"), counted(self.bytes, "byte")
+        return f"{records}, {size} in {counted(self.shards, 'shard')}"
 
 
 NO_SHARDS = ShardSum(0, 0, 0)

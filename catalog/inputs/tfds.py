@@ -22,6 +22,7 @@ from typing import Any
 
 from catalog.errors import AppendError, SchemaError
 from catalog.schema import Schema
+from catalog.words import counted
 
 FEATURES_FILE = "features.json"
 INFO_FILE = "dataset_info.json"
@@ -130,7 +131,7 @@ def _split(folder: Path, dataset: str, raw: Any) -> TfdsSplit:
         raise AppendError(f"{where}: split {split!r}: {what}", str(folder))
     for f in files:
         if not f.is_file():
-            raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
+            raise AppendError(f"{f}: missing: {INFO_FILE} lists {counted(shards, 'shard')} for split {split!r}", str(f))
     return TfdsSplit(split, files, shard_lengths)
 
 

@@ -46,6 +46,7 @@ from catalog.stats import DatasetStats
 from catalog.stats.tally import constant_stats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.tfrecord.framing import stored_compression
+from catalog.words import counted
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
 QUICK_SLUG = "quick"  # a quick migration's id: NNNN_quick, NNNN in the sequence of the files
@@ -141,7 +142,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         raise _record_error(job, index, e) from None
     shards = sink.close()
     if index != job.records:
-        raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
+        found = counted(index, "record")
+        raise MigrationError(f"{job.source}: {found} read, {job.records} registered; run `catalog verify`")
     return shards[0] if shards else None
 
 

@@ -43,6 +43,7 @@ from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.order import EpochOrder, check_ranks, output_count
 from catalog.readers.positions import RecordReader
+from catalog.words import counted
 
 STATE_KEYS = ("epoch", "seed", "samples")
 
@@ -89,7 +90,8 @@ class TorchReader:
 
     def __repr__(self) -> str:
         return (
-            f"<catalog torch dataset {self.plan.dataset!r} version {self.plan.version}, {self.plan.records} records, "
+            f"<catalog torch dataset {self.plan.dataset!r} version {self.plan.version}, "
+            f"{counted(self.plan.records, 'record')}, "
             f"batch_size={self.batch_size}, shuffle={self.shuffle}, epoch {self.epoch}>"
         )
 
@@ -149,7 +151,7 @@ class TorchReader:
         records = state.get("records", self.plan.records)
         if records != self.plan.records:
             raise CatalogError(
-                f"this state is of a read of {records} records; this one reads {self.plan.records} "
+                f"this state is of a read of {counted(records, 'record')}; this one reads {self.plan.records} "
                 f"(dataset {self.plan.dataset!r} version {self.plan.version}): resume on the same version and split"
             )
         samples = int(state["samples"])

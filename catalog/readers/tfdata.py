@@ -39,6 +39,7 @@ from catalog.errors import CatalogError, CorruptShardError
 from catalog.readers.files import stored_size
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.tfrecord.sources import is_url
+from catalog.words import counted
 
 TF_EXTRA = "pip install 'tfrecord-catalog[tf]'"
 # TFRecordDataset's spelling of each compression the manifest records.
@@ -172,7 +173,7 @@ def check_sizes(shards: Sequence[PlannedShard]) -> None:
     for url, size in registered.items():
         found = heads[url] if url in heads else stored_size(url)
         if found != size:
-            raise CorruptShardError(url, "size", f"{size} bytes", f"{found} bytes")
+            raise CorruptShardError(url, "size", counted(size, "byte"), counted(found, "byte"))
 
 
 def partition(shards: list[PlannedShard], context: Any) -> tuple[list[PlannedShard], tuple[int, int] | None]:
