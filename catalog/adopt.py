@@ -57,6 +57,7 @@ from catalog.storage import (
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
+from catalog.words import counted
 from catalog.writer import Writer
 
 
@@ -262,7 +263,8 @@ def _check_count(p: Plan, path: Path, records: int) -> None:
     """A TFDS shard holds the records dataset_info.json's shardLengths gives it."""
     expected = p.expected.get(path)
     if expected is not None and expected != records:
-        raise AppendError(f"{path}: {records} records, but {INFO_FILE} says {expected}: nothing registered", str(path))
+        found = counted(records, "record")
+        raise AppendError(f"{path}: {found}, but {INFO_FILE} says {expected}: nothing registered", str(path))
 
 
 def _take(sink: ShardSink, found: Scanned) -> ShardFile:

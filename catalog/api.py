@@ -48,6 +48,7 @@ from catalog.schema.frames import is_columnar
 from catalog.schema.sequences import pad_batch
 from catalog.tfrecord.framing import stored_compression
 from catalog.tfrecord.sources import regular_file_problem
+from catalog.words import counted
 from catalog.writer import Writer
 
 Columns = str | Iterable[str] | None  # features a reader keeps (None: all)
@@ -147,7 +148,7 @@ class Catalog(CatalogHandle):
         inferred = infer_inputs(inputs, options)
         if not inferred.schema.features:
             seen = sum(n for _path, n in inferred.counts)
-            what = f"{seen:,} records, none with a value" if seen else "no records in the inputs"
+            what = f"{counted(seen, 'record', grouped=True)}, none with a value" if seen else "no records in the inputs"
             raise AppendError(f"{what}: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, inferred.schema, description, compression)
         try:
@@ -235,12 +236,13 @@ class Catalog(CatalogHandle):
         drop_dataset(self, self.dataset_id(name))
 
     # ---- maintenance
-    def backup(self, out: str | os.PathLike[str]) -> Path:
+    def backup(self, out: str | os.PathLike[str], force: bool = False) -> Path:
         """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
         or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
-        under a partial name, fsynced, then published without replacing anything: a killed
-        backup leaves no file under ``out`` (the next one removes its partial file)."""
-        return provision.backup(self, out)
+        under a partial name, fsynced, then published without replacing anything (``force``:
+        replacing the file at ``out`` once the copy is complete): a killed backup leaves no file
+        under ``out``, or the one that was there (the next one removes its partial file)."""
+        return provision.backup(self, out, force)
 
     def verify(
         self, names: Sequence[str] | None = None, progress: Progress | None = None, *, executor: Executor | None = None

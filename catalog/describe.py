@@ -19,6 +19,7 @@ from catalog.stats.drift import FeatureDrift, drift
 from catalog.stats.summary import summary
 from catalog.storage import shard_batches
 from catalog.storage.content import check_named
+from catalog.words import counted
 
 
 @dataclass
@@ -89,7 +90,7 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
             tally.add_records(batch)
         result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))
         if result.records != shard.records:
-            found = f"{result.records} records read, {shard.records} registered"
+            found = f"{counted(result.records, 'record')} read, {shard.records} registered"
             raise CatalogError(f"{shard.url}: {found}; run `catalog verify`")
         if register_stats(ds, {shard.path: result.to_bytes()}):
             report.computed += 1

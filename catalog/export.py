@@ -1,5 +1,6 @@
 """Export: one TFRecord file (none, gzip or zlib) holding a dataset at a version, written
-under a partial name, fsynced and published without replacing anything."""
+under a partial name, fsynced and published without replacing anything (with ``force``:
+replacing the file there in one rename, once the new one is complete)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
 from catalog.errors import CatalogError
 from catalog.readers.files import stream_shard
-from catalog.storage import CHECKSUM_CHUNK, clear_dead_partials, copy_verified, partial_path, publish_new
+from catalog.storage import (
+    CHECKSUM_CHUNK,
+    check_target,
+    clear_dead_partials,
+    copy_verified,
+    partial_path,
+    publish_written,
+)
 from catalog.tfrecord.framing import RecordWriter, unknown_compression
 
 
@@ -53,16 +61,17 @@ def export_dataset(
     compression: str = "none",
     progress: Progress | None = None,
     split: str | None = None,
+    force: bool = False,
 ) -> ExportReport:
     """One TFRecord file holding the dataset at ``version`` (a number or a tag), written
     atomically (temp, fsync, rename); with ``split`` (a TFDS spec such as ``"train[:90%]"``)
-    only the records it selects, in its order."""
+    only the records it selects, in its order. A file at ``out`` is an error, or with
+    ``force`` replaced, and only once the new one is complete."""
     if compression not in EXPORT_COMPRESSIONS:
         raise unknown_compression(compression)
     start = time.monotonic()
     target = Path(out)
-    if os.path.lexists(target):
-        raise CatalogError(f"{target}: already exists; export never overwrites")
+    check_target(target, force, ds.catalog.root, _own_places(ds))
     if not target.parent.is_dir():
         raise CatalogError(f"{target.parent}: no such directory")
     selected = plan(ds, version, split)
@@ -76,7 +85,7 @@ def export_dataset(
             size = f.tell()
             f.flush()
             os.fsync(f.fileno())
-        publish_new(temp, target)  # never over a file made meanwhile
+        publish_written(temp, target, force)  # without force, never over a file made meanwhile
     except OSError as e:
         raise CatalogError(f"{target}: cannot write: {e.strerror or e}") from e
     finally:
@@ -84,6 +93,12 @@ def export_dataset(
     return ExportReport(
         ds.name, selected.version, str(target), selected.records, size, compression, time.monotonic() - start, split
     )
+
+
+def _own_places(ds: DatasetHandle) -> tuple[str, ...]:
+    """Where the catalog's own files are (its directory, a local data area): never replaced."""
+    store = ds.catalog.store
+    return (str(ds.catalog.root),) if store.remote else (str(ds.catalog.root), store.root)
 
 
 def _export_to(selected: ReadPlan, f: IO[bytes], compression: str, progress: Progress | None) -> None:

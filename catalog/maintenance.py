@@ -17,7 +17,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.commit.intents import intent_states, intents_dead, live_intents
 from catalog.commit.protocol import drop_dataset
-from catalog.commit.values import GcReport, Problem, Progress, TagKeep, VerifyReport
+from catalog.commit.values import GcReport, Problem, Progress, ShardCount, TagKeep, VerifyReport
 from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError, SchemaError
 from catalog.executors import run_jobs
 from catalog.manifest import COMMITS, DATASETS, INTENTS, SHARDS, TAGS, utcnow
@@ -38,6 +38,7 @@ from catalog.storage import (
     write_error,
 )
 from catalog.storage.index import OFFSET, IndexCheck, read_index
+from catalog.words import counted
 
 
 def _data_files(store: Store, datasets: set[str] | None, links: list[str] | None = None) -> list[StoredFile]:
@@ -88,13 +89,15 @@ def verify_catalog(
     files = _data_files(cat.store, wanted, links)  # listed before the snapshot: see collect_garbage
     faults.point("verify.listed", files=files)
     with mf.read_txn(cat.engine) as conn:
-        known = dict(conn.execute(select(DATASETS.c.name, DATASETS.c.id)).all())
+        rows = conn.execute(select(DATASETS.c.name, DATASETS.c.pending)).all()
+        known = {r.name for r in rows}
+        shown = sorted(wanted or {r.name for r in rows if not mf.abandoned(r.pending)})  # as manifest_problems
         for n in wanted or ():
             if n not in known:
                 raise DatasetNotFoundError(f"no dataset named {n!r}", n)
         q = select(
             DATASETS.c.name, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.checksum,
-            SHARDS.c.compression, SHARDS.c.index_checksum, SHARDS.c.location,
+            SHARDS.c.compression, SHARDS.c.index_checksum, SHARDS.c.location, SHARDS.c.removed_version,
         ).join(DATASETS, DATASETS.c.id == SHARDS.c.dataset_id)  # fmt: skip
         q = q.where(SHARDS.c.collected_at.is_(None))  # gc removed those on purpose
         if wanted is not None:
@@ -103,12 +106,13 @@ def verify_catalog(
         live = live_intents(conn)
     problems = _check_all(cat, shards, executor, progress)
     report = VerifyReport(problems=damage)
+    report.datasets = {n: ShardCount() for n in shown}  # a dataset without shards shows its zeros
     registered = set()
-    for (ds, rel, _records, size, _checksum, compression, index_checksum, location), problem in zip(
+    for (ds, rel, _records, size, _checksum, compression, index_checksum, location, removed), problem in zip(
         shards, problems, strict=True
     ):
         registered.add(rel)
-        report.checked += 1
+        _count(report, ds, retired=removed is not None)
         report.bytes += size
         if problem is not None:
             report.problems.append(Problem(ds, cat.shard_url(rel, location), problem[0], problem[1]))
@@ -123,6 +127,18 @@ def verify_catalog(
     for path in links:
         report.problems.append(Problem(None, path, "link", "symbolic link in the data area: never followed"))
     return report
+
+
+def _count(report: VerifyReport, dataset: str, retired: bool) -> None:
+    """One more shard checked: of a current version, or retired (kept for older versions)."""
+    report.checked += 1
+    counts = report.datasets.setdefault(dataset, ShardCount())
+    if retired:
+        report.retired += 1
+        counts.retired += 1
+    else:
+        report.shards += 1
+        counts.shards += 1
 
 
 def manifest_problems(cat: CatalogHandle, wanted: set[str] | None) -> list[Problem]:
@@ -184,7 +200,7 @@ def _check_all(
     """Each shard's problem (or None), in the order of ``shards``: inline, or in jobs on ``executor``."""
     if executor is None:
         out = []
-        for _ds, rel, records, size, checksum, _compression, index_checksum, location in shards:
+        for _ds, rel, records, size, checksum, _compression, index_checksum, location, _removed in shards:
             out.append(_check_shard(cat.store, rel, records, size, checksum, index_checksum, location))
             if progress:
                 progress(size)
@@ -198,7 +214,7 @@ def _check_jobs(cat: CatalogHandle, shards: Sequence[Any]) -> list[CheckJob]:
     jobs: list[CheckJob] = []
     batch: list[ShardFacts] = []
     size_of_batch = 0
-    for _ds, rel, records, size, checksum, _compression, index_checksum, location in shards:
+    for _ds, rel, records, size, checksum, _compression, index_checksum, location, _removed in shards:
         if batch and (len(batch) >= VERIFY_JOB_SHARDS or size_of_batch + size > VERIFY_JOB_BYTES):
             jobs.append(CheckJob(cat.store.root, tuple(batch)))
             batch, size_of_batch = [], 0
@@ -234,7 +250,7 @@ def _check_shard(
         return "unreadable", str(e)
     if actual != size:
         found_size = f"more than {size}" if actual > size else str(actual)  # reading stopped one byte past
-        return "size", f"{found_size} bytes on disk, {size} registered"
+        return "size", f"{found_size} byte{'' if actual == 1 else 's'} on disk, {size} registered"
     if found == checksum:  # bit-identical to the file whose records were counted when it was registered
         return _index_problem(store.index_url(rel), check, index_problem)
     try:
@@ -242,7 +258,7 @@ def _check_shard(
     except CatalogError as e:
         return "unreadable", f"checksum {found}, {checksum} registered; {e}"
     if count != records:
-        return "records", f"{count} records, {records} registered (checksum {found}, {checksum} registered)"
+        return "records", f"{counted(count, 'record')}, {records} registered (checksum {found}, {checksum} registered)"
     return "checksum", f"{found}, {checksum} registered"
 
 

@@ -216,7 +216,9 @@ APPLIED_MIGRATIONS = Table(
     METADATA,
     _id(),
     _dataset_id(),
-    _req("migration_id", String(256)),  # file stem "0001_add_height", or "quick-<schema v>"
+    # file stem "0001_add_height", or a quick migration's "0002_quick" (same sequence); before
+    # quick ones were numbered with the files, "quick-<schema v>" (still read, takes no number)
+    _req("migration_id", String(256)),
     _req("checksum", String(80)),  # "sha256:" + hex of the script (quick: of its operations)
     _opt("operations", Text),  # quick migrations: the operations as JSON
     _req("from_schema_version", Integer),

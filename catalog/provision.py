@@ -19,7 +19,15 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.directory import CATALOG_FILE, DATA_DIR, default_url, write_atomically
 from catalog.errors import CatalogError, ManifestError
-from catalog.storage import Store, clear_dead_partials, new_catalog_id, partial_path, publish_new, store_for
+from catalog.storage import (
+    Store,
+    check_target,
+    clear_dead_partials,
+    new_catalog_id,
+    partial_path,
+    publish_written,
+    store_for,
+)
 from catalog.tfrecord.sources import is_url
 
 
@@ -78,14 +86,15 @@ def copy_manifest(cat: CatalogHandle, db_url: str, switch: bool = True) -> dict[
     return counts
 
 
-def backup(cat: CatalogHandle, out: str | os.PathLike[str]) -> Path:
+def backup(cat: CatalogHandle, out: str | os.PathLike[str], force: bool = False) -> Path:
     """A consistent copy of the manifest in a new SQLite file: SQLite's online backup API,
     or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
-    under a partial name, fsynced, then published without replacing anything: a killed
-    backup leaves no file under ``out`` (the next one removes its partial file)."""
+    under a partial name, fsynced, then published without replacing anything (``force``:
+    replacing the file there, in one rename): a killed backup leaves no file under ``out``,
+    or the one that was there (the next one removes its partial file)."""
     target = Path(out)
-    if os.path.lexists(target):
-        raise CatalogError(f"{target}: already exists; backup never overwrites")
+    own = (str(cat.root),) if cat.store.remote else (str(cat.root), cat.store.root)
+    check_target(target, force, cat.root, own)
     if not target.parent.is_dir():
         raise CatalogError(f"{target}: cannot write there: no such directory")
     clear_dead_partials(target.parent)
@@ -95,7 +104,7 @@ def backup(cat: CatalogHandle, out: str | os.PathLike[str]) -> Path:
         _backup_to(cat.engine, temp)
         with open(temp, "rb+") as f:
             os.fsync(f.fileno())
-        publish_new(temp, target)
+        publish_written(temp, target, force)
     except OSError as e:
         raise CatalogError(f"{target}: cannot write the backup: {e.strerror or e}") from e
     finally:

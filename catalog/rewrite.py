@@ -48,6 +48,7 @@ from catalog.storage import (
 from catalog.storage.content import check_named
 from catalog.storage.index import OFFSET, OffsetWalker, index_bytes, publish_index, read_index
 from catalog.tfrecord.framing import stored_compression
+from catalog.words import counted
 
 DEFAULT_TARGET_SIZE = 256 << 20
 
@@ -134,7 +135,8 @@ def _reframe(job: ConcatJob) -> ShardFile:
     records = shards[0].records if shards else 0
     if records != job.records or not shards:
         where = ", ".join(s.path for s in job.sources)
-        raise CatalogError(f"{where}: {records} records read, {job.records} registered; run `catalog verify`")
+        found = counted(records, "record")
+        raise CatalogError(f"{where}: {found} read, {job.records} registered; run `catalog verify`")
     return shards[0]
 
 

@@ -167,7 +167,7 @@ def test_demo_command(tmp_path: Path) -> None:
     )
     assert [(m["id"], m["status"]) for m in applied] == [
         ("0001_add_source", "applied"), ("0002_caption", "applied"), ("0003_brightness", "applied"),
-        ("quick-0005", "applied"),
+        ("0004_quick", "applied"),
     ]  # fmt: skip
     exported = json.loads(runner.invoke(app, ["inspect", str(out / "demo-export.tfrecord.gz"), "--json"]).stdout)
     assert (exported["records"], exported["compression"]) == (20, "gzip")

@@ -304,7 +304,7 @@ def test_link_adopts_by_hard_link_and_verify_catches_edits(root: Path, tmp_path:
     result = run("-C", str(root), "verify", ok=False)
     assert result.exit_code == 1
     assert result.stdout.startswith(f"unreadable: {shard}: checksum crc32c:")
-    assert result.stderr.startswith("FAILED: 1 shards")
+    assert result.stderr.startswith("FAILED: 1 shard, ")
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in-process", "pool"])
@@ -331,7 +331,7 @@ def test_verify_reports_every_problem(root: Path, tmp_path: Path, workers: list[
     assert ("unregistered", str(stray)) in kinds
     assert doc["ok"] is False
     assert (
-        result.stderr == "FAILED: 4 shards, 1.4 KiB checked: 3 problems, 1 unregistered files\n"
+        result.stderr == "FAILED: 4 shards, 1.4 KiB checked: 3 problems, 1 unregistered file\n"
         or result.stderr.startswith("FAILED: 4 shards")
     )
 
@@ -393,7 +393,7 @@ def test_backup_is_a_consistent_sqlite_copy(root: Path, tmp_path: Path) -> None:
     with sqlite3.connect(out) as db:
         assert db.execute("select name, version from datasets").fetchall() == [("small", 1)]
     result = run("-C", str(root), "backup", str(out), ok=False)
-    assert result.stderr == f"error: {out}: already exists; backup never overwrites\n"
+    assert result.stderr == f"error: {out}: already exists; use --force to replace it\n"
 
 
 @pytest.mark.sqlite_only
@@ -473,7 +473,7 @@ def test_a_malformed_manifest_page_is_one_line_and_verify_reports_it(marked: Pat
     result = run("-C", str(marked), "verify", ok=False)
     assert result.exit_code == 1
     assert result.stdout == f"manifest: sqlite:///{marked / 'catalog.db'}: database disk image is malformed\n"
-    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problems\n"
+    assert result.stderr == "FAILED: 0 shards, 0 B checked: 1 problem\n"
 
 
 @pytest.mark.sqlite_only
@@ -491,9 +491,9 @@ def test_a_mangled_date_is_one_line(marked: Path) -> None:
     assert "Invalid isoformat string" in problem["detail"]
 
 
-CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shards"
+CHAIN = "dataset 'd' version 2: its totals say {}, its shards hold 100 records, 3000 bytes in 1 shard"
 ROW = "dataset 'd' version 2: the dataset row says {}, its commit {}"
-GOOD = "100 records, 3000 bytes in 1 shards"
+GOOD = "100 records, 3000 bytes in 1 shard"
 
 
 @pytest.mark.sqlite_only
@@ -502,26 +502,26 @@ GOOD = "100 records, 3000 bytes in 1 shards"
     [
         (  # the commit's records_added: 100 -> 116; its totals still hold
             b"TOKENMARK", 0, 0x10,
-            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shards, its shards hold " + GOOD},
+            {"history": "dataset 'd' version 2: it says it added 116 records in 1 shard, its shards hold " + GOOD},
         ),
         (  # the commit's total records: 100 -> 116
             b"TOKENMARK", 1, 0x10,
             {
-                "history": CHAIN.format("116 records, 3000 bytes in 1 shards"),
-                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
-                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shards"),
+                "history": CHAIN.format("116 records, 3000 bytes in 1 shard"),
+                "show": ROW.format(GOOD, "116 records, 3000 bytes in 1 shard"),
+                "list": ROW.format(GOOD, "116 records, 3000 bytes in 1 shard"),
             },
         ),
         (  # the commit's total bytes: 3000 -> -29768 (the sign bit of its first byte)
             b"TOKENMARK", 2, 0x80,
             {
-                "history": CHAIN.format("100 records, -29768 bytes in 1 shards"),
-                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shards",
+                "history": CHAIN.format("100 records, -29768 bytes in 1 shard"),
+                "show": "dataset 'd' version 2: its commit says 100 records, -29768 bytes in 1 shard",
             },
         ),
         (  # the dataset row's records, after its created_at (26 characters) and version: 100 -> 36
             b"DESCMARK", 27, 0x40,
-            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shards", GOOD)),
+            dict.fromkeys(["show", "list"], ROW.format("36 records, 3000 bytes in 1 shard", GOOD)),
         ),
     ],
 )  # fmt: skip
@@ -608,3 +608,29 @@ def test_python_api_round_trip(tmp_path: Path) -> None:
     assert [c.kind for c in ds.history()] == ["create", "append", "append"]
     assert ds.verify().ok
     assert [i.name for i in Catalog.open(tmp_path / "c").list()] == ["demo"]
+
+
+def test_verify_counts_retired_shards_apart(root: Path, tmp_path: Path) -> None:
+    """A 4-shard version whose first version's 4 shards were retired by a migration: verify
+    checks all 8 (time travel reads the retired ones) but says which are which."""
+    src = tmp_path / "in.tfrecord"
+    write_tfrecord(src, small_rows(40))
+    run("-C", str(root), "append", "small", str(src), "--shard-records", "10")
+    run("-C", str(root), "migrate", "small", "--add", "h:int64=0")
+    (tmp_path / "other.json").write_text(json.dumps({"features": {"x": {"dtype": "int64"}}}))
+    run("-C", str(root), "register", "other", "--schema", str(tmp_path / "other.json"))
+    src2 = tmp_path / "x.jsonl"
+    src2.write_text('{"x": 1}\n')
+    run("-C", str(root), "append", "other", str(src2))
+    size = sum(p.stat().st_size for p in (root / "data" / "small").iterdir())
+    result = run("-C", str(root), "verify", "small")
+    assert result.stderr == f"ok: 4 shards and 4 retired shards, {size / 1024:.1f} KiB checked: 0 problems\n"
+    doc = json.loads(run("-C", str(root), "verify", "small", "--json").stdout)
+    assert (doc["shards"], doc["retired"], doc["checked"]) == (4, 4, 8)
+    assert doc["datasets"] == {"small": {"shards": 4, "retired": 4}}
+    everything = json.loads(run("-C", str(root), "verify", "--json").stdout)
+    assert (everything["shards"], everything["retired"], everything["checked"]) == (5, 4, 9)
+    assert everything["datasets"] == {"small": {"shards": 4, "retired": 4}, "other": {"shards": 1, "retired": 0}}
+    assert run("-C", str(root), "verify", "other").stderr.startswith("ok: 1 shard, ")
+    report = Catalog.open(root).verify(["small"])
+    assert (report.shards, report.retired, report.checked) == (4, 4, 8)

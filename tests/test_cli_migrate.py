@@ -206,7 +206,7 @@ def test_quick_migrations_are_recorded(root: Path, mdir: Path) -> None:
         ).stdout
     )  # fmt: skip
     (m,) = doc["migrations"]
-    assert m["id"] == "quick-0002" and (m["from_schema_version"], m["to_schema_version"], m["version"]) == (1, 2, 3)
+    assert m["id"] == "0001_quick" and (m["from_schema_version"], m["to_schema_version"], m["version"]) == (1, 2, 3)
     diff = m["diff"]  # names in schema order
     assert (sorted(diff["added"]), sorted(diff["removed"]), diff["changed"]) == (
         ["caption", "h", "label", "w"],
@@ -215,7 +215,7 @@ def test_quick_migrations_are_recorded(root: Path, mdir: Path) -> None:
     )
     got = listing(root, mdir)
     assert [(g["id"], g["status"], g["version"], g["to_schema_version"]) for g in got] == [
-        ("quick-0002", "applied", 3, 2)
+        ("0001_quick", "applied", 3, 2)
     ]
     assert got[0]["checksum"] == m["checksum"] and got[0]["checksum"].startswith("sha256:")
     assert cat_rows(root) == [
@@ -226,13 +226,13 @@ def test_quick_migrations_are_recorded(root: Path, mdir: Path) -> None:
 
     c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "w")
     assert [(g["id"], g["status"]) for g in listing(root, mdir)] == [
-        ("quick-0002", "applied"),
-        ("quick-0003", "applied"),
+        ("0001_quick", "applied"),
+        ("0002_quick", "applied"),
     ]
     text = c(root, "migrations", "list", "small", "--migrations", str(mdir)).stdout.splitlines()
     assert text[0].split() == ["MIGRATION", "STATUS", "SCHEMA", "VERSION", "CHECKSUM"]
-    assert text[1].split()[:4] == ["quick-0002", "applied", "v1->v2", "3"]
-    assert text[2].split()[:4] == ["quick-0003", "applied", "v2->v3", "4"]
+    assert text[1].split()[:4] == ["0001_quick", "applied", "v1->v2", "3"]
+    assert text[2].split()[:4] == ["0002_quick", "applied", "v2->v3", "4"]
 
 
 def test_history_shows_what_each_commit_added_and_removed(root: Path, mdir: Path) -> None:
@@ -254,7 +254,7 @@ def test_history_shows_what_each_commit_added_and_removed(root: Path, mdir: Path
     assert [line[line.index("  +") + 2 :] for line in text] == [
         "+0 -0 records, +0 -0 shards",
         f"+{ROWS} -0 records, +3 -0 shards",
-        f"+{ROWS} -{ROWS} records, +3 -3 shards  migration quick-0002: add h (int64) = 1",
+        f"+{ROWS} -{ROWS} records, +3 -3 shards  migration 0001_quick: add h (int64) = 1",
         "+1 -0 records, +1 -0 shards",
         f"+{ROWS} -{ROWS + 1} records, +3 -4 shards  restore version 2",
     ]
@@ -447,7 +447,7 @@ def test_restore_compact_export(root: Path, mdir: Path, tmp_path: Path) -> None:
     doc = json.loads(c(root, "compact", "small", "--target-size", "1MiB", "--json").stdout)
     assert (doc["data_change"], doc["shards_before"], doc["shards_after"], doc["groups"]) == (False, 3, 1, 1)
     assert cat_rows(root) == before and show(root)["shard_count"] == 1
-    assert c(root, "compact", "small").stdout == "small: nothing to compact (1 shards)\n"
+    assert c(root, "compact", "small").stdout == "small: nothing to compact (1 shard)\n"
 
     out_file = tmp_path / "export.tfrecord.gz"
     doc = json.loads(c(root, "export", "small", str(out_file), "--compression", "gzip", "--json").stdout)
@@ -456,7 +456,7 @@ def test_restore_compact_export(root: Path, mdir: Path, tmp_path: Path) -> None:
     assert list(read_records(out_file)) == [r for s in shards for r in read_records(s["path"])]
     content = out_file.read_bytes()
     result = c(root, "export", "small", str(out_file), ok=False)
-    one_line_error(result, f"error: {out_file}: already exists; export never overwrites\n")
+    one_line_error(result, f"error: {out_file}: already exists; use --force to replace it\n")
     assert out_file.read_bytes() == content
     old = tmp_path / "v2.tfrecord"
     c(root, "export", "small", str(old), "--version", "2")
@@ -525,3 +525,84 @@ def test_a_rewrite_returns_the_commit_history_shows(root: Path, mdir: Path) -> N
     assert report.commit is not None
     assert (report.commit.records, report.commit.records_removed, report.commit.shards_removed) == (ROWS, ROWS, 3)
     same_as_history(report.commit)
+
+
+# --------------------------------------------------------------------------- numbering: files and quick ones
+
+
+def test_quick_migrations_are_numbered_with_the_files(root: Path, mdir: Path) -> None:
+    script(mdir, "0001_add_h.py", 'operations = [AddField("h", {"dtype": "int64"}, default=256)]\n')
+    c(root, "migrate", "small", "--migrations", str(mdir))
+    dry = json.loads(
+        c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--dry-run", "--json").stdout
+    )
+    assert [m["id"] for m in dry["migrations"]] == ["0002_quick"]
+    doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--json").stdout)
+    assert [m["id"] for m in doc["migrations"]] == ["0002_quick"]  # not quick-0003 (its schema version)
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("0002_quick", "applied"),
+    ]
+    assert json.loads(c(root, "history", "small", "--json").stdout)[-1]["message"] == "migration 0002_quick: drop raw"
+    out = c(root, "migrations", "new", "small", "next", "--migrations", str(mdir)).stdout
+    assert out.startswith(f"wrote {mdir / 'small' / '0003_next.py'};")
+
+
+@pytest.mark.parametrize("name", ["0002_add_w.py", "0002_quick.py"])
+def test_a_file_numbered_as_an_applied_quick_migration_is_refused(root: Path, mdir: Path, name: str) -> None:
+    script(mdir, "0001_add_h.py", 'operations = [AddField("h", {"dtype": "int64"}, default=256)]\n')
+    c(root, "migrate", "small", "--migrations", str(mdir))
+    c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw")  # 0002_quick, version 4
+    path = script(mdir, name, 'operations = [AddField("w", {"dtype": "int64"}, default=1)]\n')
+    result = c(root, "migrate", "small", "--migrations", str(mdir), ok=False)
+    one_line_error(
+        result,
+        f"error: {path}: number 0002 is taken by the quick migration 0002_quick (version 4): number it after 0002\n",
+    )
+    assert show(root)["version"] == 4
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("0002_quick", "applied"),
+        (path.stem, "pending"),
+    ]
+    path.rename(path.with_name("0003_add_w.py"))
+    doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--json").stdout)
+    assert [m["id"] for m in doc["migrations"]] == ["0003_add_w"]
+
+
+def test_a_quick_migration_after_a_pending_file_takes_the_next_number(root: Path, mdir: Path) -> None:
+    pending = script(mdir, "0001_add_h.py", 'operations = [AddField("h", {"dtype": "int64"}, default=256)]\n')
+    doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw", "--json").stdout)
+    assert [m["id"] for m in doc["migrations"]] == ["0002_quick"]  # 0001 is the file's, applied or not
+    result = c(root, "migrate", "small", "--migrations", str(mdir), ok=False)
+    one_line_error(result, f"error: {pending}: pending, but 0002_quick is already applied: number it after 0002\n")
+
+
+def test_legacy_quick_ids_are_read_and_take_no_number(root: Path, mdir: Path) -> None:
+    """Catalogs written before quick migrations shared the files' numbering hold ids named
+    after the schema version (quick-0003 after 0001_add_h): read as they are, no collision."""
+    from sqlalchemy import update
+
+    from catalog.manifest import APPLIED_MIGRATIONS
+
+    script(mdir, "0001_add_h.py", 'operations = [AddField("h", {"dtype": "int64"}, default=256)]\n')
+    c(root, "migrate", "small", "--migrations", str(mdir))
+    c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "raw")
+    with Catalog.open(root) as cat, cat.engine.begin() as conn:
+        stmt = update(APPLIED_MIGRATIONS).where(APPLIED_MIGRATIONS.c.migration_id == "0002_quick")
+        assert conn.execute(stmt.values(migration_id="quick-0003")).rowcount == 1
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("quick-0003", "applied"),
+    ]
+    doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--drop", "score", "--json").stdout)
+    assert [m["id"] for m in doc["migrations"]] == ["0002_quick"]
+    script(mdir, "0003_add_w.py", 'operations = [AddField("w", {"dtype": "int64"}, default=1)]\n')
+    doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--json").stdout)
+    assert [m["id"] for m in doc["migrations"]] == ["0003_add_w"]
+    assert [(m["id"], m["status"]) for m in listing(root, mdir)] == [
+        ("0001_add_h", "applied"),
+        ("quick-0003", "applied"),
+        ("0002_quick", "applied"),
+        ("0003_add_w", "applied"),
+    ]

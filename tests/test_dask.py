@@ -392,7 +392,7 @@ def test_cli_migrate_compact_verify_append_with_a_scheduler(tmp_path: Path, clus
     names = cluster.task_names(lambda: cli(*c, "migrate", "d", "--add", "h:int64=7", *dask_opts))
     assert names.count("migrate_shard") == ROWS // PER_SHARD
     result = cli(*c, "compact", "d", *dask_opts)
-    assert result.exit_code == 0 and "12 -> 1 shards" in result.output
+    assert result.exit_code == 0 and "12 -> 1 shard" in result.output
     inputs = write_inputs(tmp_path / "in")
     result = cli(*c, "append", "d", *map(str, inputs), *dask_opts)
     assert result.exit_code == 0 and result.output == "committed: d version 5: 49 records in 3 shards\n"

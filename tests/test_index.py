@@ -143,7 +143,9 @@ def test_appends_register_an_index_per_shard(cat: Catalog, tmp_path: Path) -> No
         for r in rows(range(150, 160)):
             w.write(r)
     assert check_indexed(cat) == 4 + 7 + 2  # each input its own shards: 2 x (20 + 5), then 20 + 20 + 10
-    assert cat.verify().to_json() == {"ok": True, "checked": 13, "bytes": cat.dataset(NAME).info().bytes,
+    assert cat.verify().to_json() == {"ok": True, "checked": 13, "shards": 13, "retired": 0,
+                                      "datasets": {NAME: {"shards": 13, "retired": 0}},
+                                      "bytes": cat.dataset(NAME).info().bytes,
                                       "problems": [], "not_indexed": []}  # fmt: skip
     # The index tree holds exactly the live shards' indexes; dataset folders hold shards only.
     names = {p.name for p in (cat.data_root / NAME).iterdir()}

@@ -360,7 +360,7 @@ def test_backup_of_a_postgres_manifest_is_a_sqlite_file_holding_every_row(pg_url
     assert cli("-C", str(root), "backup", str(out)).exit_code == 0
     assert _rows(f"sqlite:///{out}") == _rows(pg_url)
     again = cli("-C", str(root), "backup", str(out), ok=False)
-    assert again.exit_code == 1 and again.stderr == f"error: {out}: already exists; backup never overwrites\n"
+    assert again.exit_code == 1 and again.stderr == f"error: {out}: already exists; use --force to replace it\n"
 
 
 def test_a_server_gone_mid_read_is_one_manifest_error(

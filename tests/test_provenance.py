@@ -183,7 +183,7 @@ def test_link_says_which_inputs_it_linked_and_which_it_copied(
     result = run("-C", cat.root, "append", "d", raw, "--link", "--allow-duplicate")
     assert result.stdout.splitlines()[1:] == [
         "linked 0 inputs (no bytes copied)",
-        "copied 1 inputs that could not be linked (another filesystem, compressed unlike the dataset, or not "
+        "copied 1 input that could not be linked (another filesystem, compressed unlike the dataset, or not "
         f"TFRecord): {raw}",
     ]
     plain = json.loads(run("-C", cat.root, "append", "d", tmp_path / "r.jsonl", "--allow-duplicate", "--json").stdout)

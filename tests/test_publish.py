@@ -49,9 +49,9 @@ if verb == "backup":  # the backup's file has just been created: nothing copied 
 
     sqlite3.connect = connect
     Catalog.open(root).backup(out)
-else:  # every record written, not yet published
+else:  # every record written, not yet published (export-force: over the file there)
     faults.install(lambda name, info: name == "export.written" and hold())
-    Catalog.open(root).dataset("demo").export(out)
+    Catalog.open(root).dataset("demo").export(out, force=verb == "export-force")
 """
 
 
@@ -135,3 +135,88 @@ def test_backup_and_export_into_nowhere_are_one_line(root: Path) -> None:
     result = run("-C", str(root), "export", "demo", "/proc/x.tfrecord", ok=False)
     assert result.exit_code == 1 and result.stderr.startswith("error: /proc/x.tfrecord: cannot write: ")
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb", ["backup", "export"])
+def test_an_existing_file_needs_force(root: Path, tmp_path: Path, verb: str) -> None:
+    out = tmp_path / ("copy.db" if verb == "backup" else "demo.tfrecord")
+    out.write_text("the old one")
+    args = ["backup", str(out)] if verb == "backup" else ["export", "demo", str(out)]
+    result = run("-C", str(root), *args, ok=False)
+    assert (result.exit_code, result.stderr) == (1, f"error: {out}: already exists; use --force to replace it\n")
+    assert out.read_text() == "the old one"
+    run("-C", str(root), *args, "--force")
+    if verb == "export":
+        assert len(list(read_records(out))) == 20
+    else:
+        assert Catalog.open(root).list()[0].records == 20  # the copy is a manifest that opens
+        assert out.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c", out.name])  # no partial file left
+
+
+def test_export_force_in_python(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "demo.tfrecord"
+    out.write_text("the old one")
+    ds = Catalog.open(root).dataset("demo")
+    report = ds.export(out, force=True)
+    assert report.records == 20 and len(list(read_records(out))) == 20
+    with pytest.raises(Exception, match="already exists; use --force to replace it"):
+        ds.export(out)
+
+
+@pytest.mark.parametrize("verb", ["backup", "export"])
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_a_forced_write_that_fails_leaves_the_old_file(
+    root: Path, tmp_path: Path, verb: str, failure: type[BaseException]
+) -> None:
+    out = tmp_path / ("copy.db" if verb == "backup" else "demo.tfrecord")
+    out.write_text("the old one")
+
+    def fail(name: str, info: dict[str, Any]) -> None:
+        if name in ("backup.write", "export.written"):
+            raise failure(28, "No space left on device")  # Ctrl-C, or the disk filling up
+
+    faults.install(fail)
+    try:
+        if failure is KeyboardInterrupt:
+            with pytest.raises(KeyboardInterrupt):
+                if verb == "backup":
+                    Catalog.open(root).backup(out, force=True)
+                else:
+                    Catalog.open(root).dataset("demo").export(out, force=True)
+        else:
+            args = ["backup", str(out)] if verb == "backup" else ["export", "demo", str(out)]
+            result = run("-C", str(root), *args, "--force", ok=False)
+            assert result.exit_code == 1 and result.stderr.startswith(f"error: {out}: cannot write")
+            assert result.stderr.endswith("No space left on device\n") and len(result.stderr.splitlines()) == 1
+    finally:
+        faults.install(None)
+    assert out.read_text() == "the old one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c", out.name])  # no partial file left
+
+
+def test_a_killed_forced_export_leaves_the_old_file(root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "demo.tfrecord"
+    out.parent.mkdir()
+    out.write_text("the old one")
+    _kill_mid("export-force", root, out, tmp_path)
+    assert out.read_text() == "the old one"  # never half a file where a good one was
+    run("-C", str(root), "export", "demo", str(out), "--force")
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # the dead process's partial file is gone
+    assert len(list(read_records(out))) == 20
+
+
+@pytest.mark.parametrize("verb", ["backup", "export"])
+def test_force_never_replaces_the_catalogs_own_files(root: Path, verb: str) -> None:
+    shard = Catalog.open(root).dataset("demo").shards()[0].path
+    before = Path(shard).read_bytes()
+    for target in (shard, str(root / "catalog.db")):
+        args = ["backup", target] if verb == "backup" else ["export", "demo", target]
+        result = run("-C", str(root), *args, "--force", ok=False)
+        assert (result.exit_code, result.stderr) == (
+            1,
+            f"error: {target}: a file of the catalog at {root}; --force replaces only files outside it\n",
+        )
+    assert Path(shard).read_bytes() == before
+    # the manifest is still itself (opening it may touch its pages, so no byte comparison)
+    assert Catalog.open(root).list()[0].records == 20 and Catalog.open(root).verify().ok

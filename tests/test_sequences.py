@@ -225,12 +225,12 @@ def test_migrations_on_sequence_features(cat: Catalog, tmp_path: Path) -> None:
     first = next(iter(ds.read()))
     assert list(first["ids"]) == [1, 2, 3] and first["chars"] == [] and "frames" not in first
     scripts = tmp_path / "migrations" / "s"
-    scripts.mkdir(parents=True)
-    (scripts / "0001_cast_ids.py").write_text(
+    scripts.mkdir(parents=True)  # numbered after the quick migration above, 0001_quick
+    (scripts / "0002_cast_ids.py").write_text(
         "from catalog.migrate import CastField\n"
         "operations = [CastField('ids', {'dtype': 'float32', 'sequence': True})]\n"
     )
-    (scripts / "0002_add_n.py").write_text(
+    (scripts / "0003_add_n.py").write_text(
         "from catalog.migrate import AddField\n"
         "operations = [AddField('n', {'dtype': 'int64', 'sequence': True}, fn=lambda row: list(range(row['id'])))]\n"
     )

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, progress_bar, verb
-from catalog.cli.options import AsJson, ExecutorKind, Scheduler, parse_duration
-from catalog.cli.output import Output, human
+from catalog.cli.options import AsJson, ExecutorKind, Force, Scheduler, parse_duration
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.commit.values import GcReport
@@ -50,9 +50,11 @@ def init(
 
 
 @verb
-def backup(out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")]) -> Output:
+def backup(
+    out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")], force: Force = False
+) -> Output:
     """Write a consistent copy of the manifest to a new SQLite file."""
-    path = open_catalog().backup(out)
+    path = open_catalog().backup(out, force)
     return Output(text=[f"manifest backed up to {path}"])
 
 
@@ -69,7 +71,8 @@ def copy_manifest(
 
     cat = open_catalog()
     counts = cat.copy_manifest(db_url, switch)
-    text = [f"copied {sum(counts.values())} rows ({counts.get('shards', 0)} shards) to {safe_url(db_url)}"]
+    shards = counted(counts.get("shards", 0), "shard")
+    text = [f"copied {counted(sum(counts.values()), 'row')} ({shards}) to {safe_url(db_url)}"]
     if switch:
         text.append(f"{cat.root} now uses the copy; other catalog directories on the old manifest must attach anew")
     return Output(text=text, json=lambda: {"ok": True, "target": safe_url(db_url), "switched": switch, "rows": counts})
@@ -102,9 +105,11 @@ def verify(
         report = c.verify(names or None, progress, executor=ex)
     bad = sum(p.problem != "unregistered" for p in report.problems)
     extra = len(report.problems) - bad
-    summary = f"{report.checked} shards, {human(report.bytes)} checked: {bad} problems"
+    # the current versions' shards apart from the retired ones older versions still read
+    retired = f" and {counted(report.retired, 'retired shard')}" if report.retired else ""
+    summary = f"{counted(report.shards, 'shard')}{retired}, {human(report.bytes)} checked: {counted(bad, 'problem')}"
     if extra:
-        summary += f", {extra} unregistered files"
+        summary += f", {counted(extra, 'unregistered file')}"
     if report.not_indexed:
         summary += f", {len(report.not_indexed)} not indexed (`catalog index` indexes them)"
     return Output(
@@ -159,12 +164,13 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
     for p in report.forgotten:
         yield f"{'would forget' if dry_run else 'forgot'} adopted file {p} (no kept version needs it; left in place)"
     for k in report.kept_for_tags:
-        yield f"kept {len(k.shards)} retired shards for tag {k.tag} of {k.dataset} (version {k.version})"
-    retired = f" ({len(report.retired)} retired shards)" if report.retired else ""
+        yield f"kept {counted(len(k.shards), 'retired shard')} for tag {k.tag} of {k.dataset} (version {k.version})"
+    retired = f" ({counted(len(report.retired), 'retired shard')})" if report.retired else ""
     if report.indexes_removed:  # with their shards: not in the list above, which names shards
-        yield f"{verb} {report.indexes_removed} record index files ({human(report.index_bytes)})"
+        yield f"{verb} {counted(report.indexes_removed, 'record index file')} ({human(report.index_bytes)})"
     yield (
-        f"{verb} {len(report.removed)} files{retired} ({human(report.bytes)}); kept {report.kept_young} younger "
-        f"than the grace period, {report.kept_live} of live writers and {report.kept_retired} retired shards "
-        "for time travel" + (f", {report.kept_tagged} for tags" if report.kept_tagged else "")
+        f"{verb} {counted(len(report.removed), 'file')}{retired} ({human(report.bytes)}); kept {report.kept_young} "
+        f"younger than the grace period, {report.kept_live} of live writers and "
+        f"{counted(report.kept_retired, 'retired shard')} for time travel"
+        + (f", {report.kept_tagged} for tags" if report.kept_tagged else "")
     )

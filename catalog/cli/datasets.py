@@ -29,7 +29,7 @@ from catalog.cli.options import (
     Version,
     parse_bytes,
 )
-from catalog.cli.output import Output, human
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.commit.values import Commit, DatasetInfo, ShardInfo, Tag
@@ -77,7 +77,8 @@ def register(
     )
     inferred = cat.dataset(name).schema.to_json()
     text = [f"registered {name} with an inferred schema:", *_schema_text(inferred)]
-    text.append(f"committed: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards")
+    counts = f"{counted(commit.records, 'record')} in {counted(commit.shard_count, 'shard')}"
+    text.append(f"committed: {name} version {commit.version}: {counts}")
     return Output(text=text, json=lambda: {"schema": inferred, "commit": commit.to_json()})
 
 
@@ -132,19 +133,20 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
     yield f"version:        {info.version}"
     yield f"schema version: {info.schema_version}"
     yield f"records:        {info.records}"
-    yield f"size:           {human(info.bytes)} in {info.shard_count} shards"
+    yield f"size:           {human(info.bytes)} in {counted(info.shard_count, 'shard')}"
     if info.compression != "none":
         yield f"compression:    {info.compression} (new shards; TensorFlow reads them with compression_type)"
     if info.splits:
         yield "splits:"
         width = max(map(len, info.splits))
         for split, t in info.splits.items():
-            yield f"  {split + ':':{width + 1}} {t['records']} records, {human(t['bytes'])} in {t['shards']} shards"
+            counts = f"{counted(t['records'], 'record')}, {human(t['bytes'])} in {counted(t['shards'], 'shard')}"
+            yield f"  {split + ':':{width + 1}} {counts}"
     yield "schema:"
     yield from _schema_text(info.schema)
     for s in shards:
         where = "  (adopted in place)" if s.location is not None else ""
-        yield f"  {s.path}  {s.records} records  {human(s.bytes)}  {s.checksum}{where}"
+        yield f"  {s.path}  {counted(s.records, 'record')}  {human(s.bytes)}  {s.checksum}{where}"
 
 
 def _schema_text(schema: dict[str, Any]) -> Iterator[str]:
@@ -302,18 +304,19 @@ def _adopt_text(name: str, commit: Commit, moved: bool) -> Iterator[str]:
     yield from _append_text(name, commit)
     if not moved and not commit.duplicate:
         size = human(sum(s.bytes for s in commit.shards))
-        yield f"adopted {commit.shard_count} files in place ({size}; no bytes copied)"
+        yield f"adopted {counted(commit.shard_count, 'file')} in place ({size}; no bytes copied)"
 
 
 def _append_text(name: str, commit: Commit) -> Iterator[str]:
     what = "already committed (token seen before)" if commit.duplicate else "committed"
-    yield f"{what}: {name} version {commit.version}: {commit.records} records in {commit.shard_count} shards"
+    counts = f"{counted(commit.records, 'record')} in {counted(commit.shard_count, 'shard')}"
+    yield f"{what}: {name} version {commit.version}: {counts}"
     if commit.linked is not None:
-        yield f"linked {len(commit.linked)} inputs (no bytes copied)"
+        yield f"linked {counted(len(commit.linked), 'input')} (no bytes copied)"
         if commit.copied:
             shown = ", ".join(commit.copied[:3]) + (", ..." if len(commit.copied) > 3 else "")
             why = "another filesystem, compressed unlike the dataset, or not TFRecord"
-            yield f"copied {len(commit.copied)} inputs that could not be linked ({why}): {shown}"
+            yield f"copied {counted(len(commit.copied), 'input')} that could not be linked ({why}): {shown}"
 
 
 def _delimiter(text: str | None) -> str | None:

@@ -12,7 +12,7 @@ import typer
 
 from catalog.cli.base import app, verb
 from catalog.cli.options import InputFormat
-from catalog.cli.output import Output
+from catalog.cli.output import Output, counted
 from catalog.errors import CatalogError
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ def inspect(
     schema = inferred.schema.to_json()
     _write_schema(schema_out, schema, [])
     counts = [{"path": p, "records": n} for p, n in inferred.counts]
-    text = [f"{c['path']}: {c['records']} records" for c in counts] + ["schema:", json.dumps(schema, indent=2)]
+    text = [f"{p}: {counted(n, 'record')}" for p, n in inferred.counts]
+    text += ["schema:", json.dumps(schema, indent=2)]
     return Output(text=text, json=lambda: {"inputs": counts, "schema": schema})
 
 
@@ -75,7 +76,8 @@ def _write_schema(out: Path | None, schema: dict[str, Any] | None, reports: list
 def _files_text(reports: list[FileReport], schema: dict[str, Any] | None) -> Iterator[str]:
     for r in reports:
         note = f"  note: {r.note}" if r.note else ""
-        yield f"{r.path}: {r.records} records, {r.bytes} bytes, {r.compression}, crc {r.crc}{note}"
+        counts = f"{counted(r.records, 'record')}, {counted(r.bytes, 'byte')}"
+        yield f"{r.path}: {counts}, {r.compression}, crc {r.crc}{note}"
     if schema is not None:
         yield "schema:"
         yield json.dumps(schema, indent=2)
@@ -166,4 +168,4 @@ def _demo_rows(root: Path, records: int) -> Iterator[str]:
 
     yield "\n>>> Catalog.open(root).dataset('demo').append_rows(rows, message='rows from Python')"
     commit = append_demo_rows(root, records)
-    yield f"version {commit.version}: {commit.records} records in {len(commit.shards)} new shard(s)"
+    yield f"version {commit.version}: {counted(commit.records, 'record')} in {counted(len(commit.shards), 'new shard')}"

@@ -10,7 +10,7 @@ import typer
 
 from catalog.cli.base import open_catalog, progress_bar, verb
 from catalog.cli.options import AsJson, Version
-from catalog.cli.output import Output, human
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.indexing import DaliReport, IndexReport
@@ -57,8 +57,9 @@ def _index_text(reports: list[IndexReport], dali: DaliReport | None) -> Iterator
         if r.compressed:
             rest.append(f"{r.compressed} compressed (no random access, no index)")
         yield (
-            f"{r.dataset} version {r.version}: indexed {r.indexed} shards ({r.records} records, "
+            f"{r.dataset} version {r.version}: indexed {counted(r.indexed, 'shard')} ({counted(r.records, 'record')}, "
             f"{human(r.index_bytes)} of index); " + ", ".join(rest)
         )
     if dali is not None:
-        yield f"wrote {len(dali.files)} DALI index files ({dali.records} records) to {dali.directory}"
+        files = counted(len(dali.files), "DALI index file")
+        yield f"wrote {files} ({counted(dali.records, 'record')}) to {dali.directory}"

@@ -81,6 +81,7 @@ Split = Annotated[
 ]
 Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
+Force = Annotated[bool, typer.Option("--force", help="Replace a file already there (once the new one is complete).")]
 InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
 Inputs = Annotated[
     list[str],  # (not Path: Path("") would be the working directory; the library refuses "")

@@ -18,6 +18,8 @@ from typing import Any
 
 import typer
 
+from catalog.words import counted as counted  # the verbs' counts in words, here with the other formatting
+
 # What a terminal acts on instead of showing: C0 controls but the tab, DEL, the C1 controls
 # (U+009B is CSI) and the bidirectional overrides and isolates (text shown reversed).
 _CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

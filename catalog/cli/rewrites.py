@@ -16,6 +16,7 @@ from catalog.cli.options import (
     DatasetName,
     DryRun,
     ExecutorKind,
+    Force,
     Message,
     MigrationsDir,
     NewCompression,
@@ -26,7 +27,7 @@ from catalog.cli.options import (
     parse_bytes,
     parse_version,
 )
-from catalog.cli.output import Output, human
+from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.migrations.runner import MigrateReport, MigrationStatus
@@ -79,7 +80,8 @@ def _migrate_text(name: str, report: MigrateReport, dry_run: bool) -> Iterator[s
         where = "" if m.version is None else f" -> version {m.version}"
         yield (
             f"{head} {m.id}: schema v{m.from_schema_version} -> v{m.to_schema_version}{where}, "
-            f"{m.records} records in {m.shards} shards" + ("" if dry_run else f" ({m.seconds:.2f} s)")
+            f"{counted(m.records, 'record')} in {counted(m.shards, 'shard')}"
+            + ("" if dry_run else f" ({m.seconds:.2f} s)")
         )
         for op in m.operations:
             yield f"  {op}"
@@ -141,7 +143,8 @@ def restore(
     commit = ds.restore(version, message)
     text = (
         f"restored {name} to version {what} as version {commit.version} (schema version "
-        f"{commit.schema_version}): {commit.total_records} records in {commit.total_shards} shards"
+        f"{commit.schema_version}): {counted(commit.total_records, 'record')} in "
+        f"{counted(commit.total_shards, 'shard')}"
     )
     return Output(text=[text], json=commit.to_json)
 
@@ -179,34 +182,36 @@ def compact(
 
 def _compact_text(name: str, report: CompactReport, dry_run: bool) -> Iterator[str]:
     if not report.groups:
-        yield f"{name}: nothing to compact ({report.shards_before} shards)"
+        yield f"{name}: nothing to compact ({counted(report.shards_before, 'shard')})"
         return
     head = "would merge" if dry_run else "merged"
     tail = "" if report.commit is None else f" as version {report.commit.version}"
     yield (
-        f"{head} {report.shards_before - report.shards_after + report.groups} shards into {report.groups} "
-        f"({human(report.bytes)}): {report.shards_before} -> {report.shards_after} shards{tail}"
+        f"{head} {counted(report.shards_before - report.shards_after + report.groups, 'shard')} into "
+        f"{report.groups} ({human(report.bytes)}): {report.shards_before} -> "
+        f"{counted(report.shards_after, 'shard')}{tail}"
     )
 
 
 @verb
 def export(
     name: DatasetName,
-    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (never overwritten).")],
+    out: Annotated[Path, typer.Argument(help="The TFRecord file to write (replaced only with --force).")],
     version: Version = None,
     compression: Annotated[
         Literal["none", "gzip", "zlib"], typer.Option("--compression", case_sensitive=False, help="Compression.")
     ] = "none",
     as_json: AsJson = False,
     split: Split = None,
+    force: Force = False,
 ) -> Output:
     """Write the dataset (at version N; or a split, or a slice of one) as one TFRecord file that TensorFlow reads."""
     ds = open_catalog().dataset(name)
     with progress_bar(f"export {name}", ds.info(version).bytes) as progress:
-        report = ds.export(out, version, compression, progress, split=split)
+        report = ds.export(out, version, compression, progress, split=split, force=force)
     what = "" if split is None else f" {split}"
     text = (
-        f"exported {name} version {report.version}{what}: {report.records} records to {report.path} "
+        f"exported {name} version {report.version}{what}: {counted(report.records, 'record')} to {report.path} "
         f"({human(report.bytes)}, compression {report.compression})"
     )
     return Output(text=[text], json=report.to_json)

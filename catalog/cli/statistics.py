@@ -12,11 +12,12 @@ import typer
 
 from catalog.cli.base import open_catalog, progress_bar, verb
 from catalog.cli.options import AsJson, DatasetName, Version
-from catalog.cli.output import Output, Rendered, visible
+from catalog.cli.output import Output, Rendered, counted, visible
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from catalog.commit.statistics import VersionStats
     from catalog.describe import Comparison, StatsReport
 
 SPARKS = " ▁▂▃▄▅▆▇█"
@@ -52,7 +53,11 @@ def stats(
     if compute:
         with progress_bar(f"stats {name}", None) as progress:  # how much lacks statistics is found as it goes
             done = ds.compute_stats(version, progress)
-    note = f"computed the statistics of {done.computed} shards ({done.records} records)" if done else None
+    note = (
+        f"computed the statistics of {counted(done.computed, 'shard')} ({counted(done.records, 'record')})"
+        if done
+        else None
+    )
     if compare is not None:
         cmp = ds.compare_stats(compare[0], compare[1], feature, version)
         return Output(text=_compare_text(cmp), json=cmp.to_json, summary=note)
@@ -97,18 +102,25 @@ def num(x: Any) -> str:
     return f"{x:.4g}"
 
 
-def _stats_text(report: StatsReport) -> Iterator[str]:
-    from rich.table import Table
-
-    at = report.at
+def _stats_head(at: VersionStats) -> Iterator[str]:
+    """What the statistics are of, and the shards left out of them."""
     where = f"split {at.split}" if at.split else f"splits: {', '.join(at.splits) or 'none'}"
-    yield f"dataset {at.dataset} version {at.version} ({where}): {at.records:,} records in {at.shards:,} shards"
+    counts = f"{counted(at.records, 'record', grouped=True)} in {counted(at.shards, 'shard', grouped=True)}"
+    yield f"dataset {at.dataset} version {at.version} ({where}): {counts}"
     if at.missing_shards:
         damaged = f", {at.damaged:,} of them damaged" if at.damaged else ""
         yield (
-            f"not computed: {at.missing_shards:,} shards ({at.missing_records:,} records{damaged}) are left out; "
+            f"not computed: {counted(at.missing_shards, 'shard', grouped=True)} "
+            f"({counted(at.missing_records, 'record', grouped=True)}{damaged}) "
+            f"{'is' if at.missing_shards == 1 else 'are'} left out; "
             f"run `catalog stats {at.dataset} --compute`"
         )
+
+
+def _stats_text(report: StatsReport) -> Iterator[str]:
+    from rich.table import Table
+
+    yield from _stats_head(report.at)
     rows = report.summaries()
     tty = sys.stdout.isatty()
     numbers = [r for r in rows if "values" in r]
@@ -166,7 +178,8 @@ def _compare_text(cmp: Comparison) -> Iterator[str]:
     from rich.table import Table
 
     def side(v: Any) -> str:
-        return f"version {v.version}" + (f" split {v.split}" if v.split else "") + f" ({v.records:,} records)"
+        split = f" split {v.split}" if v.split else ""
+        return f"version {v.version}{split} ({counted(v.records, 'record', grouped=True)})"
 
     yield f"dataset {cmp.a.dataset}: A = {side(cmp.a)}, B = {side(cmp.b)}"
     t = Table(title_justify="left")

@@ -38,6 +38,7 @@ from catalog.errors import (
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
+from catalog.words import counted
 
 # A ShardInfo's columns after its absolute path, in its field order.
 SHARD_INFO_COLUMNS = (
@@ -145,7 +146,8 @@ class CatalogHandle:
                     raise CatalogError(f"{s.location}: adopted file vanished before commit; nothing registered")
                 if size not in (-1, s.bytes):
                     raise CatalogError(
-                        f"{s.location}: {size} bytes now, {s.bytes} when it was checked: changed before the commit; "
+                        f"{s.location}: {counted(size, 'byte')} now, {s.bytes} when it was checked: changed before the "
+                        "commit; "
                         "nothing registered"
                     )
 
@@ -495,7 +497,8 @@ class DatasetHandle:
         if said != total:
             detail = f"its totals say {said}, its shards hold {total}"
         elif r.kind == "append" and (r.shards_added, r.records_added) != (added.shards, added.records):
-            detail = f"it says it added {r.records_added} records in {r.shards_added} shards, its shards hold {added}"
+            said_added = f"{counted(r.records_added, 'record')} in {counted(r.shards_added, 'shard')}"
+            detail = f"it says it added {said_added}, its shards hold {added}"
         if detail is not None:
             raise mf.damaged(self.catalog.engine, f"dataset {self.name!r} version {r.version}: {detail}")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from catalog.errors import CatalogError, InvalidNameError
 from catalog.manifest import DEFAULT_SPLIT
+from catalog.words import counted
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 # A tag starts with a letter: wherever a version is asked for, "3" is a number, "run-42" a tag.
@@ -194,9 +195,20 @@ class Problem:
 
 
 @dataclass
+class ShardCount:
+    """A dataset's shards verify checked: its current version's, and the retired ones kept."""
+
+    shards: int = 0
+    retired: int = 0
+
+
+@dataclass
 class VerifyReport:
-    checked: int = 0
+    checked: int = 0  # every shard checked: ``shards`` + ``retired``
     bytes: int = 0
+    shards: int = 0  # the shards of the datasets' current versions
+    retired: int = 0  # retired shards gc has not collected: older versions (time travel) read them
+    datasets: dict[str, ShardCount] = field(default_factory=dict)  # the two counts of each dataset checked
     problems: list[Problem] = field(default_factory=list)
     # Uncompressed shards registered without a record index (before format 4, or `--link`ed):
     # not a problem; `catalog index` (or a reader that needs one) makes it.
@@ -210,6 +222,9 @@ class VerifyReport:
         return {
             "ok": self.ok,
             "checked": self.checked,
+            "shards": self.shards,
+            "retired": self.retired,
+            "datasets": {name: {"shards": c.shards, "retired": c.retired} for name, c in self.datasets.items()},
             "bytes": self.bytes,
             "problems": [p.to_json() for p in self.problems],
             "not_indexed": self.not_indexed,
@@ -347,7 +362,8 @@ class ShardSum:
         return ShardSum(self.shards - other.shards, self.records - other.records, self.bytes - other.bytes)
 
     def __str__(self) -> str:
-        return f"{self.records} records, {self.bytes} bytes in {self.shards} shards"
+        records, size = counted(self.records, "record"), counted(self.bytes, "byte")
+        return f"{records}, {size} in {counted(self.shards, 'shard')}"
 
 
 NO_SHARDS = ShardSum(0, 0, 0)

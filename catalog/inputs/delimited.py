@@ -21,6 +21,7 @@ from typing import IO, Any
 from catalog.errors import AppendError, ValidationError
 from catalog.schema import Feature, Schema, value_from_json
 from catalog.tfrecord.example import FLOAT32_MAX
+from catalog.words import counted
 
 SEPARATORS = (",", "\t", ";", "|")
 BATCH = 4096  # rows converted and encoded a column at a time
@@ -190,8 +191,7 @@ class DelimitedRows:
             for cells in csv.reader(self._lines_iter, delimiter=self._sep, strict=True):
                 if cells:  # a blank line has none
                     if len(cells) != width:
-                        cells_text = "1 cell" if len(cells) == 1 else f"{len(cells)} cells"
-                        raise self.error(f"{cells_text}, the header has {width} columns")
+                        raise self.error(f"{counted(len(cells), 'cell')}, the header has {counted(width, 'column')}")
                     yield self.start, cells
                 self.start = self.lineno + 1  # the reader reads no further than the record it returns
         except csv.Error as e:

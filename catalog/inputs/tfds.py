@@ -29,6 +29,7 @@ from typing import Any
 from catalog.errors import AppendError, SchemaError
 from catalog.schema import Schema, json_problem
 from catalog.schema.features import MAX_SCHEMA_BYTES
+from catalog.words import counted
 
 FEATURES_FILE = "features.json"
 INFO_FILE = "dataset_info.json"
@@ -171,7 +172,7 @@ def _split(folder: Path, dataset: str, raw: Any, held: int) -> TfdsSplit:
             what = f"split {split!r}: shard {f.name[:80]!r}: {e.strerror or e}"
             raise AppendError(f"{where}: {what}", str(folder)) from e
         if not there:
-            raise AppendError(f"{f}: missing: {INFO_FILE} lists {shards} shards for split {split!r}", str(f))
+            raise AppendError(f"{f}: missing: {INFO_FILE} lists {counted(shards, 'shard')} for split {split!r}", str(f))
     return TfdsSplit(split, files, shard_lengths)
 
 

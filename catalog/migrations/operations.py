@@ -35,6 +35,7 @@ from catalog.tfrecord.example import (
     rekey_entry,
     split_entries,
 )
+from catalog.words import counted
 
 Row = dict[str, Any]
 # A schema's features in order, by name: its "features" object, then its "sequence_features",
@@ -389,7 +390,8 @@ def _cast_list(dst: Feature, value: Any, lossy: bool) -> Any:
     if want is not None and len(values) != want:
         if not lossy:
             raise ValidationError(
-                f"{len(values)} values do not fit shape {list(dst.shape)} (CastField(..., lossy=True) cuts or pads)",
+                f"{counted(len(values), 'value')} {'does' if len(values) == 1 else 'do'} not fit shape "
+                f"{list(dst.shape)} (CastField(..., lossy=True) cuts or pads)",
                 dst.name,
             )
         values = (values + [zero(dst.dtype)] * want)[:want]

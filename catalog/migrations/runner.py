@@ -36,6 +36,7 @@ from catalog.migrations.scripts import (
     TEMPLATE,
     MigrationFile,
     discover,
+    file_numbers,
     load_operations,
     quick_operations,
     sha256_of,
@@ -46,8 +47,11 @@ from catalog.stats.tally import constant_stats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
 from catalog.tfrecord.framing import stored_compression
+from catalog.words import counted
 
 CATCHUP_ROUNDS = 10  # passes over shards appended while a migration ran, before asking for a rerun
+QUICK_SLUG = "quick"  # a quick migration's id: NNNN_quick, NNNN in the sequence of the files
+NUMBERED_ID = re.compile(r"(\d{4,})_")
 
 __all__ = [
     "MigrateReport",
@@ -146,7 +150,8 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         raise _record_error(job, index, e) from None
     shards = sink.close()
     if index != job.records:
-        raise MigrationError(f"{job.source}: {index} records read, {job.records} registered; run `catalog verify`")
+        found = counted(index, "record")
+        raise MigrationError(f"{job.source}: {found} read, {job.records} registered; run `catalog verify`")
     return shards[0] if shards else None
 
 
@@ -253,8 +258,9 @@ def status(ds: DatasetHandle, migrations: str | os.PathLike[str] = DEFAULT_DIR) 
     files = {f.id: f for f in discover(directory, ds.name)}
     out = []
     for r in applied_rows(ds):
-        f = files.pop(r.migration_id, None)
-        if f is None:  # quick migrations have no file
+        # a quick migration has no file (one named as it is a pending file, which migrate refuses)
+        f = files.pop(r.migration_id, None) if r.operations is None else None
+        if f is None:
             state = "applied" if r.operations is not None else "missing"
         else:
             state = "applied" if f.checksum == r.checksum else "edited"
@@ -278,7 +284,8 @@ def status(ds: DatasetHandle, migrations: str | os.PathLike[str] = DEFAULT_DIR) 
 
 def pending_files(ds: DatasetHandle, directory: Path, to: int | None) -> list[MigrationFile]:
     files = discover(directory, ds.name)
-    applied = {r.migration_id: r for r in applied_rows(ds)}
+    rows = applied_rows(ds)
+    applied = {r.migration_id: r for r in rows if r.operations is None}  # files' (quick ones hold operations)
     for f in files:
         r = applied.get(f.id)
         if r is not None and r.checksum != f.checksum:
@@ -289,12 +296,43 @@ def pending_files(ds: DatasetHandle, directory: Path, to: int | None) -> list[Mi
     if to is not None and not any(f.number == to for f in files):
         raise MigrationError(f"--to {to:04d}: no migration numbered {to:04d} in {directory / ds.name}")
     pending = [f for f in files if f.id not in applied and (to is None or f.number <= to)]
-    done = [f for f in files if f.id in applied]
-    if pending and done and pending[0].number < done[-1].number:
-        raise MigrationError(
-            f"{pending[0].path}: pending, but {done[-1].id} is already applied: number it after {done[-1].number:04d}"
-        )
+    _check_numbers(pending, rows)
     return pending
+
+
+def _check_numbers(pending: list[MigrationFile], rows: list[Any]) -> None:
+    """Files and quick migrations share one sequence: a pending file needs a number after every
+    applied migration's (whether its file is still there or not), never one a quick migration took."""
+    numbered = sorted((n, r.applied_version, r) for r in rows if (n := migration_number(r.migration_id)) is not None)
+    if not pending or not numbered:
+        return
+    last_number, _version, last = numbered[-1]
+    quick = {n: r for n, _v, r in numbered if r.operations is not None}
+    for f in pending:
+        if (r := quick.get(f.number)) is not None:
+            raise MigrationError(
+                f"{f.path}: number {f.number:04d} is taken by the quick migration {r.migration_id} "
+                f"(version {r.applied_version}): number it after {last_number:04d}"
+            )
+    if pending[0].number <= last_number:
+        raise MigrationError(
+            f"{pending[0].path}: pending, but {last.migration_id} is already applied: number it after {last_number:04d}"
+        )
+
+
+def migration_number(migration_id: str) -> int | None:
+    """An applied migration's place in its dataset's one sequence: the NNNN of a file's stem
+    (NNNN_slug) or of a quick migration's id (NNNN_quick). None for the ids quick migrations
+    had before they shared the sequence, ``quick-NNNN`` (NNNN: the schema version they made):
+    still read as they are, they take no number (nor can a new id be one of them)."""
+    m = NUMBERED_ID.match(migration_id)
+    return int(m.group(1)) if m else None
+
+
+def next_number(ds: DatasetHandle, file_numbers: Sequence[int]) -> int:
+    """The number after every migration file's and every applied migration's (files and quick)."""
+    applied = [n for r in applied_rows(ds) if (n := migration_number(r.migration_id)) is not None]
+    return max([*file_numbers, *applied], default=0) + 1
 
 
 def new_migration(ds: DatasetHandle, directory: Path, slug: str) -> Path:
@@ -302,9 +340,7 @@ def new_migration(ds: DatasetHandle, directory: Path, slug: str) -> Path:
     slug = slug.replace("-", "_")
     if not SLUG_RE.fullmatch(slug):
         raise MigrationError(f"slug {slug!r}: use letters, digits and '_' (it becomes part of a file name)")
-    numbers = [f.number for f in discover(directory, ds.name)]
-    numbers += [int(m.group(1)) for r in applied_rows(ds) if (m := re.match(r"^(\d{4,})_", r.migration_id))]
-    number = max(numbers, default=0) + 1
+    number = next_number(ds, [f.number for f in discover(directory, ds.name)])
     folder = directory / ds.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{number:04d}_{slug}.py"
@@ -317,7 +353,10 @@ def _pending(ds: DatasetHandle, directory: Path, to: int | None, quick: list[dic
     if quick:
         ops = [from_json(o) for o in quick]
         text = json.dumps(quick, sort_keys=True)
-        return [Pending("quick", sha256_of(text.encode()), None, ops, quick)]
+        # numbered with the files: the next number after the folder's files (applied or not:
+        # a file keeps its number) and the applied migrations; a file named with it is refused
+        number = next_number(ds, file_numbers(directory, ds.name))
+        return [Pending(f"{number:04d}_{QUICK_SLUG}", sha256_of(text.encode()), None, ops, quick)]
     if not directory.is_dir():
         raise MigrationError(f"{directory}: no such folder (--migrations DIR holds one folder of scripts per dataset)")
     files = pending_files(ds, directory, to)
@@ -373,9 +412,8 @@ def migrate(
 
 
 def _result(p: Pending, sv: int, chain: list[Schema], snap: Snapshot) -> MigrationResult:
-    spec_id = f"quick-{sv + 1:04d}" if p.quick_json is not None else p.spec_id
     return MigrationResult(
-        spec_id, p.checksum, [op.describe() for op in p.operations], sv, sv + 1, chain[0].diff(chain[-1]),
+        p.spec_id, p.checksum, [op.describe() for op in p.operations], sv, sv + 1, chain[0].diff(chain[-1]),
         len(snap.shards), snap.records,
     )  # fmt: skip
 

@@ -85,6 +85,15 @@ def discover(directory: Path, dataset: str) -> list[MigrationFile]:
     return files
 
 
+def file_numbers(directory: Path, dataset: str) -> list[int]:
+    """The numbers of the dataset's migration files, read from their names alone (a quick
+    migration numbers itself after them without loading, or judging, any file)."""
+    folder = directory / dataset
+    if not folder.is_dir():
+        return []
+    return [int(m.group(1)) for p in folder.glob("*.py") if (m := FILE_RE.fullmatch(p.name))]
+
+
 _LOADED: dict[tuple[str, str], list[Operation]] = {}
 
 

@@ -42,6 +42,7 @@ from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, masked_crc32c
 from catalog.tfrecord.sources import is_url, remote_error, remote_errors
+from catalog.words import counted
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
 GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
@@ -260,8 +261,8 @@ class RecordReader:
         for data, i, s, e in zip(got, firsts, begins, stops, strict=True):
             if len(data) != e - s:  # cut since it was opened
                 planned = self.shards[i]
-                raise CorruptShardError(planned.url, "size", f"{planned.bytes} bytes",
-                                        f"{s + len(data)} bytes (a read at byte {s} came back short)")  # fmt: skip
+                short = f"{counted(s + len(data), 'byte')} (a read at byte {s} came back short)"
+                raise CorruptShardError(planned.url, "size", counted(planned.bytes, "byte"), short)
         return got
 
     def _check(
@@ -364,6 +365,7 @@ class RecordReader:
                 w.write_many(batch)
         offsets = w.offsets()
         if len(offsets) != planned.records:
-            raise CatalogError(f"{planned.url}: inflated {len(offsets)} records, {planned.records} registered")
+            inflated = counted(len(offsets), "record")
+            raise CatalogError(f"{planned.url}: inflated {inflated}, {planned.records} registered")
         shard = local.inflated[i] = _Shard(str(path), np.append(offsets.astype(np.int64), np.int64(w.bytes)), False)
         return shard

@@ -48,6 +48,7 @@ from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.order import EpochOrder, check_ranks, check_samples, output_count
 from catalog.readers.positions import RecordReader
+from catalog.words import counted
 
 STATE_KEYS = ("epoch", "samples")  # a state's position: required
 READ_KEYS = ("dataset", "version", "split", "shuffle", "seed", "columns", "records")  # checked when present
@@ -95,7 +96,8 @@ class TorchReader:
 
     def __repr__(self) -> str:
         return (
-            f"<catalog torch dataset {self.plan.dataset!r} version {self.plan.version}, {self.plan.records} records, "
+            f"<catalog torch dataset {self.plan.dataset!r} version {self.plan.version}, "
+            f"{counted(self.plan.records, 'record')}, "
             f"batch_size={self.batch_size}, shuffle={self.shuffle}, epoch {self.epoch}>"
         )
 

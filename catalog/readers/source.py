@@ -19,6 +19,7 @@ from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.positions import RecordReader
+from catalog.words import counted
 
 
 class DataSource:
@@ -93,7 +94,7 @@ class DataSource:
         n = len(self)
         i = operator.index(key)
         if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for {n} records")
+            raise IndexError(f"index {i} out of range for {counted(n, 'record')}")
         return i + n if i < 0 else i
 
     def _positions(self, key: Any) -> np.ndarray:
@@ -106,7 +107,7 @@ class DataSource:
         arr = arr.astype(np.int64)
         bad = (arr < -n) | (arr >= n)
         if bad.any():
-            raise IndexError(f"index {int(arr[np.flatnonzero(bad)[0]])} out of range for {n} records")
+            raise IndexError(f"index {int(arr[np.flatnonzero(bad)[0]])} out of range for {counted(n, 'record')}")
         return np.where(arr < 0, arr + n, arr)
 
 

@@ -39,6 +39,7 @@ from catalog.errors import CatalogError, CorruptShardError
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.tfrecord.sources import is_url
+from catalog.words import counted
 
 TF_EXTRA = "pip install 'tfrecord-catalog[tf]'"
 # TFRecordDataset's spelling of each compression the manifest records.
@@ -175,7 +176,7 @@ def check_sizes(shards: Sequence[PlannedShard]) -> None:
     for url, shard in registered.items():
         found, facts = heads[url] if url in heads else file_facts(url)
         if found != shard.bytes:
-            raise CorruptShardError(url, "size", f"{shard.bytes} bytes", f"{found} bytes")
+            raise CorruptShardError(url, "size", counted(shard.bytes, "byte"), counted(found, "byte"))
         check_content(shard, facts)
 
 

@@ -18,6 +18,7 @@ from catalog.schema.encoders import feature_encoder
 from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
+from catalog.words import counted
 
 Kinded = dict[str, tuple[str | None, list[Any]]]
 
@@ -209,7 +210,8 @@ class RowCodec:
         if feat.is_scalar and n != 1:
             raise ValidationError(f"expected exactly one value, got {n}", feat.name)
         if not feat.is_varlen and not feat.is_scalar and n != feat.size:
-            raise ValidationError(f"expected {feat.size} values for shape {list(feat.shape)}, got {n}", feat.name)
+            want = counted(feat.size or 0, "value")  # (a fixed shape: its size is a number)
+            raise ValidationError(f"expected {want} for shape {list(feat.shape)}, got {n}", feat.name)
         if feat.dtype == "string":
             for v in values:
                 try:
@@ -225,7 +227,7 @@ class RowCodec:
         expected = int(np.prod(shape, dtype=np.int64)) * feat.np_dtype.itemsize
         if len(values[0]) != expected:
             raise ValidationError(
-                f"tensor holds {len(values[0])} bytes, shape {list(shape)} of {feat.dtype} needs {expected}",
+                f"tensor holds {counted(len(values[0]), 'byte')}, shape {list(shape)} of {feat.dtype} needs {expected}",
                 feat.name,
             )
         return shape

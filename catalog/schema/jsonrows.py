@@ -21,6 +21,7 @@ import numpy as np
 from catalog.errors import ValidationError
 from catalog.schema.features import Feature
 from catalog.schema.model import Schema
+from catalog.words import counted
 
 _FLOAT32_PARTS = (np.dtype(np.float32), np.dtype("<c8"))  # values with float32 parts: shortest float32 digits
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -114,7 +115,8 @@ def _shaped(feat: Feature, shape: Any, values: Any) -> np.ndarray:
         raise ValidationError('a tensor\'s {"shape", "values"} form needs a list of integers as shape', feat.name)
     arr = np.asarray(values)
     if arr.size != math.prod(shape) or any(d < 0 for d in shape):
-        raise ValidationError(f"{arr.size} values do not fill shape {shape}", feat.name)
+        do = "does" if arr.size == 1 else "do"
+        raise ValidationError(f"{counted(arr.size, 'value')} {do} not fill shape {shape}", feat.name)
     return arr.reshape(shape)
 
 

@@ -22,6 +22,7 @@ from catalog.errors import CodecError, SchemaError, ValidationError
 from catalog.schema.features import Feature, ListTally, convert, list_feature_bytes, parse_feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
+from catalog.words import counted
 
 STEP_KEYS = {"dtype", "shape", "names", "description"}
 def parse_step(name: str, raw: Any) -> Feature:
@@ -125,8 +126,8 @@ def _decoded_step(feat: Feature, f: Any, index: int) -> list[Any]:
         except UnicodeDecodeError as e:
             raise ValidationError(f"step {index}: not valid UTF-8 text at byte {e.start}", feat.name) from e
     want = 1 if feat.is_scalar else feat.size
-    if not feat.is_varlen and len(values) != want:
-        raise ValidationError(f"step {index}: expected {want} values, got {len(values)}", feat.name)
+    if not feat.is_varlen and want is not None and len(values) != want:  # (fixed: a size)
+        raise ValidationError(f"step {index}: expected {counted(want, 'value')}, got {len(values)}", feat.name)
     return values
 
 

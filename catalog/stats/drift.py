@@ -120,7 +120,7 @@ class Violation:
 
     def message(self) -> str:
         if self.check == "finite":
-            shown = f"{self.found:,.0f} NaN or infinite values"
+            shown = f"{self.found:,.0f} NaN or infinite value" + ("" if self.found == 1 else "s")
             return f"feature {self.feature!r}: {shown} outside its range (min/max checks)"
         side = "above" if self.check in ("max_missing", "linf", "max") else "below"
         limit = f"{self.limit:g}" + (" (the default)" if self.default else "")

@@ -51,7 +51,14 @@ from catalog.storage.names import (
     new_intent_id,
     shard_name,
 )
-from catalog.storage.partial import PARTIAL_PREFIX, clear_dead_partials, partial_path, publish_new
+from catalog.storage.partial import (
+    PARTIAL_PREFIX,
+    check_target,
+    clear_dead_partials,
+    partial_path,
+    publish_new,
+    publish_written,
+)
 from catalog.storage.remote import FsspecStore
 from catalog.storage.sink import UNLIMITED, ShardSink, clear_attempt
 
@@ -77,6 +84,7 @@ __all__ = [
     "damaged_shard",
     "Store",
     "StoredFile",
+    "check_target",
     "clear_dead_partials",
     "file_checksum",
     "format_checksum",
@@ -96,6 +104,7 @@ __all__ = [
     "partial_path",
     "publish",
     "publish_new",
+    "publish_written",
     "shard_batches",
     "shard_missing",
     "size_mismatch",

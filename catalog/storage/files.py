@@ -22,6 +22,7 @@ from crc32c import crc32c
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError, VersionNotFoundError
 from catalog.tfrecord.framing import read_record_batches
 from catalog.tfrecord.sources import is_url, open_location
+from catalog.words import counted
 
 CHECKSUM_ALGO = "crc32c"
 CHECKSUM_CHUNK = 4 << 20
@@ -65,11 +66,11 @@ def size_mismatch(path: str, registered: int, found: int | None) -> CorruptShard
     """A shard that is not the size the manifest registered (``found`` None: larger, by how
     much unknown): every reader's one line for it."""
     if found is None or found > registered:
-        text = f"{path}: more than the {registered} bytes registered; run `catalog verify`"
+        text = f"{path}: more than the {counted(registered, 'byte')} registered; run `catalog verify`"
     else:
-        text = f"{path}: {found} bytes, {registered} registered; run `catalog verify`"
-    shown = f"more than {registered} bytes" if found is None else f"{found} bytes"
-    return CorruptShardError(path, "size", f"{registered} bytes", shown, text)
+        text = f"{path}: {counted(found, 'byte')}, {registered} registered; run `catalog verify`"
+    shown = f"more than {counted(registered, 'byte')}" if found is None else counted(found, "byte")
+    return CorruptShardError(path, "size", counted(registered, "byte"), shown, text)
 
 
 def content_changed(path: str, registered: str, found: str) -> CorruptShardError:
@@ -247,7 +248,8 @@ def copy_verified(path: str, size_registered: int, checksum: str, out: Any, crc:
             size += n
     if size != size_registered:
         raise CatalogError(
-            f"{path}: checksum {format_checksum(mine)} ({size} bytes), {checksum} ({size_registered} bytes) "
+            f"{path}: checksum {format_checksum(mine)} ({counted(size, 'byte')}), {checksum} "
+            f"({counted(size_registered, 'byte')}) "
             "registered: the shard is damaged (run `catalog verify`); nothing was written"
         )
     if format_checksum(mine) != checksum:

@@ -22,6 +22,7 @@ from catalog.storage.base import Store
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches, write_error
 from catalog.storage.names import index_folder, index_rel
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE
+from catalog.words import counted
 
 OFFSET = np.dtype("<u8")
 FRAMING = HEADER_SIZE + FOOTER_SIZE  # bytes around each record's data
@@ -59,7 +60,8 @@ def parse_index(data: bytes, where: str, records: int, size: int, checksum: str)
     """Index bytes read back, checked against what the manifest registered (its checksum, the
     shard's record count and size): a damaged or foreign index is a CorruptShardError."""
     if len(data) != records * OFFSET.itemsize:
-        raise CorruptShardError(where, "record index size", f"{records * OFFSET.itemsize} bytes", f"{len(data)} bytes")
+        want, got = counted(records * OFFSET.itemsize, "byte"), counted(len(data), "byte")
+        raise CorruptShardError(where, "record index size", want, got)
     found = format_checksum(crc32c(data))
     if found != checksum:
         raise CorruptShardError(where, "record index checksum", checksum, found)

@@ -3,7 +3,9 @@
 A partial file is ".catalog-partial-<machine>-<pid>-<process start>-<final name>.tmp". The
 next export or backup into the directory removes those whose process is gone (a SIGKILL's),
 and a finished one takes a name that must still be free: a file someone created there
-meanwhile is never replaced.
+meanwhile is never replaced. With ``--force`` (``force=True``) a finished one replaces the
+file there in one rename: until then that file is untouched, so a failed, interrupted or
+killed write leaves it as it was.
 """
 
 from __future__ import annotations
@@ -55,6 +57,36 @@ def clear_dead_partials(directory: Path) -> None:
             if m and m[1] == tag and _process_start(int(m[2])) != int(m[3]):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
+
+
+def check_target(target: Path, force: bool, catalog_root: Path, own: tuple[str, ...]) -> None:
+    """Before writing ``target``: a file there is replaced only with ``force``, and never one
+    of the catalog's own (under ``own``: its directory, its local data area), which would
+    lose a shard or the manifest. A symbolic link there is replaced itself, never followed."""
+    if not os.path.lexists(target):
+        return
+    if not force:
+        raise CatalogError(f"{target}: already exists; use --force to replace it")
+    if target.is_dir() and not target.is_symlink():
+        raise CatalogError(f"{target}: a directory; --force replaces only a file")
+    where = Path(os.path.realpath(target.parent), target.name)  # the entry a rename replaces
+    if any(where.is_relative_to(os.path.realpath(r)) for r in own):
+        raise CatalogError(f"{target}: a file of the catalog at {catalog_root}; --force replaces only files outside it")
+
+
+def publish_written(temp: Path, target: Path, force: bool) -> None:
+    """Give the written, fsynced file ``temp`` the name ``target``: a free name
+    (:func:`publish_new`), or with ``force`` over whatever is there, in one rename."""
+    if not force:
+        publish_new(temp, target)
+        return
+    try:
+        os.replace(temp, target)
+    except OSError as e:
+        raise CatalogError(f"{target}: cannot replace: {e.strerror or e}") from e
+    finally:
+        temp.unlink(missing_ok=True)
+    fsync_dir(target.parent)
 
 
 def publish_new(temp: Path, target: Path) -> None:

@@ -26,6 +26,7 @@ from crc32c import crc32c
 
 from catalog.errors import CatalogError, CorruptRecordError
 from catalog.tfrecord.sources import Source, open_source
+from catalog.words import counted
 
 MASK_DELTA = 0xA282EAD8
 HEADER_SIZE = 12  # u64 length + u32 masked crc of the length
@@ -476,7 +477,7 @@ class _Scanner:
             length = need - HEADER_SIZE - FOOTER_SIZE
             left = self.size - offset - HEADER_SIZE
             raise self.error(
-                f"record length {length} runs past the end of the file ({max(left, 0)} bytes left)", offset
+                f"record length {length} runs past the end of the file ({counted(max(left, 0), 'byte')} left)", offset
             )
 
     def check_payloads(self, buf: bytes, out: list[bytes], stops: list[int], base: int) -> None:
@@ -526,7 +527,7 @@ class _Scanner:
         while got < length:
             piece = stream.read(min(length - got, READ_CHUNK))
             if not piece:
-                raise self.error(f"record length {length} runs past the end of the stream ({got} bytes left)", offset)
+                raise self.error(f"record length {length} runs past the end of the stream ({_left(got)})", offset)
             crc = crc32c(piece, crc)
             got += len(piece)
         early = head[length:]
@@ -543,7 +544,7 @@ class _Scanner:
         while got < length:
             piece = self.stream.read(min(length - got, STREAM_PIECE))
             if not piece:
-                raise self.error(f"record length {length} runs past the end of the stream ({got} bytes left)", offset)
+                raise self.error(f"record length {length} runs past the end of the stream ({_left(got)})", offset)
             got += out.write(piece)
         return out.getvalue()
 
@@ -558,7 +559,7 @@ class _Scanner:
         if left == 0:
             return
         if left < HEADER_SIZE:
-            raise self.error(f"truncated record header or {left} trailing bytes", base + pos)
+            raise self.error(f"truncated record header or {counted(left, 'trailing byte')}", base + pos)
         raise self.error("file ends inside a record payload", base + pos)
 
 
@@ -615,3 +616,7 @@ def detect_file_compression(source: Source) -> Compression:
     finally:
         if owned:
             stream.close()
+
+
+def _left(n: int) -> str:
+    return f"{counted(n, 'byte')} left"

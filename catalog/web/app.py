@@ -31,6 +31,7 @@ from catalog.api import Catalog, Dataset
 from catalog.errors import CatalogError, DatasetNotFoundError, VersionNotFoundError
 from catalog.web import pages
 from catalog.web.charts import bars, histogram
+from catalog.words import counted
 
 Build = Callable[[Request], dict[str, Any]]
 
@@ -39,6 +40,7 @@ def _templates() -> Environment:
     env = Environment(loader=PackageLoader("catalog.web", "templates"), autoescape=select_autoescape(["html"]))
     env.globals.update(histogram=histogram, bars=bars)
     env.filters["num"] = _num
+    env.filters["counted"] = lambda n, noun: counted(n, noun, grouped=True)  # "1 record", "1,234 records"
     return env
 
 

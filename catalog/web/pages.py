@@ -16,6 +16,7 @@ from catalog.readers.picking import rows_at
 from catalog.schema import Schema, class_name, row_to_json
 from catalog.storage import location_size
 from catalog.web.images import PREVIEW, Budget, json_size, preview, shown_value, sniff, value_bytes
+from catalog.words import counted
 
 SHARDS_PER_PAGE = 100
 HISTORY_PER_PAGE = 100
@@ -109,7 +110,7 @@ def _state(ds: Dataset, rel: str, location: str | None, registered: int) -> str:
         return "missing"
     if size < 0:
         return "not checked (object store)"
-    return "ok" if size == registered else f"{size} bytes, {registered} registered"
+    return "ok" if size == registered else f"{counted(size, 'byte')}, {registered} registered"
 
 
 def stats_page(ds: Dataset, version: VersionRef, split: str | None) -> dict[str, Any]:
