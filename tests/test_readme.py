@@ -1,0 +1,222 @@
+"""README.md's examples run (issue 30, item 4): every fenced code block is run here, or is
+marked ``<!-- not run: REASON -->`` in the README's source, so an example can never again be
+false. Each README section runs in one directory, on one catalog (tests/readme_blocks.py
+says how a block runs and what the hidden setup may do)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from readme_blocks import Block, Section, cli_env, parse, readme_blocks
+
+from catalog import RecordWriter, Schema, encode_example
+
+# Sections whose blocks run, each by the test named after it; any other block must be marked.
+RUN_SECTIONS = {
+    "CLI": "test_cli_section",
+    "Splits and tags": "test_splits_and_tags_section",
+    "Schema migrations": "test_schema_migrations_section",
+    "Python API": "test_python_api_section",
+    "The schema's JSON form": "test_schema_json_section",
+    "Running at scale": "test_running_at_scale_section",
+}
+MOST_NOT_RUN = 4
+
+
+def section_blocks(name: str) -> list[Block]:
+    blocks = [b for b in readme_blocks() if b.section == name and b.not_run is None]
+    assert blocks, f"README.md has no block to run under {name!r} (renamed?)"
+    return blocks
+
+
+def test_every_block_is_run_or_says_why_not() -> None:
+    blocks = readme_blocks()
+    assert len(blocks) >= 15
+    unclaimed = [f"README.md:{b.line} ({b.section})" for b in blocks if not b.not_run and b.section not in RUN_SECTIONS]
+    assert not unclaimed, f"blocks no test runs; run them or mark them <!-- not run: REASON -->: {unclaimed}"
+    langs = {b.lang for b in blocks if not b.not_run}
+    assert langs <= {"sh", "python", "json", ""}, langs
+    marked = [b for b in blocks if b.not_run]
+    assert len(marked) <= MOST_NOT_RUN, [(b.line, b.not_run) for b in marked]
+
+
+def test_the_collector_finds_blocks_sections_and_markers() -> None:
+    text = (
+        "# T\n\n## One\n\n```sh\ncatalog list\n```\n\n### Two\n\n<!-- not run: needs a GPU -->\n"
+        "```python\nimport x\n```\n\n- item:\n\n  ```\n  error: x\n  ```\n"
+    )
+    blocks = parse(text)
+    assert [(b.line, b.lang, b.section, b.not_run) for b in blocks] == [
+        (6, "sh", "One", None),
+        (13, "python", "Two", "needs a GPU"),
+        (19, "", "Two", None),
+    ]
+    assert blocks[2].code == "error: x\n"
+
+
+def test_a_failing_line_is_named_by_its_readme_line(tmp_path: Path) -> None:
+    section = Section(tmp_path, cli_env(tmp_path))
+    block = Block(40, "sh", "catalog init c   # a comment\n\ncatalog -C c show nothing\n", "CLI", None)
+    with pytest.raises(AssertionError, match=r"README.md:42: exit 1: catalog -C c show nothing"):
+        section.run([block])
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def write_records(path: Path, records: list[bytes], compression: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with RecordWriter(path, compression) as w:
+        for record in records:
+            w.write(record)
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_images(folder: Path, shape: tuple[int, int, int] = (4, 4, 3)) -> None:
+    """An image folder: DIR/<class>/<file>.png, two classes."""
+    import numpy as np
+    from PIL import Image
+
+    for i, label in enumerate(["cat", "dog", "cat"]):
+        (folder / label).mkdir(parents=True, exist_ok=True)
+        pixels = np.full(shape, 40 * i, dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / label / f"{i}.png")
+
+
+CLI_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64", "default": 0},
+        "text": {"dtype": "string", "default": ""},
+        "label": {"dtype": "int64", "names": ["cat", "dog"], "default": 0},
+        "image": {"dtype": "bytes", "encoding": "image", "format": "png", "optional": True},
+        "filename": {"dtype": "string", "optional": True},
+    }
+}
+
+
+def rows(start: int, n: int) -> list[dict[str, Any]]:
+    return [{"id": i, "text": f"record {i}", "label": i % 2} for i in range(start, start + n)]
+
+
+def cli_inputs(here: Path) -> None:
+    """What the CLI tour names, made in its catalog directory (`cd cat`)."""
+    here.mkdir(parents=True)
+    (here / "schema.json").write_text(json.dumps(CLI_SCHEMA))
+    schema = Schema.from_json(CLI_SCHEMA)
+    encode = schema.encode
+    write_records(here / "part1.tfrecord", [encode(r) for r in rows(0, 40)])
+    write_records(here / "part2.tfrecord.gz", [encode(r) for r in rows(40, 40)], "gzip")
+    write_jsonl(here / "rows.jsonl", rows(80, 20))
+    write_records(here / "test.tfrecord", [encode(r) for r in rows(100, 20)])
+    write_records(here / "some.tfrecord", [encode_example({"x": [1.0, 2.0], "name": "a"})] * 3)
+    write_csv(here / "sales" / "jan.csv", [{"region": "north", "amount": 1.5}, {"region": "south", "amount": 2}])
+    write_csv(here / "sales" / "feb.csv", [{"region": "east", "amount": 3.25}])
+    write_csv(here / "rows.csv", rows(120, 10))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows(130, 10)), here / "table.parquet")
+    write_images(here / "images")
+    write_jsonl(here / "new.jsonl", rows(140, 20))
+    write_jsonl(here / "val.jsonl", rows(160, 20))
+    # the error lines the README shows: a record whose id is a float; a data CRC flipped
+    records = [encode(r) for r in rows(0, 3)] + [encode_example({"id": 1.5, "text": "x", "label": 0})]
+    write_records(here / "in" / "bad.tfrecord", records)
+
+
+def tfx_examples(folder: Path) -> None:
+    """A TFX-like output folder of gzip TFRecord files (adopt infers their schema)."""
+    for part in range(2):
+        records = [encode_example({"id": i, "text": f"log {i}"}) for i in range(part * 10, part * 10 + 10)]
+        write_records(folder / f"data_tfrecord-0000{part}-of-00002.gz", records, "gzip")
+
+
+def corrupt_at(path: Path, offset: int) -> None:
+    """Records of one size, one of them starting at ``offset``, whose data gets a bit flipped."""
+    size = next(k for k in range(1, 100) if offset % (16 + len(encode_example({"id": 1, "text": "y" * k}))) == 0)
+    records = [encode_example({"id": i % 10, "text": "y" * size}) for i in range(8)]
+    write_records(path, records)
+    data = bytearray(path.read_bytes())
+    data[offset + 12] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def psql_table(pg_server: Any, pg_url: str) -> dict[str, str]:
+    """`psql` reaches table t (the tour's rows) through the standard PG* variables."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (id bigint, text text, label bigint)")
+        for r in rows(200, 5):
+            conn.execute(sa.text("INSERT INTO t VALUES (:id, :text, :label)"), r)
+    engine.dispose()
+    database = pg_url.rsplit("/", 1)[1]
+    return {"PGHOST": "127.0.0.1", "PGPORT": str(pg_server.port), "PGUSER": "postgres", "PGDATABASE": database}
+
+
+def serve_briefly(command: str) -> str:
+    """`catalog serve` runs until stopped: in the background on a free port, until its
+    first page answers."""
+    from servers import free_port
+
+    port = free_port()
+    probe = (
+        "import sys, time, urllib.request\n"
+        "for _ in range(300):\n"
+        "    try:\n"
+        f"        sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:{port}/').status == 200 else 1)\n"
+        "    except OSError:\n"
+        "        time.sleep(0.1)\n"
+        "sys.exit(1)\n"
+    )
+    return f"{command} --port {port} & __serve=$!\npython -c \"{probe}\"\nkill $__serve; wait $__serve || true"
+
+
+# --------------------------------------------------------------------------- the sections
+
+
+def test_cli_section(tmp_path: Path, psql_table: dict[str, str]) -> None:
+    cli_inputs(tmp_path / "cat")
+    tfx_examples(tmp_path / "tfx" / "examples")
+    from test_adopt_adversarial import build_toy_tfds
+
+    build_toy_tfds(tmp_path / "tensorflow_datasets" / "mnist" / "3.0.1")
+    corrupt_at(tmp_path / "errors" / "data" / "bad.tfrecord", 180)
+    section = Section(
+        tmp_path,
+        {**cli_env(tmp_path), **psql_table},
+        before={
+            # a new migration is a template: its example AddField is commented out
+            "catalog migrate demo --dry-run": "sed -i 's/# AddField/AddField/' migrations/demo/0001_add_height.py",
+            "catalog stats demo --split validation": "catalog append demo val.jsonl --split validation > /dev/null",
+        },
+        instead={"catalog serve": serve_briefly("catalog serve")},
+        swap={"/data/tfx/examples/": f"{tmp_path}/tfx/examples/"},
+    )
+    blocks = section_blocks("CLI")
+    section.outputs = {
+        blocks[1].line: [
+            "catalog append demo in/bad.tfrecord",
+            f"cd {tmp_path}/errors && catalog inspect data/bad.tfrecord",
+            "catalog cat dmeo",
+        ]
+    }
+    assert section.run(blocks) == 2
