@@ -135,7 +135,7 @@ class Section:
         state = self.work / ".readme-cwd"
         env = {**self.env, "__state": str(state)}
         done = subprocess.run(
-            ["bash", "-c", script], cwd=self.cwd, env=env, capture_output=True, text=True, timeout=timeout
+            ["bash", "-c", script], cwd=self.cwd or self.work, env=env, capture_output=True, text=True, timeout=timeout
         )
         if state.exists():
             self.cwd = Path(state.read_text().strip())

@@ -220,3 +220,54 @@ def test_cli_section(tmp_path: Path, psql_table: dict[str, str]) -> None:
         ]
     }
     assert section.run(blocks) == 2
+
+
+def test_splits_and_tags_section(tmp_path: Path) -> None:
+    cli_inputs(tmp_path / "cat")
+    section = Section(tmp_path, cli_env(tmp_path))
+    made = section.bash(
+        "catalog init cat > /dev/null && cd cat && catalog register demo --schema schema.json > /dev/null\n"
+        "for split in train test validation; do catalog append demo rows.jsonl --split $split --allow-duplicate"
+        " > /dev/null; done\n"
+    )
+    assert made.returncode == 0, made.stderr
+    blocks = section_blocks("Splits and tags")
+    section.outputs = {blocks[0].line: ["catalog -C cat cat demo --split valid"]}
+    assert section.run(blocks) == 1
+
+
+MIGRATION_SCHEMA: dict[str, Any] = {
+    "features": {
+        "w": {"dtype": "float32"},
+        "h": {"dtype": "float32"},
+        "text": {"dtype": "string"},
+        "tags": {"dtype": "string", "shape": [None]},
+        "score": {"dtype": "float32"},
+    }
+}
+
+
+def test_schema_migrations_section(tmp_path: Path) -> None:
+    """The script runs as a migration file; its last operation, whose target schema the
+    README leaves out (``{...}``), is built but not applied."""
+    from catalog import Catalog
+
+    (block,) = section_blocks("Schema migrations")
+    section = Section(tmp_path, cli_env(tmp_path), names={"my_fn": lambda row: row})
+    section.run([block])
+    assert [type(op).__name__ for op in section.names["operations"]] == [
+        "AddField", "AddField", "RenameField", "DropField", "CastField", "Transform",
+    ]  # fmt: skip
+    script = tmp_path / "migrations" / "demo" / "0001_readme.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("def my_fn(row):\n    return row\n\n" + block.code + "operations = operations[:-1]\n")
+    ds = Catalog.init(tmp_path / "cat").register("demo", MIGRATION_SCHEMA)
+    ds.append_rows([{"w": 2.0, "h": 3.0, "text": "a", "tags": ["x"], "score": 4.0}])
+    ds.migrate(tmp_path / "migrations", workers=1)
+    (row,) = Catalog.open(tmp_path / "cat").dataset("demo").read()
+    assert row == {"w": 2.0, "h": 3.0, "height": 256, "area": 6.0, "caption": "a", "score": 4}
+
+
+def test_schema_json_section(tmp_path: Path) -> None:
+    blocks = section_blocks("The schema's JSON form")
+    assert Section(tmp_path, cli_env(tmp_path)).run(blocks) == 2
