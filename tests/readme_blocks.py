@@ -147,11 +147,22 @@ class Section:
         assert done.returncode == 0, f"README.md:{block.line}: the block failed\n{done.stderr[-4000:]}"
 
     def run_python(self, block: Block) -> None:
-        code = "\n" * (block.line - 1) + self.swapped(block.code)  # tracebacks name README lines
+        """The block in pieces, cut before each line a ``before`` hook names (hidden Python
+        run there); each piece keeps its README line numbers for tracebacks."""
+        pieces: list[tuple[str | None, int, list[str]]] = [(None, block.line, [])]
+        for n, line in enumerate(block.code.splitlines(), start=block.line):
+            hidden = self._hook(self.before, line)
+            if hidden is not None:
+                pieces.append((hidden, n, []))
+            pieces[-1][2].append(line)
         before = Path.cwd()
         os.chdir(self.cwd or self.work)
         try:
-            exec(compile(code, str(README), "exec"), self.names)
+            for hidden, first, lines in pieces:
+                if hidden is not None:
+                    exec(hidden, self.names)
+                code = "\n" * (first - 1) + self.swapped("\n".join(lines) + "\n")
+                exec(compile(code, str(README), "exec"), self.names)
         finally:
             os.chdir(before)
 

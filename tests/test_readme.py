@@ -271,3 +271,85 @@ def test_schema_migrations_section(tmp_path: Path) -> None:
 def test_schema_json_section(tmp_path: Path) -> None:
     blocks = section_blocks("The schema's JSON form")
     assert Section(tmp_path, cli_env(tmp_path)).run(blocks) == 2
+
+
+PY_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64", "default": 0},
+        "text": {"dtype": "string", "default": ""},
+        "label": {"dtype": "int64", "names": ["cat", "dog"], "default": 0},
+        "image": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor", "default": 0},
+        "filename": {"dtype": "string", "default": ""},
+    }
+}
+MIGRATIONS = {
+    "0001_add_source.py": 'operations = [AddField("source", {"dtype": "string"}, default="readme")]\n',
+    "0002_add_weight.py": 'operations = [AddField("weight", {"dtype": "float32"}, default=1.0)]\n',
+}
+
+
+def same_rows(n: int) -> list[dict[str, Any]]:
+    """Rows of one distribution however many: appends of them never drift (`check="fail"`)."""
+    return [{"id": i % 10, "text": f"record {i % 10}", "label": i % 2} for i in range(n)]
+
+
+def python_inputs(here: Path) -> None:
+    """What the Python API block names, in its working directory."""
+    import pandas as pd
+
+    (here / "schema.json").write_text(json.dumps(PY_SCHEMA))
+    encode = Schema.from_json(PY_SCHEMA).encode
+    pd.DataFrame(same_rows(40)).to_csv(here / "big.csv", index=False)
+    pd.DataFrame(same_rows(20)).to_csv(here / "rows.csv", index=False, sep=";")
+    pd.DataFrame(same_rows(30)).to_parquet(here / "t.parquet")
+    write_images(here / "images", (32, 32, 3))
+    write_records(here / "again.tfrecord", [encode(r) for r in same_rows(20)])
+    write_records(here / "part1.tfrecord", [encode(r) for r in same_rows(60)])
+    write_jsonl(here / "rows.jsonl", same_rows(10))
+    write_csv(here / "data" / "jan.csv", [{"region": "north", "amount": 1.5}, {"region": "south", "amount": 2}])
+    for part in range(2):
+        write_records(here / "tfx" / f"part-{part}.gz", [encode(r) for r in same_rows(10 + part)], "gzip")
+    for name, ops in MIGRATIONS.items():
+        (here / "migrations" / "demo").mkdir(parents=True, exist_ok=True)
+        (here / "migrations" / "demo" / name).write_text("from catalog.migrate import AddField\n\n" + ops)
+
+
+def keras_model(tf: Any) -> Any:
+    """The reader's model: a linear map of the image to the label."""
+
+    class Model(tf.keras.Model):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = tf.keras.layers.Dense(1)
+
+        def call(self, features: dict[str, Any]) -> Any:
+            return self.dense(tf.reshape(tf.cast(features["image"], "float32") / 255.0, [-1, 32 * 32 * 3]))
+
+    model = Model()
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
+    import pandas as pd
+    import torch
+
+    python_inputs(tmp_path)
+    program = {
+        "pd": pd, "torch": torch, "rows": same_rows(50), "df": pd.DataFrame(same_rows(70)),
+        "test_rows": same_rows(20), "row": same_rows(1)[0], "model": keras_model(tf),
+        "strategy": tf.distribute.get_strategy(), "i": 5, "first_epoch": 0, "epochs": 1,
+        "checkpoint": {"epoch": 0, "samples": 64},
+    }  # fmt: skip
+    section = Section(
+        tmp_path,
+        cli_env(tmp_path),
+        before={
+            'ds.compare_stats("train", "validation")': 'ds.append_rows(rows, split="validation")',
+            # the training program's epoch, rank and world size (`w` was the writer above)
+            "world_size=w)": "e, r, w = 0, 1, 2",
+        },
+        swap={"/data/tfx/examples/": f"{tmp_path}/tfx/", "postgresql+psycopg://host/db": pg_url},
+        names=program,
+    )
+    assert section.run(section_blocks("Python API")) == 4
