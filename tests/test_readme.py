@@ -353,3 +353,54 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
         names=program,
     )
     assert section.run(section_blocks("Python API")) == 4
+
+
+@pytest.fixture
+def dask_scheduler() -> Any:
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install '.[test]')")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def empty_database(pg_server: Any, name: str) -> str:
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return str(pg_server.url(name))
+
+
+def test_running_at_scale_section(
+    tmp_path: Path, pg_server: Any, pg_url: str, s3_url: str, dask_scheduler: str
+) -> None:
+    """The PostgreSQL manifest, shards on S3 (moto) and the Dask rewrites, on this machine's
+    servers: the README's host names become theirs."""
+    moved = empty_database(pg_server, pg_url.rsplit("/", 1)[1] + "_moved")
+    cli_inputs(tmp_path / "inputs")
+    (tmp_path / "work").mkdir()
+    migration = "from catalog.migrate import AddField\noperations = [AddField('height', {'dtype': 'int64'}, default=1)]"
+    section = Section(
+        tmp_path,
+        cli_env(tmp_path),
+        before={
+            "catalog copy-manifest": "catalog init sqlite-cat > /dev/null && cd sqlite-cat",
+            "catalog migrate demo --executor dask": (
+                f"cd ~/cat && catalog register demo --schema {tmp_path}/inputs/schema.json > /dev/null"
+                f" && catalog append demo {tmp_path}/inputs/rows.jsonl {tmp_path}/inputs/new.jsonl > /dev/null"
+                f' && mkdir -p migrations/demo && echo "{migration}" > migrations/demo/0001_height.py'
+            ),
+        },
+        swap={
+            "postgresql+psycopg://catalog@db.internal/catalog": pg_url,
+            "postgresql+psycopg://catalog@db.internal/moved": moved,
+            "s3://bucket/datasets": s3_url,
+            "/work/cat": f"{tmp_path}/work/cat",
+            "tcp://scheduler:8786": dask_scheduler,
+        },
+    )
+    assert section.run(section_blocks("Running at scale")) == 2
