@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -55,7 +56,7 @@ def parse(text: str) -> list[Block]:
         if heading:
             section = heading.group(1)
         elif fence:
-            indent, lang = fence.groups()
+            _indent, lang = fence.groups()
             end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
             code = textwrap.dedent("\n".join(lines[i + 1 : end])) + "\n"
             before = lines[i - 1] if i > 0 else ""
@@ -118,8 +119,8 @@ class Section:
         ERR trap names it), the hooks in place, the working directory carried over."""
         out = [
             "set -eEo pipefail",
-            'trap \'echo "README.md:$__line: exit $?: $BASH_COMMAND" >&2\' ERR',
-            f"cd {self.cwd}",
+            "trap 'echo \"README.md:$__line: exit $?: $BASH_COMMAND\" >&2' ERR",
+            f"cd {shlex.quote(str(self.cwd))}",
         ]
         for n, line in enumerate(block.code.splitlines(), start=block.line):
             if not line.strip() or line.lstrip().startswith("#"):
@@ -176,9 +177,11 @@ class Section:
         commands = self.outputs.get(block.line)
         assert commands is not None, f"README.md:{block.line}: an output block with no commands to check it"
         expected = block.code.splitlines()
-        assert len(commands) == len(expected), f"README.md:{block.line}: {len(expected)} lines, {len(commands)} commands"
+        assert len(commands) == len(expected), (
+            f"README.md:{block.line}: {len(expected)} lines, {len(commands)} commands"
+        )
         for command, line in zip(commands, expected, strict=True):
-            done = self.bash(f"cd {self.cwd}\n{command}\n")
+            done = self.bash(f"cd {shlex.quote(str(self.cwd))}\n{command}\n")
             got = done.stderr.strip().splitlines()
             assert done.returncode == 1 and got[-1:] == [line], (command, done.returncode, done.stderr)
 

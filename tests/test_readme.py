@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +186,7 @@ def serve_briefly(command: str) -> str:
         "        time.sleep(0.1)\n"
         "sys.exit(1)\n"
     )
-    return f"{command} --port {port} & __serve=$!\npython -c \"{probe}\"\nkill $__serve; wait $__serve || true"
+    return f'{command} --port {port} & __serve=$!\npython -c "{probe}"\nkill $__serve; wait $__serve || true'
 
 
 # --------------------------------------------------------------------------- the sections
