@@ -147,6 +147,21 @@ def test_migrate_on_dask_gives_the_records_of_a_local_migrate(tmp_path: Path, cl
     assert on_dask.verify().problems == []  # no file left over besides the registered shards
 
 
+def test_migrate_on_dask_from_a_relative_migrations_folder(
+    tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`catalog migrate` run where `./migrations` is (the default, as the README's Dask lines
+    do): the workers, whose working directory is not the caller's, get the scripts' absolute
+    paths."""
+    cat = make(tmp_path / "a")
+    script(tmp_path / "m", 1, Y_SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    with open_executor("dask", cluster.address) as ex:
+        report = cat.dataset("d").migrate("m", executor=ex)
+    assert report.migrations[0].version == cat.dataset("d").version == 3
+    assert [r["y"] for r in cat.dataset("d").read()] == [r["id"] * 3 + len(r["s"]) for r in rows()]
+
+
 def test_compact_on_dask_writes_the_bytes_of_a_local_compact(tmp_path: Path, cluster: Cluster) -> None:
     on_dask, local = make(tmp_path / "a"), make(tmp_path / "b")
     before = list(on_dask.dataset("d").records())

@@ -360,7 +360,8 @@ def _pending(ds: DatasetHandle, directory: Path, to: int | None, quick: list[dic
     if not directory.is_dir():
         raise MigrationError(f"{directory}: no such folder (--migrations DIR holds one folder of scripts per dataset)")
     files = pending_files(ds, directory, to)
-    return [Pending(f.id, f.checksum, f.path, load_operations(f.path, f.checksum)) for f in files]
+    # Jobs carry the script's absolute path: a worker (a Dask one) has another working directory.
+    return [Pending(f.id, f.checksum, f.path.absolute(), load_operations(f.path, f.checksum)) for f in files]
 
 
 # --------------------------------------------------------------------------- migrate
