@@ -132,7 +132,8 @@ def cli_inputs(here: Path) -> None:
 
     pq.write_table(pa.Table.from_pylist(rows(130, 10)), here / "table.parquet")
     write_images(here / "images")
-    write_jsonl(here / "new.jsonl", rows(140, 20))
+    # new data of the distribution of the train split at that line (ids 0-99, after the restore): `--check` passes
+    write_jsonl(here / "new.jsonl", [{"id": i, "text": f"record {i}", "label": i % 2} for i in range(2, 100, 5)])
     write_jsonl(here / "val.jsonl", rows(160, 20))
     # the error lines the README shows: a record whose id is a float; a data CRC flipped
     records = [encode(r) for r in rows(0, 3)] + [encode_example({"id": 1.5, "text": "x", "label": 0})]
@@ -231,7 +232,9 @@ def test_splits_and_tags_section(tmp_path: Path) -> None:
     )
     assert made.returncode == 0, made.stderr
     blocks = section_blocks("Splits and tags")
-    section.outputs = {blocks[0].line: ["catalog -C cat cat demo --split valid"]}
+    section.outputs = {
+        blocks[0].line: ["catalog -C cat cat demo --split valid", "catalog -C cat cat demo --split 'train[:5%'"]
+    }
     assert section.run(blocks) == 1
 
 
@@ -339,6 +342,9 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
         "test_rows": same_rows(20), "row": same_rows(1)[0], "model": keras_model(tf),
         "strategy": tf.distribute.get_strategy(), "i": 5, "first_epoch": 0, "epochs": 1,
         "checkpoint": {"epoch": 0, "samples": 64},
+        "SALES": {"features": {"price": {"dtype": "float32", "default": -1.0}}}, "SALE": [{"price": 2.5}],
+        # rows of the schema after the README's migrations (text renamed caption, height added)
+        "new_rows": [{"id": 1, "caption": "a", "label": 0, "height": 2}],
     }  # fmt: skip
     section = Section(
         tmp_path,
@@ -347,11 +353,12 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
             'ds.compare_stats("train", "validation")': 'ds.append_rows(rows, split="validation")',
             # the training program's epoch, rank and world size (`w` was the writer above)
             "world_size=w)": "e, r, w = 0, 1, 2",
+            'ds = Catalog.open("my-catalog")': 'Catalog.init("my-catalog").register("sales", SALES).append_rows(SALE)',
         },
         swap={"/data/tfx/examples/": f"{tmp_path}/tfx/", "postgresql+psycopg://host/db": pg_url},
         names=program,
     )
-    assert section.run(section_blocks("Python API")) == 4
+    assert section.run(section_blocks("Python API")) == 5
 
 
 @pytest.fixture
