@@ -19,7 +19,7 @@ from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
-from catalog.commit.protocol import create_dataset, drop_dataset, prior_commit
+from catalog.commit.protocol import create_dataset, drop_dataset, token_commit
 from catalog.commit.statistics import DriftCheck
 from catalog.commit.values import (
     DEFAULT_SHARD_RECORDS,
@@ -30,7 +30,6 @@ from catalog.commit.values import (
     VerifyReport,
     VersionRef,
     default_author,
-    manifest_text,
     validate_name,
 )
 from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted, SchemaError
@@ -104,15 +103,27 @@ class Catalog(CatalogHandle):
         schema: Schema | Mapping[str, Any] | str | os.PathLike[str],
         description: str = "",
         compression: str = "none",
+        *,
+        message: str = "",
+        token: str | None = None,
     ) -> Dataset:
         """A new dataset at version 1; ``compression`` (none, gzip or zlib): how its shards are
-        stored (TensorFlow reads each as ``TFRecordDataset(..., compression_type=...)``)."""
-        return self._create(name, _as_schema(schema), description, compression, None)
+        stored (TensorFlow reads each as ``TFRecordDataset(..., compression_type=...)``).
+        ``message``: the first commit's (default: the description). ``token``: a retry with the
+        token of a registration that committed returns that dataset, not DatasetExistsError."""
+        validate_name(name)
+        if token is not None and self.committed(name, token) is not None:
+            return self.dataset(name)
+        return self._create(name, _as_schema(schema), description, compression, None, message, token)
 
-    def _create(self, name: str, schema: Schema, description: str, compression: str, pending: str | None) -> Dataset:
+    def _create(
+        self, name: str, schema: Schema, description: str, compression: str, pending: str | None, message: str = "",
+        token: str | None = None,
+    ) -> Dataset:  # fmt: skip
         validate_name(name)
         schema = Schema.from_json(schema.to_json())  # stored as JSON: what is stored must read back
-        create_dataset(self, name, schema, description, default_author(), stored_compression(compression), pending)
+        how = stored_compression(compression)
+        create_dataset(self, name, schema, description, default_author(), how, pending, message, token)
         return self.dataset(name)
 
     def register_inferred(
@@ -130,22 +141,26 @@ class Catalog(CatalogHandle):
         token: str | None = None,
         message: str = "",
         author: str | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        fill_missing: bool = False,
     ) -> Commit:
         """Register ``name`` with the schema inferred from every record of the inputs (any
         format ``append_files`` takes), then append them to ``split``. All or nothing: when
         the append fails, the dataset is dropped again. ``token``, ``message``, ``author``: the
         append's, as ``append_files`` takes them; a retry with the token of a registration that
-        committed returns its commit (``duplicate``), nothing read."""
+        committed returns its commit (``duplicate``), nothing read. A feature some records lack
+        is optional (None when absent): ``defaults`` ({feature: value}) gives such features a
+        default instead, and ``fill_missing`` the zero of their dtype (0, 0.0, "", [])."""
         validate_name(name)
         if token is not None:
-            done = self._registered_with(name, token)
+            done = self.committed(name, token)
             if done is not None:
                 return done
         options = InputOptions(delimiter, feature, image_shape)
         inputs = expand(given_paths(paths), format)
         if not inputs:
             raise AppendError("no input files: nothing registered")
-        inferred = infer_inputs(inputs, options)
+        inferred = infer_inputs(inputs, options).with_defaults(defaults or {}, fill_missing)
         if not inferred.schema.features:
             seen = sum(n for _path, n in inferred.counts)
             what = f"{counted(seen, 'record', grouped=True)}, none with a value" if seen else "no records in the inputs"
@@ -160,14 +175,14 @@ class Catalog(CatalogHandle):
             self._undo_register(ds, e)
             raise
 
-    def _registered_with(self, name: str, token: str) -> Commit | None:
-        """The commit of dataset ``name`` made under ``token`` (a registration retried), if any."""
+    def committed(self, name: str, token: str) -> Commit | None:
+        """The commit of dataset ``name`` made under ``token`` (``duplicate`` set), if any: whether
+        a request with that token (a register, append, migrate, compact or restore) is done."""
         try:
             ds = self.dataset(name)
         except DatasetNotFoundError:
             return None
-        with mf.read_txn(self.engine) as conn:
-            return prior_commit(conn, ds, manifest_text(token, "token"))
+        return token_commit(ds, token)
 
     def _register_for_inputs(self, name: str, schema: Schema, description: str, compression: str) -> Dataset:
         """register(), pending until the inputs' commit: should this process die before it, the

@@ -20,7 +20,7 @@ import numpy as np
 
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
+from catalog.commit.protocol import Change, LiveChanged, NewShard, commit, token_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Commit, Progress, default_author
@@ -161,6 +161,7 @@ class CompactReport:
             "dry_run": self.dry_run,
             "split": self.split,
             "version": self.commit.version if self.commit else None,
+            "duplicate": bool(self.commit and self.commit.duplicate),
             "data_change": False,
             "groups": self.groups,
             "shards_before": self.shards_before,
@@ -225,12 +226,17 @@ def compact(
     progress: Progress | None = None,
     split: str | None = None,
     compression: str | None = None,
+    token: str | None = None,
 ) -> CompactReport:
     """Merge adjacent small shards of each split (or of ``split`` only) in one no-data-change
     commit: every split keeps its records in their order. With ``compression`` (none, gzip or
     zlib), every shard stored otherwise is rewritten in it too, and the dataset stores its
-    new shards so from then on (with ``split``, that split's shards only are rewritten)."""
+    new shards so from then on (with ``split``, that split's shards only are rewritten).
+    ``token``: a retry with the token of a compaction that committed rewrites nothing and
+    reports that commit (``commit.duplicate``)."""
     start = time.monotonic()
+    if not dry_run and (prior := token_commit(ds, token)) is not None:
+        return CompactReport(ds.name, prior, 0, prior.total_shards, prior.total_shards, 0, 0.0, False, split)
     snap = snapshot(ds)
     if split is not None:
         _check_split(ds.name, validate_split(split), snap)
@@ -263,9 +269,12 @@ def compact(
             intent.id,
             retire={s.id for g in groups for s in g},
             new_compression=target,
+            token=token,
         )
         try:
             report.commit = commit(ds, change)
+            if report.commit.duplicate:  # a twin with the token committed meanwhile: ours is not needed
+                intent.settle(None, intent.discard_files)
         except LiveChanged as e:
             raise CommitConflictError(
                 f"{len(e.retired)} of the shards this compaction merged were rewritten meanwhile (by a migrate, "
@@ -284,9 +293,14 @@ def _check_split(name: str, split: str, snap: Snapshot) -> None:
 # --------------------------------------------------------------------------- restore
 
 
-def restore(ds: DatasetHandle, version: int | str, message: str = "", author: str | None = None) -> Commit:
+def restore(
+    ds: DatasetHandle, version: int | str, message: str = "", author: str | None = None, token: str | None = None
+) -> Commit:
     """A new commit whose live shards and schema are exactly ``version``'s (a number or a tag;
-    history keeps all). Each shard comes back in its split."""
+    history keeps all). Each shard comes back in its split. ``token``: a retry with the token
+    of a restore that committed answers with that commit (``duplicate``), nothing written."""
+    if (prior := token_commit(ds, token)) is not None:
+        return prior
     asked = version
     for _ in range(10):
         target = snapshot(ds, version)
@@ -302,7 +316,8 @@ def restore(ds: DatasetHandle, version: int | str, message: str = "", author: st
         live_now = {s.id for s in now.shards}
         keep = {s.id for s in target.shards} & live_now
         try:
-            return _restore_once(ds, version, target, now, live_now, keep, message, author or default_author())
+            who = author or default_author()
+            return _restore_once(ds, version, target, now, live_now, keep, message, who, token)
         except LiveChanged:
             continue  # a commit landed meanwhile: plan again (the intent's files were discarded)
     raise CommitConflictError(
@@ -312,7 +327,7 @@ def restore(ds: DatasetHandle, version: int | str, message: str = "", author: st
 
 def _restore_once(
     ds: DatasetHandle, version: int, target: Snapshot, now: Snapshot, live_now: set[int], keep: set[int], message: str,
-    author: str,
+    author: str, token: str | None,
 ) -> Commit:  # fmt: skip
     with Intent.of(ds) as intent:
         back = [s for s in target.shards if s.id not in keep]
@@ -330,8 +345,12 @@ def _restore_once(
             new_schema=None if target.schema == now.schema else target.schema,
             expect_live=live_now,
             revert_after=version,
+            token=token,
         )
-        return commit(ds, change)
+        done = commit(ds, change)
+        if done.duplicate:  # a twin with the token committed meanwhile: ours is not needed
+            intent.settle(None, intent.discard_files)
+        return done
 
 
 def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> ShardFile:

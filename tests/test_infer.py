@@ -248,7 +248,7 @@ def test_a_table_with_two_columns_of_one_name_is_refused(cat: Catalog, tmp_path:
 
 def test_numbers_too_large_for_a_float_are_refused_not_made_infinite(cat: Catalog, tmp_path: Path) -> None:
     ds = cat.register("d", {"features": {"v": {"dtype": "float32"}, "l": {"dtype": "float32", "shape": [None]}}})
-    (tmp_path / "a.csv").write_text('v,l\n1e400,[]\n')
+    (tmp_path / "a.csv").write_text("v,l\n1e400,[]\n")
     (tmp_path / "b.csv").write_text('v,l\n1,"[1e400]"\n')
     (tmp_path / "c.jsonl").write_text('{"v": 1e400, "l": []}\n')
     for name, said in (("a.csv", "column 'v'"), ("b.csv", "column 'l'"), ("c.jsonl", "record 0")):
@@ -373,5 +373,11 @@ def test_register_infer_takes_a_message_and_a_token(cat: Catalog, tmp_path: Path
     assert cat.register_inferred("py", [tmp_path / "day1.csv"], token="t").duplicate
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps({"features": {"n": {"dtype": "int64"}}}))
-    refused = CliRunner().invoke(app, ["-C", str(cat.root), "register", "x", "--schema", str(schema), "-m", "m"])
-    assert refused.exit_code == 2  # a registration alone commits no data: said, not ignored
+    plain = ["-C", str(cat.root), "register", "x", "--schema", str(schema), "-m", "m", "--token", "r1"]
+    assert CliRunner().invoke(app, plain).exit_code == 0  # with --schema too: its first commit's
+    assert (cat.dataset("x").history()[0].message, cat.dataset("x").history()[0].token) == ("m", "r1")
+    again = CliRunner().invoke(app, plain)
+    assert (again.exit_code, again.stdout) == (
+        0,
+        "already registered (token seen before): x (version 1, schema version 1)\n",
+    )

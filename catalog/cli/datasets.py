@@ -17,8 +17,10 @@ from catalog.cli.options import (
     AsJson,
     CheckMode,
     DatasetName,
+    Defaults,
     Delimiter,
     ExecutorKind,
+    FillMissing,
     ImageShape,
     InputFormat,
     Inputs,
@@ -28,6 +30,7 @@ from catalog.cli.options import (
     Scheduler,
     Version,
     parse_bytes,
+    parse_defaults,
 )
 from catalog.cli.output import Output, counted, human
 
@@ -55,10 +58,12 @@ def register(
         typer.Option("--compression", case_sensitive=False, help="How its shards are stored."),
     ] = "none",
     token: Annotated[
-        str | None, typer.Option("--token", help="With --infer: the inputs' commit's idempotency token.")
+        str | None, typer.Option("--token", help="Idempotency token: a retried registration is a no-op.")
     ] = None,
     message: Message = "",
     as_json: AsJson = False,
+    default: Defaults = None,
+    fill_missing: FillMissing = False,
 ) -> Output:
     """Register a dataset with its schema (dataset version 1, schema version 1), or with the
     schema inferred from inputs, which are then appended (--infer)."""
@@ -66,20 +71,38 @@ def register(
         raise typer.BadParameter("give --schema FILE, or --infer and inputs (not both)", param_hint="--schema/--infer")
     if bool(inputs) != infer:
         raise typer.BadParameter("--infer needs inputs, and inputs need --infer", param_hint="--infer")
+    if schema is not None and (default or fill_missing):
+        raise typer.BadParameter("--default/--fill-missing apply to --infer's schema", param_hint="--default")
     cat = open_catalog()
     if schema is not None:
-        if token is not None or message:  # a registration alone writes no data: nothing to retry or describe
-            raise typer.BadParameter("-m/--token apply to --infer's commit of the inputs", param_hint="-m/--token")
-        ds = cat.register(name, schema, description, compression)
-        return Output(text=[f"registered {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
+        done = None if token is None else cat.committed(name, token)
+        ds = cat.register(name, schema, description, compression, message=message, token=token)
+        what = "already registered (token seen before):" if done is not None else "registered"
+        return Output(text=[f"{what} {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
     commit = cat.register_inferred(
-        name, inputs or [], description, split=split, compression=compression, token=token, message=message
-    )
-    inferred = cat.dataset(name).schema.to_json()
+        name, inputs or [], description, split=split, compression=compression, token=token, message=message,
+        defaults=parse_defaults(default), fill_missing=fill_missing,
+    )  # fmt: skip
+    ds = cat.dataset(name)
+    inferred = ds.schema.to_json()
     text = [f"registered {name} with an inferred schema:", *_schema_text(inferred)]
     counts = f"{counted(commit.records, 'record')} in {counted(commit.shard_count, 'shard')}"
     text.append(f"committed: {name} version {commit.version}: {counts}")
-    return Output(text=text, json=lambda: {"schema": inferred, "commit": commit.to_json()})
+    missing = _missing(ds, commit.version)
+    from catalog.inputs.infer import optional_summary
+
+    text += optional_summary(missing, commit.records)
+    doc = {"schema": inferred, "commit": commit.to_json(), "optional": missing}
+    return Output(text=text, json=lambda: doc)
+
+
+def _missing(ds: Any, version: int) -> dict[str, int | None]:
+    """The optional features of ``ds`` and, from its statistics, how many records lack each."""
+    optional = [n for n, f in ds.schema.features.items() if f.optional]
+    if not optional:
+        return {}
+    st = ds.stats(version)
+    return {n: fs.missing if (fs := st.feature(n)) is not None and st.at.complete else None for n in optional}
 
 
 @verb
@@ -256,8 +279,7 @@ def adopt(
         ),
     ],
     split: Annotated[
-        str | None,
-        typer.Option("--split", metavar="SPLIT", help="Register them under this split (default: train).")
+        str | None, typer.Option("--split", metavar="SPLIT", help="Register them under this split (default: train).")
     ] = None,
     copy: Annotated[bool, typer.Option("--copy", help="Copy them into the data area instead.")] = False,
     link: Annotated[bool, typer.Option("--link", help="Hard link them into the data area instead.")] = False,
@@ -323,7 +345,7 @@ def _delimiter(text: str | None) -> str | None:
     if text is None:
         return None
     sep = {"\\t": "\t", "tab": "\t"}.get(text, text)  # a tab is hard to type in a shell
-    if len(sep) != 1 or sep in "\"\r\n":
+    if len(sep) != 1 or sep in '"\r\n':
         raise typer.BadParameter(f"one character (or \\t), got {text!r}", param_hint="--delimiter")
     return sep
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from catalog.cli.base import app, verb
-from catalog.cli.options import InputFormat
+from catalog.cli.options import Defaults, FillMissing, InputFormat, parse_defaults
 from catalog.cli.output import Output, counted
 from catalog.errors import CatalogError
 
@@ -35,29 +35,38 @@ def inspect(
         typer.Option("--schema-out", metavar="FILE", help="Write the schema inferred over all inputs to FILE."),
     ] = None,
     fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
+    default: Defaults = None,
+    fill_missing: FillMissing = False,
 ) -> Output:
     """Count, check and describe the records of inputs, and infer one schema over all of them."""
     from catalog.inputs import InputOptions, detect, expand, given_paths
-    from catalog.inputs.infer import infer_inputs
+    from catalog.inputs.infer import Inferred, infer_inputs
     from catalog.inspection import inspect_files
+    from catalog.schema import Schema
 
     found = expand(given_paths(inputs), fmt)
+    defaults = parse_defaults(default)
     if all(detect(p, f) == "tfrecord" for p, f in found):
         reports, schema = inspect_files([p for p, _ in found], limit=limit)
+        notes: list[str] = []
+        if schema is not None:  # the optional features said, and given defaults if asked
+            seen = Inferred(Schema.from_json(schema), [(str(r.path), r.records) for r in reports])
+            seen = seen.with_defaults(defaults, fill_missing)
+            schema, notes = seen.schema.to_json(), seen.summary()
         if len(reports) == 1:
             reports[0].schema = schema
         _write_schema(schema_out, schema, reports)
         if len(reports) == 1:
-            return Output(text=_inspect_text(reports[0]), json=reports[0].to_json)
+            return Output(text=[*_inspect_text(reports[0]), *notes], json=reports[0].to_json)
         doc = {"files": [r.to_json() for r in reports], "schema": schema}
-        return Output(text=_files_text(reports, schema), json=lambda: doc)
-    inferred = infer_inputs(found, InputOptions())
+        return Output(text=[*_files_text(reports, schema), *notes], json=lambda: doc)
+    inferred = infer_inputs(found, InputOptions()).with_defaults(defaults, fill_missing)
     schema = inferred.schema.to_json()
     _write_schema(schema_out, schema, [])
     counts = [{"path": p, "records": n} for p, n in inferred.counts]
     text = [f"{p}: {counted(n, 'record')}" for p, n in inferred.counts]
-    text += ["schema:", json.dumps(schema, indent=2)]
-    return Output(text=text, json=lambda: {"inputs": counts, "schema": schema})
+    text += ["schema:", json.dumps(schema, indent=2), *inferred.summary()]
+    return Output(text=text, json=lambda: {"inputs": counts, "schema": schema, "optional": inferred.missing})
 
 
 def _write_schema(out: Path | None, schema: dict[str, Any] | None, reports: list[FileReport]) -> None:

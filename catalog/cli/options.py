@@ -80,6 +80,16 @@ Split = Annotated[
     ),
 ]
 Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
+Defaults = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--default", metavar="FEATURE=VALUE", help="Inferred schema: FEATURE reads as VALUE where a record has none."
+    ),
+]
+FillMissing = Annotated[
+    bool, typer.Option("--fill-missing", help="Inferred schema: every optional feature defaults to its dtype's zero.")
+]
+Token = Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
 Force = Annotated[bool, typer.Option("--force", help="Replace a file already there (once the new one is complete).")]
 InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
@@ -153,3 +163,14 @@ class BareCheck(TyperCommand):
         cut = args.index("--") if "--" in args else len(args)
         fixed = ["--check=fail" if a == "--check" else a for a in args[:cut]] + args[cut:]
         return super().parse_args(ctx, fixed)
+
+
+def parse_defaults(given: list[str] | None) -> dict[str, str]:
+    """``--default FEATURE=VALUE`` options as {feature: value text}."""
+    out: dict[str, str] = {}
+    for item in given or ():
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise typer.BadParameter(f"{item!r}: FEATURE=VALUE, e.g. price=-1", param_hint="--default")
+        out[name] = value
+    return out

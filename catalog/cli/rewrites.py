@@ -22,6 +22,7 @@ from catalog.cli.options import (
     NewCompression,
     Scheduler,
     Split,
+    Token,
     Version,
     Workers,
     parse_bytes,
@@ -52,6 +53,7 @@ def migrate(
     rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
     as_json: AsJson = False,
     compression: NewCompression = None,
+    token: Token = None,
 ) -> Output:
     """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
@@ -66,12 +68,15 @@ def migrate(
     ):
         report = ds.migrate(
             migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, message=message, progress=progress,
-            compression=compression, **quick,
+            compression=compression, token=token, **quick,
         )  # fmt: skip
     return Output(text=_migrate_text(name, report, dry_run), json=report.to_json)
 
 
 def _migrate_text(name: str, report: MigrateReport, dry_run: bool) -> Iterator[str]:
+    if report.duplicate:
+        yield f"{name}: already committed (token seen before) as version {report.version}"
+        return
     if not report.migrations:
         yield f"{name}: no pending migrations (schema version {report.schema_version})"
         return
@@ -136,13 +141,15 @@ def restore(
     ],
     message: Message = "",
     as_json: AsJson = False,
+    token: Token = None,
 ) -> Output:
     """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
     ds = open_catalog().dataset(name)
     what = version if version.isdigit() else f"{ds.info(version).version} (tag {version})"
-    commit = ds.restore(version, message)
+    commit = ds.restore(version, message, token=token)
+    head = "already committed (token seen before): " if commit.duplicate else ""
     text = (
-        f"restored {name} to version {what} as version {commit.version} (schema version "
+        f"{head}restored {name} to version {what} as version {commit.version} (schema version "
         f"{commit.schema_version}): {counted(commit.total_records, 'record')} in "
         f"{counted(commit.total_shards, 'shard')}"
     )
@@ -166,6 +173,7 @@ def compact(
         str | None, typer.Option("--split", metavar="SPLIT", help="Compact this split only (default: each split).")
     ] = None,
     compression: NewCompression = None,
+    token: Token = None,
 ) -> Output:
     """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)
@@ -175,12 +183,15 @@ def compact(
     ):
         report = ds.compact(
             target_size, workers=workers, executor=ex, message=message, dry_run=dry_run, progress=progress,
-            split=split, compression=compression,
+            split=split, compression=compression, token=token,
         )  # fmt: skip
     return Output(text=_compact_text(name, report, dry_run), json=report.to_json)
 
 
 def _compact_text(name: str, report: CompactReport, dry_run: bool) -> Iterator[str]:
+    if report.commit is not None and report.commit.duplicate:
+        yield f"{name}: already committed (token seen before) as version {report.commit.version}"
+        return
     if not report.groups:
         yield f"{name}: nothing to compact ({counted(report.shards_before, 'shard')})"
         return

@@ -17,6 +17,7 @@ from catalog.cli.output import Output
 if TYPE_CHECKING:
     from catalog.schema import Schema
 
+
 @verb
 def cat(
     name: DatasetName,
@@ -24,7 +25,7 @@ def cat(
     version: Version = None,
     split: Split = None,
     names: Annotated[
-        bool, typer.Option("--names", help="Print class labels as their names (features with \"names\").")
+        bool, typer.Option("--names", help='Print class labels as their names (features with "names").')
     ] = False,
     columns: Annotated[
         str | None, typer.Option("--columns", metavar="A,B", help="Only these features, in this order.")

@@ -102,6 +102,7 @@ class Change:
     def __post_init__(self) -> None:
         self.message = manifest_text(self.message, "message")
         self.author = manifest_text(self.author, "author")
+
     new_compression: str | None = None  # how the dataset stores new shards from this commit on
 
 
@@ -195,7 +196,11 @@ def _live_by_bytes(conn: Connection, dataset_id: int, sums: list[str]) -> dict[t
     for lo in range(0, len(sums), 500):  # bound the IN list
         for r in conn.execute(
             select(
-                SHARDS.c.path, SHARDS.c.location, SHARDS.c.checksum, SHARDS.c.bytes, SHARDS.c.source,
+                SHARDS.c.path,
+                SHARDS.c.location,
+                SHARDS.c.checksum,
+                SHARDS.c.bytes,
+                SHARDS.c.source,
                 SHARDS.c.added_version,
             ).where(
                 SHARDS.c.dataset_id == dataset_id,
@@ -205,6 +210,15 @@ def _live_by_bytes(conn: Connection, dataset_id: int, sums: list[str]) -> dict[t
         ):
             live.setdefault((r.checksum, r.bytes), []).append(r)
     return live
+
+
+def token_commit(ds: DatasetHandle, token: str | None) -> Commit | None:
+    """The commit ``token`` already made in ``ds`` (the request is a retry), else None: a
+    rewrite looks before its work, not only at its commit, so that a retry writes nothing."""
+    if token is None:
+        return None
+    with mf.read_txn(ds.catalog.engine) as conn:
+        return prior_commit(conn, ds, manifest_text(token, "token"))
 
 
 def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Commit | None:
@@ -384,10 +398,15 @@ def create_dataset(
     author: str,
     compression: str = "none",
     pending: str | None = None,
+    message: str = "",
+    token: str | None = None,
 ) -> None:
-    """Register dataset ``name`` at version 1 (a "create" commit, no shards); ``pending``: for
-    inputs this process appends next (see the manifest's datasets.pending)."""
+    """Register dataset ``name`` at version 1 (a "create" commit, no shards, its message
+    ``message`` else the description, its token ``token``); ``pending``: for inputs this
+    process appends next (see the manifest's datasets.pending)."""
     description, author = manifest_text(description, "description"), manifest_text(author, "author")
+    message = manifest_text(message, "message") or description
+    token = None if token is None else manifest_text(token, "token")
     sch.check_new()
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
@@ -419,10 +438,10 @@ def create_dataset(
                     kind="create",
                     schema_version=1,
                     created_at=now,
-                    message=description,
+                    message=message,
                     author=author,
                     read_version=0,
-                    token=None,
+                    token=token,
                     records_added=0,
                     shards_added=0,
                     **empty,
@@ -456,7 +475,6 @@ def _delete_dataset(conn: Connection, ds_id: int) -> None:
     for table in (SHARD_STATS, SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
         conn.execute(delete(table).where(table.c.dataset_id == ds_id))
     conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
-
 
 
 def _record_migration(conn: Connection, ds_id: int, ch: Change, schema_version: int, version: int, now: Any) -> None:

@@ -204,9 +204,7 @@ def is_image_folder(folder: Path) -> bool:
     entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
     if not entries or not all(e.is_dir() for e in entries):
         return False
-    return any(
-        f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file()
-    )
+    return any(f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file())
 
 
 def check_json_document(path: Path, first: str, rest: IO[bytes]) -> None:

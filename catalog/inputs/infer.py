@@ -11,7 +11,7 @@ and ``filename``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from catalog.inputs.formats import STDIN, InputOptions, check_json_document, det
 from catalog.inputs.images import class_names
 from catalog.inputs.parquet import ParquetRows
 from catalog.schema import Feature, Schema
+from catalog.schema.features import parse_feature
 from catalog.schema.inference import RowInference
 from catalog.tfrecord.framing import read_records
 
@@ -29,11 +30,82 @@ _IMAGE_FORMAT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", 
 
 
 class Inferred:
-    """What inference saw: the schema, and the records it read from each input."""
+    """What inference saw: the schema, the records it read from each input, and how many
+    records lacked a value of each optional feature (None: not counted, TFRecord inputs)."""
 
-    def __init__(self, schema: Schema, counts: list[tuple[str, int]]) -> None:
+    def __init__(self, schema: Schema, counts: list[tuple[str, int]], missing: dict[str, int] | None = None) -> None:
         self.schema = schema
         self.counts = counts
+        self.missing: dict[str, int | None] = {
+            n: (missing or {}).get(n) for n, f in schema.features.items() if f.optional
+        }
+
+    @property
+    def records(self) -> int:
+        return sum(n for _path, n in self.counts)
+
+    def with_defaults(self, defaults: Mapping[str, Any], fill_missing: bool = False) -> Inferred:
+        """The schema with ``defaults`` (``--default FEATURE=VALUE``: a feature that may be
+        absent reads as VALUE instead of None) and, with ``fill_missing``, the zero of its
+        dtype for every other optional feature that can take a default."""
+        if not defaults and not fill_missing:
+            return self
+        features = dict(self.schema.features)
+        for name, value in defaults.items():
+            if name not in features:
+                have = ", ".join(features) or "none"
+                raise SchemaError(f"--default names no inferred feature (features: {have})", name)
+            features[name] = with_default(features[name], value)
+        if fill_missing:
+            for name, feat in features.items():
+                if feat.optional and name not in defaults and default_possible(feat):
+                    features[name] = with_default(feat, zero(feat))
+        schema = Schema(features.values(), self.schema.sequence.values())
+        return Inferred(schema, self.counts, {n: m for n, m in self.missing.items() if m is not None})
+
+    def summary(self) -> list[str]:
+        """Which features became optional and why, one line each (none: no line)."""
+        return optional_summary(self.missing, self.records)
+
+
+def optional_summary(missing: Mapping[str, int | None], records: int) -> list[str]:
+    """A line for each optional feature of an inferred schema: how many of the ``records``
+    had no value of it (None: not counted), what that means, and how to give it a default."""
+    out = []
+    for name, n in missing.items():
+        what = f"no value in {n:,} of {records:,} records" if n is not None else "absent from some records"
+        out.append(
+            f"optional: {name!r} ({what}): it reads as None, and ragged in tf_dataset; "
+            f"--default {name}=VALUE or --fill-missing gives it a default"
+        )
+    return out
+
+
+def zero(feat: Feature) -> Any:
+    """The zero of a feature's dtype, as a schema's JSON default: 0, 0.0, "", false; [] for a
+    variable-length list (what TensorFlow's VarLenFeature reads for a missing one)."""
+    if feat.is_varlen:
+        return []
+    return {"int64": 0, "float32": 0.0, "string": "", "bytes": "", "bool": False}.get(feat.dtype, 0)
+
+
+def default_possible(feat: Feature) -> bool:
+    """Whether a default can fill ``feat`` (a tensor of unknown dimensions has none to fill)."""
+    return not (feat.tensor and feat.size is None)
+
+
+def with_default(feat: Feature, value: Any) -> Feature:
+    """``feat`` with ``value`` as its default (text from the command line is read as the dtype's:
+    JSON for numbers and lists, as it is for text), no longer optional."""
+    if isinstance(value, str) and feat.dtype not in ("string", "bytes"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise SchemaError(f"bad default {value!r}: not a {feat.dtype} value", feat.name) from None
+    raw = feat.to_json()
+    raw.pop("optional", None)
+    raw["default"] = value
+    return parse_feature(feat.name, raw)
 
 
 def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Inferred:
@@ -71,7 +143,8 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
     except SchemaError as e:
         raise AppendError(f"{', '.join(str(p) for p, _ in inputs)}: {e}") from e
     features.update({f.name: f for f in images if f.name in features})  # with their metadata
-    return Inferred(Schema(features.values()), counts)
+    missing = {name: tally.rows - t.present for name, t in tally.tallies.items()}
+    return Inferred(Schema(features.values()), counts, missing)
 
 
 def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None:

@@ -18,9 +18,7 @@ def require_pyarrow() -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:
-        raise AppendError(
-            "Parquet inputs need pyarrow: pip install 'tfrecord-catalog[parquet]' (or pyarrow)"
-        ) from e
+        raise AppendError("Parquet inputs need pyarrow: pip install 'tfrecord-catalog[parquet]' (or pyarrow)") from e
     return pq
 
 

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, LiveChanged, NewShard, commit
+from catalog.commit.protocol import Change, LiveChanged, NewShard, commit, token_commit
 from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
@@ -204,6 +204,7 @@ class MigrateReport:
     version: int
     schema_version: int
     migrations: list[MigrationResult] = field(default_factory=list)
+    duplicate: bool = False  # a retried token: its commit (``version``) was made before, nothing done now
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,6 +213,7 @@ class MigrateReport:
             "version": self.version,
             "schema_version": self.schema_version,
             "migrations": [m.to_json() for m in self.migrations],
+            "duplicate": self.duplicate,
         }
 
 
@@ -382,12 +384,19 @@ def migrate(
     rename: Sequence[str] = (),
     progress: Progress | None = None,
     compression: str | None = None,
+    token: str | None = None,
 ) -> MigrateReport:
     """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
     with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration. With
     ``compression`` (none, gzip or zlib), the rewritten shards, and the dataset's new ones
-    from then on, are stored so."""
+    from then on, are stored so.
+
+    ``token``: a quick migration's commit carries it, and a retry with the token of one that
+    committed rewrites nothing and reports that commit (``duplicate``). Migration files'
+    commits carry ``TOKEN:ID`` each; a retry applies what is still pending, as any run does."""
     quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
+    if quick is not None and not dry_run and (prior := token_commit(ds, token)) is not None:
+        return MigrateReport(ds.name, False, prior.version, prior.schema_version, duplicate=True)
     pending = _pending(ds, Path(migrations), to, quick)
     target = None if compression is None else stored_compression(compression)
     if target is not None and not pending:
@@ -406,7 +415,8 @@ def migrate(
         return report
     with executor_for(executor, workers, max(len(snap.shards), 1)) as ex:
         for p in pending:
-            result = _apply(ds, p, ex, message, author or default_author(), progress, target)
+            tag = token if token is None or quick is not None else f"{token}:{p.spec_id}"
+            result = _apply(ds, p, ex, message, author or default_author(), progress, target, tag)
             report.migrations.append(result)
             report.version, report.schema_version = result.version or report.version, result.to_schema_version
     return report
@@ -427,6 +437,7 @@ def _apply(
     author: str,
     progress: Progress | None,
     compression: str | None = None,
+    token: str | None = None,
 ) -> MigrationResult:
     start = time.monotonic()
     snap = snapshot(ds)
@@ -441,9 +452,11 @@ def _apply(
         for _round in range(CATCHUP_ROUNDS):
             done.update(_run(ds, spec, todo, intent, len(done), ex, progress, compression or ds.compression))
             change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
-            change.new_compression = compression
+            change.new_compression, change.token = compression, token
             try:
                 committed = commit(ds, change)
+                if committed.duplicate:  # a twin with the token committed meanwhile: ours is not needed
+                    intent.settle(None, intent.discard_files)
             except LiveChanged as e:
                 if e.retired:
                     raise CommitConflictError(

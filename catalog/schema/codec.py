@@ -379,5 +379,3 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
             seen.setdefault(name, ListTally()).add(kind, values)
     # missing from some records: optional, never a made-up default (a 0 is not "no value")
     return [s.feature(name, optional=s.present < total) for name, s in seen.items()]
-
-

@@ -60,6 +60,7 @@ def _general(feat: Feature, entry: EntryPrefix) -> Encoder:
             return out
 
         return enc_tensor
+
     def enc(value: Any) -> bytes:
         return entry(list_feature_bytes(feat, value))
 

@@ -300,7 +300,7 @@ def _parse_checks(name: str, raw: Any) -> tuple[tuple[str, float], ...]:
         raise SchemaError(f'"checks" maps some of {", ".join(CHECK_KEYS)} to numbers', name)
     unknown = sorted(set(raw) - set(CHECK_KEYS))
     if unknown:
-        raise SchemaError(f'unknown check(s) {unknown}; allowed: {", ".join(CHECK_KEYS)}', name)
+        raise SchemaError(f"unknown check(s) {unknown}; allowed: {', '.join(CHECK_KEYS)}", name)
     out = []
     for key in CHECK_KEYS:
         if key not in raw:

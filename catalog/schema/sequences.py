@@ -25,6 +25,8 @@ from catalog.tfrecord import proto
 from catalog.words import counted
 
 STEP_KEYS = {"dtype", "shape", "names", "description"}
+
+
 def parse_step(name: str, raw: Any) -> Feature:
     """One sequence feature's declaration: a list feature's dtype and shape (per step)."""
     if isinstance(raw, dict):

@@ -273,9 +273,7 @@ def encode_example(features: Mapping[str, Any]) -> bytes:
     return features_field(_entries(features))
 
 
-def encode_sequence_example(
-    context: Mapping[str, Any], feature_lists: Mapping[str, Sequence[Any]]
-) -> bytes:
+def encode_sequence_example(context: Mapping[str, Any], feature_lists: Mapping[str, Sequence[Any]]) -> bytes:
     """Serialize a tf.train.SequenceExample: context features plus per-step feature lists."""
     lists = []
     for name, steps in feature_lists.items():
@@ -455,7 +453,5 @@ def decode_sequence_example(data: bytes) -> tuple[dict[str, list[Any]], dict[str
     """Decode a serialized SequenceExample to ``(context, feature_lists)``."""
     seq = _parse(proto.SequenceExample, data, "tf.train.SequenceExample")
     context = {name: feature_values(f) for name, f in seq.context.feature.items()}
-    lists = {
-        name: [feature_values(f) for f in flist.feature] for name, flist in seq.feature_lists.feature_list.items()
-    }
+    lists = {name: [feature_values(f) for f in flist.feature] for name, flist in seq.feature_lists.feature_list.items()}
     return context, lists
