@@ -260,28 +260,28 @@ def compact(
             files = run_jobs(concat_job, jobs, ex, intent, done)
         files = with_stats(ds, files, groups)
         change = Change(
-            "compact",
-            snap.version,
-            snap.schema_version,
+            "compact", snap.version, snap.schema_version,
             [NewShard(f, g[0].seq, g[0].schema_version, g[0].split) for f, g in zip(files, groups, strict=True)],
             message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
-            author or default_author(),
-            intent.id,
-            retire={s.id for g in groups for s in g},
-            new_compression=target,
+            author or default_author(), intent.id, retire={s.id for g in groups for s in g}, new_compression=target,
             token=token,
-        )
-        try:
-            report.commit = commit(ds, change)
-            if report.commit.duplicate:  # a twin with the token committed meanwhile: ours is not needed
-                intent.settle(None, intent.discard_files)
-        except LiveChanged as e:
-            raise CommitConflictError(
-                f"{len(e.retired)} of the shards this compaction merged were rewritten meanwhile (by a migrate, "
-                "compact or restore): nothing was registered; run it again"
-            ) from None
+        )  # fmt: skip
+        report.commit = _commit_merged(ds, change, intent)
     report.seconds = time.monotonic() - start
     return report
+
+
+def _commit_merged(ds: DatasetHandle, change: Change, intent: Intent) -> Commit:
+    try:
+        done = commit(ds, change)
+    except LiveChanged as e:
+        raise CommitConflictError(
+            f"{len(e.retired)} of the shards this compaction merged were rewritten meanwhile (by a migrate, "
+            "compact or restore): nothing was registered; run it again"
+        ) from None
+    if done.duplicate:  # a twin with the token committed meanwhile: ours is not needed
+        intent.settle(None, intent.discard_files)
+    return done
 
 
 def _check_split(name: str, split: str, snap: Snapshot) -> None:

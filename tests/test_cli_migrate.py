@@ -114,7 +114,7 @@ def test_dry_run_json_shape(root: Path, mdir: Path) -> None:
     script(mdir, "0002_rename.py", 'operations = [RenameField("text", "caption")]\n')
     before, files = show(root), data_files(root)
     doc = json.loads(c(root, "migrate", "small", "--migrations", str(mdir), "--dry-run", "--json").stdout)
-    assert set(doc) == {"dataset", "dry_run", "version", "schema_version", "migrations"}
+    assert set(doc) == {"dataset", "dry_run", "version", "schema_version", "migrations", "duplicate"}
     assert (doc["dataset"], doc["dry_run"], doc["version"], doc["schema_version"]) == ("small", True, 2, 1)
     first, second = doc["migrations"]
     assert set(first) == {

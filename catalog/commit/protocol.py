@@ -410,6 +410,14 @@ def create_dataset(
     sch.check_new()
     now = utcnow()
     empty = {"records": 0, "bytes": 0, "shard_count": 0}  # the totals, in the dataset and its first commit
+    dataset = {
+        "name": name, "description": description, "created_at": now, "version": 1, "schema_version": 1,
+        "compression": compression, "pending": pending, **empty,
+    }  # fmt: skip
+    first = {
+        "version": 1, "kind": "create", "schema_version": 1, "created_at": now, "message": message, "author": author,
+        "read_version": 0, "token": token, "records_added": 0, "shards_added": 0, **empty,
+    }  # fmt: skip
 
     def txn() -> None:
         with mf.write_txn(cat.engine) as conn:
@@ -418,35 +426,9 @@ def create_dataset(
                 raise DatasetExistsError(f"dataset {name!r} already exists", name)
             if found is not None:  # registered for inputs by a process that died before their commit
                 _delete_dataset(conn, found.id)
-            ds_id = conn.execute(
-                insert(DATASETS).values(
-                    name=name,
-                    description=description,
-                    created_at=now,
-                    version=1,
-                    schema_version=1,
-                    compression=compression,
-                    pending=pending,
-                    **empty,
-                )
-            ).inserted_primary_key[0]  # type: ignore[index]
+            ds_id = conn.execute(insert(DATASETS).values(**dataset)).inserted_primary_key[0]  # type: ignore[index]
             insert_schema(conn, ds_id, 1, sch, 1, now)
-            conn.execute(
-                insert(COMMITS).values(
-                    dataset_id=ds_id,
-                    version=1,
-                    kind="create",
-                    schema_version=1,
-                    created_at=now,
-                    message=message,
-                    author=author,
-                    read_version=0,
-                    token=token,
-                    records_added=0,
-                    shards_added=0,
-                    **empty,
-                )
-            )
+            conn.execute(insert(COMMITS).values(dataset_id=ds_id, **first))
 
     try:
         mf.with_lock_retry(txn)
