@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-import catalog.writer
+import catalog.ops.writer
 from benchmarks.harness import (
     LABELED_SCHEMA,
     LABELED_VEC,
@@ -86,12 +86,12 @@ class _UnindexedSink(ShardSink):
 @contextmanager
 def without_index() -> Iterator[None]:
     """Appends made inside write no record index (the writer's sink is the only place one is made)."""
-    saved = catalog.writer.ShardSink
-    catalog.writer.ShardSink = _UnindexedSink  # type: ignore[misc]
+    saved = catalog.ops.writer.ShardSink
+    catalog.ops.writer.ShardSink = _UnindexedSink  # type: ignore[misc]
     try:
         yield
     finally:
-        catalog.writer.ShardSink = saved  # type: ignore[misc]
+        catalog.ops.writer.ShardSink = saved  # type: ignore[misc]
 
 
 class Runs:

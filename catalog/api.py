@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog import adopt as adoption
-from catalog import describe, directory, indexing, ingest, maintenance, provision, rewrite
+from catalog import directory
 from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
@@ -33,11 +32,14 @@ from catalog.commit.values import (
     validate_name,
 )
 from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted, SchemaError
-from catalog.export import export_dataset
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
-from catalog.migrations import runner
+from catalog.ops import adopt as adoption
+from catalog.ops import describe, indexing, ingest, maintenance, provision, rewrite
+from catalog.ops.export import export_dataset
+from catalog.ops.migrations import runner
+from catalog.ops.writer import Writer
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
 from catalog.readers.pytorch import require_torch, torch_dataset
@@ -48,7 +50,6 @@ from catalog.schema.sequences import pad_batch
 from catalog.tfrecord.framing import stored_compression
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
-from catalog.writer import Writer
 
 Columns = str | Iterable[str] | None  # features a reader keeps (None: all)
 

@@ -1,6 +1,6 @@
 """A catalog directory: finding it (as git finds .git), where its manifest is, connecting
 to it. Light on purpose: `catalog list` needs only this and the manifest. Creating a
-catalog, moving its manifest and backing it up are in catalog.provision."""
+catalog, moving its manifest and backing it up are in catalog.ops.provision."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The operations of migration scripts, under the name scripts import them by:
 ``from catalog.migrate import AddField, CastField, DropField, RenameField, Transform``.
-They live in catalog.migrations.operations; this name is kept for scripts and users."""
+They live in catalog.ops.migrations.operations; this name is kept for scripts and users."""
 
 from catalog.errors import MigrationError
-from catalog.migrations.operations import (
+from catalog.ops.migrations.operations import (
     AddField,
     CastField,
     DropField,

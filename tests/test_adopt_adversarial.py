@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from probes import interruptible
 from typer.testing import CliRunner
 
-import catalog.adopt as adoption
+import catalog.ops.adopt as adoption
 from catalog import Catalog, RecordWriter, faults
 from catalog.cli import app
 from catalog.errors import AppendError, CatalogError
@@ -149,7 +149,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from catalog import faults
-    import catalog.adopt as adoption
+    import catalog.ops.adopt as adoption
 
     point, sig, rest = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3:]
 

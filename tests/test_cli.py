@@ -198,7 +198,7 @@ def test_inspect_streams_a_large_file_in_bounded_memory(tmp_path: Path) -> None:
     import tracemalloc
 
     from catalog import RecordWriter, encode_example
-    from catalog.inspection import inspect_file
+    from catalog.ops.inspection import inspect_file
 
     path = tmp_path / "large.tfrecord"
     n = 60_000

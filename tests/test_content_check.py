@@ -171,7 +171,7 @@ def test_a_file_changed_during_its_adoption_is_checksummed_by_readers(tmp_path: 
     cat.register("d", SCHEMA)
     part = write_part(tmp_path / "part-0.tfrecord", range(10))
     aged(part)
-    from catalog import adopt as adopt_module
+    from catalog.ops import adopt as adopt_module
 
     real = adopt_module.check_batch
 

@@ -201,7 +201,7 @@ def test_verify_on_dask_reports_what_a_local_verify_reports(
     cat = make(tmp_path / "a")
     damage(cat)
     local = cat.verify()
-    monkeypatch.setattr("catalog.maintenance.VERIFY_JOB_BYTES", 3 * cat.dataset("d").shards()[0].bytes)
+    monkeypatch.setattr("catalog.ops.maintenance.VERIFY_JOB_BYTES", 3 * cat.dataset("d").shards()[0].bytes)
     seen: list[int] = []
 
     def run() -> None:

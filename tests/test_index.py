@@ -35,8 +35,8 @@ from catalog.cli.output import human
 from catalog.commit.plans import plan
 from catalog.commit.protocol import Change, NewShard, commit
 from catalog.errors import CatalogError, Interrupted, ManifestError
-from catalog.indexing import ensure_indexes
 from catalog.manifest import INTENTS, SHARDS, utcnow
+from catalog.ops.indexing import ensure_indexes
 from catalog.storage import ShardFile, file_checksum, new_intent_id, store_for, write_error
 from catalog.storage.index import IndexCheck, OffsetWalker, index_bytes, publish_index, scan_offsets
 
@@ -600,7 +600,7 @@ def test_ensure_indexes_registers_or_falls_back_to_memory(
     assert [s.index_checksum is None for s in before.shards] == [False, True, True]
 
     # A read-only data area: no error, the offsets in memory, nothing registered.
-    import catalog.indexing as indexing
+    import catalog.ops.indexing as indexing
 
     def read_only(*_a: Any, **_k: Any) -> None:
         raise write_error("somewhere", OSError(30, "Read-only file system"))

@@ -26,7 +26,7 @@ from catalog import Catalog, Dataset, RecordWriter, Schema, decode_example, enco
 from catalog import manifest as mf
 from catalog.manifest import INTENTS
 from catalog.migrate import MigrationError
-from catalog.migrations.scripts import load_operations, sha256_of
+from catalog.ops.migrations.scripts import load_operations, sha256_of
 from catalog.schema import SHAPE_SUFFIX, to_tf_feature_spec
 
 pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-import catalog.migrations.runner as migrations
+import catalog.ops.migrations.runner as migrations
 from catalog import Catalog, faults
 from catalog import manifest as mf
 from catalog.cli import app

@@ -92,8 +92,8 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-import catalog.migrations.runner as migrations
-import catalog.rewrite as rewrite
+import catalog.ops.migrations.runner as migrations
+import catalog.ops.rewrite as rewrite
 from catalog import Catalog, faults
 
 cfg = json.loads(sys.argv[1])

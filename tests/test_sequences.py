@@ -245,7 +245,7 @@ def test_migrations_on_sequence_features(cat: Catalog, tmp_path: Path) -> None:
 def test_a_sequence_feature_cannot_be_cast_to_context() -> None:
     from catalog.errors import MigrationError
     from catalog.migrate import CastField
-    from catalog.migrations.operations import evolve
+    from catalog.ops.migrations.operations import evolve
 
     with pytest.raises(MigrationError, match="between a context and a sequence feature"):
         evolve(Schema.from_json(SCHEMA), [CastField("tokens", {"dtype": "int64"})])

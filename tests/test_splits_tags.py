@@ -20,11 +20,12 @@ import pytest
 from probes import downgrade_to_format_3
 from typer.testing import CliRunner
 
-from catalog import Catalog, Schema, maintenance, read_records
+from catalog import Catalog, Schema, read_records
 from catalog import manifest as mf
 from catalog.cli import app
 from catalog.commit.plans import plan
 from catalog.errors import CommitConflictError, InvalidNameError, VersionNotFoundError
+from catalog.ops import maintenance
 
 pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
 

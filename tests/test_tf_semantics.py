@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from catalog import Catalog, RecordWriter, Schema, ValidationError
 from catalog.cli import app
-from catalog.ingest import _encode_line
 from catalog.migrate import AddField, CastField, RenameField, compile_steps, evolve
+from catalog.ops.ingest import _encode_line
 from catalog.schema import decode_kinds, row_to_json, to_tf_feature_spec
 from catalog.tfrecord import decode_sequence_example, proto
 from catalog.tfrecord import example as wire

@@ -16,7 +16,7 @@ from catalog.cli.output import Output, counted
 from catalog.errors import CatalogError
 
 if TYPE_CHECKING:
-    from catalog.inspection import FileReport
+    from catalog.ops.inspection import FileReport
 
 
 @verb
@@ -41,7 +41,7 @@ def inspect(
     """Count, check and describe the records of inputs, and infer one schema over all of them."""
     from catalog.inputs import InputOptions, detect, expand, given_paths
     from catalog.inputs.infer import Inferred, infer_inputs
-    from catalog.inspection import inspect_files
+    from catalog.ops.inspection import inspect_files
     from catalog.schema import Schema
 
     found = expand(given_paths(inputs), fmt)

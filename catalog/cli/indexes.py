@@ -13,7 +13,7 @@ from catalog.cli.options import AsJson, Version
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
-    from catalog.indexing import DaliReport, IndexReport
+    from catalog.ops.indexing import DaliReport, IndexReport
 
 
 @verb

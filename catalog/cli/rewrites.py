@@ -31,8 +31,8 @@ from catalog.cli.options import (
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
-    from catalog.migrations.runner import MigrateReport, MigrationStatus
-    from catalog.rewrite import CompactReport
+    from catalog.ops.migrations.runner import MigrateReport, MigrationStatus
+    from catalog.ops.rewrite import CompactReport
 
 
 @verb
@@ -103,7 +103,7 @@ def migrations_new(
     migrations: MigrationsDir = Path("migrations"),
 ) -> Output:
     """Write the next numbered migration template for a dataset."""
-    from catalog.migrations.runner import new_migration
+    from catalog.ops.migrations.runner import new_migration
 
     path = new_migration(open_catalog().dataset(name), migrations, slug)
     return Output(text=[f"wrote {path}; fill in `operations`, then run `catalog migrate {name} --dry-run`"])

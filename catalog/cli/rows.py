@@ -39,6 +39,7 @@ def cat(
 ) -> Output:
     """Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."""
     from catalog.commit.plans import plan
+    from catalog.ops.indexing import ensure_indexes
     from catalog.readers.picking import rows_at
 
     ds = open_catalog().dataset(name)
@@ -46,7 +47,7 @@ def cat(
     schema = selected.schema()
     wanted = _columns(schema, columns, name)
     chosen = _indices(selected.records, offset, limit, sample, seed)
-    found = rows_at(ds, selected, wanted, chosen, offset, limit)
+    found = rows_at(ds, selected, wanted, chosen, offset, limit, ensure_indexes)
     fold = _line_width() if sys.stdout.isatty() and not as_json else None
     labeled = {n: f.names for n, f in schema.all_features.items() if f.names and names}
     return Output(records=(_shown(schema, row, labeled, fold) for row in found))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from catalog.commit.statistics import VersionStats
-    from catalog.describe import Comparison, StatsReport
+    from catalog.ops.describe import Comparison, StatsReport
 
 SPARKS = " ▁▂▃▄▅▆▇█"
 DRIFT_SHOWN = 0.1  # an L-infinity distance above this is marked (TFDV's usual threshold)

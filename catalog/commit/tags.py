@@ -1,6 +1,6 @@
 """Tags: names for versions of a dataset (``run-42`` -> version 7). Readers take a tag wherever
 they take a version number (commit.handles.resolve_version); gc never collects a shard that a
-tagged version needs (catalog.maintenance).
+tagged version needs (catalog.ops.maintenance).
 
 Writing a tag is one manifest transaction holding the dataset row's lock, as a commit does:
 gc marks retired shards collected under the same locks, so a tag either lands before that

@@ -1,16 +1,16 @@
 """Some rows of a read plan, for people looking at data (`catalog cat`, the viewer): a range
 or a sample, read by position where every shard is uncompressed (record indexes, built on
-the fly where missing), else read in order with the others decoded and passed over."""
+the fly where missing by the caller's ``indexer``: building them is an operation, a layer
+above the readers), else read in order with the others decoded and passed over."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import PlannedShard, ReadPlan
-from catalog.indexing import ensure_indexes
 from catalog.readers.batches import rows
 from catalog.readers.source import DataSource
 
@@ -22,18 +22,20 @@ def rows_at(
     chosen: list[int] | None,
     offset: int = 0,
     limit: int | None = None,
-    write: bool = True,
+    indexer: Callable[[DatasetHandle, ReadPlan], ReadPlan] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rows numbered ``chosen`` (ascending), or, when None, ``offset`` to ``offset + limit``.
-    ``write=False`` (the viewer, which changes nothing): no record index is built, so shards
-    without one are read in order."""
+    ``indexer`` builds the record indexes shards lack (``catalog cat``: ops.indexing's
+    ensure_indexes); without one (the viewer, which changes nothing) shards without an index
+    are read in order."""
+    write = indexer is not None
     if chosen is None:
         stop = plan.records if limit is None else min(offset + limit, plan.records)
         if offset == 0 or not _positional(plan, write):
             return in_order(plan, columns, offset, stop)
         chosen = list(range(offset, stop))
     if _positional(plan, write):
-        source = DataSource(ensure_indexes(ds, plan) if write else plan, columns)
+        source = DataSource(indexer(ds, plan) if indexer is not None else plan, columns)
         return (source[i] for i in chosen)
     return _picked(in_order(plan, columns, 0, None), set(chosen))
 

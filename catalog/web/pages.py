@@ -136,7 +136,7 @@ def rows_page(
     offset = max(0, offset)
     selected = plan(ds, version, split)
     schema = selected.schema()
-    found = rows_at(ds, selected, None, None, offset, limit, write=False)
+    found = rows_at(ds, selected, None, None, offset, limit)
     link = f"/datasets/{quote(ds.name, safe='')}/value?version={selected.version}"
     if split:
         link += "&split=" + quote(split, safe="")
@@ -185,7 +185,7 @@ def full_value(ds: Dataset, version: VersionRef, split: str | None, index: int, 
     if index >= selected.records:
         where = f"version {selected.version}" + (f", split {split}," if split else "")
         raise CatalogError(f"no row {index:,}: {where} has {selected.records:,} rows")
-    row = next(iter(rows_at(ds, selected, [feature], None, index, 1, write=False)))
+    row = next(iter(rows_at(ds, selected, [feature], None, index, 1)))
     value = row[feature]
     if isinstance(value, bytes):
         return value, sniff(value) or "application/octet-stream"

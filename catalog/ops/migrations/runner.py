@@ -29,8 +29,16 @@ from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import APPLIED_MIGRATIONS
-from catalog.migrations.operations import AddField, DropField, Operation, RenameField, compile_steps, evolve, from_json
-from catalog.migrations.scripts import (
+from catalog.ops.migrations.operations import (
+    AddField,
+    DropField,
+    Operation,
+    RenameField,
+    compile_steps,
+    evolve,
+    from_json,
+)
+from catalog.ops.migrations.scripts import (
     DEFAULT_DIR,
     SLUG_RE,
     TEMPLATE,

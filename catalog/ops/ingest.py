@@ -29,10 +29,10 @@ from catalog.inputs import (
     row_source,
 )
 from catalog.inputs.delimited import finite_float
+from catalog.ops.writer import Writer
 from catalog.schema import Ragged, Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compression, read_record_batches
-from catalog.writer import Writer
 
 
 class Schemas(Protocol):

@@ -28,7 +28,10 @@ from crc32c import crc32c
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress
 from catalog.errors import AppendError, CatalogError, CorruptRecordError
-from catalog.ingest import (
+from catalog.inputs import STDIN, InputOptions, expand, given_paths
+from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
+from catalog.manifest import DEFAULT_SPLIT
+from catalog.ops.ingest import (
     IngestJob,
     JobTarget,
     Target,
@@ -38,9 +41,7 @@ from catalog.ingest import (
     run_ingest_jobs,
     source_of,
 )
-from catalog.inputs import STDIN, InputOptions, expand, given_paths
-from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
-from catalog.manifest import DEFAULT_SPLIT
+from catalog.ops.writer import Writer
 from catalog.storage import (
     OWNER_FILE,
     UNCHECKED,
@@ -58,7 +59,6 @@ from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import is_url, regular_file_problem
 from catalog.words import counted
-from catalog.writer import Writer
 
 
 @dataclass(frozen=True)

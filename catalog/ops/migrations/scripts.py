@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.errors import CatalogError, MigrationError
-from catalog.migrations.operations import Operation, check_operations
+from catalog.ops.migrations.operations import Operation, check_operations
 from catalog.tfrecord.sources import open_regular
 
 # Names are checked with fullmatch: `$` also matches before a final newline.
