@@ -12,8 +12,9 @@ import numpy as np
 
 from catalog import Catalog
 from catalog.api import Dataset
+from catalog.commit.changes import APPEND, Change, NewShard, adding
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, NewShard, commit
+from catalog.commit.protocol import commit
 from catalog.readers.order import Permutation
 from catalog.storage import ShardFile, file_checksum, shard_name
 from catalog.tfrecord import RecordWriter
@@ -90,4 +91,4 @@ def add_gzip_shard(ds: Dataset, rows: list[dict[str, Any]]) -> None:
                 w.write(ds.schema.encode(r))
         size, checksum = file_checksum(path)
         shard = ShardFile(rel, len(rows), size, checksum, "gzip")
-        commit(ds, Change("append", ds.version, ds.schema_version, [NewShard(shard)], "gz", "test", intent.id))
+        commit(ds, Change(APPEND, ds.version, ds.schema_version, "gz", "test", intent.id, (adding([NewShard(shard)]),)))

@@ -32,8 +32,9 @@ from catalog import Catalog, RecordWriter, encode_example, faults
 from catalog import manifest as mf
 from catalog.cli import app
 from catalog.cli.output import human
+from catalog.commit.changes import APPEND, Change, NewShard, adding
 from catalog.commit.plans import plan
-from catalog.commit.protocol import Change, NewShard, commit
+from catalog.commit.protocol import commit
 from catalog.errors import CatalogError, Interrupted, ManifestError
 from catalog.manifest import INTENTS, SHARDS, utcnow
 from catalog.ops.indexing import ensure_indexes
@@ -222,7 +223,7 @@ def add_gzip_shard(cat: Catalog, id_range: range) -> None:
         w.write_many(encode_example(r) for r in rows(id_range))
     size, checksum = file_checksum(cat.data_root / rel)
     shard = ShardFile(rel, len(id_range), size, checksum, "gzip")
-    commit(ds, Change("append", ds.version, ds.schema_version, [NewShard(shard)], "gzip", "test", None))
+    commit(ds, Change(APPEND, ds.version, ds.schema_version, "gzip", "test", None, (adding([NewShard(shard)]),)))
 
 
 # --------------------------------------------------------------------------- --link, catalog index

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from catalog import Catalog, Dataset
+from catalog.commit.changes import APPEND, Change, NewShard, adding
 from catalog.commit.intents import Intent
 from catalog.commit.plans import plan
-from catalog.commit.protocol import Change, NewShard, commit
+from catalog.commit.protocol import commit
 from catalog.errors import CatalogError, CorruptShardError, VersionNotFoundError
 from catalog.storage import ShardFile, shard_batches, shard_name
 from catalog.storage.index import scan_offsets
@@ -84,7 +85,7 @@ def register_shard(ds: Dataset, records: list[bytes], split: str = "train", comp
         size, checksum = ds.catalog.store.checksum(rel)
         now = ds.catalog.dataset(ds.name)
         shard = NewShard(ShardFile(rel, len(records), size, checksum, compression), split=split)
-        commit(now, Change("append", now.version, now.schema_version, [shard], "by hand", "test", intent.id))
+        commit(now, Change(APPEND, now.version, now.schema_version, "by hand", "test", intent.id, (adding([shard]),)))
 
 
 def as_lists(tf: Any, value: Any) -> list[Any]:

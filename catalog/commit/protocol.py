@@ -13,7 +13,7 @@ written. See ARCHITECTURE.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,9 +23,10 @@ from sqlalchemy.exc import IntegrityError
 
 from catalog import faults
 from catalog import manifest as mf
+from catalog.commit.changes import Change, Kind
 from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of
 from catalog.commit.intents import DELETE_INTENT
-from catalog.commit.values import COMMIT_RETRIES, INTENT_STALE, Commit, ShardInfo, manifest_text
+from catalog.commit.values import COMMIT_RETRIES, Commit, ShardInfo, manifest_text
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
 from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARD_STATS, SHARDS, TAGS, utcnow
 from catalog.schema import Schema
@@ -70,40 +71,6 @@ class LiveChanged(Exception):
 
 class _Retry(Exception):
     """The compare-and-swap lost to a concurrent commit: re-read and try again."""
-
-
-@dataclass(frozen=True)
-class NewShard:
-    file: ShardFile
-    seq: int | None = None  # read order; None: after everything live, in the order given (an append's)
-    schema_version: int | None = None  # None: the dataset's schema version at the commit
-    split: str = mf.DEFAULT_SPLIT  # a rewrite's new shard keeps its source's
-
-
-@dataclass
-class Change:
-    """What one commit does."""
-
-    kind: str  # append | migrate | compact | restore
-    read_version: int
-    schema_version: int  # the schema version the work was validated or planned against
-    add: list[NewShard]
-    message: str
-    author: str
-    intent: str | None
-    token: str | None = None  # an append's: a retry with the same token answers with the first commit
-    retire: set[int] = field(default_factory=set)
-    new_schema: Schema | None = None  # registered as schema version + 1
-    expect_live: set[int] | None = None  # the live set must be exactly this (else LiveChanged)
-    migration: dict[str, Any] | None = None  # an applied_migrations row (without ids and versions)
-    revert_after: int | None = None  # restore: migrations applied after this version are pending again
-    unique: bool = False  # refuse new shards whose bytes equal a live shard's (an input appended twice)
-
-    def __post_init__(self) -> None:
-        self.message = manifest_text(self.message, "message")
-        self.author = manifest_text(self.author, "author")
-
-    new_compression: str | None = None  # how the dataset stores new shards from this commit on
 
 
 def commit(ds: DatasetHandle, change: Change) -> Commit:
@@ -247,30 +214,14 @@ def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
     if ch.intent is None:
         return
     if conn.execute(DELETE_INTENT, {"iid": ch.intent}).rowcount != 1:
-        what = f"this append to {name!r} expired (no heartbeat for {INTENT_STALE})"
-        if ch.kind != "append":
-            what = f"this {ch.kind} of {name!r} expired"
-        again = "run the append again" if ch.kind == "append" else "run it again"
-        raise CommitConflictError(
-            f"the write intent of {what} and gc may have collected its files: nothing was registered; {again}"
-        )
+        raise CommitConflictError(ch.kind.expired(name))
 
 
-def check_schema(name: str, kind: str, planned: int, found: int) -> None:
+def check_schema(name: str, kind: Kind, planned: int, found: int) -> None:
     """Refuse a change worked out against schema version ``planned`` of dataset ``name`` when
     the dataset is at ``found`` now (a migration landed meanwhile)."""
-    if found == planned:
-        return
-    if kind == "append":
-        raise CommitConflictError(
-            f"dataset {name!r} is now at schema version {found}, but this append was "
-            f"validated against schema version {planned}: nothing was registered; "
-            "reopen the dataset and write rows in the new schema"
-        )
-    raise CommitConflictError(
-        f"dataset {name!r} moved to schema version {found} while this {kind} worked from "
-        f"schema version {planned}: nothing was registered; run it again"
-    )
+    if found != planned:
+        raise CommitConflictError(kind.schema_moved(name, planned, found))
 
 
 @dataclass(frozen=True)
@@ -291,7 +242,7 @@ def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
     live = {r.id: r for r in conn.execute(_LIVE, {"ds": ds.id})}
     if ch.retire - live.keys() or (ch.expect_live is not None and live.keys() != ch.expect_live):
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
-        raise LiveChanged(set(live) - expected, expected - set(live))
+        raise LiveChanged(set(live) - expected, set(expected - live.keys()))
     ids = tuple(sorted(ch.retire))
     return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids))
 
@@ -301,9 +252,9 @@ def _commit_row(
 ) -> dict[str, Any]:
     # records_added: an append's records; 0 for a rewrite, which keeps every record (history
     # counts what each commit added and retired from the shard rows).
-    added = sum(s.file.records for s in ch.add) if ch.kind == "append" else 0
+    added = sum(s.file.records for s in ch.add) if ch.kind.adds_records else 0
     return {
-        "dataset_id": ds.id, "version": version, "kind": ch.kind, "schema_version": schema_version,
+        "dataset_id": ds.id, "version": version, "kind": ch.kind.value, "schema_version": schema_version,
         "created_at": now, "message": ch.message, "author": ch.author, "read_version": ch.read_version,
         "token": ch.token, "records_added": added, "shards_added": len(ch.add), "intent": ch.intent, **totals,
     }  # fmt: skip
@@ -329,7 +280,7 @@ def _write_shards(
             "seq": (version << mf.SEQ_BITS) + i if s.seq is None else s.seq,
             "split": s.split,
             "index_checksum": s.file.index_checksum,
-            "source": s.file.source or _rewritten_from(ch),
+            "source": s.file.source or ch.source(),
             "location": s.file.location,
             "fingerprint": s.file.fingerprint,
         }
@@ -358,13 +309,6 @@ def _write_shards(
         )
         for r in rows
     ]
-
-
-def _rewritten_from(ch: Change) -> str | None:
-    """A rewritten shard's source: the version its records were read from."""
-    if ch.kind == "append":
-        return None
-    return f"{ch.kind} of version {ch.revert_after if ch.revert_after is not None else ch.read_version}"
 
 
 def _commit_value(ds: DatasetHandle, v: dict[str, Any], shards: list[ShardInfo], retired: _Retired) -> Commit:

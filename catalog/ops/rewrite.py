@@ -18,9 +18,22 @@ from typing import Any
 
 import numpy as np
 
+from catalog.commit.changes import (
+    COMPACT,
+    RESTORE,
+    Change,
+    NewShard,
+    RequireLive,
+    RetireShards,
+    RevertMigrations,
+    SetCompression,
+    SetSchema,
+    adding,
+    updates,
+)
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, LiveChanged, NewShard, commit, token_commit
+from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Commit, Progress, default_author
@@ -259,11 +272,16 @@ def compact(
         with executor_for(executor, workers, len(jobs)) as ex:
             files = run_jobs(concat_job, jobs, ex, intent, done)
         files = with_stats(ds, files, groups)
+        pairs = zip(files, groups, strict=True)
+        merged_into = [NewShard(f, g[0].seq, g[0].schema_version, g[0].split) for f, g in pairs]
         change = Change(
-            "compact", snap.version, snap.schema_version,
-            [NewShard(f, g[0].seq, g[0].schema_version, g[0].split) for f, g in zip(files, groups, strict=True)],
+            COMPACT, snap.version, snap.schema_version,
             message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
-            author or default_author(), intent.id, retire={s.id for g in groups for s in g}, new_compression=target,
+            author or default_author(), intent.id,
+            updates(
+                adding(merged_into), RetireShards(frozenset(s.id for g in groups for s in g)),
+                None if target is None else SetCompression(target),
+            ),
             token=token,
         )  # fmt: skip
         report.commit = _commit_merged(ds, change, intent)
@@ -333,20 +351,12 @@ def _restore_once(
         back = [s for s in target.shards if s.id not in keep]
         files = with_stats(ds, [_relink(ds, intent, i, s) for i, s in enumerate(back)], [[s] for s in back])
         revived = [NewShard(f, s.seq, s.schema_version, s.split) for f, s in zip(files, back, strict=True)]
+        schema = None if target.schema == now.schema else SetSchema(target.schema)
         change = Change(
-            "restore",
-            now.version,
-            now.schema_version,
-            revived,
-            message or f"restore version {version}",
-            author,
-            intent.id,
-            retire=live_now - keep,
-            new_schema=None if target.schema == now.schema else target.schema,
-            expect_live=live_now,
-            revert_after=version,
-            token=token,
-        )
+            RESTORE, now.version, now.schema_version, message or f"restore version {version}", author, intent.id,
+            updates(adding(revived), RetireShards(frozenset(live_now - keep)), schema, RevertMigrations(version)),
+            (RequireLive(frozenset(live_now)),), token,
+        )  # fmt: skip
         done = commit(ds, change)
         if done.duplicate:  # a twin with the token committed meanwhile: ours is not needed
             intent.settle(None, intent.discard_files)

@@ -9,9 +9,10 @@ from typing import Any
 
 from catalog import faults
 from catalog import manifest as mf
+from catalog.commit.changes import APPEND, Change, NewShard, RequireNewBytes, adding
 from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import DATASET_STATE, Change, NewShard, commit, prior_commit
+from catalog.commit.protocol import DATASET_STATE, commit, prior_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import CheckReport, DriftCheck, check_possible, drift_check, refuse
 from catalog.commit.values import Commit, manifest_text, positive_int
@@ -190,8 +191,8 @@ class Writer:
         added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
         report = self._checked(shards)
         change = Change(
-            "append", self.read_version, self.ds.schema_version, added,
-            self.message, self.author, self.intent.id, token=self.token, unique=self.unique,
+            APPEND, self.read_version, self.ds.schema_version, self.message, self.author, self.intent.id,
+            (adding(added),), (RequireNewBytes(),) if self.unique else (), self.token,
         )  # fmt: skip
         done = commit(self.ds, change)
         if done.duplicate:  # a twin with our token committed first: our files are not needed

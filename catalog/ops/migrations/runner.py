@@ -21,9 +21,21 @@ from typing import Any
 from sqlalchemy import select
 
 from catalog import manifest as mf
+from catalog.commit.changes import (
+    MIGRATE,
+    Change,
+    NewShard,
+    RecordMigration,
+    RequireLive,
+    RetireShards,
+    SetCompression,
+    SetSchema,
+    adding,
+    updates,
+)
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
-from catalog.commit.protocol import Change, LiveChanged, NewShard, commit, token_commit
+from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
@@ -460,7 +472,8 @@ def _apply(
         for _round in range(CATCHUP_ROUNDS):
             done.update(_run(ds, spec, todo, intent, len(done), ex, progress, compression or ds.compression))
             change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
-            change.new_compression, change.token = compression, token
+            change.updates += updates(None if compression is None else SetCompression(compression))
+            change.token = token
             try:
                 committed = commit(ds, change)
                 if committed.duplicate:  # a twin with the token committed meanwhile: ours is not needed
@@ -505,8 +518,9 @@ def _change(
         "operations": json.dumps(p.quick_json) if p.quick_json is not None else None,
     }
     return Change(
-        "migrate", snap.version, snap.schema_version, added, message, author, intent, retire=set(done),
-        new_schema=target, expect_live=set(done), migration=row,
+        MIGRATE, snap.version, snap.schema_version, message, author, intent,
+        (adding(added), RetireShards(frozenset(done)), SetSchema(target), RecordMigration(row)),
+        (RequireLive(frozenset(done)),),
     )  # fmt: skip
 
 

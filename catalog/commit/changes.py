@@ -1,0 +1,221 @@
+"""What a commit does, typed: its kind, the updates it makes and the requirements the
+dataset must meet for it to go in (the model is PyIceberg's TableUpdate/TableRequirement).
+
+The protocol (``commit.protocol``) checks the requirements against the dataset's row and
+live shards inside the commit's transaction, then applies the updates; nothing in it asks
+which verb made the change: what differs between an append and a rewrite is said by their
+:class:`Kind`, an update or a requirement here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from catalog.commit.values import INTENT_STALE, manifest_text
+from catalog.manifest import DEFAULT_SPLIT
+from catalog.schema import Schema
+from catalog.storage import ShardFile
+
+
+class Kind(str, Enum):
+    """A kind of commit, as history stores it (``commits.kind``; equal to that text)."""
+
+    APPEND = "append"
+    MIGRATE = "migrate"
+    COMPACT = "compact"
+    RESTORE = "restore"
+
+    @property
+    def adds_records(self) -> bool:
+        """Its new shards hold new records (an append); a rewrite's hold those it retires."""
+        return self is Kind.APPEND
+
+    def expired(self, dataset: str) -> str:
+        """The line for a commit whose write intent gc revoked meanwhile."""
+        what, again = f"this {self.value} of {dataset!r} expired", "run it again"
+        if self.adds_records:
+            what = f"this append to {dataset!r} expired (no heartbeat for {INTENT_STALE})"
+            again = "run the append again"
+        return f"the write intent of {what} and gc may have collected its files: nothing was registered; {again}"
+
+    def schema_moved(self, dataset: str, planned: int, found: int) -> str:
+        """The line for a change worked out against schema version ``planned``, now ``found``."""
+        if self.adds_records:
+            return (
+                f"dataset {dataset!r} is now at schema version {found}, but this append was "
+                f"validated against schema version {planned}: nothing was registered; "
+                "reopen the dataset and write rows in the new schema"
+            )
+        return (
+            f"dataset {dataset!r} moved to schema version {found} while this {self.value} worked from "
+            f"schema version {planned}: nothing was registered; run it again"
+        )
+
+
+APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
+
+
+@dataclass(frozen=True)
+class NewShard:
+    """A shard file a commit registers, and where it goes: its read order (``seq``; None:
+    after everything live, in the order given, as an append's), the schema version its
+    records are in (None: the dataset's at the commit) and its split (a rewrite's keeps its
+    source's)."""
+
+    file: ShardFile
+    seq: int | None = None
+    schema_version: int | None = None
+    split: str = DEFAULT_SPLIT
+
+
+# ---- updates: what the commit writes
+
+
+@dataclass(frozen=True)
+class AddShards:
+    shards: tuple[NewShard, ...]
+
+
+@dataclass(frozen=True)
+class RetireShards:
+    """Live shards the commit retires (each must be live: else the live set changed)."""
+
+    ids: frozenset[int]
+
+
+@dataclass(frozen=True)
+class SetSchema:
+    """The dataset's next schema version (the current one + 1)."""
+
+    schema: Schema
+
+
+@dataclass(frozen=True)
+class SetCompression:
+    """How the dataset stores its new shards from this commit on."""
+
+    compression: str
+
+
+@dataclass(frozen=True)
+class RecordMigration:
+    """An applied_migrations row (without its ids and versions)."""
+
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RevertMigrations:
+    """A restore of version ``after``: the migrations applied since are pending again."""
+
+    after: int
+
+
+Update = AddShards | RetireShards | SetSchema | SetCompression | RecordMigration | RevertMigrations
+
+
+# ---- requirements: what the dataset must be for the commit to go in
+
+
+@dataclass(frozen=True)
+class RequireLive:
+    """The live shards must be exactly ``ids`` (a rewrite planned on them; else LiveChanged)."""
+
+    ids: frozenset[int]
+
+
+@dataclass(frozen=True)
+class RequireNewBytes:
+    """No input's shards may have the bytes of live shards (an input appended twice)."""
+
+
+Requirement = RequireLive | RequireNewBytes
+
+
+@dataclass
+class Change:
+    """What one commit does: its ``kind``; the version and schema version it was worked out
+    against (``read_version``, ``schema_version``: a commit at another schema version is
+    refused); its ``updates`` and ``requirements``; ``token``: a retry with it answers with
+    the first commit."""
+
+    kind: Kind
+    read_version: int
+    schema_version: int
+    message: str
+    author: str
+    intent: str | None
+    updates: tuple[Update, ...] = ()
+    requirements: tuple[Requirement, ...] = ()
+    token: str | None = None
+    _by_type: dict[type, Any] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.message = manifest_text(self.message, "message")
+        self.author = manifest_text(self.author, "author")
+        for item in (*self.updates, *self.requirements):
+            if type(item) in self._by_type:
+                raise ValueError(f"a commit takes one {type(item).__name__}")  # a caller's bug
+            self._by_type[type(item)] = item
+
+    def _get(self, kind: type) -> Any:
+        return self._by_type.get(kind)
+
+    @property
+    def add(self) -> tuple[NewShard, ...]:
+        found: AddShards | None = self._get(AddShards)
+        return found.shards if found is not None else ()
+
+    @property
+    def retire(self) -> frozenset[int]:
+        found: RetireShards | None = self._get(RetireShards)
+        return found.ids if found is not None else frozenset()
+
+    @property
+    def new_schema(self) -> Schema | None:
+        found: SetSchema | None = self._get(SetSchema)
+        return found.schema if found is not None else None
+
+    @property
+    def new_compression(self) -> str | None:
+        found: SetCompression | None = self._get(SetCompression)
+        return found.compression if found is not None else None
+
+    @property
+    def migration(self) -> dict[str, Any] | None:
+        found: RecordMigration | None = self._get(RecordMigration)
+        return found.row if found is not None else None
+
+    @property
+    def revert_after(self) -> int | None:
+        found: RevertMigrations | None = self._get(RevertMigrations)
+        return found.after if found is not None else None
+
+    @property
+    def expect_live(self) -> frozenset[int] | None:
+        found: RequireLive | None = self._get(RequireLive)
+        return found.ids if found is not None else None
+
+    @property
+    def unique(self) -> bool:
+        return self._get(RequireNewBytes) is not None
+
+    def source(self) -> str | None:
+        """A rewritten shard's source: the version its records were read from (an append's
+        shards name their input instead)."""
+        if self.kind.adds_records:
+            return None
+        read = self.revert_after if self.revert_after is not None else self.read_version
+        return f"{self.kind.value} of version {read}"
+
+
+def updates(*items: Update | None) -> tuple[Update, ...]:
+    """The updates given, without the Nones (an optional one left out)."""
+    return tuple(u for u in items if u is not None)
+
+
+def adding(shards: Iterable[NewShard]) -> AddShards:
+    return AddShards(tuple(shards))
