@@ -406,7 +406,7 @@ class Dataset(DatasetHandle):
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
         drift = DriftCheck.asked(check, max_linf)
-        with self._writer(token, message, shard_size, shard_records, author, split, not allow_duplicate, drift) as w:
+        with self._writer(token, message, shard_size, shard_records, author, split, allow_duplicate, drift) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
                 ingest.ingest_files(w, inputs, link, progress, executor, options)
@@ -466,7 +466,7 @@ class Dataset(DatasetHandle):
         """:meth:`adopt` of planned inputs (Catalog.adopt plans them once, for a new dataset too)."""
         if not (copy or link):
             adoption.refuse_data_area(todo, self.catalog.store)
-        with self._writer(token, message, None, None, author, todo.split, not allow_duplicate) as w:
+        with self._writer(token, message, None, None, author, todo.split, allow_duplicate) as w:
             if not w.skipped:
                 if copy or link:
                     adoption.bring_in(w, todo, link, progress)
@@ -498,7 +498,7 @@ class Dataset(DatasetHandle):
         shard_records: int | None,
         author: str | None,
         split: str,
-        unique: bool = False,
+        allow_duplicate: bool = True,
         check: DriftCheck | None = None,
     ) -> Writer:
         return Writer(
@@ -509,7 +509,7 @@ class Dataset(DatasetHandle):
             DEFAULT_SHARD_RECORDS if shard_records is None else shard_records,
             author or default_author(),
             split,
-            unique,
+            allow_duplicate,
             check,
         )
 

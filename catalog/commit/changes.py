@@ -200,7 +200,7 @@ class Change:
         return found.ids if found is not None else None
 
     @property
-    def unique(self) -> bool:
+    def requires_new_bytes(self) -> bool:
         return self._get(RequireNewBytes) is not None
 
     def source(self) -> str | None:

@@ -100,7 +100,7 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         if row is None:
             raise DatasetNotFoundError(f"dataset {ds.name!r} was dropped", ds.name)
         check_schema(ds.name, ch.kind, ch.schema_version, row.schema_version)
-        if ch.unique:
+        if ch.requires_new_bytes:
             _refuse_duplicates(conn, ds, ch)
         retired = _retired(conn, ds, ch)
         new = row.version + 1

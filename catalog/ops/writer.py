@@ -36,11 +36,12 @@ class Writer:
         shard_records: int,
         author: str,
         split: str = DEFAULT_SPLIT,
-        unique: bool = False,
+        allow_duplicate: bool = True,
         check: DriftCheck | None = None,
     ) -> None:
         self.split = validate_split(split)  # before the intent: a bad name writes nothing
-        self.unique = unique  # refuse shards whose bytes a live shard has (an input appended twice)
+        # False: refuse shards whose bytes a live shard has (an input appended twice)
+        self.allow_duplicate = allow_duplicate
         self.ds = ds
         self.catalog = ds.catalog
         self.token = None if token is None else manifest_text(token, "token")
@@ -192,7 +193,7 @@ class Writer:
         report = self._checked(shards)
         change = Change(
             APPEND, self.read_version, self.ds.schema_version, self.message, self.author, self.intent.id,
-            (adding(added),), (RequireNewBytes(),) if self.unique else (), self.token,
+            (adding(added),), () if self.allow_duplicate else (RequireNewBytes(),), self.token,
         )  # fmt: skip
         done = commit(self.ds, change)
         if done.duplicate:  # a twin with our token committed first: our files are not needed
