@@ -152,11 +152,11 @@ def _feature(spec: dict[str, Any]) -> str:
         ('{"features": {"a\\ud800": {"dtype": "int64"}}}', "feature names must be UTF-8 text, got 'a\\ud800'"),
         (
             _feature({"dtype": "string", "default": "\ud800"}),
-            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 0",
+            "feature 'a': bad default: not encodable as UTF-8: lone surrogate '\\ud800' at character 0",
         ),
         (
             _feature({"dtype": "bytes", "default": "x\ud800"}),
-            "feature 'a': bad default: feature 'a': not encodable as UTF-8: lone surrogate '\\ud800' at character 1",
+            "feature 'a': bad default: not encodable as UTF-8: lone surrogate '\\ud800' at character 1",
         ),
         (_feature({"dtype": "int64", "description": "\udfff"}), "feature 'a': description must be UTF-8 text"),
     ],

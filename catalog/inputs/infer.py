@@ -101,7 +101,8 @@ def with_default(feat: Feature, value: Any) -> Feature:
         try:
             value = json.loads(value)
         except ValueError:
-            raise SchemaError(f"bad default {value!r}: not a {feat.dtype} value", feat.name) from None
+            article = "an" if feat.dtype.startswith(("int", "uint")) else "a"
+            raise SchemaError(f"bad default {value!r}: not {article} {feat.dtype} value", feat.name) from None
     raw = feat.to_json()
     raw.pop("optional", None)
     raw["default"] = value

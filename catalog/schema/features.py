@@ -365,8 +365,8 @@ def _check_default(feat: Feature, raw: Any) -> Any:
         if isinstance(raw, (int, float, str, bytes)) and not isinstance(raw, bool):
             raw = np.full(tuple(d or 0 for d in feat.shape), raw).tolist()  # a scalar fills the shape, as in TF
         return convert(feat, raw)
-    except ValidationError as e:
-        raise SchemaError(f"bad default: {e}", feat.name) from e
+    except ValidationError as e:  # (its reason alone: this error names the feature already)
+        raise SchemaError(f"bad default: {e.reason}", feat.name) from e
 
 
 # --------------------------------------------------------------------------- values
