@@ -31,7 +31,7 @@ from catalog.commit.values import (
     default_author,
     validate_name,
 )
-from catalog.errors import AppendError, CatalogError, DatasetNotFoundError, Interrupted, SchemaError
+from catalog.errors import AppendError, DatasetNotFoundError, Interrupted, SchemaError, UsageError
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
@@ -288,7 +288,7 @@ class Catalog(CatalogHandle):
 
 def _one_way(copy: bool, link: bool) -> None:
     if copy and link:
-        raise CatalogError("adopt takes --copy or --link, not both")
+        raise UsageError("adopt takes --copy or --link, not both")
 
 
 def _link_report(w: Writer, inputs: Sequence[Path]) -> Commit:

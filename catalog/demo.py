@@ -12,7 +12,7 @@ import numpy as np
 
 from catalog.api import Catalog
 from catalog.commit.values import Commit
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, UsageError
 from catalog.schema import Schema
 from catalog.tfrecord.framing import RecordWriter
 
@@ -63,7 +63,7 @@ def prepare_demo_dir(out: Path) -> Path:
     a folder of your own fails instead of deleting anything.
     """
     if out.exists() and any(out.iterdir()) and not (out / DEMO_MARKER).exists():
-        raise CatalogError(f"{out}: exists and was not made by `catalog demo`; pick another directory")
+        raise UsageError(f"{out}: exists and was not made by `catalog demo`; pick another directory")
     if (out / DEMO_MARKER).exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

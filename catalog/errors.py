@@ -152,6 +152,38 @@ class VersionNotFoundError(CatalogError):
     """A dataset version that does not exist, or whose shards were collected."""
 
 
+class UsageError(CatalogError):
+    """A call or command asked for something that cannot be: a bad option value, options that
+    exclude each other, an argument of the wrong kind (no data was read wrong: the request was)."""
+
+
+class SplitError(UsageError):
+    """A split name or a split spec (``train[:90%]+test``) that cannot be read."""
+
+
+class SplitNotFoundError(CatalogError):
+    """A split the dataset (at that version) does not have."""
+
+
+class FeatureNotFoundError(CatalogError):
+    """A feature the dataset's schema does not have."""
+
+
+class StorageError(CatalogError):
+    """A file or object could not be created, written or read (a full disk, no permission, no
+    such directory, a file gone from under a writer); the message names the place."""
+
+
+class DataAreaError(StorageError):
+    """A data area that is not this catalog's (its marker names another, or none): gc and
+    attach refuse to touch it."""
+
+
+class ExecutorError(CatalogError):
+    """Where jobs run failed: a worker process died, a Dask cluster could not be started or
+    reached, a helper process ended early; nothing was registered."""
+
+
 class MigrationError(CatalogError):
     """A migration cannot be planned or applied (bad operation, edited script, value that cannot be cast...)."""
 

@@ -30,7 +30,7 @@ from concurrent.futures import (
 )
 from typing import Any, Protocol, TypeVar
 
-from catalog.errors import CatalogError, first_line
+from catalog.errors import CatalogError, ExecutorError, UsageError, first_line
 from catalog.stats import helper as stats_helper
 
 J = TypeVar("J")
@@ -65,7 +65,7 @@ def open_executor(
         return
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address and workers:
-        raise CatalogError(f"--workers sizes a cluster started here; the one at {address} has its own workers")
+        raise UsageError(f"--workers sizes a cluster started here; the one at {address} has its own workers")
     quiet = _Abandoned()
     with _filtered("tornado.application", quiet), _dask_client(address, workers) as client:
         # pure=False: two jobs with equal descriptions must both run (Dask would merge them).
@@ -80,9 +80,9 @@ def open_executor(
 def check_executor(kind: str, scheduler: str | None) -> None:
     """Refuse an unknown executor, or a scheduler address for the local one."""
     if kind not in EXECUTORS:
-        raise CatalogError(f"unknown executor {kind!r}: use local or dask")
+        raise UsageError(f"unknown executor {kind!r}: use local or dask")
     if kind == "local" and scheduler:
-        raise CatalogError("--scheduler needs --executor dask")
+        raise UsageError("--scheduler needs --executor dask")
 
 
 @contextlib.contextmanager
@@ -148,7 +148,7 @@ def _import_distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise CatalogError(DASK_EXTRA) from None
+        raise ExecutorError(DASK_EXTRA) from None
     return distributed
 
 
@@ -167,7 +167,7 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
             silence_logs=logging.CRITICAL,
         )
     except Exception as e:
-        raise CatalogError(f"cannot start a local Dask cluster: {first_line(e, named=True)}") from None
+        raise ExecutorError(f"cannot start a local Dask cluster: {first_line(e, named=True)}") from None
 
 
 def _connect(distributed: Any, address: str) -> Any:
@@ -181,7 +181,7 @@ def _connect(distributed: Any, address: str) -> Any:
     # The half-made client still holds its event loop: finalize it now, while that loop
     # runs, or its __del__ at interpreter exit waits for a dead loop and prints a traceback.
     gc.collect()
-    raise CatalogError(f"cannot reach the Dask scheduler at {address}: {reason}")
+    raise ExecutorError(f"cannot reach the Dask scheduler at {address}: {reason}")
 
 
 # --------------------------------------------------------------------------- running jobs
@@ -336,14 +336,14 @@ def executor_failure(e: BaseException) -> CatalogError | None:
     """
     again = "nothing was registered; run it again"
     if isinstance(e, BrokenExecutor):
-        return CatalogError(f"a worker process died ({e}; killed, or out of memory?): {again}")
+        return ExecutorError(f"a worker process died ({e}; killed, or out of memory?): {again}")
     if isinstance(e, CancelledError):
-        return CatalogError(f"the executor dropped a job (lost the Dask scheduler?): {again}")
+        return ExecutorError(f"the executor dropped a job (lost the Dask scheduler?): {again}")
     if type(e).__module__.partition(".")[0] == "distributed":
         detail = first_line(e, named=True)
         if type(e).__name__ == "KilledWorker":
             detail = "workers kept dying while running one job (killed, or out of memory?)"
-        return CatalogError(f"the Dask cluster failed: {detail}: {again}")
+        return ExecutorError(f"the Dask cluster failed: {detail}: {again}")
     return None
 
 

@@ -13,7 +13,7 @@ import typer
 from catalog.cli.base import app, verb
 from catalog.cli.options import Defaults, FillMissing, InputFormat, parse_defaults
 from catalog.cli.output import Output, counted
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, StorageError
 
 if TYPE_CHECKING:
     from catalog.ops.inspection import FileReport
@@ -75,11 +75,11 @@ def _write_schema(out: Path | None, schema: dict[str, Any] | None, reports: list
         return
     if schema is None:
         why = next((r.note for r in reports if r.note), "the inputs hold no records")
-        raise CatalogError(f"{out}: not written: {why}")
+        raise StorageError(f"{out}: not written: {why}")
     try:
         out.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
     except OSError as e:
-        raise CatalogError(f"{out}: cannot write the schema: {e.strerror or e}") from e
+        raise StorageError(f"{out}: cannot write the schema: {e.strerror or e}") from e
 
 
 def _files_text(reports: list[FileReport], schema: dict[str, Any] | None) -> Iterator[str]:

@@ -11,6 +11,7 @@ import typer
 from catalog.cli.base import open_catalog, progress_bar, verb
 from catalog.cli.options import AsJson, Version
 from catalog.cli.output import Output, counted, human
+from catalog.errors import UsageError
 
 if TYPE_CHECKING:
     from catalog.ops.indexing import DaliReport, IndexReport
@@ -31,10 +32,9 @@ def index(
     as_json: AsJson = False,
 ) -> Output:
     """Give shards without a record index (older catalogs, --link) one: a read per shard, idempotent."""
-    from catalog.errors import CatalogError
 
     if dali is not None and (not names or len(names) != 1):
-        raise CatalogError("--dali needs exactly one dataset name")
+        raise UsageError("--dali needs exactly one dataset name")
     cat = open_catalog()
     with progress_bar("index", None) as progress:
         reports = cat.index(names or None, version, progress)

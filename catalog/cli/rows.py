@@ -13,6 +13,7 @@ import typer
 from catalog.cli.base import open_catalog, verb
 from catalog.cli.options import AsJson, DatasetName, Split, Version
 from catalog.cli.output import Output
+from catalog.errors import FeatureNotFoundError
 
 if TYPE_CHECKING:
     from catalog.schema import Schema
@@ -60,10 +61,9 @@ def _columns(schema: Schema, text: str | None, dataset: str) -> list[str] | None
     have = schema.all_features
     unknown = [c for c in wanted if c not in have]
     if unknown or not wanted:
-        from catalog.errors import CatalogError
 
         what = f"no feature {unknown[0]!r}" if unknown else "no feature named in --columns"
-        raise CatalogError(f"dataset {dataset!r} has {what} (features: {', '.join(have)})")
+        raise FeatureNotFoundError(f"dataset {dataset!r} has {what} (features: {', '.join(have)})")
     return list(dict.fromkeys(wanted))
 
 

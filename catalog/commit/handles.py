@@ -31,7 +31,9 @@ from catalog.commit.values import (
 )
 from catalog.errors import (
     CatalogError,
+    CorruptShardError,
     DatasetNotFoundError,
+    StorageError,
     ValidationError,
     VersionNotFoundError,
 )
@@ -139,17 +141,14 @@ class CatalogHandle:
         files must not leave the manifest pointing at nothing (nor a moved adopted file)."""
         for s in shards:
             if s.location is None and not self.store.exists(s.path):
-                raise CatalogError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
+                raise StorageError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
             if s.location is not None:
                 size = location_size(s.location)
                 if size is None:
-                    raise CatalogError(f"{s.location}: adopted file vanished before commit; nothing registered")
+                    raise StorageError(f"{s.location}: adopted file vanished before commit; nothing registered")
                 if size not in (-1, s.bytes):
-                    raise CatalogError(
-                        f"{s.location}: {counted(size, 'byte')} now, {s.bytes} when it was checked: changed before the "
-                        "commit; "
-                        "nothing registered"
-                    )
+                    changed = f"{counted(size, 'byte')} now, {s.bytes} when it was checked: changed before the commit"
+                    raise CorruptShardError(s.location, message=f"{s.location}: {changed}; nothing registered")
 
 
 def explain_with(

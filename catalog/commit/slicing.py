@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, SplitError, SplitNotFoundError
 
 ALL = "all"  # every split, in name order (TFDS's reserved name)
 SPLIT_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}"  # what `append --split` accepts
@@ -39,7 +39,7 @@ class SplitSlice:
 def validate_split(name: str) -> str:
     """A split name shards may be registered under (no slice syntax, at most 64 characters)."""
     if not isinstance(name, str) or not re.fullmatch(SPLIT_NAME, name) or name == ALL:
-        raise CatalogError(f"bad split name {name!r}: letters, digits, '_', '-', '.'; not 'all'; at most 64")
+        raise SplitError(f"bad split name {name!r}: letters, digits, '_', '-', '.'; not 'all'; at most 64")
     return name
 
 
@@ -64,16 +64,16 @@ def parse(spec: str) -> list[_Part]:
     numbers of at most MAX_DIGITS digits (Python's int() refuses more than 4,300: a
     ValueError), ASCII digits only (int() also takes other scripts' digits)."""
     if not isinstance(spec, str):
-        raise CatalogError(f"bad split {spec!r}: a split spec is text, e.g. 'train[:90%]'")
+        raise SplitError(f"bad split {spec!r}: a split spec is text, e.g. 'train[:90%]'")
     if not spec.strip():
-        raise CatalogError(f"bad split {spec!r}: expected e.g. 'train', 'train[:90%]' or 'train[:10%]+test'")
+        raise SplitError(f"bad split {spec!r}: expected e.g. 'train', 'train[:90%]' or 'train[:10%]+test'")
     reader = _Reader(spec)
     parts = [reader.part()]
     while reader.take("+"):
         parts.append(reader.part())
     reader.expect_end()
     if len(spec) > MAX_SPEC:  # after reading: a long number is named where it is
-        raise CatalogError(f"bad split {_shown(spec)}: a split of {len(spec):,} characters (at most {MAX_SPEC:,})")
+        raise SplitError(f"bad split {_shown(spec)}: a split of {len(spec):,} characters (at most {MAX_SPEC:,})")
     return parts
 
 
@@ -89,7 +89,7 @@ class _Reader:
         end = self.spec.find("+", where)
         part = self.spec[self.start : len(self.spec) if end < 0 else end].strip()
         where_text = f"cannot read {_shown(part)} at character {where + 1}"
-        return CatalogError(f"bad split {_shown(self.spec)}: {where_text}: {what}")
+        return SplitError(f"bad split {_shown(self.spec)}: {where_text}: {what}")
 
     def skip_spaces(self) -> None:
         while self.at < len(self.spec) and self.spec[self.at].isspace():
@@ -151,13 +151,13 @@ def _resolve_part(spec: str, part: _Part, counts: Mapping[str, int]) -> list[Spl
     shown = _shown(spec)
     if name == ALL and ALL not in counts:
         if part.sliced:
-            raise CatalogError(f"bad split {shown}: 'all' takes no slice; slice each split instead")
+            raise SplitError(f"bad split {shown}: 'all' takes no slice; slice each split instead")
         return [SplitSlice(s, 0, counts[s]) for s in sorted(counts)]
     if name not in counts:
         have = ", ".join(sorted(counts)) or "none"
-        raise CatalogError(f"no split {name!r} in {shown} (splits: {have})")
+        raise SplitNotFoundError(f"no split {name!r} in {shown} (splits: {have})")
     if low is not None and high is not None and low.endswith("%") != high.endswith("%"):
-        raise CatalogError(f"bad split {shown}: both boundaries of {name}[{low}:{high}] in percent, or neither")
+        raise SplitError(f"bad split {shown}: both boundaries of {name}[{low}:{high}] in percent, or neither")
     n = counts[name]
     start, stop, _ = slice(_boundary(low, n, shown), _boundary(high, n, shown)).indices(n)
     return [SplitSlice(name, start, max(start, stop))]
@@ -169,8 +169,8 @@ def _boundary(text: str | None, n: int, shown: str) -> int | None:
     if text.endswith("%"):
         pct = float(text[:-1])  # at most 18 + 18 digits: a float, never an error
         if abs(pct) > 100:
-            raise CatalogError(f"bad split {shown}: {text} is beyond 100%")
+            raise SplitError(f"bad split {shown}: {text} is beyond 100%")
         return round(pct * n / 100.0)  # TFDS: int(round(...)); round() of a float is an int
     if "." in text:
-        raise CatalogError(f"bad split {shown}: {text} is not a whole record number")
+        raise SplitError(f"bad split {shown}: {text} is not a whole record number")
     return int(text)  # at most 18 ASCII digits (parse)

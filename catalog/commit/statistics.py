@@ -13,7 +13,7 @@ from sqlalchemy import delete, insert, select
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, live_at, load_schema
 from catalog.commit.values import SHARD_CHUNK, VersionRef
-from catalog.errors import CatalogError, CheckError
+from catalog.errors import CatalogError, CheckError, SplitNotFoundError, UsageError
 from catalog.manifest import COMMITS, SHARD_STATS, SHARDS
 from catalog.schema import Feature, Schema
 from catalog.stats import DatasetStats, merged
@@ -69,7 +69,7 @@ def version_stats(ds: DatasetHandle, version: VersionRef = None, split: str | No
         splits = sorted(set(conn.execute(live.with_only_columns(SHARDS.c.split).order_by(None).distinct()).scalars()))
         if split is not None and split not in splits:
             have = ", ".join(splits) or "none"
-            raise CatalogError(f"no split {split!r} in dataset {ds.name!r} version {v} (splits: {have})")
+            raise SplitNotFoundError(f"no split {split!r} in dataset {ds.name!r} version {v} (splits: {have})")
         query = live.with_only_columns(SHARDS.c.path, SHARDS.c.records, SHARD_STATS.c.data).join_from(
             SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True
         )
@@ -196,11 +196,11 @@ class DriftCheck:
 
     def __post_init__(self) -> None:
         if self.mode not in ("fail", "warn"):
-            raise CatalogError(f"bad check mode {self.mode!r}: fail or warn")
+            raise UsageError(f"bad check mode {self.mode!r}: fail or warn")
         limit = self.max_linf
         number = isinstance(limit, (int, float)) and not isinstance(limit, bool)
         if limit is not None and not (number and 0 <= limit <= 1):
-            raise CatalogError(f"--max-linf is a distance between 0 and 1, got {self.max_linf}")
+            raise UsageError(f"--max-linf is a distance between 0 and 1, got {self.max_linf}")
 
 
 # `append --check` with no threshold anywhere (no "checks" in the schema that apply, no
@@ -275,7 +275,7 @@ def drift_check(ds: DatasetHandle, files: list[ShardFile], split: str, spec: Dri
     default limit), compared with the dataset's current statistics (of ``split`` when it has
     records, else of every split)."""
     if any(f.stats is None for f in files):
-        raise CatalogError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
+        raise CheckError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
     new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
     here = ds.info()  # the splits from the manifest's totals: one merge, of the split's or of all
     side = split if split in (here.splits or {}) else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from catalog.errors import CatalogError, InvalidNameError
+from catalog.errors import InvalidNameError, UsageError
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.words import counted
 
@@ -321,11 +321,11 @@ def manifest_text(value: object, what: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise CatalogError(f"{what} must be text, got {type(value).__name__}")
+        raise UsageError(f"{what} must be text, got {type(value).__name__}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise CatalogError(f"{what} is not UTF-8 text: {value!r}") from None
+        raise UsageError(f"{what} is not UTF-8 text: {value!r}") from None
     return value
 
 
@@ -336,7 +336,7 @@ def positive_int(value: object, what: str) -> int:
     except TypeError:
         number = 0
     if isinstance(value, bool) or number < 1:
-        raise CatalogError(f"{what} must be a whole number above 0, got {value!r}")
+        raise UsageError(f"{what} must be a whole number above 0, got {value!r}")
     return number
 
 

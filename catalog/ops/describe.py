@@ -12,7 +12,7 @@ from typing import Any
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.statistics import VersionStats, register_stats, shards_without_stats, version_stats
 from catalog.commit.values import Progress, VersionRef
-from catalog.errors import CatalogError
+from catalog.errors import CorruptShardError, FeatureNotFoundError
 from catalog.schema import Feature
 from catalog.stats import FeatureStats, Tally, feature_kind
 from catalog.stats.drift import FeatureDrift, drift
@@ -57,7 +57,7 @@ def _pick(schema_features: dict[str, Feature], wanted: Sequence[str] | None, dat
     unknown = [f for f in wanted if f not in schema_features]
     if unknown:
         have = ", ".join(schema_features) or "none"
-        raise CatalogError(f"dataset {dataset!r} has no feature {unknown[0]!r} (features: {have})")
+        raise FeatureNotFoundError(f"dataset {dataset!r} has no feature {unknown[0]!r} (features: {have})")
     return list(dict.fromkeys(wanted))
 
 
@@ -91,7 +91,7 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
         result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))
         if result.records != shard.records:
             found = f"{counted(result.records, 'record')} read, {shard.records} registered"
-            raise CatalogError(f"{shard.url}: {found}; run `catalog verify`")
+            raise CorruptShardError(shard.url, message=f"{shard.url}: {found}; run `catalog verify`")
         if register_stats(ds, {shard.path: result.to_bytes()}):
             report.computed += 1
             report.records += shard.records

@@ -14,7 +14,7 @@ from catalog import faults
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
-from catalog.errors import CatalogError
+from catalog.errors import StorageError
 from catalog.readers.files import stream_shard
 from catalog.storage import (
     CHECKSUM_CHUNK,
@@ -73,7 +73,7 @@ def export_dataset(
     target = Path(out)
     check_target(target, force, ds.catalog.root, _own_places(ds))
     if not target.parent.is_dir():
-        raise CatalogError(f"{target.parent}: no such directory")
+        raise StorageError(f"{target.parent}: no such directory")
     selected = plan(ds, version, split)
     clear_dead_partials(target.parent)  # what killed exports left here
     temp = partial_path(target)
@@ -87,7 +87,7 @@ def export_dataset(
             os.fsync(f.fileno())
         publish_written(temp, target, force)  # without force, never over a file made meanwhile
     except OSError as e:
-        raise CatalogError(f"{target}: cannot write: {e.strerror or e}") from e
+        raise StorageError(f"{target}: cannot write: {e.strerror or e}") from e
     finally:
         temp.unlink(missing_ok=True)
     return ExportReport(

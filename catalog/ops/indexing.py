@@ -29,7 +29,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import PlannedShard, ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
-from catalog.errors import CatalogError, CorruptShardError
+from catalog.errors import CatalogError, CorruptShardError, UsageError
 from catalog.manifest import DATASETS, SHARDS
 from catalog.storage import clear_dead_partials, fsync_dir, index_folder, partial_path, shard_missing, write_error
 from catalog.storage.index import OFFSET, index_bytes, load_offsets, publish_index, read_index
@@ -230,7 +230,7 @@ def index_catalog(
 ) -> list[IndexReport]:
     """index_dataset for the datasets ``names`` (default: all, each at its current version)."""
     if version is not None and (names is None or len(names) != 1):
-        raise CatalogError("--version needs exactly one dataset name")
+        raise UsageError("--version needs exactly one dataset name")
     if not names:
         with mf.read_txn(cat.engine) as conn:
             names = list(conn.execute(select(DATASETS.c.name).order_by(DATASETS.c.name)).scalars())
@@ -270,7 +270,7 @@ def dali_indexes(ds: DatasetHandle, directory: str | os.PathLike[str], version: 
     read_plan = plan(ds, version)
     for s in read_plan.shards:
         if s.compression != "none":
-            raise CatalogError(
+            raise UsageError(
                 f"{s.url}: {s.compression}-compressed; DALI's TFRecord reader takes uncompressed files only "
                 f"(`catalog export {ds.name} FILE` writes the version as one)"
             )

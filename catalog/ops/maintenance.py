@@ -18,7 +18,7 @@ from catalog.commit.handles import CatalogHandle
 from catalog.commit.intents import intent_states, intents_dead, live_intents
 from catalog.commit.protocol import drop_dataset
 from catalog.commit.values import GcReport, Problem, Progress, ShardCount, TagKeep, VerifyReport
-from catalog.errors import CatalogError, DatasetNotFoundError, ManifestError, SchemaError
+from catalog.errors import CatalogError, DataAreaError, DatasetNotFoundError, ManifestError, SchemaError, UsageError
 from catalog.executors import run_jobs
 from catalog.manifest import COMMITS, DATASETS, INTENTS, SHARDS, TAGS, utcnow
 from catalog.storage import (
@@ -67,12 +67,12 @@ def check_owner(cat: CatalogHandle, dry_run: bool) -> None:
         if owner is None and not store.remote and not os.path.lexists(store.root):
             return  # no data area at all: nothing to delete
     if owner is None:
-        raise CatalogError(
+        raise DataAreaError(
             f"{store.root}: no {OWNER_FILE} naming this catalog ({cid}); gc deletes only in its own data area "
             f"(if this is it, write {cid} into {store.url_of_marker()})"
         )
     if owner != cid:
-        raise CatalogError(
+        raise DataAreaError(
             f"{store.root}: the data area of catalog {owner}, not of this one ({cid}); gc deletes only in its own "
             "data area"
         )
@@ -280,7 +280,7 @@ def collect_garbage(
     older_than: timedelta | None = None,
 ) -> GcReport:
     if keep_versions is not None and keep_versions < 1:
-        raise CatalogError("--keep-versions must be at least 1 (the current version is always kept)")
+        raise UsageError("--keep-versions must be at least 1 (the current version is always kept)")
     report = GcReport(dry_run=dry_run)
     check_owner(cat, dry_run)
     _drop_abandoned(cat, report)

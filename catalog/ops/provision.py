@@ -18,7 +18,7 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
 from catalog.directory import CATALOG_FILE, DATA_DIR, default_url, write_atomically
-from catalog.errors import CatalogError, ManifestError
+from catalog.errors import CatalogError, DataAreaError, ManifestError, StorageError, UsageError
 from catalog.storage import (
     Store,
     check_target,
@@ -38,12 +38,12 @@ def create(
     With ``db_url`` (or $CATALOG_DB_URL) naming a database that already holds a manifest,
     the directory attaches to it: another machine joining."""
     if storage is not None and not os.fspath(storage).strip():
-        raise CatalogError("--storage is empty: name a directory or URL (or leave it out for DIR/data)")
+        raise UsageError("--storage is empty: name a directory or URL (or leave it out for DIR/data)")
     root = Path(path)
     if (root / CATALOG_FILE).exists():
-        raise CatalogError(f"{root}: already a catalog")
+        raise UsageError(f"{root}: already a catalog")
     if root.exists() and not root.is_dir():
-        raise CatalogError(f"{root}: not a directory")
+        raise StorageError(f"{root}: not a directory")
     db_url = db_url or os.environ.get("CATALOG_DB_URL")
     url = db_url or default_url(root.resolve())
     undo = _Undo()  # all or nothing: a failed init leaves nothing it made behind
@@ -62,7 +62,7 @@ def create(
         engine.dispose()
         undo.run()
         if isinstance(e, OSError):
-            raise CatalogError(f"{e.filename or root}: cannot create the catalog: {e.strerror or e}") from e
+            raise StorageError(f"{e.filename or root}: cannot create the catalog: {e.strerror or e}") from e
         raise
     engine.dispose()
     return root.resolve(), url
@@ -96,7 +96,7 @@ def backup(cat: CatalogHandle, out: str | os.PathLike[str], force: bool = False)
     own = (str(cat.root),) if cat.store.remote else (str(cat.root), cat.store.root)
     check_target(target, force, cat.root, own)
     if not target.parent.is_dir():
-        raise CatalogError(f"{target}: cannot write there: no such directory")
+        raise StorageError(f"{target}: cannot write there: no such directory")
     clear_dead_partials(target.parent)
     temp = partial_path(target)
     try:
@@ -106,7 +106,7 @@ def backup(cat: CatalogHandle, out: str | os.PathLike[str], force: bool = False)
             os.fsync(f.fileno())
         publish_written(temp, target, force)
     except OSError as e:
-        raise CatalogError(f"{target}: cannot write the backup: {e.strerror or e}") from e
+        raise StorageError(f"{target}: cannot write the backup: {e.strerror or e}") from e
     finally:
         for leftover in (temp, Path(f"{temp}-journal")):
             leftover.unlink(missing_ok=True)
@@ -129,7 +129,7 @@ def _backup_to(engine: Engine, path: Path) -> None:
         finally:
             dest.close()
     except sqlite3.Error as e:  # the directory is read-only, /proc, the disk is full: one line
-        raise CatalogError(f"{path}: cannot write the backup: {e}") from e
+        raise StorageError(f"{path}: cannot write the backup: {e}") from e
     finally:
         raw.close()
 
@@ -197,7 +197,7 @@ def _create_or_attach(
     mf.check_format(meta)
     found = meta.get("data_root", DATA_DIR)
     if storage is not None and _new_data_root(root, storage, shared) != found:
-        raise CatalogError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
+        raise UsageError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
     _attach_owner(store_for(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
     return found
 
@@ -208,7 +208,7 @@ def _attach_owner(store: Store, catalog_id: str | None) -> None:
         return  # made before ids: its first gc marks the data area
     owner = store.claim(catalog_id)
     if owner != catalog_id:
-        raise CatalogError(
+        raise DataAreaError(
             f"{store.root}: the data area of catalog {owner}, not of this manifest's ({catalog_id}); not attached"
         )
 

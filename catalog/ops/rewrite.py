@@ -37,7 +37,13 @@ from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Commit, Progress, default_author
-from catalog.errors import CatalogError, CommitConflictError, VersionNotFoundError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    CorruptShardError,
+    SplitNotFoundError,
+    VersionNotFoundError,
+)
 from catalog.executors import executor_for, run_jobs
 from catalog.stats import merged as merge_stats
 from catalog.storage import (
@@ -149,7 +155,7 @@ def _reframe(job: ConcatJob) -> ShardFile:
     if records != job.records or not shards:
         where = ", ".join(s.path for s in job.sources)
         found = counted(records, "record")
-        raise CatalogError(f"{where}: {found} read, {job.records} registered; run `catalog verify`")
+        raise CorruptShardError(where, message=f"{where}: {found} read, {job.records} registered; run `catalog verify`")
     return shards[0]
 
 
@@ -305,7 +311,7 @@ def _commit_merged(ds: DatasetHandle, change: Change, intent: Intent) -> Commit:
 def _check_split(name: str, split: str, snap: Snapshot) -> None:
     have = sorted({s.split for s in snap.shards})
     if split not in have:
-        raise CatalogError(f"no split {split!r} in dataset {name!r} (splits: {', '.join(have) or 'none'})")
+        raise SplitNotFoundError(f"no split {split!r} in dataset {name!r} (splits: {', '.join(have) or 'none'})")
 
 
 # --------------------------------------------------------------------------- restore

@@ -16,7 +16,13 @@ from catalog.commit.protocol import DATASET_STATE, commit, prior_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import CheckReport, DriftCheck, check_possible, drift_check, refuse
 from catalog.commit.values import Commit, manifest_text, positive_int
-from catalog.errors import CatalogError, CommitConflictError, DatasetNotFoundError, ValidationError
+from catalog.errors import (
+    CommitConflictError,
+    DatasetNotFoundError,
+    StorageError,
+    UsageError,
+    ValidationError,
+)
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.schema.frames import column_batches
 from catalog.storage import ShardFile, ShardSink
@@ -174,7 +180,7 @@ class Writer:
 
     def _sink(self) -> ShardSink:
         if self.sink is None:
-            raise CatalogError("the writer is not open (use it in a `with` block)")
+            raise UsageError("the writer is not open (use it in a `with` block)")
         return self.sink
 
     def heartbeat(self) -> None:
@@ -188,7 +194,7 @@ class Writer:
         try:
             shards = self.sink.close()
         except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
-            raise CatalogError(f"{e.filename}: shard vanished before commit; nothing registered") from e
+            raise StorageError(f"{e.filename}: shard vanished before commit; nothing registered") from e
         added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
         report = self._checked(shards)
         change = Change(

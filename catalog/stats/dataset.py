@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog.errors import CatalogError
+from catalog.errors import ManifestError
 from catalog.stats.sketches import FeatureStats
 
 STATS_FORMAT = 1  # of the stored blob
@@ -50,7 +50,7 @@ class DatasetStats:
             return cls(features, int(body["records"]))
         except (ValueError, KeyError, TypeError, RuntimeError, zlib.error) as e:
             detail = f"{where}: damaged statistics in the manifest ({e}); run `catalog stats --compute`"
-            raise CatalogError(detail) from e
+            raise ManifestError(detail) from e
 
 
 def merged(parts: Iterable[DatasetStats]) -> DatasetStats:

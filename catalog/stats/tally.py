@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from crc32c import crc32c
 
-from catalog.errors import CatalogError
+from catalog.errors import ExecutorError
 from catalog.schema import Feature, Ragged, Schema
 from catalog.stats import helper as helpers
 from catalog.stats.dataset import DatasetStats
@@ -290,7 +290,7 @@ class Tally:
     def _recount(self, reread: Reread | None) -> None:
         """The whole shard tallied here again: the helper's part of it was lost."""
         if reread is None:
-            raise CatalogError("the statistics helper process ended before it finished: nothing registered")
+            raise ExecutorError("the statistics helper process ended before it finished: nothing registered")
         fresh = Tally(self.schema, helper=False)
         runs = iter(self._runs)
         counted, left = True, 0

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from catalog.api import Catalog, Dataset
-from catalog.errors import CatalogError, DatasetNotFoundError, VersionNotFoundError
+from catalog.errors import CatalogError, DatasetNotFoundError, StorageError, UsageError, VersionNotFoundError
 from catalog.web import pages
 from catalog.web.charts import bars, histogram
 from catalog.words import counted
@@ -61,7 +61,7 @@ def _int(request: Request, name: str, default: int) -> int:
     if text is None or text == "":
         return default
     if not (text.isascii() and text.isdigit()) or len(text) > 18:  # (int() refuses some digits isdigit() takes)
-        raise CatalogError(f"?{name}= takes a whole number below 10**18, got {text[:40]!r}")
+        raise UsageError(f"?{name}= takes a whole number below 10**18, got {text[:40]!r}")
     return int(text)
 
 
@@ -169,7 +169,7 @@ def listen(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except OSError as e:
-        raise CatalogError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise StorageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     return sock
 
 

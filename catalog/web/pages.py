@@ -11,7 +11,7 @@ from catalog.api import Catalog, Dataset
 from catalog.commit.listing import list_datasets
 from catalog.commit.plans import plan
 from catalog.commit.values import Commit, VersionRef, iso
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, FeatureNotFoundError, UsageError
 from catalog.readers.picking import rows_at
 from catalog.schema import Schema, class_name, row_to_json
 from catalog.storage import location_size
@@ -91,7 +91,7 @@ def _diff(ds: Dataset, spec: str) -> dict[str, Any]:
     """``A..B``: the schemas of versions (or tags) A and B compared."""
     a, sep, b = spec.partition("..")
     if not sep or not a or not b:
-        raise CatalogError(f"bad diff {spec!r}: two versions or tags as A..B, e.g. 1..3")
+        raise UsageError(f"bad diff {spec!r}: two versions or tags as A..B, e.g. 1..3")
     left, right = ds.schema_at(_ref(a)), ds.schema_at(_ref(b))
     return {"a": a, "b": b, **left.diff(right).to_json()}
 
@@ -181,7 +181,7 @@ def full_value(ds: Dataset, version: VersionRef, split: str | None, index: int, 
     schema = selected.schema()
     if not feature or feature not in schema.all_features:
         have = ", ".join(schema.all_features)
-        raise CatalogError(f"dataset {ds.name!r} has no feature {feature!r} (features: {have})")
+        raise FeatureNotFoundError(f"dataset {ds.name!r} has no feature {feature!r} (features: {have})")
     if index >= selected.records:
         where = f"version {selected.version}" + (f", split {split}," if split else "")
         raise CatalogError(f"no row {index:,}: {where} has {selected.records:,} rows")
