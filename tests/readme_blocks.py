@@ -1,4 +1,4 @@
-"""README.md's fenced code blocks, found and run (tests/test_readme.py).
+"""README.md's fenced code blocks, found and run (tests/behaviour/test_readme.py).
 
 A block is run by its language: ``sh`` as one bash script (``set -e``, ``pipefail``; the
 ``catalog`` on its PATH is this checkout's), ``python`` by ``exec`` in one namespace per

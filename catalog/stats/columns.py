@@ -6,7 +6,7 @@ A column of plain numbers or texts becomes its decoded column directly (the same
 decoding gives: the encoder accepted every one of them, so they are in range); any other
 feature (lists, tensors, bytes, optional features, columns with a missing value) is decoded
 from its own entries alone, each row's framed as a one-feature Example. Either way the
-columns are those decoding the records gives (tests/test_stats.py holds the statistics of a
+columns are those decoding the records gives (tests/stats/test_stats.py holds the statistics of a
 batch equal both ways); what is saved is decoding the rest of every record a second time.
 """
 

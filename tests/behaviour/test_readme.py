@@ -196,7 +196,7 @@ def serve_briefly(command: str) -> str:
 def test_cli_section(tmp_path: Path, psql_table: dict[str, str]) -> None:
     cli_inputs(tmp_path / "cat")
     tfx_examples(tmp_path / "tfx" / "examples")
-    from test_adopt_adversarial import build_toy_tfds
+    from tests.ops.test_adopt_adversarial import build_toy_tfds
 
     build_toy_tfds(tmp_path / "tensorflow_datasets" / "mnist" / "3.0.1")
     corrupt_at(tmp_path / "errors" / "data" / "bad.tfrecord", 180)

@@ -11,17 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # One test of each way the suite sends a SIGINT: raised in a child by a hook (the commit-path
 # sweep, an import finder), sent by the child to itself or to its process group (adopt), sent
 # by the test to a child (the writers' queue).
 REPRESENTATIVES = [
-    "tests/test_interrupts.py::test_sigint_at_every_io_call_of_the_commit_path[sqlite-append-c_call]",
-    "tests/test_cli_startup.py::test_ctrl_c_while_the_command_loads[typer-interrupted: nothing was done]",
-    "tests/test_adopt_adversarial.py::test_an_interrupted_or_killed_adoption_registers_nothing[scan-SIGINT-d]",
-    "tests/test_adopt_adversarial.py::test_ctrl_c_of_adopt_with_workers_is_one_line",
-    "tests/test_write_queue.py::test_a_writer_killed_awaiting_its_turn_blocks_nobody[2]",
+    "tests/behaviour/test_interrupts.py::test_sigint_at_every_io_call_of_the_commit_path[sqlite-append-c_call]",
+    "tests/cli/test_cli_startup.py::test_ctrl_c_while_the_command_loads[typer-interrupted: nothing was done]",
+    "tests/ops/test_adopt_adversarial.py::test_an_interrupted_or_killed_adoption_registers_nothing[scan-SIGINT-d]",
+    "tests/ops/test_adopt_adversarial.py::test_ctrl_c_of_adopt_with_workers_is_one_line",
+    "tests/manifest/test_write_queue.py::test_a_writer_killed_awaiting_its_turn_blocks_nobody[2]",
 ]
 
 IGNORING = (

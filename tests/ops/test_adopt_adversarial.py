@@ -3,7 +3,7 @@ that change while (and after) they are adopted, hostile names and contents, conc
 adopts, gc and compaction, malformed TFDS directories, and the CLI's one-line errors.
 
 A test here that fails on today's code exposes a defect (its docstring says what should
-happen); the others pin guarantees tests/test_adopt.py and tests/test_tfds.py do not.
+happen); the others pin guarantees tests/ops/test_adopt.py and tests/inputs/test_tfds.py do not.
 """
 
 from __future__ import annotations

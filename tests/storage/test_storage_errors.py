@@ -32,7 +32,7 @@ def run(*args: str, ok: bool = True) -> Any:
 
 
 def cli_process(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     return subprocess.run(
         [sys.executable, "-m", "catalog", *args], capture_output=True, text=True, timeout=HANG, env=env
     )

@@ -26,7 +26,7 @@ from catalog import manifest as mf
 
 pytestmark = pytest.mark.skipif(not mf.WRITE_QUEUE, reason="the writers' queue needs Linux OFD locks")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WAIT = 30.0  # far below the 60 s busy timeout a writer without a queue turn would fall back on
 
 # A writer in a process of its own: inserts its key in a write transaction, says "holding"

@@ -24,10 +24,10 @@ from catalog.schema import Schema
 from catalog.stats import DatasetStats, Tally, tally
 from catalog.stats import helper as helpers
 from catalog.stats.sketches import FeatureStats
-from tests.test_stats import SCHEMA, generated
+from tests.stats.test_stats import SCHEMA, generated
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the statistics helper is POSIX only")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ready_helper() -> helpers.Helper:
@@ -356,7 +356,7 @@ def test_a_process_with_many_descriptors_uses_its_helper() -> None:
         held = [os.open(os.devnull, os.O_RDONLY) for _ in range(want - 64)]
         from catalog.stats import helper, tally
         tally.BATCH, helper.BACKLOG = 500, 10**6
-        from tests.test_stats_helper import alone, ready_helper, records, same_stats
+        from tests.stats.test_stats_helper import alone, ready_helper, records, same_stats
         ready_helper()
         schema, recs = records(2000)
         t = tally.Tally(schema)

@@ -8,7 +8,7 @@
   the parent creates after each append): nothing is lost, nothing doubled, order kept.
 - gc with --keep-versions / --older-than never removes a live shard or one a kept version needs.
 
-Children run as in tests/test_catalog_faults.py: ``sys.executable -c CHILD`` with one hook
+Children run as in tests/behaviour/test_catalog_faults.py: ``sys.executable -c CHILD`` with one hook
 patched to announce the step through a marker file, then hold (until SIGKILL) or wait for a
 "go" file from the parent.
 """

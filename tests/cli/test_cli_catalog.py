@@ -21,7 +21,7 @@ from catalog.demo import DEMO_SCHEMA, demo_rows
 pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
 
 runner = CliRunner()
-FIXTURE = Path(__file__).parent / "fixtures" / "manifest-format1"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "manifest-format1"
 SMALL_SCHEMA = {
     "features": {
         "id": {"dtype": "int64"},

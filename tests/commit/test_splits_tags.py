@@ -459,7 +459,7 @@ def test_upgrade_from_format_3_puts_every_shard_in_train(root: Path, tmp_path: P
 @pytest.mark.sqlite_only  # the fixture is a SQLite file
 def test_upgrade_from_format_1_puts_every_shard_in_train(tmp_path: Path) -> None:
     root = tmp_path / "old"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "manifest-format1", root)
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "manifest-format1", root)
     c(root, "upgrade")
     doc = json.loads(c(root, "show", "legacy", "--json").stdout)
     assert doc["splits"] == {"train": {"records": 15, "shards": len(doc["shards"]), "bytes": doc["bytes"]}}

@@ -29,7 +29,7 @@ from catalog.storage import ShardFile, shard_batches, shard_name
 from catalog.storage.index import scan_offsets
 from catalog.tfrecord import RecordWriter, decode_example, encode_example
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 RICH = {
     "features": {

@@ -74,7 +74,7 @@ def root(tmp_path: Path) -> Path:
 
 def _kill_mid(verb: str, root: Path, out: Path, tmp_path: Path) -> None:
     marker = tmp_path / f"{verb}.reached"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(root), verb, str(out), str(marker)], env=env)
     try:
         deadline = time.monotonic() + WAIT
