@@ -19,10 +19,7 @@ from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.protocol import create_dataset, drop_dataset, token_commit
-from catalog.commit.statistics import DriftCheck
 from catalog.commit.values import (
-    DEFAULT_SHARD_RECORDS,
-    DEFAULT_SHARD_SIZE,
     Commit,
     GcReport,
     Progress,
@@ -39,6 +36,7 @@ from catalog.ops import adopt as adoption
 from catalog.ops import describe, indexing, ingest, maintenance, provision, rewrite
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
+from catalog.ops.options import AdoptOptions, WriteOptions
 from catalog.ops.writer import Writer
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
@@ -218,10 +216,7 @@ class Catalog(CatalogHandle):
         schema inferred from every record of the files (and the compression they share, if they
         share one), and dropped again when the adoption fails: all or nothing."""
         paths = given_paths(paths)
-        options: dict[str, Any] = {
-            "copy": copy, "link": link, "token": token, "message": message, "author": author,
-            "allow_duplicate": allow_duplicate, "progress": progress, "executor": executor,
-        }  # fmt: skip
+        opts = AdoptOptions(token, message, author, split, copy, link, allow_duplicate)
         validate_name(name)
         _one_way(copy, link)
         try:
@@ -229,7 +224,7 @@ class Catalog(CatalogHandle):
         except DatasetNotFoundError:
             pass
         else:
-            return ds.adopt(paths, split=split, **options)
+            return ds._adopt(adoption.plan(paths, split), opts, progress, executor)
         todo = adoption.plan(paths, split)
         if todo.tfds is not None:
             schema, description = todo.tfds.schema, description or todo.tfds.description
@@ -239,7 +234,7 @@ class Catalog(CatalogHandle):
             raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, schema, description, todo.compression())
         try:
-            return ds._adopt(todo, **options)
+            return ds._adopt(todo, opts, progress, executor)
         except BaseException as e:
             self._undo_register(ds, e)
             raise
@@ -343,11 +338,12 @@ class Dataset(DatasetHandle):
         ``check`` ("fail" or "warn") compares the new records' statistics with the dataset's
         before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
         implies "fail") for the L-infinity distance of every feature without its own."""
-        drift = DriftCheck.asked(check, max_linf)
+        opts = WriteOptions(token, message, author, split, shard_size, shard_records, True, check, max_linf)
+        opts.drift()  # a bad check is refused before the rows are looked at
         if not (is_columnar(rows) or isinstance(rows, (Mapping, Iterable))) or isinstance(rows, (str, bytes)):
             kinds = "an iterable of rows, a DataFrame, a table or a dict of columns"
             raise AppendError(f"rows are {kinds}, got {rows!r:.40}")
-        with self._writer(token, message, shard_size, shard_records, author, split, check=drift) as w:
+        with Writer(self, opts) as w:
             if w.skipped:
                 pass
             elif is_columnar(rows) or isinstance(rows, Mapping):
@@ -405,8 +401,9 @@ class Dataset(DatasetHandle):
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
-        drift = DriftCheck.asked(check, max_linf)
-        with self._writer(token, message, shard_size, shard_records, author, split, allow_duplicate, drift) as w:
+        opts = WriteOptions(token, message, author, split, shard_size, shard_records, allow_duplicate, check, max_linf)
+        opts.drift()
+        with Writer(self, opts) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
                 ingest.ingest_files(w, inputs, link, progress, executor, options)
@@ -445,28 +442,17 @@ class Dataset(DatasetHandle):
         live shard) is refused unless ``allow_duplicate``. With ``executor`` and several files,
         each file is read by a job on it (in place only)."""
         _one_way(copy, link)
-        return self._adopt(
-            adoption.plan(paths, split), copy=copy, link=link, token=token, message=message, author=author,
-            allow_duplicate=allow_duplicate, progress=progress, executor=executor,
-        )  # fmt: skip
+        opts = AdoptOptions(token, message, author, split, copy, link, allow_duplicate)
+        return self._adopt(adoption.plan(paths, split), opts, progress, executor)
 
     def _adopt(
-        self,
-        todo: adoption.Plan,
-        *,
-        copy: bool,
-        link: bool,
-        token: str | None,
-        message: str,
-        author: str | None,
-        allow_duplicate: bool,
-        progress: Progress | None,
-        executor: Executor | None,
+        self, todo: adoption.Plan, opts: AdoptOptions, progress: Progress | None, executor: Executor | None
     ) -> Commit:
         """:meth:`adopt` of planned inputs (Catalog.adopt plans them once, for a new dataset too)."""
+        copy, link = opts.copy, opts.link
         if not (copy or link):
             adoption.refuse_data_area(todo, self.catalog.store)
-        with self._writer(token, message, None, None, author, todo.split, allow_duplicate) as w:
+        with Writer(self, opts.writing(todo.split)) as w:
             if not w.skipped:
                 if copy or link:
                     adoption.bring_in(w, todo, link, progress)
@@ -488,30 +474,7 @@ class Dataset(DatasetHandle):
     ) -> Writer:
         """``with ds.writer() as w: w.write(row)`` commits on clean exit, registers nothing on
         error; its shards belong to ``split`` (``train`` by default)."""
-        return self._writer(token, message, shard_size, shard_records, author, split)
-
-    def _writer(
-        self,
-        token: str | None,
-        message: str,
-        shard_size: int | None,
-        shard_records: int | None,
-        author: str | None,
-        split: str,
-        allow_duplicate: bool = True,
-        check: DriftCheck | None = None,
-    ) -> Writer:
-        return Writer(
-            self,
-            token,
-            message,
-            DEFAULT_SHARD_SIZE if shard_size is None else shard_size,  # (0 is refused, not the default)
-            DEFAULT_SHARD_RECORDS if shard_records is None else shard_records,
-            author or default_author(),
-            split,
-            allow_duplicate,
-            check,
-        )
+        return Writer(self, WriteOptions(token, message, author, split, shard_size, shard_records))
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)

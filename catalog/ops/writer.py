@@ -14,7 +14,7 @@ from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import DATASET_STATE, commit, prior_commit
 from catalog.commit.slicing import validate_split
-from catalog.commit.statistics import CheckReport, DriftCheck, check_possible, drift_check, refuse
+from catalog.commit.statistics import CheckReport, check_possible, drift_check, refuse
 from catalog.commit.values import Commit, manifest_text, positive_int
 from catalog.errors import (
     CommitConflictError,
@@ -23,7 +23,7 @@ from catalog.errors import (
     UsageError,
     ValidationError,
 )
-from catalog.manifest import DEFAULT_SPLIT
+from catalog.ops.options import WriteOptions
 from catalog.schema.frames import column_batches
 from catalog.storage import ShardFile, ShardSink
 
@@ -33,28 +33,19 @@ ROWS_SOURCE = "rows"  # the source of shards written from Python rows
 class Writer:
     """Appends rows or validated records into new shards; one commit at the end."""
 
-    def __init__(
-        self,
-        ds: DatasetHandle,
-        token: str | None,
-        message: str,
-        shard_size: int,
-        shard_records: int,
-        author: str,
-        split: str = DEFAULT_SPLIT,
-        allow_duplicate: bool = True,
-        check: DriftCheck | None = None,
-    ) -> None:
-        self.split = validate_split(split)  # before the intent: a bad name writes nothing
+    def __init__(self, ds: DatasetHandle, options: WriteOptions | None = None) -> None:
+        opts = options or WriteOptions()
+        self.split = validate_split(opts.split)  # before the intent: a bad name writes nothing
         # False: refuse shards whose bytes a live shard has (an input appended twice)
-        self.allow_duplicate = allow_duplicate
+        self.allow_duplicate = opts.allow_duplicate
         self.ds = ds
         self.catalog = ds.catalog
-        self.token = None if token is None else manifest_text(token, "token")
-        self.message = manifest_text(message, "message")
-        self.author = manifest_text(author, "author")
-        self.shard_size = positive_int(shard_size, "shard_size")
-        self.shard_records = positive_int(shard_records, "shard_records")
+        self.token = None if opts.token is None else manifest_text(opts.token, "token")
+        self.message = manifest_text(opts.message, "message")
+        self.author = manifest_text(opts.committer, "author")
+        self.shard_size = positive_int(opts.size, "shard_size")
+        self.shard_records = positive_int(opts.records, "shard_records")
+        check = opts.drift()
         self.commit: Commit | None = None
         self.skipped = False  # a retried token: nothing to write
         self.sink: ShardSink | None = None
