@@ -51,6 +51,7 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     race,
+    sync_and_collect,
     versus,
     versus_table,
     write_report,
@@ -141,12 +142,7 @@ class Runs:
                 self.commits[indexed] = out
             self.discard()
 
-        return Contender(run=timed, prepare=self.prepare, finish=finish, settle=_settle)
-
-
-def _settle() -> None:
-    os.sync()
-    gc.collect()
+        return Contender(run=timed, prepare=self.prepare, finish=finish, settle=sync_and_collect)
 
 
 def check_commit(cat: Catalog, commit: Commit, indexed: bool) -> None:

@@ -476,6 +476,31 @@ def median_line(rows: list[Versus]) -> str:
     return "; ".join(parts)
 
 
+def seconds_table(seconds: dict[str, dict[str, dict[str, list[float]]]], row: str, side: str, share: bool) -> str:
+    """Each side's wall and CPU seconds per run (``seconds[row][side]["wall" | "cpu"]``), best and
+    median; with ``share``, the share of a core the CPU seconds are (above 100%: threads, such
+    as pyarrow's, ran beside the main one)."""
+    med = statistics.median
+    lines = [
+        f"| {row} | {side} | wall, best | wall, median | CPU, best | CPU, median |"
+        + (" CPU / wall (medians) |" if share else ""),
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if share else ""),
+    ]
+    for key, sides in seconds.items():
+        for name, s in sides.items():
+            wall, cpu = s["wall"], s["cpu"]
+            line = f"| {key} | {name} | {min(wall):.2f} s | {med(wall):.2f} s | {min(cpu):.2f} s | {med(cpu):.2f} s |"
+            lines.append(line + (f" {med(cpu) / med(wall):.0%} |" if share else ""))
+    return "\n".join(lines)
+
+
+def sync_and_collect() -> None:
+    """Before a timed run: the last run's output on disk (no write-back lands in the next timed
+    run), and the garbage collected."""
+    os.sync()
+    gc.collect()
+
+
 # --------------------------------------------------------------------------- measured against a target
 
 
