@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from benchmarks.harness import (
     arg_parser,
     cache_tree,
     check,
+    chosen_config,
     dist_version,
     import_tensorflow,
     log,
@@ -609,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="SECTIONS", help=f"comma-separated sections to run ({','.join(SECTIONS)}); default all"
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
     check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
     tf = import_tensorflow()

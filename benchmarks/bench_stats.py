@@ -42,7 +42,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from benchmarks.harness import (
     Versus,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     fmt_rate,
     log,
@@ -655,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--only", metavar="CASES", help=f"comma-separated cases ({','.join(SECTIONS)}); default all")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
     check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
     started = time.perf_counter()

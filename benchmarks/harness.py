@@ -30,9 +30,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from google.protobuf.internal import api_implementation
@@ -40,6 +40,11 @@ from google.protobuf.internal import api_implementation
 from catalog import Catalog, Dataset
 from tests import servers
 from tests.servers import PG_SETTINGS, S3_ENV
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    Config = TypeVar("Config", bound=DataclassInstance)
 
 REPO = Path(__file__).resolve().parent.parent  # holds benchmarks/ and catalog/
 MIB = 1 << 20
@@ -193,6 +198,11 @@ def arg_parser(
             help=f"cProfile {profiled} of missed targets (default), of every target, or of none",
         )
     return parser
+
+
+def chosen_config(args: argparse.Namespace, quick: Config, full: Config) -> Config:
+    """The workload ``--quick`` picks, with ``--repeats`` (when given) in place of its own."""
+    return replace(quick if args.quick else full, **({"repeats": args.repeats} if args.repeats else {}))
 
 
 def write_report(
