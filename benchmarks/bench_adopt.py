@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from benchmarks.harness import (
     arg_parser,
     cache_tree,
     check,
+    chosen_config,
     dist_version,
     log,
     machine_header,
@@ -554,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__, "about 100 MB instead of 1 GB", "minimum timed rounds per row (default 5, 3 quick)",
                         "the adopt side")  # fmt: skip
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_adopt_", dir="/tmp") as d:
         work = Path(d)

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from benchmarks.harness import (
     FreshCatalog,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     labeled_rows,
     log,
@@ -196,7 +197,7 @@ def run_all(cfg: Config) -> tuple[list[Result], float]:
 def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     info = machine_header(dask=dist_version("dask"), distributed=dist_version("distributed"))
     started = time.perf_counter()
     print_header(

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import crc32c
@@ -35,6 +35,7 @@ from benchmarks.harness import (
     Versus,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     import_tensorflow,
     labeled_rows,
@@ -570,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     tf = import_tensorflow()
     started = time.perf_counter()
     crc_info = f"{dist_version('crc32c')} (hardware: {getattr(crc32c, 'hardware_based', '?')})"

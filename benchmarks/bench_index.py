@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from benchmarks.harness import (
     Versus,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     labeled_rows,
     log,
@@ -51,6 +52,7 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     race,
+    sync_and_collect,
     versus,
     versus_table,
     write_report,
@@ -141,12 +143,7 @@ class Runs:
                 self.commits[indexed] = out
             self.discard()
 
-        return Contender(run=timed, prepare=self.prepare, finish=finish, settle=_settle)
-
-
-def _settle() -> None:
-    os.sync()
-    gc.collect()
+        return Contender(run=timed, prepare=self.prepare, finish=finish, settle=sync_and_collect)
 
 
 def check_commit(cat: Catalog, commit: Commit, indexed: bool) -> None:
@@ -212,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__, "100,000 records and fewer rounds (about 40 s)", "minimum timed rounds (default 5)")
     parser.add_argument("--profile", action="store_true", help="cProfile one indexed writer run after the table")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     started = time.perf_counter()
     info = machine_header(numpy=np.__version__, sqlite=sqlite3.sqlite_version, crc32c=dist_version("crc32c"))
     print_header(

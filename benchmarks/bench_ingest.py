@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from benchmarks.harness import (
     arg_parser,
     cache_tree,
     check,
+    chosen_config,
     dist_version,
     import_tensorflow,
     log,
@@ -66,6 +67,8 @@ from benchmarks.harness import (
     print_header,
     profile_text,
     protobuf_version,
+    seconds_table,
+    sync_and_collect,
     versus,
     versus_missed,
     versus_profiles,
@@ -262,11 +265,6 @@ class SeedsWay:
 # --------------------------------------------------------------------------- the sides
 
 
-def _settle() -> None:
-    os.sync()  # the last run's output on disk: no write-back lands in the next timed run
-    gc.collect()
-
-
 class Outputs:
     """A section's expected columns, and the first side's decoded output: every side's warm-up
     output must hold the input's record count, decode to the input, and equal the first side's."""
@@ -327,7 +325,7 @@ class Side:
         self.discard()
 
     def contender(self) -> Contender:
-        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=_settle)
+        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=sync_and_collect)
 
 
 class CatalogSide(Side):
@@ -363,7 +361,7 @@ class CatalogSide(Side):
     def profile(self) -> str:
         """One append under cProfile, into a new catalog made outside the profile."""
         self.prepare()
-        _settle()
+        sync_and_collect()
         try:
             return profile_text(self._run)
         finally:
@@ -557,24 +555,6 @@ def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
 # --------------------------------------------------------------------------- report
 
 
-def seconds_table(outcomes: dict[str, Outcome]) -> str:
-    """Each side's wall and CPU seconds per run, best and median, and the share of a core the
-    CPU seconds are (above 100%: threads, such as pyarrow's, ran beside the main one)."""
-    med = statistics.median
-    lines = [
-        "| section | side | wall, best | wall, median | CPU, best | CPU, median | CPU / wall (medians) |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for key, o in outcomes.items():
-        for side, s in o.seconds.items():
-            wall, cpu = s["wall"], s["cpu"]
-            lines.append(
-                f"| {key} | {side} | {min(wall):.2f} s | {med(wall):.2f} s | {min(cpu):.2f} s | {med(cpu):.2f} s "
-                f"| {med(cpu) / med(wall):.0%} |"
-            )
-    return "\n".join(lines)
-
-
 def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[Versus]:
     """The table, the median line, the seconds and the count of targets met; returns the missed rows."""
     print(versus_table(results, "seeds' way (fastest)"))
@@ -588,7 +568,7 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
         "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
     )
     print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
-    print(seconds_table(outcomes))
+    print(seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
     return versus_missed(results)
 
 
@@ -630,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="SECTIONS", help=f"comma-separated sections to run ({','.join(SECTIONS)}); default all"
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
     check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
     tf = import_tensorflow()

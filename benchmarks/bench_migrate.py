@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from benchmarks.harness import (
     Versus,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     import_tensorflow,
     labeled_rows,
@@ -760,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         "the catalog side (workers=1)",
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     tf = import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)

@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from benchmarks.harness import (
     arg_parser,
     cache_tree,
     check,
+    chosen_config,
     dist_version,
     import_tensorflow,
     labeled_rows,
@@ -674,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         __doc__, "100k small records and 20k images, fewer rounds", "minimum rounds of section 1", "the catalog side"
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     started = time.perf_counter()
     report = Report()
     with tempfile.TemporaryDirectory(prefix="bench_readers_") as d, ExitStack() as stack:

@@ -40,7 +40,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from benchmarks.harness import (
     TEXT_SCHEMA,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     loadavg,
     log,
@@ -512,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"cProfile the S3 side of rows below {PROFILE_BELOW}x of local (default), of every row, or none",
     )
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     versions = ("s3fs", "fsspec", "aiobotocore", "botocore", "moto", "werkzeug")
     info = machine_header(**{name: dist_version(name) for name in versions}, sqlite=sqlite3.sqlite_version)
     started = time.perf_counter()

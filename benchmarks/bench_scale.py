@@ -42,7 +42,7 @@ from typer.testing import CliRunner
 import catalog
 from benchmarks.harness import (
     MIB,
-    PG_FAST,
+    PG_SETTINGS,
     TEXT_SCHEMA,
     Report,
     Result,
@@ -150,7 +150,7 @@ def given_database(db_url: str) -> Server:
 
 
 def throwaway_cluster(fast: bool) -> Server:
-    settings = PG_FAST if fast else {**PG_FAST, **DURABLE_PG}
+    settings = PG_SETTINGS if fast else {**PG_SETTINGS, **DURABLE_PG}
     pg = start_postgres(settings)
     try:
         engine = sa.create_engine(pg.url(), isolation_level="AUTOCOMMIT")

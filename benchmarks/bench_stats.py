@@ -42,7 +42,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from benchmarks.harness import (
     Versus,
     arg_parser,
     check,
+    chosen_config,
     dist_version,
     fmt_rate,
     log,
@@ -69,6 +70,7 @@ from benchmarks.harness import (
     print_header,
     protobuf_version,
     recycle_memory,
+    seconds_table,
     versus,
     versus_missed,
     versus_profiles,
@@ -563,21 +565,6 @@ def overhead_table(rows: list[Versus]) -> str:
     return "\n".join(lines)
 
 
-def seconds_table(outcomes: dict[str, Outcome]) -> str:
-    med = statistics.median
-    lines = [
-        "| case | statistics | wall, best | wall, median | CPU, best | CPU, median |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for key, o in outcomes.items():
-        for side, s in o.seconds.items():
-            wall, cpu = s["wall"], s["cpu"]
-            lines.append(
-                f"| {key} | {side} | {min(wall):.2f} s | {med(wall):.2f} s | {min(cpu):.2f} s | {med(cpu):.2f} s |"
-            )
-    return "\n".join(lines)
-
-
 def size_tables(outcomes: dict[str, Outcome]) -> str:
     """Bytes per shard of each case, then bytes per feature (mean over shards)."""
     sized = {k: o.size for k, o in outcomes.items() if o.size is not None}
@@ -615,7 +602,7 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
         "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
     )
     print("\nSeconds per run (`time.perf_counter`; CPU: `time.process_time` plus the statistics helper's):\n")
-    print(seconds_table(outcomes))
+    print(seconds_table({k: o.seconds for k, o in outcomes.items()}, "case", "statistics", share=False))
     print(
         "\nStatistics in the manifest (`SELECT length(data) FROM shard_stats`, the live shards of the warm-up run):\n"
     )
@@ -669,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--only", metavar="CASES", help=f"comma-separated cases ({','.join(SECTIONS)}); default all")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
     check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
     started = time.perf_counter()

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from benchmarks.harness import (
     arg_parser,
     cache_tree,
     check,
+    chosen_config,
     import_tensorflow,
     labeled_rows,
     log,
@@ -211,7 +212,7 @@ def compare(tf: Any, ds: Dataset, cfg: Config, what: str) -> list[Versus]:
 def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__, "100k small records and 20k images, fewer rounds", "minimum timed rounds")
     args = parser.parse_args(argv)
-    cfg = replace(QUICK if args.quick else FULL, **({"repeats": args.repeats} if args.repeats else {}))
+    cfg = chosen_config(args, QUICK, FULL)
     tf = import_tensorflow()
     started = time.perf_counter()
     info = machine_header(tensorflow=tf.__version__, numpy=np.__version__)

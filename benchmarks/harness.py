@@ -4,8 +4,9 @@ Output (progress on stderr, the report on stdout), the machine header, options a
 report, timing (interleaved rounds in a rotating order, cProfile), the two result tables
 (catalog against a peer, and the measured/target table), the shared workloads, TensorFlow as
 the peer, worker processes started behind a common start line, and throwaway servers
-(PostgreSQL from the machine's own binaries, moto's S3). It uses the catalog's public API
-only, except ``skip_shard_fsync`` (see there).
+(PostgreSQL from the machine's own binaries, moto's S3: those of the test suite,
+``tests/servers.py``). It uses the catalog's public API only, except ``skip_shard_fsync``
+(see there).
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import importlib
 import importlib.metadata
 import io
 import json
-import logging
 import os
 import platform
 import pstats
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,14 +30,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from google.protobuf.internal import api_implementation
 
 from catalog import Catalog, Dataset
+from tests import servers
+from tests.servers import PG_SETTINGS, S3_ENV
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    Config = TypeVar("Config", bound=DataclassInstance)
 
 REPO = Path(__file__).resolve().parent.parent  # holds benchmarks/ and catalog/
 MIB = 1 << 20
@@ -192,6 +198,11 @@ def arg_parser(
             help=f"cProfile {profiled} of missed targets (default), of every target, or of none",
         )
     return parser
+
+
+def chosen_config(args: argparse.Namespace, quick: Config, full: Config) -> Config:
+    """The workload ``--quick`` picks, with ``--repeats`` (when given) in place of its own."""
+    return replace(quick if args.quick else full, **({"repeats": args.repeats} if args.repeats else {}))
 
 
 def write_report(
@@ -473,6 +484,31 @@ def median_line(rows: list[Versus]) -> str:
         elif (ratio := r.ratio(statistics.median)) is not None:
             parts.append(f"{r.key} {ratio:.2f}x ({r.rounds})")
     return "; ".join(parts)
+
+
+def seconds_table(seconds: dict[str, dict[str, dict[str, list[float]]]], row: str, side: str, share: bool) -> str:
+    """Each side's wall and CPU seconds per run (``seconds[row][side]["wall" | "cpu"]``), best and
+    median; with ``share``, the share of a core the CPU seconds are (above 100%: threads, such
+    as pyarrow's, ran beside the main one)."""
+    med = statistics.median
+    lines = [
+        f"| {row} | {side} | wall, best | wall, median | CPU, best | CPU, median |"
+        + (" CPU / wall (medians) |" if share else ""),
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if share else ""),
+    ]
+    for key, sides in seconds.items():
+        for name, s in sides.items():
+            wall, cpu = s["wall"], s["cpu"]
+            line = f"| {key} | {name} | {min(wall):.2f} s | {med(wall):.2f} s | {min(cpu):.2f} s | {med(cpu):.2f} s |"
+            lines.append(line + (f" {med(cpu) / med(wall):.0%} |" if share else ""))
+    return "\n".join(lines)
+
+
+def sync_and_collect() -> None:
+    """Before a timed run: the last run's output on disk (no write-back lands in the next timed
+    run), and the garbage collected."""
+    os.sync()
+    gc.collect()
 
 
 # --------------------------------------------------------------------------- measured against a target
@@ -844,98 +880,28 @@ def run_workers(target: str, jobs: list[dict[str, Any]], cwd: Path = REPO) -> tu
 
 
 # --------------------------------------------------------------------------- throwaway servers
+# The test suite's own set-up (tests/servers.py): one copy of it, which the package never imports.
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-# A throwaway cluster as the test suite runs it: the server's own durability off, for speed.
-PG_FAST = {
-    "listen_addresses": "127.0.0.1",
-    "fsync": "off",
-    "synchronous_commit": "off",
-    "full_page_writes": "off",
-    "max_connections": "200",
-}
-
-
-@dataclass
-class Postgres:
-    bindir: Path
-    home: Path  # owned by the server's user: data directory, socket, log
-    port: int
-    as_user: list[str]  # the command prefix that runs server binaries as a non-root user
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
-
-    def run(self, *args: str) -> None:
-        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            logfile = self.home / "log"
-            tail = logfile.read_text()[-2000:] if logfile.exists() else ""
-            raise SystemExit(f"{Path(args[0]).name} failed: {done.stderr.strip()[-800:]} {tail}")
-
-    def stop(self) -> None:
-        try:
-            self.run(str(self.bindir / "pg_ctl"), "-D", str(self.home / "data"), "-m", "immediate", "stop")
-        finally:
-            shutil.rmtree(self.home, ignore_errors=True)
-
-
-def _pg_bindir() -> Path:
-    found = shutil.which("initdb")
-    if found:
-        return Path(os.path.realpath(found)).parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[4]))
-    check(bool(versions), "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's `postgresql`")
-    return versions[-1].parent
-
-
-def start_postgres(settings: dict[str, str]) -> Postgres:
-    """initdb + pg_ctl start on a free loopback port with ``settings``; as user ``postgres``
-    when we are root (initdb refuses to run as root). ``stop()`` removes it all."""
-    bindir = _pg_bindir()
-    home = Path(tempfile.mkdtemp(prefix="catalog-pg-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        check(shutil.which("runuser") is not None, "running as root without runuser: cannot start PostgreSQL")
-        shutil.chown(home, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    pg = Postgres(bindir, home, free_port(), as_user)
-    data = str(home / "data")
-    pg.run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-    opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in settings.items())])
-    pg.run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", str(home / "log"), "-w", "-t", "60", "start")
-    return pg
-
-
-# What any AWS client reads; the catalog never stores credentials.
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "catalog-bench-key",
-    "AWS_SECRET_ACCESS_KEY": "catalog-bench-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+def start_postgres(settings: dict[str, str] = PG_SETTINGS) -> servers.Postgres:
+    """A throwaway cluster on a free loopback port with ``settings`` (the test suite's fast
+    ones unless given); ``stop()`` removes it all. No server, no benchmark: it exits saying why."""
+    try:
+        return servers.start_postgres(settings)
+    except servers.Unavailable as e:
+        raise SystemExit(str(e)) from e
 
 
 def start_s3() -> tuple[Any, str]:
     """moto's S3 server, a thread of this process on loopback, with the AWS environment a user
     would have pointed at it: (the ThreadedMotoServer, its endpoint)."""
     try:
-        from moto.server import ThreadedMotoServer
-    except ImportError as e:
-        raise SystemExit(f"no S3 server: moto's server is not installed (pip install '.[test]'): {e}") from e
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+        s3 = servers.start_s3()
+    except servers.Unavailable as e:
+        raise SystemExit(f"no S3 server: {e}") from e
     os.environ.update(S3_ENV)
-    os.environ["AWS_ENDPOINT_URL"] = endpoint
-    return server, endpoint
+    os.environ["AWS_ENDPOINT_URL"] = s3.endpoint
+    return s3.server, s3.endpoint
 
 
 RECYCLE_CHUNK = os.urandom(4 * MIB)

@@ -1,8 +1,10 @@
-"""Throwaway servers for the tests: a PostgreSQL cluster from the machine's own binaries.
+"""Throwaway servers for the tests and the benchmarks: a PostgreSQL cluster from the machine's
+own binaries, moto's S3.
 
 Nothing here is mocked: the tests talk to a real server on loopback. A server the machine
 lacks is installed only under CI=true as root (Debian's package); elsewhere the tests that
-need it skip with the reason.
+need it skip with the reason. The benchmarks' harness starts its servers here too (as
+``tests.servers``): one set-up for both, and the package itself depends on neither.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_SETTINGS = {
-    # A test cluster: durability of the server itself is not under test, speed is welcome.
+    # A throwaway cluster: durability of the server itself is not under test, speed is welcome.
     "listen_addresses": "127.0.0.1",
     "fsync": "off",
     "synchronous_commit": "off",
@@ -92,9 +94,10 @@ class Postgres:
             shutil.rmtree(self.home, ignore_errors=True)
 
 
-def start_postgres() -> Postgres:
-    """initdb + pg_ctl start on a free loopback port; as `postgres` when we are root (initdb
-    refuses to run as root)."""
+def start_postgres(settings: dict[str, str] | None = None) -> Postgres:
+    """initdb + pg_ctl start on a free loopback port with ``settings`` (PG_SETTINGS unless
+    given); as `postgres` when we are root (initdb refuses to run as root). ``stop()``
+    removes it all."""
     bindir = _pg_bindir()
     if bindir is None:
         if not IN_CI:
@@ -117,7 +120,8 @@ def start_postgres() -> Postgres:
     data = str(home / "data")
     pg.run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
     _require_password(home / "data" / "pg_hba.conf")
-    opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in PG_SETTINGS.items())])
+    settings = PG_SETTINGS if settings is None else settings
+    opts = " ".join([f"-p {pg.port}", f"-k {home}", *(f"-c {k}={v}" for k, v in settings.items())])
     pg.run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", str(home / "log"), "-w", "-t", "60", "start")
     return pg
 

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # import-linter brings tomli where Python lacks tomllib
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,6 +43,47 @@ def test_layers_hold() -> None:
     result = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def _layered_names() -> dict[str, set[str]]:
+    """Each layers contract's container, with the names its layers give (`a | b`, `a : b`, `(a)`)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    named: dict[str, set[str]] = {}
+    for contract in config["contracts"]:
+        if contract["type"] != "layers":
+            continue
+        for container in contract["containers"]:
+            for layer in contract["layers"]:
+                parts = layer.replace(":", "|").split("|")
+                named.setdefault(container, set()).update(p.strip().strip("()").strip() for p in parts)
+    return named
+
+
+def _unlayered(package: Path, dotted: str, named: dict[str, set[str]]) -> list[str]:
+    """The modules and subpackages of `package` that no layer of `dotted`'s own contract names,
+    then the same for each subpackage: a package's `__init__` is its container, not a layer."""
+    missing = []
+    for child in sorted(package.iterdir()):
+        is_package = child.is_dir() and (child / "__init__.py").exists()
+        if not is_package and (child.suffix != ".py" or child.name == "__init__.py"):
+            continue
+        name = child.stem if child.suffix == ".py" else child.name
+        if name not in named.get(dotted, set()):
+            missing.append(f"{dotted}.{name}")
+        if is_package:
+            missing += _unlayered(child, f"{dotted}.{name}", named)
+    return missing
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    """import-linter checks only the modules its contracts name: one left out could import
+    anything and every contract would still be KEPT. So every module of the package, and each
+    subpackage's modules, must be named in a layer of the layers contract of its parent."""
+    missing = _unlayered(ROOT / "catalog", "catalog", _layered_names())
+    assert missing == [], (
+        "modules in no import-linter layer (add each to the layers contract whose container is its"
+        " package in pyproject.toml [tool.importlinter], or give its subpackage a contract): " + ", ".join(missing)
+    )
 
 
 def test_no_function_level_imports_of_the_package_below_the_cli() -> None:
