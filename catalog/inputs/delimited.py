@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import csv
 import json
 import math
@@ -44,6 +45,18 @@ def _int(cell: str) -> int:
 
 
 _INFINITIES = frozenset(("inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"))
+
+
+def looks_like_csv(head: bytes) -> bool:
+    """UTF-8 text whose first line, a header row, is printable and holds a separator. All of
+    the head must decode: compressed or framed bytes never do, over 64 bytes."""
+    try:
+        # Incremental: the head may end inside a character, which is no error.
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    line = text.split("\n", 1)[0].removesuffix("\r")
+    return all(c.isprintable() or c == "\t" for c in line) and any(sep in line for sep in SEPARATORS)
 
 
 def finite_float(text: str) -> float:
