@@ -5,6 +5,7 @@ library's names; and a format added to the table alone is appended, detected and
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -24,7 +25,7 @@ from catalog.cli import app
 from catalog.errors import AppendError, CatalogError
 from catalog.inputs import InputOptions, check_format, detect, expand, format_of
 from catalog.inputs.infer import check_options, infer_inputs
-from catalog.inputs.registry import AUTO, FALLBACK, INPUT_FORMATS, InputFormat, format_names
+from catalog.inputs.registry import AUTO, FALLBACK, INPUT_FORMATS, InputFormat, Ref, format_names
 from catalog.schema import Feature, Schema
 from catalog.schema.inference import RowInference
 from catalog.tfrecord import framing
@@ -54,6 +55,9 @@ def test_every_format_has_detection_a_reader_and_inference() -> None:
             assert spec.infer is not None, f"{name}: no inference"
         if spec.option is not None:
             assert spec.option[0].startswith("--") and spec.option[1] in option_fields, name
+        for part in (spec.sniff, spec.folder, spec.rows, spec.infer):
+            if isinstance(part, Ref):  # a reader module's function, imported on use: it exists
+                assert callable(getattr(importlib.import_module(part.module), part.name)), (name, part)
     suffixes = [s for spec in INPUT_FORMATS.values() for s in spec.suffixes]
     assert len(suffixes) == len(set(suffixes)), "a suffix names two formats"
     magic = [m for spec in INPUT_FORMATS.values() for m in spec.magic]

@@ -12,9 +12,10 @@ import stat
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from catalog.errors import AppendError
+from catalog.inputs.files import InputOptions
 from catalog.schema import Feature, Schema
 from catalog.schema.inference import RowInference
 from catalog.tfrecord.sources import open_regular
@@ -68,10 +69,10 @@ def is_image_folder(folder: Path) -> bool:
     return any(f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file())
 
 
-def image_features(folder: Path, tally: RowInference) -> list[Feature]:
-    """An image folder's three features, as inference gives them (``image`` with its format when
-    every file has the same, ``label`` with the class names, ``filename``); its rows counted
-    into ``tally``."""
+def image_features(folder: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference: an image folder's three features (``image`` with its
+    format when every file has the same, ``label`` with the class names, ``filename``), which
+    the tally cannot tell; its rows counted into ``tally``."""
     classes = class_names(folder)
     if not classes:
         raise AppendError(f"{folder}: no class folders in it (an image folder is DIR/<class>/<image file>)")
@@ -183,3 +184,8 @@ class ImageFolderRows:
             raise AppendError(f"{path}: {why}, {wants}", path, index) from e
         except (OSError, ValueError, EOFError, SyntaxError) as e:  # Pillow's UnidentifiedImageError is an OSError
             raise AppendError(f"{path}: cannot decode the image: {e}", path, index) from e
+
+
+def image_rows(path: Path, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> ImageFolderRows:
+    """The format table's reader (a folder: no stream)."""
+    return ImageFolderRows(path, schema, options.image_shape)

@@ -11,7 +11,9 @@ from typing import IO, Any
 
 from catalog.errors import AppendError, ValidationError
 from catalog.inputs.delimited import finite_float
-from catalog.inputs.files import STDIN, open_input
+from catalog.inputs.files import STDIN, InputOptions, open_input
+from catalog.schema import Feature
+from catalog.schema.inference import RowInference
 
 DOCUMENT_LIMIT = 64 << 20  # a .json file read whole to tell one document from JSON Lines
 
@@ -35,6 +37,13 @@ def json_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not isinstance(row, dict):
                 raise AppendError(f"{path}: line {lineno}: a JSON row is an object, got {type(row).__name__}")
             yield row
+
+
+def infer_jsonl(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference."""
+    for row in json_rows(path):
+        tally.add(row)
+    return []
 
 
 def check_json_document(path: Path, first: str, rest: IO[bytes]) -> None:

@@ -6,11 +6,12 @@ only it takes. ``formats`` (detection, expansion), ``infer``, ``ingest``, ``api`
 module), nothing else.
 
 Cheap to import (the standard library only): the CLI reads ``--format``'s names from here, and
-each reader is imported when an input of its format is read.
+each reader module is imported when an input of its format is read (``Ref``).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,15 +73,17 @@ class InputFormat:
     stdin: bool = False
 
 
-# ---- each format's parts, importing its reader when called (this module stays cheap)
+@dataclass(frozen=True)
+class Ref:
+    """A function of a reader module, imported on its first call, as ``catalog.lazy`` imports
+    public names: this module stays cheap, and the package imports below the CLI stay at
+    module level (tests/test_quality.py)."""
 
+    module: str
+    name: str
 
-def _tfrecord_head(head: bytes) -> bool:
-    """A valid CRC on the first length is decisive, so it is tried first: a first record of
-    123 bytes starts the file with "{" (and of 91 with "[")."""
-    from catalog.tfrecord.framing import HEADER_SIZE, masked_crc32c
-
-    return len(head) >= HEADER_SIZE and masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little")
+    def __call__(self, *args: Any) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(*args)
 
 
 def _jsonl_head(head: bytes) -> bool:
@@ -89,126 +92,44 @@ def _jsonl_head(head: bytes) -> bool:
     return not head.strip() or head.lstrip().startswith((b"{", b"["))
 
 
-def _csv_head(head: bytes) -> bool:
-    """Text before compression: a zlib header is any of some two-byte pairs, "H," among them
-    (a CSV whose first column is H), while compressed data is never 64 bytes of text."""
-    from catalog.inputs.delimited import looks_like_csv
-
-    return looks_like_csv(head)
-
-
-def _infer_jsonl(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
-    from catalog.inputs.jsonl import json_rows
-
-    for row in json_rows(path):
-        tally.add(row)
-    return []
-
-
-def _csv_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
-    from catalog.inputs.delimited import DelimitedRows
-
-    assert stream is not None
-    return DelimitedRows(stream, path, schema, options.delimiter)
-
-
-def _infer_csv(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
-    from catalog.inputs.delimited import DelimitedRows
-    from catalog.inputs.files import open_input
-
-    with open_input(path) as f:
-        source = DelimitedRows(f, path, None, options.delimiter)
-        for _, row in source:
-            tally.add(row, text=True)  # cells are text: read as the numbers or lists they look like
-        tally.declare(source.header)  # a column whose every cell is empty too
-    return []
-
-
-def _parquet_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
-    from catalog.inputs.parquet import ParquetRows
-
-    return ParquetRows(path, schema)
-
-
-def _infer_parquet(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
-    from catalog.inputs.parquet import ParquetRows
-
-    table = ParquetRows(path, None)
-    for _, row in table:
-        tally.add(row)
-    tally.declare(table.names)  # a column of nulls only too
-    return []
-
-
-def _npy_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
-    from catalog.inputs.arrays import NpyRows
-
-    return NpyRows(path, schema, options.feature)
-
-
-def _npz_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
-    from catalog.inputs.arrays import NpzRows
-
-    return NpzRows(path, schema)
-
-
-def _inferred_rows(reader: RowsReader) -> Inference:
-    """The inference of a format whose rows, read without a schema, tell all there is."""
-
-    def infer(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
-        for _, row in reader(path, None, options, None):  # type: ignore[arg-type]  # None: no schema yet
-            tally.add(row)
-        return []
-
-    return infer
-
-
-def _is_image_folder(path: Path) -> bool:
-    from catalog.inputs.images import is_image_folder
-
-    return is_image_folder(path)
-
-
-def _image_rows(path: Path, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> RowSource:
-    from catalog.inputs.images import ImageFolderRows
-
-    return ImageFolderRows(path, schema, options.image_shape)
-
-
-def _infer_images(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
-    from catalog.inputs.images import image_features
-
-    return image_features(path, tally)
-
+_DELIMITED, _ARRAYS, _IMAGES = "catalog.inputs.delimited", "catalog.inputs.arrays", "catalog.inputs.images"
+_PARQUET = "catalog.inputs.parquet"
 
 # The table. Its order is --format's order (after "auto") and the order of the content tests.
 INPUT_FORMATS: dict[str, InputFormat] = {
     f.name: f
     for f in (
+        # A valid CRC on the first length is decisive, so TFRecord's test goes first.
         InputFormat(
-            "tfrecord", "TFRecord", "records", (".tfrecord", ".tfrecords", ".tfrec"), sniff=_tfrecord_head
+            "tfrecord", "TFRecord", "records", (".tfrecord", ".tfrecords", ".tfrec"),
+            sniff=Ref("catalog.tfrecord.framing", "starts_framed"),
         ),
         InputFormat(
-            "jsonl", "JSON Lines", "json", (".jsonl", ".ndjson", ".json"), sniff=_jsonl_head, infer=_infer_jsonl,
+            "jsonl", "JSON Lines", "json", (".jsonl", ".ndjson", ".json"), sniff=_jsonl_head,
+            infer=Ref("catalog.inputs.jsonl", "infer_jsonl"), stdin=True,
+        ),
+        # Text before compression: a zlib header is any of some two-byte pairs, "H," among them
+        # (a CSV whose first column is H), while compressed data is never 64 bytes of text.
+        InputFormat(
+            "csv", "CSV", "rows", (".csv", ".tsv"), sniff=Ref(_DELIMITED, "looks_like_csv"),
+            rows=Ref(_DELIMITED, "csv_rows"), infer=Ref(_DELIMITED, "infer_csv"), option=("--delimiter", "delimiter"),
             stdin=True,
         ),
         InputFormat(
-            "csv", "CSV", "rows", (".csv", ".tsv"), sniff=_csv_head, rows=_csv_rows, infer=_infer_csv,
-            option=("--delimiter", "delimiter"), stdin=True,
+            "parquet", "Parquet", "rows", (".parquet", ".pq"), (b"PAR1",), rows=Ref(_PARQUET, "parquet_rows"),
+            infer=Ref(_PARQUET, "infer_parquet"),
         ),
         InputFormat(
-            "parquet", "Parquet", "rows", (".parquet", ".pq"), (b"PAR1",), rows=_parquet_rows, infer=_infer_parquet
+            "npy", ".npy", "rows", (".npy",), (b"\x93NUMPY",), rows=Ref(_ARRAYS, "npy_rows"),
+            infer=Ref(_ARRAYS, "infer_npy"), option=("--feature", "feature"),
         ),
         InputFormat(
-            "npy", ".npy", "rows", (".npy",), (b"\x93NUMPY",), rows=_npy_rows, infer=_inferred_rows(_npy_rows),
-            option=("--feature", "feature"),
+            "npz", ".npz", "rows", (".npz",), (b"PK\x03\x04",), rows=Ref(_ARRAYS, "npz_rows"),
+            infer=Ref(_ARRAYS, "infer_npz"),
         ),
         InputFormat(
-            "npz", ".npz", "rows", (".npz",), (b"PK\x03\x04",), rows=_npz_rows, infer=_inferred_rows(_npz_rows)
-        ),
-        InputFormat(
-            "images", "image folder", "rows", folder=_is_image_folder, rows=_image_rows, infer=_infer_images,
-            option=("--image-shape", "image_shape"),
+            "images", "image folder", "rows", folder=Ref(_IMAGES, "is_image_folder"), rows=Ref(_IMAGES, "image_rows"),
+            infer=Ref(_IMAGES, "image_features"), option=("--image-shape", "image_shape"),
         ),
     )
 }  # fmt: skip

@@ -69,6 +69,12 @@ def frame_header(length: int) -> bytes:
     return packed + _U32.pack(masked_crc32c(packed))
 
 
+def starts_framed(head: bytes) -> bool:
+    """Whether ``head`` starts with a record's length and that length's valid CRC (uncompressed
+    TFRecord): decisive, where a first record of 123 bytes starts the file with "{"."""
+    return len(head) >= HEADER_SIZE and masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little")
+
+
 def normalize_compression(compression: str | None) -> Compression:
     """Map user spellings (None, "", "none", "GZIP", "zlib"...) to None, "gzip" or "zlib"."""
     if compression is None:
