@@ -29,7 +29,7 @@ from catalog.commit.values import (
     validate_name,
 )
 from catalog.errors import AppendError, DatasetNotFoundError, Interrupted, SchemaError, UsageError
-from catalog.inputs import STDIN, InputOptions, expand, given_paths
+from catalog.inputs import STDIN, InputOptions, expand, given_paths, reads_folders
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.ops import adopt as adoption
@@ -394,7 +394,7 @@ class Dataset(DatasetHandle):
         if not inputs:  # (a folder or a pattern without files says so in expand)
             raise AppendError("no input files: nothing committed")
         for p, fmt in inputs:
-            problem = None if str(p) == STDIN or fmt == "images" else regular_file_problem(p)
+            problem = None if str(p) == STDIN or reads_folders(fmt) else regular_file_problem(p)
             if problem is not None:
                 raise AppendError(f"{p}: {problem}", str(p))
         if sum(str(p) == STDIN for p, _ in inputs) > 1:

@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,14 +21,15 @@ from catalog.cli.options import (
     Delimiter,
     ExecutorKind,
     FillMissing,
+    FormatOption,
     ImageShape,
-    InputFormat,
     Inputs,
     MaxLinf,
     Message,
     NpyFeature,
     Scheduler,
     Version,
+    compression_option,
     parse_bytes,
     parse_defaults,
 )
@@ -53,10 +54,7 @@ def register(
         bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
     ] = False,
     split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="With --infer: the inputs' split.")] = "train",
-    compression: Annotated[
-        Literal["none", "gzip", "zlib"],
-        typer.Option("--compression", case_sensitive=False, help="How its shards are stored."),
-    ] = "none",
+    compression: Annotated[str, compression_option("How its shards are stored.")] = "none",
     token: Annotated[
         str | None, typer.Option("--token", help="Idempotency token: a retried registration is a no-op.")
     ] = None,
@@ -203,7 +201,7 @@ def _feature_text(spec: dict[str, Any]) -> str:
 def append(
     name: DatasetName,
     inputs: Inputs,
-    fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
+    fmt: FormatOption = "auto",
     shard_size: Annotated[
         int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
     ] = None,

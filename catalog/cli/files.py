@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from catalog.cli.base import app, verb
-from catalog.cli.options import Defaults, FillMissing, InputFormat, parse_defaults
+from catalog.cli.options import Defaults, FillMissing, FormatOption, parse_defaults
 from catalog.cli.output import Output, counted
 from catalog.errors import CatalogError, StorageError
 
@@ -34,19 +34,19 @@ def inspect(
         Path | None,
         typer.Option("--schema-out", metavar="FILE", help="Write the schema inferred over all inputs to FILE."),
     ] = None,
-    fmt: Annotated[InputFormat, typer.Option("--format", case_sensitive=False, help="Input format.")] = "auto",
+    fmt: FormatOption = "auto",
     default: Defaults = None,
     fill_missing: FillMissing = False,
 ) -> Output:
     """Count, check and describe the records of inputs, and infer one schema over all of them."""
-    from catalog.inputs import InputOptions, detect, expand, given_paths
+    from catalog.inputs import InputOptions, detect, expand, given_paths, input_format
     from catalog.inputs.infer import Inferred, infer_inputs
     from catalog.ops.inspection import inspect_files
     from catalog.schema import Schema
 
     found = expand(given_paths(inputs), fmt)
     defaults = parse_defaults(default)
-    if all(detect(p, f) == "tfrecord" for p, f in found):
+    if all(input_format(detect(p, f)).reads == "records" for p, f in found):
         reports, schema = inspect_files([p for p, _ in found], limit=limit)
         notes: list[str] = []
         if schema is not None:  # the optional features said, and given defaults if asked

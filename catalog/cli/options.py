@@ -1,17 +1,20 @@
 """Option types shared by the verbs, and the parsers of sizes and durations.
 
 A bad value is a usage error (exit 2) raised by the parser, before any verb runs. Closed
-sets of values are ``Literal`` types: the parser refuses anything else.
+sets of values are ``Literal`` types, or, where the library owns the set (input formats,
+compressions), a ``LibraryChoice`` of its names: the parser refuses anything else.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from typer._types import TyperChoice  # what typer makes of a Literal: the same help and messages
 from typer.core import TyperCommand
 
 BYTES_RE = re.compile(r"\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*", re.IGNORECASE)  # fullmatch
@@ -64,6 +67,37 @@ def parse_version(text: str) -> str:
     return value
 
 
+class LibraryChoice(TyperChoice[str]):
+    """A closed set of names the library owns, case-insensitive, as a ``Literal`` option would
+    take them. The names are read from the library when a value is checked or the verb's help
+    shown, never when the CLI starts (``catalog --help`` imports no library module for them),
+    and each time (a format added to the table is a choice at once)."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+        super().__init__((), case_sensitive=False)
+
+    @property  # typer's attribute, computed here
+    def choices(self) -> Sequence[str]:
+        return tuple(self._names())
+
+    @choices.setter
+    def choices(self, _value: Sequence[str]) -> None:
+        pass  # TyperChoice.__init__ sets it: the names stay the library's
+
+
+def _input_formats() -> tuple[str, ...]:
+    from catalog.inputs.registry import format_names
+
+    return format_names()
+
+
+def _compressions() -> tuple[str, ...]:
+    from catalog.tfrecord.compression import COMPRESSIONS
+
+    return COMPRESSIONS
+
+
 # The ``--json`` flag: the command wrapper reads it by this parameter name (``as_json``).
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 DatasetName = Annotated[str, typer.Argument(help="Dataset name.")]
@@ -92,7 +126,8 @@ FillMissing = Annotated[
 Token = Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
 Force = Annotated[bool, typer.Option("--force", help="Replace a file already there (once the new one is complete).")]
-InputFormat = Literal["auto", "tfrecord", "jsonl", "csv", "parquet", "npy", "npz", "images"]
+# --format: "auto" and the names of the input format table (catalog.inputs.registry)
+FormatOption = Annotated[str, typer.Option("--format", click_type=LibraryChoice(_input_formats), help="Input format.")]
 Inputs = Annotated[
     list[str],  # (not Path: Path("") would be the working directory; the library refuses "")
     typer.Argument(
@@ -111,10 +146,14 @@ ImageShape = Annotated[
     str | None,
     typer.Option("--image-shape", metavar="H,W,C", help="Decode images into uint8 tensors of this shape (Pillow)."),
 ]
-NewCompression = Annotated[
-    Literal["none", "gzip", "zlib"] | None,
-    typer.Option("--compression", case_sensitive=False, help="Store the rewritten shards, and new ones, so."),
-]
+
+
+def compression_option(help: str) -> Any:
+    """A ``--compression`` option: one of the names of catalog.tfrecord.compression."""
+    return typer.Option("--compression", click_type=LibraryChoice(_compressions), help=help)
+
+
+NewCompression = Annotated[str | None, compression_option("Store the rewritten shards, and new ones, so.")]
 MigrationsDir = Annotated[
     Path,
     typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),

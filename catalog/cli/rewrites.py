@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,6 +25,7 @@ from catalog.cli.options import (
     Token,
     Version,
     Workers,
+    compression_option,
     parse_bytes,
     parse_version,
 )
@@ -209,9 +210,7 @@ def export(
     name: DatasetName,
     out: Annotated[Path, typer.Argument(help="The TFRecord file to write (replaced only with --force).")],
     version: Version = None,
-    compression: Annotated[
-        Literal["none", "gzip", "zlib"], typer.Option("--compression", case_sensitive=False, help="Compression.")
-    ] = "none",
+    compression: Annotated[str, compression_option("Compression.")] = "none",
     as_json: AsJson = False,
     split: Split = None,
     force: Force = False,

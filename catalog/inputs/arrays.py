@@ -11,12 +11,14 @@ import os
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
 from catalog.errors import AppendError
-from catalog.schema import Schema
+from catalog.inputs.files import InputOptions
+from catalog.schema import Feature, Schema
+from catalog.schema.inference import RowInference
 from catalog.tfrecord.sources import open_regular
 
 # Rows are taken from each array this many at a time: a slice of a memory map is read once,
@@ -159,3 +161,27 @@ class NpzRows:
             except (ValueError, OSError, zipfile.BadZipFile) as e:
                 raise _fail(self.path, f"cannot read an array: {e}") from e
             yield from _rows(self.path, arrays)
+
+
+def npy_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> NpyRows:
+    """The format table's reader for ``.npy`` (``options.feature``: the feature it fills)."""
+    return NpyRows(path, schema, options.feature)
+
+
+def npz_rows(path: Path, schema: Schema | None, options: InputOptions, stream: IO[bytes] | None) -> NpzRows:
+    """The format table's reader for ``.npz``."""
+    return NpzRows(path, schema)
+
+
+def infer_npy(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference for ``.npy``."""
+    for _, row in npy_rows(path, None, options, None):
+        tally.add(row)
+    return []
+
+
+def infer_npz(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference for ``.npz``."""
+    for _, row in npz_rows(path, None, options, None):
+        tally.add(row)
+    return []

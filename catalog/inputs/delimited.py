@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import csv
 import json
 import math
@@ -19,7 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from catalog.errors import AppendError, ValidationError
+from catalog.inputs.files import InputOptions, open_input
 from catalog.schema import Feature, Schema, value_from_json
+from catalog.schema.inference import RowInference
 from catalog.tfrecord.example import FLOAT32_MAX
 from catalog.words import counted
 
@@ -44,6 +47,18 @@ def _int(cell: str) -> int:
 
 
 _INFINITIES = frozenset(("inf", "infinity", "+inf", "+infinity", "-inf", "-infinity"))
+
+
+def looks_like_csv(head: bytes) -> bool:
+    """UTF-8 text whose first line, a header row, is printable and holds a separator. All of
+    the head must decode: compressed or framed bytes never do, over 64 bytes."""
+    try:
+        # Incremental: the head may end inside a character, which is no error.
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    line = text.split("\n", 1)[0].removesuffix("\r")
+    return all(c.isprintable() or c == "\t" for c in line) and any(sep in line for sep in SEPARATORS)
 
 
 def finite_float(text: str) -> float:
@@ -249,3 +264,19 @@ class DelimitedRows:
         except (ValueError, binascii.Error, ValidationError, RecursionError) as e:
             detail = f": {e.reason}" if isinstance(e, ValidationError) else ""
             raise self.error(f"column {name!r}: expected {expected}, got {cell!r:.60}{detail}") from e
+
+
+def csv_rows(path: Path, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> DelimitedRows:
+    """The format table's reader (``stream``: the open input)."""
+    assert stream is not None
+    return DelimitedRows(stream, path, schema, options.delimiter)
+
+
+def infer_csv(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference: cells read as the numbers or lists they look like."""
+    with open_input(path) as f:
+        source = DelimitedRows(f, path, None, options.delimiter)
+        for _, row in source:
+            tally.add(row, text=True)
+        tally.declare(source.header)  # a column whose every cell is empty too
+    return []

@@ -12,12 +12,17 @@ import stat
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from catalog.errors import AppendError
-from catalog.inputs.formats import IMAGE_SUFFIXES
-from catalog.schema import Schema
+from catalog.inputs.files import InputOptions
+from catalog.schema import Feature, Schema
+from catalog.schema.inference import RowInference
 from catalog.tfrecord.sources import open_regular
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp")
+# The image_format an inferred schema records for a folder whose files all have one suffix.
+_IMAGE_FORMAT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".bmp": "bmp", ".webp": "webp"}
 
 # What each format's files start with: a file that claims to be one and is not is refused.
 _MAGIC = {
@@ -54,6 +59,35 @@ def read_regular(path: str) -> bytes:
 
 def class_names(folder: Path) -> list[str]:
     return sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
+
+
+def is_image_folder(folder: Path) -> bool:
+    """``DIR/<class>/<image file>``: sub-folders only (hidden entries aside), with images in them."""
+    entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
+    if not entries or not all(e.is_dir() for e in entries):
+        return False
+    return any(f.name.lower().endswith(IMAGE_SUFFIXES) for e in entries for f in os.scandir(e.path) if f.is_file())
+
+
+def image_features(folder: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference: an image folder's three features (``image`` with its
+    format when every file has the same, ``label`` with the class names, ``filename``), which
+    the tally cannot tell; its rows counted into ``tally``."""
+    classes = class_names(folder)
+    if not classes:
+        raise AppendError(f"{folder}: no class folders in it (an image folder is DIR/<class>/<image file>)")
+    formats: set[str | None] = set()
+    for c in classes:
+        for f in sorted((folder / c).iterdir()):
+            if not f.name.startswith("."):
+                formats.add(_IMAGE_FORMAT.get(f.suffix.lower()))
+                tally.add({"image": b"", "label": 0, "filename": ""})
+    fmt = formats.pop() if len(formats) == 1 else None
+    return [
+        Feature("image", "bytes", image=True, image_format=fmt),
+        Feature("label", "int64", names=tuple(classes)),
+        Feature("filename", "string"),
+    ]
 
 
 class ImageFolderRows:
@@ -150,3 +184,8 @@ class ImageFolderRows:
             raise AppendError(f"{path}: {why}, {wants}", path, index) from e
         except (OSError, ValueError, EOFError, SyntaxError) as e:  # Pillow's UnidentifiedImageError is an OSError
             raise AppendError(f"{path}: cannot decode the image: {e}", path, index) from e
+
+
+def image_rows(path: Path, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> ImageFolderRows:
+    """The format table's reader (a folder: no stream)."""
+    return ImageFolderRows(path, schema, options.image_shape)

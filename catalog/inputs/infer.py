@@ -15,18 +15,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import AppendError, CodecError, SchemaError, ValidationError
-from catalog.inputs.arrays import NpyRows, NpzRows
-from catalog.inputs.delimited import DelimitedRows, finite_float
-from catalog.inputs.formats import STDIN, InputOptions, check_json_document, detect, open_input
-from catalog.inputs.images import class_names
-from catalog.inputs.parquet import ParquetRows
+from catalog.errors import AppendError, CodecError, SchemaError
+from catalog.inputs.files import STDIN, InputOptions
+from catalog.inputs.formats import detect
+from catalog.inputs.registry import INPUT_FORMATS, InputFormat, input_format, stdin_formats
 from catalog.schema import Feature, Schema
 from catalog.schema.features import parse_feature
 from catalog.schema.inference import RowInference
 from catalog.tfrecord.framing import read_records
-
-_IMAGE_FORMAT = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".bmp": "bmp", ".webp": "webp"}
 
 
 class Inferred:
@@ -113,9 +109,9 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
     """One schema over every record of ``inputs`` (as formats.expand gives them)."""
     if any(str(p) == STDIN for p, _ in inputs):  # read here, it could not be read again to append it
         raise AppendError("a schema is inferred from files: save standard input to a file first", STDIN)
-    formats = [detect(p, f) for p, f in inputs]
+    formats = [input_format(detect(p, f)) for p, f in inputs]
     counts: list[tuple[str, int]] = []
-    if all(f == "tfrecord" for f in formats):
+    if all(f.reads == "records" for f in formats):
         at: list[tuple[Path, int]] = []  # the record being read, while one is
         try:
             return Inferred(Schema.infer(_all_records(inputs, counts, at)), counts)  # SequenceExamples' lists too
@@ -124,18 +120,14 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
                 raise
             path, i = at[0]
             raise AppendError(f"{path}: record {i}: {e}", str(path), i) from e
-    if "tfrecord" in formats:
+    if any(f.reads == "records" for f in formats):
         raise AppendError("cannot infer one schema over TFRecord files and inputs of other formats together")
     tally = RowInference()
-    images: list[Feature] = []
-    for (path, _), fmt in zip(inputs, formats, strict=True):
+    told: list[Feature] = []  # features with what values cannot tell (an image folder's class names)
+    for (path, _), spec in zip(inputs, formats, strict=True):
         before = tally.rows
         try:
-            if fmt == "images":
-                images = _image_features(path, tally)
-            else:
-                for row in _rows(path, fmt, options, tally):
-                    tally.add(row, text=fmt == "csv")
+            told.extend(_infer_one(path, spec, options, tally))
         except SchemaError as e:
             raise AppendError(f"{path}: {e}", str(path)) from e
         counts.append((str(path), tally.rows - before))
@@ -143,26 +135,34 @@ def infer_inputs(inputs: list[tuple[Path, str]], options: InputOptions) -> Infer
         features = {f.name: f for f in tally.features()}
     except SchemaError as e:
         raise AppendError(f"{', '.join(str(p) for p, _ in inputs)}: {e}") from e
-    features.update({f.name: f for f in images if f.name in features})  # with their metadata
+    features.update({f.name: f for f in told if f.name in features})  # with their metadata
     missing = {name: tally.rows - t.present for name, t in tally.tallies.items()}
     return Inferred(Schema(features.values()), counts, missing)
 
 
+def _infer_one(path: Path, spec: InputFormat, options: InputOptions, tally: RowInference) -> list[Feature]:
+    if spec.infer is None:
+        raise AppendError(f"{path}: cannot infer a schema from {spec.name} input", str(path))
+    return spec.infer(path, options, tally)
+
+
 def check_options(inputs: list[tuple[Path, str]], options: InputOptions) -> None:
     """An option no input takes is a mistake worth one line, not silence: --delimiter with no
-    CSV, --feature with no .npy, --image-shape with no image folder."""
-    asked = {
-        "csv": ("--delimiter", options.delimiter),
-        "npy": ("--feature", options.feature),
-        "images": ("--image-shape", options.image_shape),
-    }
-    if all(value is None for _, value in asked.values()):
+    CSV, --feature with no .npy, --image-shape with no image folder (each format's ``option``)."""
+    asked = [
+        (spec, flag, getattr(options, field))
+        for spec in INPUT_FORMATS.values()
+        if spec.option is not None
+        for flag, field in [spec.option]
+    ]
+    if all(value is None for _, _, value in asked):
         return
-    formats = {"csv" if str(p) == STDIN else detect(p, f) for p, f in inputs}
-    for fmt, (option, value) in asked.items():
-        if value is not None and fmt not in formats:
-            kind = {"csv": "CSV", "npy": ".npy", "images": "image folder"}[fmt]
-            raise AppendError(f"{option} applies to {kind} inputs, and none is given")
+    formats: set[str] = set()
+    for p, f in inputs:  # standard input, which cannot be read twice, may hold any of its formats
+        formats.update(stdin_formats() if str(p) == STDIN else [detect(p, f)])
+    for spec, flag, value in asked:
+        if value is not None and spec.name not in formats:
+            raise AppendError(f"{flag} applies to {spec.label} inputs, and none is given")
 
 
 def _all_records(
@@ -177,61 +177,3 @@ def _all_records(
             yield record
         counts.append((str(path), n))
     at.clear()  # read through: an error now is of them all
-
-
-def _rows(path: Path, fmt: str, options: InputOptions, tally: RowInference) -> Iterator[dict[str, Any]]:
-    if fmt == "jsonl":
-        yield from _json_rows(path)
-    elif fmt == "csv":
-        with open_input(path) as f:
-            source = DelimitedRows(f, path, None, options.delimiter)
-            yield from (row for _, row in source)
-            tally.declare(source.header)  # a column whose every cell is empty too
-    elif fmt == "parquet":
-        table = ParquetRows(path, None)
-        yield from (row for _, row in table)
-        tally.declare(table.names)  # a column of nulls only too
-    elif fmt in ("npy", "npz"):
-        arrays = NpyRows(path, None, options.feature) if fmt == "npy" else NpzRows(path, None)
-        yield from (row for _, row in arrays)
-    else:
-        raise AppendError(f"{path}: cannot infer a schema from {fmt} input", str(path))
-
-
-def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
-    with open_input(path) as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw, parse_float=finite_float)
-            except ValidationError as e:
-                raise AppendError(f"{path}: line {lineno}: {e}", str(path)) from e
-            except (ValueError, RecursionError) as e:
-                if lineno == 1:
-                    check_json_document(path, raw.decode("utf-8", errors="replace"), f)
-                raise AppendError(f"{path}: line {lineno}: not valid JSON: {e}", str(path)) from e
-            if lineno == 1 and isinstance(row, list):
-                check_json_document(path, raw.decode("utf-8", errors="replace"), f)
-            if not isinstance(row, dict):
-                raise AppendError(f"{path}: line {lineno}: a JSON row is an object, got {type(row).__name__}")
-            yield row
-
-
-def _image_features(folder: Path, tally: RowInference) -> list[Feature]:
-    """An image folder's three features; its rows counted into ``tally``."""
-    classes = class_names(folder)
-    if not classes:
-        raise AppendError(f"{folder}: no class folders in it (an image folder is DIR/<class>/<image file>)")
-    formats: set[str | None] = set()
-    for c in classes:
-        for f in sorted((folder / c).iterdir()):
-            if not f.name.startswith("."):
-                formats.add(_IMAGE_FORMAT.get(f.suffix.lower()))
-                tally.add({"image": b"", "label": 0, "filename": ""})
-    fmt = formats.pop() if len(formats) == 1 else None
-    return [
-        Feature("image", "bytes", image=True, image_format=fmt),
-        Feature("label", "int64", names=tuple(classes)),
-        Feature("filename", "string"),
-    ]

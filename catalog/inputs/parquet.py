@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from catalog.errors import AppendError
-from catalog.schema import Schema
+from catalog.inputs.files import InputOptions
+from catalog.schema import Feature, Schema
+from catalog.schema.inference import RowInference
 
 BATCH = 8192  # rows per batch taken from a row group
 
@@ -73,3 +75,17 @@ class ParquetRows:
         for name, feat in feats.items():
             if name not in names and not feat.may_be_absent:
                 raise self._fail(f"no column {name!r}, and the feature has no default")
+
+
+def parquet_rows(path: Path, schema: Schema, options: InputOptions, stream: IO[bytes] | None) -> ParquetRows:
+    """The format table's reader (it opens the file itself)."""
+    return ParquetRows(path, schema)
+
+
+def infer_parquet(path: Path, options: InputOptions, tally: RowInference) -> list[Feature]:
+    """The format table's inference."""
+    table = ParquetRows(path, None)
+    for _, row in table:
+        tally.add(row)
+    tally.declare(table.names)  # a column of nulls only too
+    return []

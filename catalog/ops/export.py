@@ -24,6 +24,7 @@ from catalog.storage import (
     partial_path,
     publish_written,
 )
+from catalog.tfrecord.compression import COMPRESSIONS
 from catalog.tfrecord.framing import RecordWriter, unknown_compression
 
 
@@ -51,9 +52,6 @@ class ExportReport:
         }
 
 
-EXPORT_COMPRESSIONS = ("none", "gzip", "zlib")
-
-
 def export_dataset(
     ds: DatasetHandle,
     out: str | os.PathLike[str],
@@ -67,7 +65,7 @@ def export_dataset(
     atomically (temp, fsync, rename); with ``split`` (a TFDS spec such as ``"train[:90%]"``)
     only the records it selects, in its order. A file at ``out`` is an error, or with
     ``force`` replaced, and only once the new one is complete."""
-    if compression not in EXPORT_COMPRESSIONS:
+    if compression not in COMPRESSIONS:
         raise unknown_compression(compression)
     start = time.monotonic()
     target = Path(out)

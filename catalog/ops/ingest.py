@@ -25,10 +25,12 @@ from catalog.inputs import (
     RowSource,
     check_json_document,
     detect,
+    input_format,
     open_input,
     row_source,
 )
 from catalog.inputs.delimited import finite_float
+from catalog.inputs.registry import AUTO, INPUT_FORMATS, folder_format, stdin_labels
 from catalog.ops.writer import Writer
 from catalog.schema import Ragged, Schema, json_problem, row_from_json
 from catalog.storage import ShardFile, ShardSink, clear_attempt, store_for
@@ -80,24 +82,26 @@ def source_of(path: Path) -> str:
 def ingest_file(
     w: Target, path: Path, fmt: str, link: bool, progress: Progress | None, options: InputOptions | None = None
 ) -> None:
+    """One input, read as its format's entry in the format table says (``inputs.registry``)."""
     options = options or InputOptions()
-    if fmt == "images" or (str(path) != STDIN and path.is_dir()):
-        _ingest_rows(w, path, row_source(path, "images", w.ds.schema, options, None), progress)
+    named = INPUT_FORMATS.get(fmt)
+    if (named is not None and named.folder is not None) or (str(path) != STDIN and path.is_dir()):
+        folder = named if named is not None and named.folder is not None else folder_format(path)
+        _ingest_rows(w, path, row_source(path, folder.name, w.ds.schema, options, None), progress)
         return
-    given = fmt
     with open_input(path) as f:
-        fmt = detect(path, fmt, f)
-        if fmt == "tfrecord" or (str(path) == STDIN and fmt not in ("jsonl", "csv")):
+        spec = input_format(detect(path, fmt, f))
+        if spec.reads == "records" or (str(path) == STDIN and not spec.stdin):
             if str(path) == STDIN:
-                told = "its first bytes do not say JSON Lines or CSV" if given == "auto" else f"not {fmt}"
-                raise AppendError(f"standard input takes JSON Lines or CSV ({told}): name it with --format", STDIN)
+                told = f"its first bytes do not say {stdin_labels()}" if fmt == AUTO else f"not {spec.name}"
+                raise AppendError(f"standard input takes {stdin_labels()} ({told}): name it with --format", STDIN)
             f.close()
             ingest_tfrecord(w, path, link, progress)
             return
-        if fmt == "jsonl":
+        if spec.reads == "json":
             ingest_jsonl(w, path, f, progress)
         else:
-            _ingest_rows(w, path, row_source(path, fmt, w.ds.schema, options, f), progress)
+            _ingest_rows(w, path, row_source(path, spec.name, w.ds.schema, options, f), progress)
 
 
 def _ingest_rows(w: Target, path: Path, source: RowSource, progress: Progress | None) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog.errors import CatalogError, CorruptRecordError
+from catalog.tfrecord.compression import AUTO, COMPRESSIONS, NONE, SPELLED
 from catalog.tfrecord.sources import Source, open_source
 from catalog.words import counted
 
@@ -45,7 +46,7 @@ ZLIB_WBITS = 15
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
-Compression = Literal["gzip", "zlib"] | None
+Compression = Literal["gzip", "zlib"] | None  # compression.COMPRESSIONS as a type (None: "none")
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -68,26 +69,32 @@ def frame_header(length: int) -> bytes:
     return packed + _U32.pack(masked_crc32c(packed))
 
 
+def starts_framed(head: bytes) -> bool:
+    """Whether ``head`` starts with a record's length and that length's valid CRC (uncompressed
+    TFRecord): decisive, where a first record of 123 bytes starts the file with "{"."""
+    return len(head) >= HEADER_SIZE and masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little")
+
+
 def normalize_compression(compression: str | None) -> Compression:
     """Map user spellings (None, "", "none", "GZIP", "zlib"...) to None, "gzip" or "zlib"."""
     if compression is None:
         return None
     name = compression.lower()
-    if name in ("", "none"):
+    if name in ("", NONE):
         return None
-    if name in ("gzip", "zlib"):
+    if name in COMPRESSIONS:
         return name  # type: ignore[return-value]
     raise unknown_compression(compression)
 
 
 def stored_compression(compression: str | None) -> str:
     """A compression as the manifest records it: "none", "gzip" or "zlib"."""
-    return normalize_compression(compression) or "none"
+    return normalize_compression(compression) or NONE
 
 
 def unknown_compression(compression: object) -> CatalogError:
     """The error for a compression name that is none of none, gzip and zlib."""
-    return CatalogError(f"unknown compression {compression!r}: use none, gzip or zlib")
+    return CatalogError(f"unknown compression {compression!r}: use {SPELLED}")
 
 
 # --------------------------------------------------------------------------- writing
@@ -574,7 +581,7 @@ def read_record_batches(source: Source, compression: str | None = "auto", verify
 
 
 def _batches(stream: IO[bytes], path: str | None, compression: str | None, verify: bool) -> Iterator[list[bytes]]:
-    auto = compression is not None and compression.lower() == "auto"
+    auto = compression is not None and compression.lower() == AUTO
     kind = None if auto else normalize_compression(compression)
     size = _remaining_size(stream)
     try:
