@@ -10,7 +10,7 @@ which verb made the change: what differs between an append and a rewrite is said
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -151,18 +151,25 @@ class Change:
     updates: tuple[Update, ...] = ()
     requirements: tuple[Requirement, ...] = ()
     token: str | None = None
-    _by_type: dict[type, Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.message = manifest_text(self.message, "message")
         self.author = manifest_text(self.author, "author")
-        for item in (*self.updates, *self.requirements):
-            if type(item) in self._by_type:
-                raise ValueError(f"a commit takes one {type(item).__name__}")  # a caller's bug
-            self._by_type[type(item)] = item
+        self._one_of_each()
+
+    def _one_of_each(self) -> None:
+        kinds = [type(item) for item in (*self.updates, *self.requirements)]
+        for kind in kinds:
+            if kinds.count(kind) > 1:
+                raise ValueError(f"a commit takes one {kind.__name__}")  # a caller's bug
+
+    def with_updates(self, *more: Update | None) -> Change:
+        """This change with ``more`` updates (Nones left out)."""
+        return replace(self, updates=self.updates + updates(*more))
 
     def _get(self, kind: type) -> Any:
-        return self._by_type.get(kind)
+        # looked up each time, never cached: a change is small, and stays right when edited
+        return next((item for item in (*self.updates, *self.requirements) if type(item) is kind), None)
 
     @property
     def add(self) -> tuple[NewShard, ...]:

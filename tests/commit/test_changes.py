@@ -70,3 +70,12 @@ def test_message_and_author_are_checked_as_the_manifest_stores_them() -> None:
 
     with pytest.raises(UsageError, match="message is not UTF-8 text"):
         Change(APPEND, 1, 1, "\ud800", "me", None)
+
+
+def test_an_update_added_later_is_seen() -> None:
+    """A migration adds its compression after building its change: the protocol must see it
+    (an accessor that cached the updates at construction lost it, and the dataset kept none)."""
+    change = Change(MIGRATE, 1, 1, "", "", None, (RetireShards(frozenset({1})),)).with_updates(SetCompression("zlib"))
+    assert change.new_compression == "zlib" and change.retire == {1}
+    with pytest.raises(ValueError, match="a commit takes one SetCompression"):
+        change.with_updates(SetCompression("gzip"))

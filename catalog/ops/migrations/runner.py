@@ -31,7 +31,6 @@ from catalog.commit.changes import (
     SetCompression,
     SetSchema,
     adding,
-    updates,
 )
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
@@ -472,7 +471,7 @@ def _apply(
         for _round in range(CATCHUP_ROUNDS):
             done.update(_run(ds, spec, todo, intent, len(done), ex, progress, compression or ds.compression))
             change = _change(snap, done, chain[-1], p, result.id, message, author, intent.id, start)
-            change.updates += updates(None if compression is None else SetCompression(compression))
+            change = change.with_updates(None if compression is None else SetCompression(compression))
             change.token = token
             try:
                 committed = commit(ds, change)
