@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy
 
-import catalog.manifest as mf
+import catalog.manifest.write_queue as mf  # the writers' queue, where write_txn looks it up
 from benchmarks.harness import (
     REPO,
     TEXT_SCHEMA,
