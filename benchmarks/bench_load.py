@@ -43,7 +43,10 @@ from typing import Any
 import numpy as np
 import sqlalchemy
 
-import catalog.manifest.write_queue as mf  # the writers' queue, where write_txn looks it up
+try:  # the writers' queue, where write_txn looks it up
+    import catalog.manifest.write_queue as mf
+except ImportError:  # a --baseline from before the manifest package: one module
+    import catalog.manifest as mf  # type: ignore[no-redef]
 from benchmarks.harness import (
     REPO,
     TEXT_SCHEMA,

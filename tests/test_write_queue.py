@@ -1,4 +1,4 @@
-"""SQLite's writers' queue (catalog/manifest.py, _write_queue): writers take the write lock
+"""SQLite's writers' queue (catalog/manifest/write_queue.py, _write_queue): writers take the write lock
 in the order they asked for it, a writer killed holding or awaiting its turn blocks nobody,
 and a commit's fsync comes after the write lock is let go. Not timed: the figures are
 benchmarks/bench_load.py's."""
