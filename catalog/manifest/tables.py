@@ -27,7 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-FORMAT_VERSION = 8  # the manifest's own schema version (see upgrade())
+FORMAT_VERSION = 8  # the manifest's own schema version: one step per older format in upgrades.UPGRADES
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.

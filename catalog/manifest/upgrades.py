@@ -2,7 +2,8 @@
 
 A new format adds its step here (``_upgrade_<n>_to_<n+1>``, the DDL its new columns and
 indexes need; a new table needs none: ``create_all`` makes it) and its entry in UPGRADES;
-``upgrade`` looks UPGRADES up when it runs, so a test that patches the dict is obeyed.
+``upgrade`` reads UPGRADES when it runs: an item set in it (``catalog.manifest.UPGRADES`` is
+the same dict) is obeyed; a new dict set on the package would not be.
 """
 
 from __future__ import annotations
