@@ -8,7 +8,7 @@ import copy
 import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,21 +42,15 @@ from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
 from catalog.words import counted
 
-# A ShardInfo's columns after its absolute path, in its field order.
-SHARD_INFO_COLUMNS = (
-    SHARDS.c.path,
-    SHARDS.c.records,
-    SHARDS.c.bytes,
-    SHARDS.c.checksum,
-    SHARDS.c.compression,
-    SHARDS.c.schema_version,
-    SHARDS.c.added_version,
-    SHARDS.c.removed_version,
-    SHARDS.c.split,
-    SHARDS.c.index_checksum,
-    SHARDS.c.source,
-    SHARDS.c.location,
-)
+# A ShardInfo's columns after its absolute path, in its field order: the shards columns of its
+# fields' names (``relpath`` is the row's ``path``). Derived, so that a column given to ShardInfo
+# is read everywhere shards are listed with no list here to keep (ARCHITECTURE.md).
+SHARD_INFO_COLUMNS = (SHARDS.c.path, *(SHARDS.c[f.name] for f in fields(ShardInfo)[2:]))
+
+
+def shard_info(url: Callable[[str, str | None], str], row: Any) -> ShardInfo:
+    """The ShardInfo of a row of SHARD_INFO_COLUMNS (``url``: the store's shard_url)."""
+    return ShardInfo(url(row.path, row.location), *row)
 
 
 class CatalogHandle:
@@ -365,7 +359,7 @@ class DatasetHandle:
             _v, _sv, query = self._live(conn, version)
             result = conn.execution_options(yield_per=SHARD_CHUNK).execute(query.with_only_columns(*SHARD_INFO_COLUMNS))
             for rows in result.partitions():
-                yield from (ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in rows)
+                yield from (shard_info(url, r) for r in rows)
 
     def shard_page(self, version: VersionRef = None, offset: int = 0, limit: int = 100) -> list[ShardInfo]:
         """Shards ``offset`` to ``offset + limit`` of :meth:`shards` (one query, whatever the
@@ -374,7 +368,7 @@ class DatasetHandle:
         with mf.read_txn(self.catalog.engine) as conn:
             _v, _sv, query = self._live(conn, version)
             page = query.with_only_columns(*SHARD_INFO_COLUMNS).offset(max(0, offset)).limit(max(0, limit))
-            return [ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in conn.execute(page)]
+            return [shard_info(url, r) for r in conn.execute(page)]
 
     def files(self, version: VersionRef = None) -> list[str]:
         """Shard locations at ``version``: absolute paths, or URLs for an object store (such as

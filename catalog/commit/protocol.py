@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.changes import Change, Kind
-from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of
+from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of, shard_info
 from catalog.commit.intents import DELETE_INTENT
 from catalog.commit.values import COMMIT_RETRIES, Commit, ShardInfo, manifest_text
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
@@ -203,7 +203,7 @@ def prior_commit(conn: Connection, ds: DatasetHandle, token: str | None) -> Comm
         .where(SHARDS.c.dataset_id == ds.id, SHARDS.c.added_version == row.version)
         .order_by(SHARDS.c.seq)
     ).all()
-    return commit_of(ds.name, row, [ShardInfo(url(r[0], r[-1]), *tuple(r)) for r in added], duplicate=True)
+    return commit_of(ds.name, row, [shard_info(url, r) for r in added], duplicate=True)
 
 
 def _claim_intent(conn: Connection, ch: Change, name: str) -> None:
@@ -291,24 +291,8 @@ def _write_shards(
         stats = [{"path": s.file.path, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
         if stats:
             conn.execute(_INSERT_STATS, stats)
-    return [
-        ShardInfo(
-            url(r["path"], r["location"]),
-            r["path"],
-            r["records"],
-            r["bytes"],
-            r["checksum"],
-            r["compression"],
-            r["schema_version"],
-            version,
-            None,
-            r["split"],
-            r["index_checksum"],
-            r["source"],
-            r["location"],
-        )
-        for r in rows
-    ]
+    # The rows as listed (SHARD_INFO_COLUMNS' names): no field list of ShardInfo's to keep here.
+    return [ShardInfo(url(r["path"], r["location"]), *(r[c.name] for c in SHARD_INFO_COLUMNS)) for r in rows]
 
 
 def _commit_value(ds: DatasetHandle, v: dict[str, Any], shards: list[ShardInfo], retired: _Retired) -> Commit:

@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle
-from catalog.commit.intents import intent_states, intents_dead, live_intents
+from catalog.commit.intents import intent_states, live_intents, revoke
 from catalog.commit.protocol import drop_dataset
 from catalog.commit.values import GcReport, Problem, Progress, ShardCount, TagKeep, VerifyReport
 from catalog.errors import CatalogError, DataAreaError, DatasetNotFoundError, ManifestError, SchemaError, UsageError
 from catalog.executors import run_jobs
-from catalog.manifest import COMMITS, DATASETS, INTENTS, SHARDS, TAGS, utcnow
+from catalog.manifest import COMMITS, DATASETS, SHARDS, TAGS, utcnow
 from catalog.storage import (
     OWNER_FILE,
     Store,
@@ -523,11 +523,6 @@ def _revoke(cat: CatalogHandle, dead: list[str]) -> set[str]:
 
     def txn() -> set[str]:
         with mf.write_txn(cat.engine) as conn:
-            # FOR UPDATE: a heartbeat or commit racing this waits, or we wait for it and
-            # then see its intent alive or gone (PostgreSQL; SQLite holds the write lock).
-            gone = set(intents_dead(conn, dead, lock=True))
-            if gone:
-                conn.execute(delete(INTENTS).where(INTENTS.c.id.in_(gone)))
-            return gone
+            return revoke(conn, dead)
 
     return mf.with_lock_retry(txn)

@@ -1,4 +1,4 @@
-"""SQLite's writers' queue (catalog/manifest.py, _write_queue): writers take the write lock
+"""SQLite's writers' queue (catalog/manifest/write_queue.py, _write_queue): writers take the write lock
 in the order they asked for it, a writer killed holding or awaiting its turn blocks nobody,
 and a commit's fsync comes after the write lock is let go. Not timed: the figures are
 benchmarks/bench_load.py's."""
@@ -201,6 +201,8 @@ def test_a_child_forked_in_a_transaction_does_not_hold_the_turn(tmp_path: Path) 
 
 
 def test_the_commit_is_synced_after_the_write_lock_is_let_go(tmp_path: Path, monkeypatch: Any) -> None:
+    from catalog.manifest import transactions as mf  # where write_txn finds _sync_wal
+
     engine, _ = manifest(tmp_path)
     db = tmp_path / "catalog.db"
     synced: list[tuple[str, bool, bool]] = []
