@@ -1,5 +1,7 @@
 """Where shard bytes live: new immutable files, published atomically (see ARCHITECTURE.md).
 
+- :mod:`~catalog.storage.fileio`: the one IO seam: a :class:`FileIO` (local files, or an
+  object store through fsspec) reads any file by its location; :func:`file_io` picks one;
 - :mod:`~catalog.storage.names`: the names the catalog gives its files and ids;
 - :mod:`~catalog.storage.files`: one shard file: safe reads, checksums, durable publishing;
 - :mod:`~catalog.storage.partial`: files written outside the data area (export, backup);
@@ -13,6 +15,7 @@
 from catalog.storage.base import Store, StoredFile
 from catalog.storage.content import UNCHECKED
 from catalog.storage.factory import store_for
+from catalog.storage.fileio import FileIO, FsspecFileIO, LocalFileIO, file_io
 from catalog.storage.files import (
     CHECKSUM_ALGO,
     CHECKSUM_CHUNK,
@@ -74,7 +77,10 @@ __all__ = [
     "SPOOL_PREFIX",
     "TEMP_PREFIX",
     "TEMP_SUFFIX",
+    "FileIO",
+    "FsspecFileIO",
     "FsspecStore",
+    "LocalFileIO",
     "LocalStore",
     "ShardFile",
     "ShardSink",
@@ -87,6 +93,7 @@ __all__ = [
     "check_target",
     "clear_dead_partials",
     "file_checksum",
+    "file_io",
     "format_checksum",
     "fsync_dir",
     "index_folder",
