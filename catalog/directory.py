@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 
 from catalog import manifest as mf
 from catalog.errors import CatalogNotFoundError, ManifestError
-from catalog.tfrecord.sources import is_url
 
 CATALOG_FILE = "catalog.json"
 DEFAULT_DB_FILE = "catalog.db"
@@ -68,8 +67,10 @@ def _read_catalog_file(path: Path) -> dict[str, Any]:
     return doc
 
 
-def connect(root: Path, url: str, check: bool) -> tuple[Engine, str | Path, str | None]:
-    """(engine, data root, catalog id) of the manifest at ``url``."""
+def connect(root: Path, url: str, check: bool) -> tuple[Engine, str, str | None]:
+    """(engine, data root, catalog id) of the manifest at ``url``; the data root as the manifest
+    keeps it (a URL, or a path relative to ``root``), resolved by the catalog's store
+    (storage.fileio.located): this module tells no URL from a path."""
     engine = mf.make_engine(url)
     meta = mf.read_meta(engine)
     if check:
@@ -81,7 +82,7 @@ def connect(root: Path, url: str, check: bool) -> tuple[Engine, str | Path, str 
             f"(catalog init DIR --db-url {moved})"
         )
     data_root = meta.get("data_root", DATA_DIR)
-    return engine, data_root if is_url(data_root) else root / data_root, meta.get("catalog_id")
+    return engine, data_root, meta.get("catalog_id")
 
 
 def default_url(root: Path) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -40,6 +41,7 @@ from catalog.errors import (
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
+from catalog.storage.fileio import located
 from catalog.words import counted
 
 # A ShardInfo's columns after its absolute path, in its field order: the shards columns of its
@@ -57,7 +59,9 @@ class CatalogHandle:
     """A manifest (``engine``) and its data area (``store``)."""
 
     def __init__(self, root: Path, engine: Engine, data_root: str | Path, catalog_id: str | None = None) -> None:
+        """``data_root`` as the manifest keeps it: a URL, or a path (relative: to ``root``)."""
         self.root = root
+        data_root = located(root, os.fspath(data_root))
         self._engine: Engine | None = engine
         self._url = ""  # the manifest's URL, without a password: kept by a pickled copy to connect again
         # Names this catalog in its data area's marker (see gc); None for a manifest made

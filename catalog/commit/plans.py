@@ -14,6 +14,7 @@ from catalog.commit.handles import DatasetHandle, load_schema
 from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.schema import Schema
+from catalog.storage.fileio import FileIO, file_io
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class PlannedShard:
     @property
     def count(self) -> int:
         return self.stop - self.start
+
+    @property
+    def io(self) -> FileIO:
+        """What reads its file (storage.fileio, chosen by ``url``): readers open, stat and read
+        ranges of it through this, never by looking at the URL themselves."""
+        return file_io(self.url)
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,10 @@ from catalog.storage import (
     shard_batches,
     store_for,
 )
+from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
-from catalog.tfrecord.sources import is_url, regular_file_problem
+from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
 
 
@@ -113,7 +114,7 @@ class _Tap(io.RawIOBase):
 def location_of(path: Path) -> str:
     """Where an adopted file's bytes are: its URL, or its real local path (every link resolved,
     so the readers, which never follow one, open the file itself)."""
-    return str(path) if is_url(str(path)) else os.path.realpath(path)
+    return file_io(str(path)).real(str(path))
 
 
 def scan(w: Target, path: Path) -> Scanned:

@@ -28,7 +28,7 @@ from catalog.storage import (
     publish_written,
     store_for,
 )
-from catalog.tfrecord.sources import is_url
+from catalog.storage.fileio import file_io, located, storage_root
 
 
 def create(
@@ -53,7 +53,7 @@ def create(
         if db_url is None:  # the SQLite file and its companions: ours to remove if init fails
             undo.files(Path(url.removeprefix("sqlite:///")), "", "-wal", "-shm", "-journal")
         data_root = _create_or_attach(engine, root, storage, shared=db_url is not None, undo=undo)
-        if not is_url(data_root):
+        if not file_io(data_root).remote:
             undo.mkdirs(root / data_root)  # root / an absolute path = that path
         doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         undo.files(root / CATALOG_FILE, "")
@@ -174,11 +174,11 @@ def _create_or_attach(
     before the manifest names it."""
     if not mf.has_manifest(engine):
         data_root = _new_data_root(root, storage, shared)
-        store = store_for(data_root if is_url(data_root) else str(root / data_root))
+        store = store_for(located(root, data_root))
         store.check()
         store.check_new()
         catalog_id = new_catalog_id()
-        if not is_url(data_root):
+        if not store.remote:
             undo.mkdirs(Path(store.root))
         if store.claim(catalog_id) == catalog_id:
             undo.call(functools.partial(store.unclaim, catalog_id))
@@ -198,7 +198,7 @@ def _create_or_attach(
     found = meta.get("data_root", DATA_DIR)
     if storage is not None and _new_data_root(root, storage, shared) != found:
         raise UsageError(f"this manifest keeps its data at {found}, not {storage}: leave out --storage to attach")
-    _attach_owner(store_for(found if is_url(found) else str(root / found)), meta.get("catalog_id"))
+    _attach_owner(store_for(located(root, found)), meta.get("catalog_id"))
     return found
 
 
@@ -218,5 +218,5 @@ def _new_data_root(root: Path, storage: str | os.PathLike[str] | None, shared: b
     embedded default (the directory can move), absolute for a shared database (other
     machines attaching resolve it the same way)."""
     if storage is not None:
-        return str(storage).rstrip("/") if is_url(str(storage)) else str(Path(storage).resolve())
+        return storage_root(storage)
     return str((root / DATA_DIR).resolve()) if shared else DATA_DIR

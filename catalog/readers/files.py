@@ -12,45 +12,30 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import IO
 
 from catalog.commit.plans import PlannedShard
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError
-from catalog.storage import content, damaged_shard, open_shard, shard_missing, size_mismatch
+from catalog.storage import content, damaged_shard, shard_missing, size_mismatch
+from catalog.storage.fileio import Facts, facts_size, file_io
 from catalog.storage.index import read_index
 from catalog.tfrecord.framing import read_record_batches
-from catalog.tfrecord.sources import S3_EXTRA, is_url, remote_errors, require_fsspec
-
-
-def remote_fs(url: str) -> Any:
-    """The fsspec filesystem of ``url`` (fsspec caches instances; it resets them after a fork)."""
-    fsspec = require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
-    with remote_errors(url, "cannot open"):
-        return fsspec.core.url_to_fs(url)[0]
-
-
-# What a stat (local) or a HEAD (object store) tells of a shard's file: its size, and what the
-# content check compares (storage.content).
-Facts = os.stat_result | Mapping[str, Any]
 
 
 def file_facts(url: str) -> tuple[int, Facts]:
     """The size of a shard file now, and its facts: one HEAD on an object store, one stat on a
-    local disk."""
+    local disk (as open_shard opens it: a link in its place is refused, never followed)."""
     try:
-        if is_url(url):  # the HEAD is the first step of opening it
-            info = content.object_info(url)
-            return int(info["size"]), info
-        st = os.lstat(url)  # as open_shard opens it: a link in its place is refused, never followed
-        if not stat.S_ISREG(st.st_mode):
-            what = "not a regular file (a link, folder or device took its place)"
-            raise CatalogError(f"{url}: {what}: run `catalog verify`")
-        return st.st_size, st
+        facts = file_io(url).lstat(url)  # on an object store the HEAD is the first step of opening it
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(url) from e
     except OSError as e:
         raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
+    if isinstance(facts, os.stat_result) and not stat.S_ISREG(facts.st_mode):
+        what = "not a regular file (a link, folder or device took its place)"
+        raise CatalogError(f"{url}: {what}: run `catalog verify`")
+    return facts_size(facts), facts
 
 
 def stored_size(url: str) -> int:
@@ -79,15 +64,16 @@ def check_file(shard: PlannedShard) -> None:
 def open_checked(shard: PlannedShard) -> IO[bytes]:
     """A registered shard opened (open_shard's rules: a regular file, no symbolic link), its
     size and content checked before any read: one fstat, or one HEAD on an object store."""
-    facts = file_facts(shard.url)[1] if is_url(shard.url) else None
+    reader = shard.io
+    facts = file_facts(shard.url)[1] if reader.remote else None  # a HEAD first: an open does not give it
     try:
-        f = open_shard(shard.url)
+        f = reader.open(shard.url)
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(shard.url) from e
     try:
         if facts is None:
-            facts = os.fstat(f.fileno())
-        size = facts.st_size if isinstance(facts, os.stat_result) else int(facts["size"])
+            facts = reader.stat(shard.url, f)
+        size = facts_size(facts)
         if size != shard.bytes:
             raise size_mismatch(shard.url, shard.bytes, size)
         check_content(shard, facts)

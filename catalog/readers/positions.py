@@ -37,11 +37,10 @@ from crc32c import crc32c
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
 from catalog.readers import owned
-from catalog.readers.files import check_file, open_checked, remote_fs, stream_shard
+from catalog.readers.files import check_file, open_checked, stream_shard
 from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, masked_crc32c
-from catalog.tfrecord.sources import is_url, remote_error, remote_errors
 from catalog.words import counted
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
@@ -123,7 +122,7 @@ class RecordReader:
         self.firsts = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])  # dataset position of each range
         self.starts = np.array([s.start for s in plan.shards], dtype=np.int64)
         self._firsts, self._starts = self.firsts.tolist(), self.starts.tolist()  # for read_one
-        self.remote = any(is_url(s.url) for s in plan.shards)  # any shard behind URLs: gaps as for those
+        self.remote = any(s.io.remote for s in plan.shards)  # any shard on an object store: gaps as for those
         self.gap = GAP_REMOTE if self.remote else GAP_LOCAL
         self._local: _Local | None = None
 
@@ -244,11 +243,9 @@ class RecordReader:
         far = [k for k, i in enumerate(firsts) if opened[i].remote]
         if far:  # one request each, sent concurrently by fsspec's async stores (s3fs)
             paths = [opened[firsts[k]].path for k in far]
-            with remote_errors(paths[0], "read failed"):
-                fetched = remote_fs(paths[0]).cat_ranges(paths, [begins[k] for k in far], [stops[k] for k in far])
+            reader = self.shards[firsts[far[0]]].io
+            fetched = reader.read_ranges(paths, [begins[k] for k in far], [stops[k] for k in far])
             for k, data in zip(far, fetched, strict=True):
-                if isinstance(data, Exception):
-                    raise remote_error(paths[0], "read failed", data)
                 got[k] = data
         if len(far) < len(firsts):
             pread = os.pread
@@ -321,7 +318,7 @@ class RecordReader:
         """Uncompressed shard ``i``: its size checked, its record offsets loaded (its registered
         index, else one scan of it) and counted against the manifest."""
         planned = self.shards[i]
-        remote = is_url(planned.url)
+        remote = planned.io.remote
         if remote:
             check_file(planned)  # its size and content
         else:

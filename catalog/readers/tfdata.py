@@ -38,7 +38,6 @@ from catalog.commit.plans import PlannedShard, plan
 from catalog.errors import CatalogError, CorruptShardError
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
-from catalog.tfrecord.sources import is_url
 from catalog.words import counted
 
 TF_EXTRA = "pip install 'tfrecord-catalog[tf]'"
@@ -168,7 +167,7 @@ def check_sizes(shards: Sequence[PlannedShard]) -> None:
     CorruptShardError before anything is read. HEADs to an object store go out a few at a
     time: a round trip each would add up."""
     registered = {s.url: s for s in shards}  # a split spec may name two ranges of one shard
-    remote = [url for url in registered if is_url(url)]
+    remote = [url for url, shard in registered.items() if shard.io.remote]
     heads: dict[str, tuple[int, Facts]] = {}
     if remote:
         with ThreadPoolExecutor(min(HEADS_AT_ONCE, len(remote))) as pool:

@@ -31,9 +31,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from catalog.errors import ObjectMissingError
+from catalog.storage.fileio import file_io
 from catalog.storage.files import OWNED, content_changed, file_checksum
-from catalog.tfrecord.sources import S3_EXTRA, is_url, remote_errors, require_fsspec
 
 UNCHECKED = "unchecked"
 # A file whose last change is this close to the fingerprint taken of it may change again in
@@ -65,25 +64,13 @@ def object_fingerprint(info: Mapping[str, Any]) -> str | None:
     return None
 
 
-def object_info(url: str) -> Mapping[str, Any]:
-    """An object's fsspec ``info()`` as the store has it now (one HEAD; no cached listing)."""
-    fsspec = require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
-    try:
-        with remote_errors(url, "cannot open"):
-            fs, path = fsspec.core.url_to_fs(url)
-            fs.invalidate_cache(path)
-            return dict(fs.info(path))
-    except FileNotFoundError as e:
-        raise ObjectMissingError(f"{url}: no such object") from e
-
-
 def observe(url: str, f: Any = None) -> tuple[str | None, int | None]:
     """A file's fingerprint now (``f``: it, open, else found by its name) and, for a local
     file, when it last changed (ns); None for an object store that gives no write token."""
-    if is_url(url):
-        return object_fingerprint(object_info(url)), None
-    st = os.stat(url) if f is None else os.fstat(f.fileno())
-    return stat_fingerprint(st), max(st.st_mtime_ns, st.st_ctime_ns)
+    facts = file_io(url).stat(url, f)
+    if not isinstance(facts, os.stat_result):
+        return object_fingerprint(facts), None
+    return stat_fingerprint(facts), max(facts.st_mtime_ns, facts.st_ctime_ns)
 
 
 def to_register(seen: tuple[str | None, int | None]) -> str:
@@ -134,10 +121,11 @@ def check_named(url: str, checksum: str, fingerprint: str | None, adopted: bool)
     if fingerprint == OWNED and not adopted:
         return
     try:
-        if is_url(url):
-            check_object(url, object_info(url), checksum, fingerprint, adopted)
+        facts = file_io(url).stat(url)
+        if isinstance(facts, os.stat_result):
+            check_local(url, facts, checksum, fingerprint, adopted)
         else:
-            check_local(url, os.stat(url), checksum, fingerprint, adopted)
+            check_object(url, facts, checksum, fingerprint, adopted)
     except FileNotFoundError:
         return
 

@@ -8,10 +8,8 @@ only then may a manifest transaction register it (see ARCHITECTURE.md).
 from __future__ import annotations
 
 import builtins
-import errno
 import io
 import os
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +18,8 @@ from typing import IO, Any
 from crc32c import crc32c
 
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError, VersionNotFoundError
+from catalog.storage.fileio import facts_size, file_io
 from catalog.tfrecord.framing import read_record_batches
-from catalog.tfrecord.sources import is_url, open_location
 from catalog.words import counted
 
 CHECKSUM_ALGO = "crc32c"
@@ -143,29 +141,7 @@ def open_shard(path: str, size: int | None = None) -> IO[bytes]:
     ``size`` (the registered size), reads stop there and a longer or shorter file is one line."""
     if size is not None:
         return _Sized(open_shard(path), path, size)  # type: ignore[return-value]
-    if is_url(path):
-        return open_location(path)
-    folder, name = os.path.split(path)
-    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        dir_fd = os.open(folder, nofollow | os.O_DIRECTORY)
-        try:  # O_NONBLOCK: opening a FIFO would wait for a writer
-            fd = os.open(name, nofollow | os.O_NONBLOCK, dir_fd=dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENOTDIR) and (os.path.islink(path) or os.path.islink(folder)):
-            raise CatalogError(f"{path}: a symbolic link; the catalog reads only regular files in its data area") from e
-        if e.errno == errno.ENOENT:
-            raise FileNotFoundError(e.errno, e.strerror, path) from e
-        raise CatalogError(f"{path}: cannot open: {e.strerror}") from e
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise CatalogError(f"{path}: not a regular file; the catalog reads only regular files in its data area")
-    os.set_blocking(fd, True)
-    f = os.fdopen(fd, "rb", buffering=0)
-    f.name = path  # messages name the file, not its descriptor
-    return f
+    return file_io(path).open(path)
 
 
 def location_size(location: str) -> int | None:
@@ -173,7 +149,8 @@ def location_size(location: str) -> int | None:
     file, no link); None when it is not there. An object store's file: -1 (not asked)."""
     try:
         with open_shard(location) as f:
-            return -1 if is_url(location) else os.fstat(f.fileno()).st_size
+            reader = file_io(location)
+            return -1 if reader.remote else facts_size(reader.stat(location, f))
     except (FileNotFoundError, ObjectMissingError):
         return None
 

@@ -18,9 +18,9 @@ from typing import IO, Any, ClassVar
 
 from catalog.errors import CatalogError
 from catalog.storage.base import Store, StoredFile
+from catalog.storage.fileio import filesystem, remote_error, remote_errors
 from catalog.storage.files import write_error
 from catalog.storage.names import INDEX_FOLDER, SPOOL_PREFIX, TEMP_SUFFIX
-from catalog.tfrecord.sources import S3_EXTRA, remote_error, remote_errors, require_fsspec
 
 
 class FsspecStore(Store):
@@ -43,13 +43,7 @@ class FsspecStore(Store):
     def fs(self) -> Any:
         """The fsspec filesystem of the data area (credentials from its usual places)."""
         if self._fs is None:
-            fsspec = require_fsspec(f"{self.root}: object storage needs `{S3_EXTRA}`")
-            protocol = self.root.split("://", 1)[0]
-            try:
-                # No listings cache: a writer's exists() must see what another process just uploaded.
-                self._fs = fsspec.filesystem(protocol, use_listings_cache=False)
-            except (ImportError, ValueError) as e:
-                raise CatalogError(f"{self.root}: no filesystem for {protocol}:// ({e})") from e
+            self._fs = filesystem(self.root)
         return self._fs
 
     def check(self) -> None:

@@ -1,107 +1,45 @@
-"""Where records come from: local paths, object-store URLs (through fsspec), bytes, streams.
+"""Where records come from: local paths, names the storage layer opens (URLs), bytes, streams.
 
-Below the record framing: it opens what ``read_records`` is given, refuses what is no input
-file (a FIFO, a device, a directory) before a read can block or never end, and turns an
-object store's failures, which share no base class, into one-line CatalogError messages.
+Below the record framing: it opens what ``read_records`` is given, and refuses what is no
+input file (a FIFO, a device, a directory) before a read can block or never end. A name (a
+path or an object-store URL) is opened by the opener the storage layer registers
+(catalog.storage.fileio, the one IO seam); a local path's own rules are here (open_regular).
 """
 
 from __future__ import annotations
 
-import contextlib
+import importlib
 import io
 import os
 import stat
-from collections.abc import Iterator
-from typing import IO, Any, Union
+from collections.abc import Callable
+from typing import IO, Union
 
-from catalog.errors import CatalogError, ObjectMissingError, first_line
+from catalog.errors import CatalogError
 
 Source = Union[str, "os.PathLike[str]", IO[bytes], bytes, bytearray, memoryview]
 
-# What to install for object stores: fsspec and s3fs are an optional extra.
-S3_EXTRA = "pip install 'tfrecord-catalog[s3]'"
+# Who opens a file given by name (a path, or a URL such as s3://bucket/key): the storage layer
+# (catalog.storage.fileio), which registers its opener when it is imported. The format layer
+# tells no URL from a path and imports no object-store library.
+_OPENER: Callable[[str], IO[bytes]] | None = None
+_STORAGE = "catalog.storage.fileio"
 
 
-def require_fsspec(message: str) -> Any:
-    """The fsspec module, imported on first use; CatalogError(``message``) when the extra is
-    not installed (``message`` says what needed it, and should name :data:`S3_EXTRA`)."""
-    try:
-        import fsspec
-    except ImportError as e:
-        raise CatalogError(message) from e
-    return fsspec
+def register_opener(opener: Callable[[str], IO[bytes]]) -> None:
+    """Make ``opener`` the one that opens the names read_records is given (see _OPENER)."""
+    global _OPENER
+    _OPENER = opener
 
 
-def is_url(path: str) -> bool:
-    """``s3://bucket/key`` and the like: a location fsspec opens, not a local path."""
-    scheme, sep, _rest = path.partition("://")
-    return bool(sep) and scheme.isidentifier() and scheme != "file"
-
-
-def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
-    """An object store's failure as one line. botocore's and aiohttp's errors (an endpoint
-    down, a timeout) share no base class below Exception, and are no OSError."""
-    return CatalogError(f"{url}: {what}: {first_line(e)}")
-
-
-@contextlib.contextmanager
-def remote_errors(url: str, what: str) -> Iterator[None]:
-    """An object store's failures, other than a missing object, as one CatalogError line."""
-    try:
-        yield
-    except (CatalogError, FileNotFoundError, io.UnsupportedOperation):
-        raise
-    except Exception as e:  # OSError, and botocore's and aiohttp's own (an endpoint down)
-        raise remote_error(url, what, e) from e
-
-
-class RemoteFile(io.RawIOBase):
-    """An fsspec file whose failures, at whichever read, are one CatalogError line."""
-
-    def __init__(self, f: Any, url: str) -> None:
-        super().__init__()
-        self._f, self._url = f, url
-
-    def _guard(self, fn: Any, *args: Any) -> Any:
-        with remote_errors(self._url, "read failed"):
-            return fn(*args)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        return int(self._guard(self._f.readinto, b))
-
-    def seekable(self) -> bool:
-        return bool(self._f.seekable())
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return int(self._guard(self._f.seek, offset, whence))
-
-    def tell(self) -> int:
-        return int(self._f.tell())
-
-    def close(self) -> None:
-        try:
-            self._guard(self._f.close)
-        finally:
-            super().close()
-
-
-def open_url(url: str) -> IO[bytes]:
-    """A streaming read of an fsspec URL (s3fs for S3), errors as one CatalogError line."""
-    fsspec = require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
-    try:
-        with remote_errors(url, "cannot open"):
-            f = fsspec.open(url, "rb").open()
-    except FileNotFoundError as e:
-        raise ObjectMissingError(f"{url}: no such object") from e
-    return RemoteFile(f, url)  # type: ignore[return-value]
-
-
-def open_location(path: str) -> IO[bytes]:
-    """A binary read of a local path (unbuffered) or of an fsspec URL (streamed)."""
-    return open_url(path) if is_url(path) else open(path, "rb", buffering=0)
+def open_named(name: str) -> IO[bytes]:
+    """A file given by its name (a path or URL) open for reading, through the registered opener.
+    The storage layer is above this one: loaded here by name, on the first name to open, so
+    ``read_records("s3://...")`` works without importing it first."""
+    if _OPENER is None:
+        importlib.import_module(_STORAGE)  # registers its opener
+    assert _OPENER is not None, f"{_STORAGE} registers no opener"
+    return _OPENER(name)
 
 
 _KINDS = (
@@ -155,9 +93,9 @@ def open_regular(path: str | os.PathLike[str], failure: str = "cannot open") -> 
 def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     """A binary stream over a path, URL, bytes or file object: (stream, path for messages,
     whether the caller owns the stream and closes it)."""
-    if isinstance(source, str) and is_url(source):
-        return open_url(source), source, True
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, str):
+        return open_named(source), source, True
+    if isinstance(source, os.PathLike):
         path = os.fspath(source)
         return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
