@@ -23,6 +23,7 @@ import errno
 import io
 import os
 import stat
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -57,6 +58,11 @@ def require_fsspec(message: str) -> Any:
     except ImportError as e:
         raise CatalogError(message) from e
     return fsspec
+
+
+def _fsspec_for(url: str) -> Any:
+    """fsspec, to read ``url`` (the one line naming the extra when it is missing)."""
+    return require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
 
 
 def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
@@ -121,35 +127,36 @@ class RemoteFile(io.RawIOBase):
             super().close()
 
 
-class FileIO:
-    """Files by their location, of one kind (see the module docstring)."""
+class FileIO(ABC):
+    """Files by their location, of one kind (see the module docstring): an interface, which
+    LocalFileIO and FsspecFileIO implement whole."""
 
     remote: ClassVar[bool]  # whether reads are requests to an object store (ranged GETs, HEADs)
 
+    @abstractmethod
     def open(self, location: str) -> IO[bytes]:
         """A shard's file open for reading: a regular file reached without a symbolic link (see
         storage.files.open_shard). A missing one: FileNotFoundError or ObjectMissingError."""
-        raise NotImplementedError
 
+    @abstractmethod
     def open_input(self, location: str) -> IO[bytes]:
         """A file given to read (``read_records``, an input): links followed, regular files only."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stat(self, location: str, f: IO[bytes] | None = None) -> Facts:
         """The file's facts now (``f``: it, open; else found by its name, links followed)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lstat(self, location: str) -> Facts:
         """The facts of the entry at ``location`` itself (a link is not followed)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def read_ranges(self, locations: Sequence[str], starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
         """Bytes ``starts[k]`` to ``ends[k]`` of ``locations[k]``, for each k (short at a file's end)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def real(self, location: str) -> str:
         """Where the file's bytes are: a local path with every link resolved, a URL as it is."""
-        raise NotImplementedError
 
 
 class LocalFileIO(FileIO):
@@ -187,7 +194,7 @@ class FsspecFileIO(FileIO):
     remote: ClassVar[bool] = True
 
     def open(self, location: str) -> IO[bytes]:
-        fsspec = require_fsspec(f"{location}: reading URLs needs fsspec ({S3_EXTRA})")
+        fsspec = _fsspec_for(location)
         try:
             with remote_errors(location, "cannot open"):
                 f = fsspec.open(location, "rb").open()
@@ -200,7 +207,7 @@ class FsspecFileIO(FileIO):
 
     def stat(self, location: str, f: IO[bytes] | None = None) -> Facts:
         """The object's fsspec ``info()`` as the store has it now (one HEAD; no cached listing)."""
-        fsspec = require_fsspec(f"{location}: reading URLs needs fsspec ({S3_EXTRA})")
+        fsspec = _fsspec_for(location)
         try:
             with remote_errors(location, "cannot open"):
                 fs, path = fsspec.core.url_to_fs(location)
@@ -216,7 +223,7 @@ class FsspecFileIO(FileIO):
         """One request each, sent concurrently by fsspec's async stores (s3fs); a failure is one
         line naming the first location."""
         first = locations[0]
-        fsspec = require_fsspec(f"{first}: reading URLs needs fsspec ({S3_EXTRA})")
+        fsspec = _fsspec_for(first)
         with remote_errors(first, "cannot open"):
             fs = fsspec.core.url_to_fs(first)[0]
         with remote_errors(first, "read failed"):

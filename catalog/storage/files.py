@@ -148,8 +148,8 @@ def location_size(location: str) -> int | None:
     """The size of an adopted shard's own file now, opened as open_shard opens it (a regular
     file, no link); None when it is not there. An object store's file: -1 (not asked)."""
     try:
-        with open_shard(location) as f:
-            reader = file_io(location)
+        reader = file_io(location)
+        with reader.open(location) as f:  # (open_shard's open)
             return -1 if reader.remote else facts_size(reader.stat(location, f))
     except (FileNotFoundError, ObjectMissingError):
         return None
