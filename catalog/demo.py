@@ -12,7 +12,7 @@ import numpy as np
 
 from catalog.api import Catalog
 from catalog.commit.values import Commit
-from catalog.errors import CatalogError, UsageError
+from catalog.errors import UsageError
 from catalog.schema import Schema
 from catalog.tfrecord.framing import RecordWriter
 
@@ -77,7 +77,7 @@ def demo_migrations() -> Path:
     for base in (Path.cwd() / "migrations", Path(__file__).resolve().parent.parent / "migrations"):
         if (base / "demo").is_dir():
             return base
-    raise CatalogError(
+    raise UsageError(
         "the demo's migrations (migrations/demo/ in the repository) were not found: run the demo from the "
         "repository root, or pass --migrations DIR"
     )

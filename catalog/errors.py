@@ -179,6 +179,11 @@ class DataAreaError(StorageError):
     attach refuse to touch it."""
 
 
+class DependencyError(CatalogError):
+    """An optional dependency the call needs is not installed (PyTorch, TensorFlow, fsspec, the
+    web extra...); the message names what to install."""
+
+
 class ExecutorError(CatalogError):
     """Where jobs run failed: a worker process died, a Dask cluster could not be started or
     reached, a helper process ended early; nothing was registered."""

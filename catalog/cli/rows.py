@@ -61,7 +61,6 @@ def _columns(schema: Schema, text: str | None, dataset: str) -> list[str] | None
     have = schema.all_features
     unknown = [c for c in wanted if c not in have]
     if unknown or not wanted:
-
         what = f"no feature {unknown[0]!r}" if unknown else "no feature named in --columns"
         raise FeatureNotFoundError(f"dataset {dataset!r} has {what} (features: {', '.join(have)})")
     return list(dict.fromkeys(wanted))

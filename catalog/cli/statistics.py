@@ -211,10 +211,10 @@ def serve(
     try:
         from catalog.web import serve as run
     except ImportError as e:
-        from catalog.errors import CatalogError
+        from catalog.errors import DependencyError
 
         extra = "pip install 'tfrecord-catalog[web]'"
-        raise CatalogError(f"catalog serve needs the web extra: {extra} ({e.name} is missing)") from None
+        raise DependencyError(f"catalog serve needs the web extra: {extra} ({e.name} is missing)") from None
     root = open_catalog().root  # a missing catalog: one line, before anything listens
 
     def listening() -> None:  # said once the port is ours: a port in use is the one error line

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine, update
 from sqlalchemy.engine import Connection
 
-from catalog.errors import CatalogError
+from catalog.errors import ManifestError
 from catalog.manifest.engine import manifest_errors
 from catalog.manifest.meta import check_format, read_meta
 from catalog.manifest.tables import DEFAULT_SPLIT, FORMAT_VERSION, META, METADATA, SEQ_BITS
@@ -100,7 +100,7 @@ def upgrade(engine: Engine) -> tuple[int, int]:
     while current < FORMAT_VERSION:
         step = UPGRADES.get(current)
         if step is None:
-            raise CatalogError(f"no upgrade path from manifest format {current}")
+            raise ManifestError(f"no upgrade path from manifest format {current}")
         with manifest_errors(engine), write_txn(engine) as conn:
             step(conn)
             conn.execute(update(META).where(META.c.key == "format_version").values(value=str(current + 1)))

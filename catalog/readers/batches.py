@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError
+from catalog.errors import UsageError
 from catalog.readers.decoding import Decoder, Where
 from catalog.readers.files import stream_shard
 from catalog.readers.order import ROW_CHUNK, EpochOrder, check_samples, worker_chunks
@@ -110,7 +110,7 @@ def check_batch_size(batch_size: int | None, optional: bool = False) -> None:
     if batch_size is None and optional:
         return
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise CatalogError(f"batch_size must be a whole number >= 1, not {batch_size!r}")
+        raise UsageError(f"batch_size must be a whole number >= 1, not {batch_size!r}")
 
 
 def batches(

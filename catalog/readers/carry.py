@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog.errors import CatalogError
+from catalog.errors import ExecutorError
 from catalog.readers import owned
 
 INLINE = 256 << 10  # bytes: smaller buffers travel in the pickle, larger in one shared segment
@@ -246,7 +246,7 @@ def _attach_new(name: str) -> _Attached:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
         lost = f"a DataLoader worker's batch is lost: its shared memory {path} is gone"
-        raise CatalogError(f"{lost} ({e.strerror})") from e
+        raise ExecutorError(f"{lost} ({e.strerror})") from e
     try:
         size = os.fstat(fd).st_size
         ring = _Attached(fd, mmap.mmap(fd, size), (size - HEAD) // SLOTS)

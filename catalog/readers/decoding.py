@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError, CodecError, ValidationError
+from catalog.errors import CatalogError, CodecError, FeatureNotFoundError, UsageError, ValidationError
 from catalog.schema import Schema
 
 # Where the record at a batch's row i came from: (shard location, index within the shard).
@@ -24,9 +24,9 @@ def check_columns(schema: Schema, columns: str | Iterable[str] | None) -> tuple[
     known = list(schema.all_features)
     for name in names:
         if name not in schema.all_features:
-            raise CatalogError(f"columns: no feature {name!r} in the schema (it has {', '.join(known)})")
+            raise FeatureNotFoundError(f"columns: no feature {name!r} in the schema (it has {', '.join(known)})")
     if not names:
-        raise CatalogError(f"columns: name at least one feature (the schema has {', '.join(known)})")
+        raise UsageError(f"columns: name at least one feature (the schema has {', '.join(known)})")
     return names
 
 

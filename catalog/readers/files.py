@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from catalog.commit.plans import PlannedShard
-from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError
+from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, StorageError
 from catalog.storage import content, damaged_shard, shard_missing, size_mismatch
 from catalog.storage.fileio import Facts, facts_size, file_io
 from catalog.storage.index import read_index
@@ -31,10 +31,10 @@ def file_facts(url: str) -> tuple[int, Facts]:
     except (FileNotFoundError, ObjectMissingError) as e:
         raise shard_missing(url) from e
     except OSError as e:
-        raise CatalogError(f"{url}: cannot stat: {e.strerror or e}") from e
+        raise StorageError(f"{url}: cannot stat: {e.strerror or e}") from e
     if isinstance(facts, os.stat_result) and not stat.S_ISREG(facts.st_mode):
         what = "not a regular file (a link, folder or device took its place)"
-        raise CatalogError(f"{url}: {what}: run `catalog verify`")
+        raise CorruptShardError(url, message=f"{url}: {what}: run `catalog verify`")
     return facts_size(facts), facts
 
 

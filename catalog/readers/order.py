@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from catalog.errors import CatalogError
+from catalog.errors import CatalogError, UsageError
 
 M64 = (1 << 64) - 1
 ROUNDS = 6  # Feistel rounds: 4 already make a strong pseudo-random permutation (Luby-Rackoff)
@@ -58,7 +58,7 @@ class Permutation:
 
     def __init__(self, n: int, seed: int, epoch: int) -> None:
         if n < 0:
-            raise CatalogError(f"a permutation of {n} items")
+            raise UsageError(f"a permutation of {n} items")
         self.n = n
         half = 0
         while (1 << (2 * half)) < n:
@@ -105,7 +105,7 @@ class EpochOrder:
     def __post_init__(self) -> None:
         check_ranks(self.rank, self.world_size)
         if self.start < 0:
-            raise CatalogError(f"samples consumed must be >= 0, not {self.start}")
+            raise UsageError(f"samples consumed must be >= 0, not {self.start}")
 
     @property
     def remaining(self) -> int:
@@ -136,9 +136,9 @@ class EpochOrder:
 
 def check_ranks(rank: int, world_size: int) -> None:
     if world_size < 1:
-        raise CatalogError(f"world_size must be at least 1, not {world_size}")
+        raise UsageError(f"world_size must be at least 1, not {world_size}")
     if not 0 <= rank < world_size:
-        raise CatalogError(f"rank must be in [0, {world_size}), not {rank}")
+        raise UsageError(f"rank must be in [0, {world_size}), not {rank}")
 
 
 def check_samples(

@@ -35,7 +35,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
+from catalog.errors import CorruptRecordError, CorruptShardError
 from catalog.readers import owned
 from catalog.readers.files import check_file, open_checked, stream_shard
 from catalog.storage import damaged_shard, open_shard
@@ -363,6 +363,8 @@ class RecordReader:
         offsets = w.offsets()
         if len(offsets) != planned.records:
             inflated = counted(len(offsets), "record")
-            raise CatalogError(f"{planned.url}: inflated {inflated}, {planned.records} registered")
+            raise CorruptShardError(
+                planned.url, message=f"{planned.url}: inflated {inflated}, {planned.records} registered"
+            )
         shard = local.inflated[i] = _Shard(str(path), np.append(offsets.astype(np.int64), np.int64(w.bytes)), False)
         return shard

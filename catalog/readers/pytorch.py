@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError, ReaderStateError
+from catalog.errors import DependencyError, ReaderStateError, UsageError
 from catalog.readers.batches import check_batch_size, decoded
 from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
@@ -72,7 +72,7 @@ class TorchReader:
     ) -> None:
         check_batch_size(batch_size, optional=True)
         if (rank is None) != (world_size is None):
-            raise CatalogError("give both rank= and world_size=, or neither (torch.distributed's are used then)")
+            raise UsageError("give both rank= and world_size=, or neither (torch.distributed's are used then)")
         if rank is not None and world_size is not None:
             check_ranks(rank, world_size)
         self.plan = plan
@@ -289,7 +289,7 @@ def require_torch() -> None:
     try:
         import torch.utils.data  # noqa: F401
     except ImportError as e:
-        raise CatalogError(f"ds.torch() needs PyTorch ({e}): pip install 'tfrecord-catalog[torch]'") from e
+        raise DependencyError(f"ds.torch() needs PyTorch ({e}): pip install 'tfrecord-catalog[torch]'") from e
 
 
 def _from_distributed() -> tuple[int, int] | None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import CatalogError
+from catalog.errors import UsageError
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.positions import RecordReader
 from catalog.words import counted
@@ -34,7 +34,7 @@ class DataSource:
     def __init__(self, plan: ReadPlan, columns: str | Iterable[str] | None = None) -> None:
         compressed = next((s for s in plan.shards if s.compression != "none"), None)
         if compressed is not None:
-            raise CatalogError(
+            raise UsageError(
                 f"{compressed.url}: a {compressed.compression}-compressed shard cannot be read at an offset, so "
                 f"dataset {plan.dataset!r} has no random access: read it with ds.torch() or ds.batches(), which "
                 f"read compressed shards front to back, or store it uncompressed: `catalog compact {plan.dataset} "

@@ -35,7 +35,13 @@ import numpy as np
 
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import PlannedShard, plan
-from catalog.errors import CatalogError, CorruptShardError
+from catalog.errors import (
+    CodecError,
+    CorruptShardError,
+    DependencyError,
+    FeatureNotFoundError,
+    UsageError,
+)
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.words import counted
@@ -140,9 +146,9 @@ class BatchSizes:
 
 def _check_arguments(batch_size: int, num_epochs: int | None) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise CatalogError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise UsageError(f"batch_size must be a positive integer, got {batch_size!r}")
     if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1):
-        raise CatalogError(f"num_epochs must be a positive integer or None (for ever), got {num_epochs!r}")
+        raise UsageError(f"num_epochs must be a positive integer or None (for ever), got {num_epochs!r}")
 
 
 def _second(seed: int | None) -> int | None:
@@ -154,7 +160,7 @@ def import_tensorflow() -> Any:
     try:
         import tensorflow as tf
     except ImportError as e:
-        raise CatalogError(f"tf_dataset needs TensorFlow ({TF_EXTRA})") from e
+        raise DependencyError(f"tf_dataset needs TensorFlow ({TF_EXTRA})") from e
     return tf
 
 
@@ -298,12 +304,12 @@ def selected_features(schema: Schema, columns: Sequence[str] | None, label_key: 
     known = list(schema.all_features)
     wanted = list(known) if columns is None else list(columns)
     if isinstance(columns, str):
-        raise CatalogError(f"columns is a list of feature names, got the string {columns!r}")
+        raise UsageError(f"columns is a list of feature names, got the string {columns!r}")
     if label_key is not None:
         wanted.append(label_key)
     for name in wanted:
         if name not in schema.all_features:
-            raise CatalogError(f"dataset {dataset!r} has no feature {name!r} (features: {', '.join(known)})")
+            raise FeatureNotFoundError(f"dataset {dataset!r} has no feature {name!r} (features: {', '.join(known)})")
     return [name for name in known if name in wanted]
 
 
@@ -386,7 +392,7 @@ def _raw_dtypes(tf: Any, feat: Feature) -> tuple[Any, Any]:
     try:
         target = tf.as_dtype(feat.np_dtype.newbyteorder("="))
     except TypeError as e:
-        raise CatalogError(f"feature {feat.name!r}: TensorFlow has no dtype {feat.dtype}") from e
+        raise CodecError(f"feature {feat.name!r}: TensorFlow has no dtype {feat.dtype}") from e
     raw = feat.dtype if feat.dtype in _RAW_DTYPES else _RAW_OF_WIDTH[feat.np_dtype.itemsize]
     return getattr(tf, raw), target
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
-from catalog.errors import CatalogError, ManifestError
+from catalog.errors import DataAreaError, ManifestError
 from catalog.storage.files import file_checksum, open_shard, write_error
 from catalog.storage.names import AREA_PATH_RE, INDEX_PATH_RE, OWNER_FILE, index_rel
 
@@ -113,9 +113,9 @@ class Store(abc.ABC):
         directory (or object prefix): it holds someone's files, or another catalog's."""
         found = self.owner()
         if found is not None:
-            raise CatalogError(f"{self.root}: already the data area of catalog {found}; each catalog needs its own")
+            raise DataAreaError(f"{self.root}: already the data area of catalog {found}; each catalog needs its own")
         if not self._is_empty():
-            raise CatalogError(
+            raise DataAreaError(
                 f"{self.root}: not empty and not a catalog's data area; give --storage a new or empty directory"
             )
 

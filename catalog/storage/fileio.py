@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from catalog.errors import CatalogError, ObjectMissingError, first_line
+from catalog.errors import CatalogError, DependencyError, ObjectMissingError, StorageError, first_line
 from catalog.tfrecord import sources
 from catalog.tfrecord.sources import open_regular
 
@@ -51,12 +51,12 @@ def facts_size(facts: Facts) -> int:
 
 
 def require_fsspec(message: str) -> Any:
-    """The fsspec module, imported on first use; CatalogError(``message``) when the extra is
+    """The fsspec module, imported on first use; DependencyError(``message``) when the extra is
     not installed (``message`` says what needed it, and should name :data:`S3_EXTRA`)."""
     try:
         import fsspec
     except ImportError as e:
-        raise CatalogError(message) from e
+        raise DependencyError(message) from e
     return fsspec
 
 
@@ -65,10 +65,10 @@ def _fsspec_for(url: str) -> Any:
     return require_fsspec(f"{url}: reading URLs needs fsspec ({S3_EXTRA})")
 
 
-def remote_error(url: str, what: str, e: BaseException) -> CatalogError:
+def remote_error(url: str, what: str, e: BaseException) -> StorageError:
     """An object store's failure as one line. botocore's and aiohttp's errors (an endpoint
     down, a timeout) share no base class below Exception, and are no OSError."""
-    return CatalogError(f"{url}: {what}: {first_line(e)}")
+    return StorageError(f"{url}: {what}: {first_line(e)}")
 
 
 @contextlib.contextmanager
@@ -91,7 +91,7 @@ def filesystem(root: str) -> Any:
     try:
         return fsspec.filesystem(protocol, use_listings_cache=False)
     except (ImportError, ValueError) as e:
-        raise CatalogError(f"{root}: no filesystem for {protocol}:// ({e})") from e
+        raise StorageError(f"{root}: no filesystem for {protocol}:// ({e})") from e
 
 
 class RemoteFile(io.RawIOBase):
@@ -278,13 +278,13 @@ def _open_no_links(path: str) -> IO[bytes]:
             os.close(dir_fd)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENOTDIR) and (os.path.islink(path) or os.path.islink(folder)):
-            raise CatalogError(f"{path}: a symbolic link; the catalog reads only regular files in its data area") from e
+            raise StorageError(f"{path}: a symbolic link; the catalog reads only regular files in its data area") from e
         if e.errno == errno.ENOENT:
             raise FileNotFoundError(e.errno, e.strerror, path) from e
-        raise CatalogError(f"{path}: cannot open: {e.strerror}") from e
+        raise StorageError(f"{path}: cannot open: {e.strerror}") from e
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise CatalogError(f"{path}: not a regular file; the catalog reads only regular files in its data area")
+        raise StorageError(f"{path}: not a regular file; the catalog reads only regular files in its data area")
     os.set_blocking(fd, True)
     f = os.fdopen(fd, "rb", buffering=0)
     f.name = path  # messages name the file, not its descriptor

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from crc32c import crc32c
 
-from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, ObjectMissingError, VersionNotFoundError
+from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, StorageError, VersionNotFoundError
 from catalog.storage.fileio import facts_size, file_io
 from catalog.tfrecord.framing import read_record_batches
 from catalog.words import counted
@@ -55,9 +55,9 @@ def shard_missing(path: str) -> VersionNotFoundError:
     return VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)")
 
 
-def write_error(where: str | os.PathLike[str], e: OSError, what: str = "cannot write") -> CatalogError:
+def write_error(where: str | os.PathLike[str], e: OSError, what: str = "cannot write") -> StorageError:
     """A full disk, a read-only or unwritable data area: one line naming the place."""
-    return CatalogError(f"{os.fspath(where)}: {what}: {e.strerror or e}")
+    return StorageError(f"{os.fspath(where)}: {what}: {e.strerror or e}")
 
 
 def size_mismatch(path: str, registered: int, found: int | None) -> CorruptShardError:
@@ -224,10 +224,11 @@ def copy_verified(path: str, size_registered: int, checksum: str, out: Any, crc:
             out.write(chunk)
             size += n
     if size != size_registered:
-        raise CatalogError(
-            f"{path}: checksum {format_checksum(mine)} ({counted(size, 'byte')}), {checksum} "
+        raise CorruptShardError(
+            path,
+            message=f"{path}: checksum {format_checksum(mine)} ({counted(size, 'byte')}), {checksum} "
             f"({counted(size_registered, 'byte')}) "
-            "registered: the shard is damaged (run `catalog verify`); nothing was written"
+            "registered: the shard is damaged (run `catalog verify`); nothing was written",
         )
     if format_checksum(mine) != checksum:
         raise content_changed(path, checksum, format_checksum(mine))

@@ -17,7 +17,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog import faults
-from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError
+from catalog.errors import CorruptRecordError, CorruptShardError
 from catalog.storage.base import Store
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches, write_error
 from catalog.storage.names import index_folder, index_rel
@@ -158,7 +158,7 @@ class OffsetWalker:
         """The offsets found, once the whole shard went through: they must end exactly at its end
         and be ``records`` many (the shard ``where`` is not the file registered otherwise)."""
         if self._next != self._pos or self._carry:
-            raise CatalogError(f"{where}: its records do not end at its end (run `catalog verify`)")
+            raise CorruptShardError(where, message=f"{where}: its records do not end at its end (run `catalog verify`)")
         if len(self._found) != records:
             raise CorruptShardError(where, "records", records, len(self._found))
         return np.array(self._found, dtype=OFFSET)

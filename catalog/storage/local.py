@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import IO, ClassVar
 
-from catalog.errors import CatalogError
+from catalog.errors import StorageError
 from catalog.storage.base import Store, StoredFile
 from catalog.storage.files import fsync_dir, open_shard, publish, write_error
 from catalog.storage.names import INDEX_FOLDER, is_dataset_folder, temp_name
@@ -42,7 +42,7 @@ class LocalStore(Store):
     # ---- ownership
     def check_new(self) -> None:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
-            raise CatalogError(f"{self.root}: not a directory; the data area must be a directory")
+            raise StorageError(f"{self.root}: not a directory; the data area must be a directory")
         super().check_new()
 
     def _read_marker(self) -> bytes:
@@ -79,7 +79,7 @@ class LocalStore(Store):
         except FileNotFoundError:
             return True
         except OSError as e:
-            raise CatalogError(f"{self.root}: cannot read: {e.strerror}") from e
+            raise StorageError(f"{self.root}: cannot read: {e.strerror}") from e
 
     # ---- finding and removing files
     def exists(self, rel: str) -> bool:
@@ -167,7 +167,7 @@ class LocalStore(Store):
 
     def link(self, source: str, rel: str) -> bool:
         if not stat.S_ISREG(os.lstat(self.url(source)).st_mode):  # never a link to a place outside
-            raise CatalogError(f"{self.url(source)}: not a regular file; the catalog links only regular files")
+            raise StorageError(f"{self.url(source)}: not a regular file; the catalog links only regular files")
         try:
             os.link(self.url(source), self.url(rel), follow_symlinks=False)
         except OSError as e:
@@ -182,7 +182,7 @@ class LocalStore(Store):
         except OSError as e:
             if e.errno in _CANNOT_LINK:
                 return False
-            raise CatalogError(f"{source}: cannot link into the catalog: {e.strerror}") from e
+            raise StorageError(f"{source}: cannot link into the catalog: {e.strerror}") from e
         return True
 
 

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from catalog.errors import CatalogError
+from catalog.errors import StorageError
 from catalog.storage.files import fsync_dir
 
 PARTIAL_PREFIX = ".catalog-partial-"
@@ -66,12 +66,12 @@ def check_target(target: Path, force: bool, catalog_root: Path, own: tuple[str, 
     if not os.path.lexists(target):
         return
     if not force:
-        raise CatalogError(f"{target}: already exists; use --force to replace it")
+        raise StorageError(f"{target}: already exists; use --force to replace it")
     if target.is_dir() and not target.is_symlink():
-        raise CatalogError(f"{target}: a directory; --force replaces only a file")
+        raise StorageError(f"{target}: a directory; --force replaces only a file")
     where = Path(os.path.realpath(target.parent), target.name)  # the entry a rename replaces
     if any(where.is_relative_to(os.path.realpath(r)) for r in own):
-        raise CatalogError(f"{target}: a file of the catalog at {catalog_root}; --force replaces only files outside it")
+        raise StorageError(f"{target}: a file of the catalog at {catalog_root}; --force replaces only files outside it")
 
 
 def publish_written(temp: Path, target: Path, force: bool) -> None:
@@ -83,7 +83,7 @@ def publish_written(temp: Path, target: Path, force: bool) -> None:
     try:
         os.replace(temp, target)
     except OSError as e:
-        raise CatalogError(f"{target}: cannot replace: {e.strerror or e}") from e
+        raise StorageError(f"{target}: cannot replace: {e.strerror or e}") from e
     finally:
         temp.unlink(missing_ok=True)
     fsync_dir(target.parent)
@@ -95,9 +95,9 @@ def publish_new(temp: Path, target: Path) -> None:
     try:
         os.link(temp, target)
     except FileExistsError as e:
-        raise CatalogError(f"{target}: created by someone else meanwhile; left as it is, nothing written") from e
+        raise StorageError(f"{target}: created by someone else meanwhile; left as it is, nothing written") from e
     except OSError as e:
-        raise CatalogError(f"{target}: cannot create: {e.strerror}") from e
+        raise StorageError(f"{target}: cannot create: {e.strerror}") from e
     finally:
         temp.unlink(missing_ok=True)
     fsync_dir(target.parent)

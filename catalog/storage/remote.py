@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from catalog.errors import CatalogError
+from catalog.errors import StorageError
 from catalog.storage.base import Store, StoredFile
 from catalog.storage.fileio import filesystem, remote_error, remote_errors
 from catalog.storage.files import write_error
@@ -54,7 +54,7 @@ class FsspecStore(Store):
         with remote_errors(self.root, "cannot reach the object store"):
             found = fs.exists(bucket)
         if not found:
-            raise CatalogError(f"{self.root}: no such bucket (create it first)")
+            raise StorageError(f"{self.root}: no such bucket (create it first)")
 
     # ---- ownership
     def _read_marker(self) -> bytes:

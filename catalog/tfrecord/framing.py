@@ -24,7 +24,7 @@ from typing import IO, Any, Literal
 import numpy as np
 from crc32c import crc32c
 
-from catalog.errors import CatalogError, CorruptRecordError
+from catalog.errors import CodecError, CorruptRecordError, StorageError, UsageError
 from catalog.tfrecord.compression import AUTO, COMPRESSIONS, NONE, SPELLED
 from catalog.tfrecord.sources import Source, open_source
 from catalog.words import counted
@@ -92,9 +92,9 @@ def stored_compression(compression: str | None) -> str:
     return normalize_compression(compression) or NONE
 
 
-def unknown_compression(compression: object) -> CatalogError:
+def unknown_compression(compression: object) -> UsageError:
     """The error for a compression name that is none of none, gzip and zlib."""
-    return CatalogError(f"unknown compression {compression!r}: use {SPELLED}")
+    return UsageError(f"unknown compression {compression!r}: use {SPELLED}")
 
 
 # --------------------------------------------------------------------------- writing
@@ -104,7 +104,7 @@ class _ClosedQueue(list[bytes]):
     """Stands in for a closed writer's queue, so write() needs no "is closed" check."""
 
     def append(self, _item: object) -> None:
-        raise CatalogError("RecordWriter is closed")
+        raise UsageError("RecordWriter is closed")
 
 
 class RecordWriter:
@@ -124,7 +124,7 @@ class RecordWriter:
     ) -> None:
         self.compression = normalize_compression(compression)
         if index and self.compression is not None:
-            raise CatalogError("a record index needs an uncompressed file (offsets in a gzip stream are not seekable)")
+            raise UsageError("a record index needs an uncompressed file (offsets in a gzip stream are not seekable)")
         # With ``index``: each record's data length, kept while framing (the lengths the headers
         # are made of, 8 bytes a record); offsets() turns them into offsets in one vectorised pass.
         self._lengths: array[int] | None = array("Q") if index else None
@@ -165,7 +165,7 @@ class RecordWriter:
     def offsets(self) -> np.ndarray:
         """The byte offset of every record written so far (a writer made with ``index=True``)."""
         if self._lengths is None:
-            raise CatalogError("this RecordWriter keeps no record index (index=False)")
+            raise UsageError("this RecordWriter keeps no record index (index=False)")
         if not self._closed:
             self._drain()
         framed = np.frombuffer(self._lengths, dtype=np.uint64) + np.uint64(HEADER_SIZE + FOOTER_SIZE)
@@ -203,20 +203,20 @@ class RecordWriter:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise CatalogError("RecordWriter is closed")
+            raise UsageError("RecordWriter is closed")
 
     @staticmethod
     def _as_bytes(data: Any) -> bytes:
         # numpy scalars expose a buffer too (a longdouble's with uninitialised padding), but a
         # number is not a record: only bytes-like buffers and arrays of plain data are.
         if isinstance(data, (np.generic, str, int, float)):
-            raise CatalogError(f"a record must be bytes, not {type(data).__name__}")
+            raise CodecError(f"a record must be bytes, not {type(data).__name__}")
         try:
             view = memoryview(data)
         except (TypeError, ValueError) as e:  # ValueError: e.g. a datetime64 array
-            raise CatalogError(f"a record must be bytes, not {type(data).__name__}") from e
+            raise CodecError(f"a record must be bytes, not {type(data).__name__}") from e
         if view.format == "O":  # an object array's buffer holds pointers, not data
-            raise CatalogError(f"a record must be bytes, not a buffer of Python objects ({type(data).__name__})")
+            raise CodecError(f"a record must be bytes, not a buffer of Python objects ({type(data).__name__})")
         return view.tobytes()
 
     def _header(self, length: int) -> bytes:
@@ -587,7 +587,7 @@ def _batches(stream: IO[bytes], path: str | None, compression: str | None, verif
     try:
         head = stream.read(READ_CHUNK)
     except OSError as e:
-        raise CatalogError(f"{path or '<stream>'}: cannot read: {e}") from e
+        raise StorageError(f"{path or '<stream>'}: cannot read: {e}") from e
     if auto:
         kind = detect_compression(head)
     if kind is None:

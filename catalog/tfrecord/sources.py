@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable
 from typing import IO, Union
 
-from catalog.errors import CatalogError
+from catalog.errors import StorageError, UsageError
 
 Source = Union[str, "os.PathLike[str]", IO[bytes], bytes, bytearray, memoryview]
 
@@ -77,12 +77,12 @@ def open_regular(path: str | os.PathLike[str], failure: str = "cannot open") -> 
     except OSError as e:
         problem = regular_file_problem(name)  # a socket cannot even be opened (ENXIO): say what it is
         if problem is not None and problem != "no such file":
-            raise CatalogError(f"{name}: {problem}") from e
-        raise CatalogError(f"{name}: {failure}: {e.strerror or e}") from e
+            raise StorageError(f"{name}: {problem}") from e
+        raise StorageError(f"{name}: {failure}: {e.strerror or e}") from e
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise CatalogError(f"{name}: {_not_regular(mode)}")
+            raise StorageError(f"{name}: {_not_regular(mode)}")
         os.set_blocking(fd, True)
         return io.FileIO(fd, "rb", closefd=True)
     except BaseException:
@@ -103,4 +103,4 @@ def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         return source, name if isinstance(name, str) else None, False
-    raise CatalogError(f"cannot read records from a {type(source).__name__}")
+    raise UsageError(f"cannot read records from a {type(source).__name__}")

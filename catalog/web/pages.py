@@ -184,7 +184,7 @@ def full_value(ds: Dataset, version: VersionRef, split: str | None, index: int, 
         raise FeatureNotFoundError(f"dataset {ds.name!r} has no feature {feature!r} (features: {have})")
     if index >= selected.records:
         where = f"version {selected.version}" + (f", split {split}," if split else "")
-        raise CatalogError(f"no row {index:,}: {where} has {selected.records:,} rows")
+        raise UsageError(f"no row {index:,}: {where} has {selected.records:,} rows")
     row = next(iter(rows_at(ds, selected, [feature], None, index, 1)))
     value = row[feature]
     if isinstance(value, bytes):
