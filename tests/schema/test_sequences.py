@@ -16,8 +16,19 @@ from typer.testing import CliRunner
 
 from catalog import Catalog, RecordWriter, Schema
 from catalog.cli import app
-from catalog.errors import AppendError, SchemaError, ValidationError
+from catalog.errors import AppendError, CodecError, SchemaError, ValidationError
 from catalog.schema import to_tf_feature_spec
+from catalog.schema.features import parse_feature
+from catalog.schema.sequences import (
+    LENGTH_SUFFIX,
+    SequenceCodec,
+    StepInference,
+    is_sequence_record,
+    pad_batch,
+    parse_step,
+    sequence_spec,
+    split_record,
+)
 
 if os.environ.get("CI") == "true":
     import tensorflow as tf
@@ -263,3 +274,59 @@ def test_a_bad_sequence_record_in_an_input_names_it(tmp_path: Path) -> None:
     with pytest.raises(AppendError, match=r"record 1: feature 'frames': step 2: expected 2 values, got 1"):
         cat.dataset("s").append_files([path])
     assert cat.dataset("s").version == 1
+
+
+# --------------------------------------------------------------------------- catalog.schema.sequences, unit by unit
+
+
+def test_parse_step_refuses_what_a_step_cannot_declare() -> None:
+    spec = {"dtype": "string", "shape": [None]}
+    assert parse_step("w", spec) == parse_feature("w", spec)
+    declares = r"a sequence feature declares one step \(description, dtype, names, shape\)"
+    with pytest.raises(SchemaError, match=rf"^feature 'w': {declares}; not default, optional$"):
+        parse_step("w", {"dtype": "int64", "default": 0, "optional": True})
+
+
+def test_the_codec_round_trips_steps_and_split_record_finds_the_context() -> None:
+    steps = {name: parse_step(name, spec) for name, spec in SCHEMA["sequence_features"].items()}
+    codec = SequenceCodec(steps)
+    row = {"tokens": [1, 2], "frames": [[0.5, 1.5]], "words": [["a"], []]}
+    context = Schema.from_json({"features": SCHEMA["features"]}).encode({"id": 1, "lang": "x"})
+    record = context + codec.encode(row)
+    assert is_sequence_record(record) and not is_sequence_record(context)
+    ctx, lists = split_record(record)
+    assert ctx == context
+    decoded = codec.decode(lists)
+    assert decoded["tokens"].tolist() == [1, 2] and decoded["frames"].tolist() == [[0.5, 1.5]]
+    assert decoded["words"] == [["a"], []]
+    assert codec.encode({}) == b""  # no steps of any feature: no feature_lists field
+    not_steps = r"^feature 'tokens': a sequence feature's value is a list of steps, got int$"
+    with pytest.raises(ValidationError, match=not_steps):
+        codec.encode({"tokens": 3})
+
+
+def test_split_record_refuses_other_messages() -> None:
+    with pytest.raises(CodecError, match=r"^not a tf.train.SequenceExample: top-level field 3 at byte 0$"):
+        split_record(b"\x1a\x00")
+    with pytest.raises(CodecError, match=r"^not a tf\.train\.SequenceExample: "):
+        split_record(b"\x12\x03\x0a\xff\xff")
+
+
+def test_spec_inference_and_padding() -> None:
+    steps = {name: parse_step(name, spec) for name, spec in SCHEMA["sequence_features"].items()}
+    assert sequence_spec(steps) == {
+        "tokens": {"kind": "FixedLenSequenceFeature", "shape": [], "dtype": "int64"},
+        "frames": {"kind": "FixedLenSequenceFeature", "shape": [2], "dtype": "float32"},
+        "words": {"kind": "RaggedFeature", "dtype": "string"},
+    }
+    inference = StepInference()
+    plain = Schema.from_json({"features": {"n": {"dtype": "int64"}}}).encode({"n": 1})  # an Example: no steps
+    for record in (tf_record(ROWS[0]), tf_record(ROWS[1]), plain):
+        inference.add(record)
+    inferred = {f.name: f.dtype for f in inference.features()}
+    assert inferred == {"tokens": "int64", "frames": "float32", "words": "string"}
+    column = np.empty(2, dtype=object)
+    column[:] = [np.array([1, 2, 3]), np.array([], dtype=np.int64)]
+    padded = pad_batch({"tokens": steps["tokens"]}, {"tokens": column, "id": np.array([7, 8])})
+    assert padded["tokens"].tolist() == [[1, 2, 3], [0, 0, 0]]
+    assert padded["tokens" + LENGTH_SUFFIX].tolist() == [3, 0] and padded["id"].tolist() == [7, 8]
