@@ -76,10 +76,10 @@ class ShardCache:
         path = Path(directory).expanduser().absolute()
         try:
             path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as e:  # a file of that name
+            raise StorageError(f"{path}: cannot use as the shard cache: not a directory") from e
         except OSError as e:
             raise StorageError(f"{path}: cannot use as the shard cache: {e.strerror or e}") from e
-        if not path.is_dir():
-            raise StorageError(f"{path}: cannot use as the shard cache: not a directory")
         if not os.access(path, os.W_OK | os.X_OK):
             raise StorageError(f"{path}: cannot use as the shard cache: not writable")
         return cls(str(path), limit)
@@ -229,16 +229,14 @@ def _fetch(remote: FileIO, location: str, checksum: str, size: int, path: Path) 
     crc = got = 0
     try:
         with remote.open(location) as src, open(part, "wb") as out:
-            while chunk := src.read(CHECKSUM_CHUNK):
+            while chunk := src.read(min(CHECKSUM_CHUNK, size + 1 - got)):  # a byte more tells it grew
                 crc = crc32c(chunk, crc)
                 got += len(chunk)
-                if got > size:
-                    break  # a grown object: no need to read the rest to know it is wrong
                 out.write(chunk)
         if got != size:
-            raise CacheMismatchError(
-                location, "size fetched into the cache", counted(size, "byte"), counted(got, "byte")
-            )
+            wanted = counted(size, "byte")
+            found = f"more than {wanted}" if got > size else counted(got, "byte")
+            raise CacheMismatchError(location, "size fetched into the cache", wanted, found)
         if format_checksum(crc) != checksum:
             raise CacheMismatchError(location, "checksum fetched into the cache", checksum, format_checksum(crc))
         os.replace(part, path)
