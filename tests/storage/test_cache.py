@@ -20,7 +20,7 @@ import pytest
 from catalog import Catalog
 from catalog.errors import CatalogError, CorruptShardError, StorageError, UsageError
 from catalog.storage import cache
-from catalog.storage.cache import CacheMismatchError, CachedFileIO, ShardCache
+from catalog.storage.cache import CachedFileIO, CacheMismatchError, ShardCache
 from catalog.storage.fileio import LocalFileIO
 from catalog.storage.files import file_checksum
 
@@ -112,7 +112,7 @@ def test_beyond_the_limit_the_least_recently_used_go_first(tmp_path: Path) -> No
     assert entries(c) == {c.entry(a, ca).name, c.entry(d, cd).name}
     read(c, remote, b, cb)  # fetched again; a is now the oldest
     assert entries(c) == {c.entry(d, cd).name, c.entry(b, cb).name}
-    assert remote.fetches() == [a, b, d, b, ]
+    assert remote.fetches() == [a, b, d, b]
 
 
 def test_an_entry_open_for_reading_is_never_evicted(tmp_path: Path) -> None:
@@ -157,7 +157,8 @@ def test_a_changed_manifest_checksum_is_another_entry_fetched_and_verified(tmp_p
     with pytest.raises(CacheMismatchError) as e:
         read(c, remote, a, old)
     assert isinstance(e.value, StorageError) and isinstance(e.value, CorruptShardError)
-    assert str(e.value) == f"{a}: checksum fetched into the cache: registered {old}, found {new} (changed after its commit?)"
+    found = f"registered {old}, found {new} (changed after its commit?)"
+    assert str(e.value) == f"{a}: checksum fetched into the cache: {found}"
     assert "\n" not in str(e.value)
     assert entries(c) == {c.entry(a, new).name}
     assert not [p for p in Path(c.directory).iterdir() if p.name.endswith(".part")]
@@ -167,9 +168,11 @@ def test_a_fetch_of_the_wrong_size_is_refused(tmp_path: Path) -> None:
     remote = Remote(tmp_path / "log")
     c = ShardCache.at(tmp_path / "cache")
     a, crc = shard(tmp_path, "a")
-    with pytest.raises(CacheMismatchError, match=r": size fetched into the cache: registered 90 bytes, found more than 90 bytes "):
+    grown = r": size fetched into the cache: registered 90 bytes, found more than 90 bytes "
+    with pytest.raises(CacheMismatchError, match=grown):
         read(c, remote, a, crc, size=90)
-    with pytest.raises(CacheMismatchError, match=r": size fetched into the cache: registered 120 bytes, found 100 bytes "):
+    cut = r": size fetched into the cache: registered 120 bytes, found 100 bytes "
+    with pytest.raises(CacheMismatchError, match=cut):
         read(c, remote, a, crc, size=120)
     assert entries(c) == set()
 
@@ -251,7 +254,8 @@ class Requests:
     """Every request moto's server receives: (method, path)."""
 
     def __init__(self, app: Any) -> None:
-        self.app, self.seen, self.lock = app, [], threading.Lock()
+        self.app, self.lock = app, threading.Lock()
+        self.seen: list[tuple[str, str]] = []
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         with self.lock:
@@ -310,9 +314,9 @@ def test_a_shard_changed_on_s3_is_refused_by_the_cache(s3_ds: Any, requests: Req
 
 def test_a_bad_cache_dir_fails_the_reader_at_once(s3_ds: Any, tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
-    with pytest.raises(CatalogError, match=": cannot use as the shard cache: not a directory$"):
+    with pytest.raises(CatalogError, match=r": cannot use as the shard cache: not a directory$"):
         s3_ds.read(cache_dir=tmp_path / "f")
-    with pytest.raises(UsageError, match="^cache_limit needs a cache_dir$"):
+    with pytest.raises(UsageError, match=r"^cache_limit needs a cache_dir$"):
         s3_ds.batches(4, cache_limit=100)
 
 
