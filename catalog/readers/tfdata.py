@@ -90,16 +90,11 @@ def tf_dataset(
     ``input_context``: a ``tf.distribute.InputContext`` (``distribute_datasets_from_function``
     passes one): this pipeline then reads its own share, whole shards when there are at least
     as many shard ranges as pipelines, else every n-th record; ``batch_size`` is this
-    pipeline's batch (``input_context.get_per_replica_batch_size(global)``).
-    ``cache_dir``, ``cache_limit``: shards on an object store are fetched whole into that local
-    cache first (once per host, checked against the manifest: storage/cache.py), and TensorFlow
-    reads the copies; give a limit that holds the shards read.
-    """
+    pipeline's batch (``input_context.get_per_replica_batch_size(global)``). ``cache_dir``,
+    ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`)."""
     _check_arguments(batch_size, num_epochs)
     tf = import_tensorflow()
-    rp = plan(ds, version, split)
-    if cache_dir is not None or cache_limit is not None:
-        rp = fetched(with_cache(rp, cache_dir, cache_limit))
+    rp = fetched(with_cache(plan(ds, version, split), cache_dir, cache_limit))
     check_sizes(rp.shards)
     schema = rp.schema()
     names = selected_features(schema, columns, label_key, rp.dataset)
@@ -172,9 +167,10 @@ def import_tensorflow() -> Any:
 
 
 def fetched(rp: ReadPlan) -> ReadPlan:
-    """``rp`` with each shard its FileIO reads from a local cache fetched there now, and named
-    by its copy: TensorFlow opens the files by name itself. The copies were checked whole
-    against the registered checksum: nothing more to check of their content."""
+    """``rp`` with each shard its FileIO reads from a local cache fetched there now (once per
+    host, checked against the manifest: storage/cache.py), and named by its copy: TensorFlow
+    opens the files by name itself; give a cache limit that holds them. The copies were checked
+    whole against the registered checksum: nothing more to check of their content."""
     return replace(rp, shards=tuple(_copy(s) for s in rp.shards))
 
 
