@@ -208,7 +208,8 @@ def _open_valid(path: Path, size: int, checksum: str) -> IO[bytes] | None:
             return None
         _VERIFIED.add(seen)
         f.seek(0)
-        os.utime(f.fileno(), ns=(time.time_ns(), st.st_mtime_ns))  # used now: last in line for eviction
+        with contextlib.suppress(OSError):  # another user's entry in a shared cache: its order stays
+            os.utime(f.fileno(), ns=(time.time_ns(), st.st_mtime_ns))  # used now: last in line for eviction
     except BaseException:
         f.close()
         raise
