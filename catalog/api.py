@@ -17,7 +17,7 @@ from catalog import directory
 from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle
-from catalog.commit.plans import ReadPlan, plan
+from catalog.commit.plans import ReadPlan, plan, with_cache
 from catalog.commit.protocol import create_dataset, drop_dataset, token_commit
 from catalog.commit.values import (
     Commit,
@@ -490,16 +490,28 @@ class Dataset(DatasetHandle):
 
     # ---- readers (catalog/readers): each pins its version and split in one manifest read, then
     # carries that plan alone (no connection): it pickles into workers and other processes.
-    def source(self, version: VersionRef = None, split: str | None = None, columns: Columns = None) -> DataSource:
+    # Every reader takes ``cache_dir=`` and ``cache_limit=`` (bytes): shards on an object store
+    # are then read from whole copies kept there, fetched once per host (storage/cache.py).
+    def source(
+        self,
+        version: VersionRef = None,
+        split: str | None = None,
+        columns: Columns = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+    ) -> DataSource:
         """Random access: ``len(src)``, ``src[i]`` (a row), ``src[[i, j]]`` or ``src[a:b]`` (a
         columnar batch), ``src.records(indices)`` (raw bytes). A ``torch.utils.data.Dataset``
         for any sampler, and a grain ``RandomAccessDataSource``. Needs uncompressed shards."""
-        return DataSource(self._indexed_plan(version, split), columns)
+        return DataSource(self._indexed_plan(version, split, cache_dir, cache_limit), columns)
 
-    def _indexed_plan(self, version: VersionRef, split: str | None) -> ReadPlan:
+    def _indexed_plan(
+        self, version: VersionRef, split: str | None, cache_dir: str | os.PathLike[str] | None, cache_limit: int | None
+    ) -> ReadPlan:
         """The read plan, every shard it reads by position indexed first (built here, in this
         process, where missing): workers then load offsets instead of scanning shards."""
-        return indexing.ensure_indexes(self, plan(self, version, split))
+        return indexing.ensure_indexes(self, with_cache(plan(self, version, split), cache_dir, cache_limit))
 
     def torch(
         self,
@@ -513,6 +525,9 @@ class Dataset(DatasetHandle):
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[[Any], Any] | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
     ) -> Any:
         """A ``torch.utils.data.IterableDataset``: partitioned across ranks and DataLoader
         workers, shuffled by (seed, epoch), resumable (``set_epoch``, ``state_dict``,
@@ -522,7 +537,7 @@ class Dataset(DatasetHandle):
         require_torch()
         options: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "seed": seed, "columns": columns}
         options |= {"drop_last": drop_last, "rank": rank, "world_size": world_size, "transform": transform}
-        return torch_dataset(self._indexed_plan(version, split), **options)
+        return torch_dataset(self._indexed_plan(version, split, cache_dir, cache_limit), **options)
 
     def batches(
         self,
@@ -539,6 +554,8 @@ class Dataset(DatasetHandle):
         *,
         samples: int = 0,
         pad: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
         ``rank``'s share of epoch ``epoch``: ds.torch()'s partition and order, for NumPy/JAX
@@ -556,7 +573,7 @@ class Dataset(DatasetHandle):
             "world_size": world_size,
         }
         options |= {"drop_last": drop_last, "samples": samples}
-        pinned = plan(self, version, split)
+        pinned = with_cache(plan(self, version, split), cache_dir, cache_limit)
         if shuffle or world_size > 1 or samples:  # read by position: each shard's index, made here once
             pinned = indexing.ensure_indexes(self, pinned)
         out = readers.batches(pinned, batch_size, columns, **options)
@@ -566,14 +583,27 @@ class Dataset(DatasetHandle):
         return out
 
     def read(
-        self, version: VersionRef = None, split: str | None = None, columns: Columns = None
+        self,
+        version: VersionRef = None,
+        split: str | None = None,
+        columns: Columns = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Rows (dicts per the schema of that version), in dataset order."""
-        return readers.rows(plan(self, version, split), columns)
+        return readers.rows(with_cache(plan(self, version, split), cache_dir, cache_limit), columns)
 
-    def records(self, version: VersionRef = None, split: str | None = None) -> Iterator[bytes]:
+    def records(
+        self,
+        version: VersionRef = None,
+        split: str | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+    ) -> Iterator[bytes]:
         """The raw serialized records, in dataset order, CRC-checked."""
-        return readers.records(plan(self, version, split))
+        return readers.records(with_cache(plan(self, version, split), cache_dir, cache_limit))
 
     # ---- rewrites: the operations themselves, bound as methods (see rewrite.py, export.py
     # and catalog/migrations/runner.py for their parameters)

@@ -5,6 +5,7 @@ spawned processes or other machines carry it, never a connection to the manifest
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,7 +14,9 @@ from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, load_schema
 from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
 from catalog.commit.slicing import SplitSlice, resolve
+from catalog.errors import UsageError
 from catalog.schema import Schema
+from catalog.storage.cache import ShardCache, cached
 from catalog.storage.fileio import FileIO, file_io
 
 
@@ -34,6 +37,7 @@ class PlannedShard:
     stop: int
     adopted: bool = False  # its own file, outside the data area (``catalog adopt``)
     fingerprint: str | None = None  # what the content check compares its file with (storage.content)
+    cache: ShardCache | None = None  # where a copy of a remote shard is kept on this host (storage.cache)
 
     @property
     def count(self) -> int:
@@ -42,8 +46,9 @@ class PlannedShard:
     @property
     def io(self) -> FileIO:
         """What reads its file (storage.fileio, chosen by ``url``): readers open, stat and read
-        ranges of it through this, never by looking at the URL themselves."""
-        return file_io(self.url)
+        ranges of it through this, never by looking at the URL themselves. With a ``cache``,
+        a remote shard is read from its local copy (fetched once, checked whole)."""
+        return cached(file_io(self.url), self.cache, self.url, self.checksum, self.bytes)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,17 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
     if split is not None:
         shards = list(_select(shards, resolve(split, split_counts(shards))))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)
+
+
+def with_cache(pinned: ReadPlan, cache_dir: str | os.PathLike[str] | None, cache_limit: int | None = None) -> ReadPlan:
+    """``pinned`` reading its remote shards from copies kept in ``cache_dir`` (at most
+    ``cache_limit`` bytes of them: storage.cache); as it is without a ``cache_dir``."""
+    if cache_dir is None:
+        if cache_limit is not None:
+            raise UsageError("cache_limit needs a cache_dir")
+        return pinned
+    cache = ShardCache.at(cache_dir, cache_limit)
+    return replace(pinned, shards=tuple(replace(s, cache=cache) for s in pinned.shards))
 
 
 def split_counts(shards: list[PlannedShard]) -> dict[str, int]:

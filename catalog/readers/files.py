@@ -45,7 +45,10 @@ def stored_size(url: str) -> int:
 
 def check_content(shard: PlannedShard, facts: Facts) -> None:
     """A shard's file others may write (adopted, linked) is as registered (storage.content):
-    no read when its fingerprint is the registered one."""
+    no read when its fingerprint is the registered one, nor when its FileIO checked its bytes
+    whole against the registered checksum (a cached copy: storage.cache)."""
+    if shard.io.verified:
+        return
     if isinstance(facts, os.stat_result):
         content.check_local(shard.url, facts, shard.checksum, shard.fingerprint, shard.adopted)
     else:

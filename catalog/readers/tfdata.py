@@ -26,24 +26,21 @@ TensorFlow is an optional extra (``tfrecord-catalog[tf]``), imported when this i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from catalog.commit.handles import DatasetHandle
-from catalog.commit.plans import PlannedShard, plan
-from catalog.errors import (
-    CodecError,
-    CorruptShardError,
-    DependencyError,
-    FeatureNotFoundError,
-    UsageError,
-)
+from catalog.commit.plans import PlannedShard, ReadPlan, plan, with_cache
+from catalog.errors import CodecError, CorruptShardError, DependencyError, FeatureNotFoundError, UsageError
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
+from catalog.storage.cache import CachedFileIO
+from catalog.storage.files import OWNED
 from catalog.words import counted
 
 TF_EXTRA = "pip install 'tfrecord-catalog[tf]'"
@@ -73,6 +70,8 @@ def tf_dataset(
     drop_remainder: bool = False,
     *,
     input_context: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of batches of feature dicts (``(features, label)`` with
     ``label_key``) over ``version`` (a number or a tag; default: current) and ``split`` (a
@@ -91,11 +90,11 @@ def tf_dataset(
     ``input_context``: a ``tf.distribute.InputContext`` (``distribute_datasets_from_function``
     passes one): this pipeline then reads its own share, whole shards when there are at least
     as many shard ranges as pipelines, else every n-th record; ``batch_size`` is this
-    pipeline's batch (``input_context.get_per_replica_batch_size(global)``).
-    """
+    pipeline's batch (``input_context.get_per_replica_batch_size(global)``). ``cache_dir``,
+    ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`)."""
     _check_arguments(batch_size, num_epochs)
     tf = import_tensorflow()
-    rp = plan(ds, version, split)
+    rp = fetched(with_cache(plan(ds, version, split), cache_dir, cache_limit))
     check_sizes(rp.shards)
     schema = rp.schema()
     names = selected_features(schema, columns, label_key, rp.dataset)
@@ -165,6 +164,21 @@ def import_tensorflow() -> Any:
 
 
 # --------------------------------------------------------------------------- the shards
+
+
+def fetched(rp: ReadPlan) -> ReadPlan:
+    """``rp`` with each shard its FileIO reads from a local cache fetched there now (once per
+    host, checked against the manifest: storage/cache.py), and named by its copy: TensorFlow
+    opens the files by name itself; give a cache limit that holds them. The copies were checked
+    whole against the registered checksum: nothing more to check of their content."""
+    return replace(rp, shards=tuple(_copy(s) for s in rp.shards))
+
+
+def _copy(shard: PlannedShard) -> PlannedShard:
+    io = shard.io
+    if not isinstance(io, CachedFileIO):
+        return shard
+    return replace(shard, url=io.local_copy(), cache=None, adopted=False, fingerprint=OWNED)
 
 
 def check_sizes(shards: Sequence[PlannedShard]) -> None:

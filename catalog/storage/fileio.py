@@ -132,6 +132,9 @@ class FileIO(ABC):
     LocalFileIO and FsspecFileIO implement whole."""
 
     remote: ClassVar[bool]  # whether reads are requests to an object store (ranged GETs, HEADs)
+    # Whether its files were checked whole against the registered checksum as it fetched them
+    # (storage.cache): no content check (storage.content) is needed of what it opens.
+    verified: ClassVar[bool] = False
 
     @abstractmethod
     def open(self, location: str) -> IO[bytes]:
