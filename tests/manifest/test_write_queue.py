@@ -23,6 +23,7 @@ from sqlalchemy import Engine, insert, select
 
 from catalog import Catalog
 from catalog import manifest as mf
+from catalog.manifest.write_queue import QUEUE_SUFFIX, _queue_fds, _queue_turn, _write_queue
 
 pytestmark = pytest.mark.skipif(not mf.WRITE_QUEUE, reason="the writers' queue needs Linux OFD locks")
 
@@ -276,3 +277,30 @@ def test_concurrent_appenders_queue_and_all_commit(tmp_path: Path) -> None:
         assert sorted(int(r["id"]) for r in ds.read()) == sorted(
             w * 1000 + i for w in range(procs) for i in range(commits)
         )
+
+
+# The queue's own functions (catalog.manifest.write_queue), without a second process.
+
+
+def test_each_turn_takes_one_ticket_and_a_nested_turn_none(tmp_path: Path) -> None:
+    engine, _ = manifest(tmp_path)
+    start = tickets(tmp_path)
+    with _write_queue(engine):
+        assert tickets(tmp_path) == start + 1
+        with _write_queue(engine):  # this thread is in the queue already: it never waits in it again
+            assert tickets(tmp_path) == start + 1
+    with _write_queue(engine):
+        assert tickets(tmp_path) == start + 2
+    assert _queue_fds == set()  # every turn's descriptor closed when it ended
+
+
+def test_a_database_without_a_file_has_no_queue(tmp_path: Path) -> None:
+    engine = mf.make_engine("sqlite://")
+    with _write_queue(engine):
+        assert _queue_fds == set()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_queue_file_that_cannot_be_opened_means_no_queue(tmp_path: Path) -> None:
+    assert _queue_turn(str(tmp_path / "no" / "such" / f"catalog.db{QUEUE_SUFFIX}")) is None
+    assert _queue_fds == set()
