@@ -92,7 +92,7 @@ def _input_formats() -> tuple[str, ...]:
     return format_names()
 
 
-def _compressions() -> tuple[str, ...]:
+def compressions() -> tuple[str, ...]:
     from catalog.tfrecord.compression import COMPRESSIONS
 
     return COMPRESSIONS
@@ -150,7 +150,7 @@ ImageShape = Annotated[
 
 def compression_option(help: str) -> Any:
     """A ``--compression`` option: one of the names of catalog.tfrecord.compression."""
-    return typer.Option("--compression", click_type=LibraryChoice(_compressions), help=help)
+    return typer.Option("--compression", click_type=LibraryChoice(compressions), help=help)
 
 
 NewCompression = Annotated[str | None, compression_option("Store the rewritten shards, and new ones, so.")]
