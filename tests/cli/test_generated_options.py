@@ -122,6 +122,8 @@ def test_a_layout_naming_nothing_is_refused() -> None:
 def test_reading_the_options_loads_no_library() -> None:
     """The CLI reads the options to parse a verb's arguments and show its help."""
     code = "import sys, catalog.ops.options\nprint(' '.join(sys.modules))"
-    modules = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    modules = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     assert not {m for m in modules if m.split(".")[0] in ("sqlalchemy", "numpy", "google")}
     assert {m for m in modules if m.startswith("catalog.")} <= {"catalog.lazy", "catalog.ops", "catalog.ops.options"}
