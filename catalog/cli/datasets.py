@@ -26,7 +26,6 @@ from catalog.cli.options import (
     FormatOption,
     ImageShape,
     Inputs,
-    Message,
     NpyFeature,
     Scheduler,
     Version,
@@ -37,12 +36,18 @@ from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.commit.values import Commit, DatasetInfo, ShardInfo, Tag
-    from catalog.ops.options import AdoptOptions, AppendOptions
+    from catalog.ops.options import AdoptOptions, AppendOptions, RegisterOptions
 
 
 @verb
+@takes(
+    "RegisterOptions",
+    "name inputs schema description infer split compression token message as_json default fill_missing",
+    hidden="author",
+)
 def register(
     name: DatasetName,
+    options: RegisterOptions,
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
@@ -54,12 +59,7 @@ def register(
     infer: Annotated[
         bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
     ] = False,
-    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="With --infer: the inputs' split.")] = "train",
     compression: Annotated[str, compression_option("How its shards are stored.")] = "none",
-    token: Annotated[
-        str | None, typer.Option("--token", help="Idempotency token: a retried registration is a no-op.")
-    ] = None,
-    message: Message = "",
     as_json: AsJson = False,
     default: Defaults = None,
     fill_missing: FillMissing = False,
@@ -73,14 +73,15 @@ def register(
     if schema is not None and (default or fill_missing):
         raise typer.BadParameter("--default/--fill-missing apply to --infer's schema", param_hint="--default")
     cat = open_catalog()
+    token = options.token
     if schema is not None:
         done = None if token is None else cat.committed(name, token)
-        ds = cat.register(name, schema, description, compression, message=message, token=token)
+        ds = cat.register(name, schema, description, compression, message=options.message, token=token)
         what = "already registered (token seen before):" if done is not None else "registered"
         return Output(text=[f"{what} {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
     commit = cat.register_inferred(
-        name, inputs or [], description, split=split, compression=compression, token=token, message=message,
-        defaults=parse_defaults(default), fill_missing=fill_missing,
+        name, inputs or [], description, compression=compression, defaults=parse_defaults(default),
+        fill_missing=fill_missing, **asdict(options),
     )  # fmt: skip
     ds = cat.dataset(name)
     inferred = ds.schema.to_json()

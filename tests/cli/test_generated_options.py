@@ -28,6 +28,10 @@ runner = CliRunner()
 VERBS = {
     "append": (opts.AppendOptions, set()),
     "adopt": (opts.AdoptOptions, set()),
+    "register": (opts.RegisterOptions, {"author"}),
+    "migrate": (opts.MigrateOptions, {"author"}),
+    "compact": (opts.CompactOptions, {"author"}),
+    "restore": (opts.RestoreOptions, {"author"}),
 }
 # Each API method of a verb: its options type, and the fields it does not take (it sets them).
 METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
@@ -36,7 +40,17 @@ METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
     (Dataset.append_files, opts.AppendOptions, set()),
     (Dataset.adopt, opts.AdoptOptions, set()),
     (Catalog.adopt, opts.AdoptOptions, set()),
+    (Catalog.register, opts.RegisterOptions, {"author", "split"}),  # a schema given: nothing appended
+    (Catalog.register_inferred, opts.RegisterOptions, set()),
+    (Dataset.migrate, opts.MigrateOptions, set()),
+    (Dataset.compact, opts.CompactOptions, set()),
+    (Dataset.restore, opts.RestoreOptions, set()),
 ]
+
+
+def test_every_verb_that_commits_is_generated() -> None:
+    generated = {name for name, cmd in get_command(app).commands.items() if isinstance(cmd, OptionsCommand)}  # type: ignore[attr-defined]
+    assert generated == set(VERBS)
 
 
 def command(verb: str) -> Any:
