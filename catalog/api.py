@@ -37,7 +37,7 @@ from catalog.ops import describe, indexing, ingest, maintenance, provision, rewr
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
 from catalog.ops.options import AdoptOptions, AppendOptions, WriteOptions
-from catalog.ops.writer import Writer
+from catalog.ops.writer import Writer, drift
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
 from catalog.readers.pytorch import require_torch, torch_dataset
@@ -339,7 +339,7 @@ class Dataset(DatasetHandle):
         before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
         implies "fail") for the L-infinity distance of every feature without its own."""
         opts = WriteOptions.taking(locals())
-        opts.drift()  # a bad check is refused before the rows are looked at
+        drift(opts)  # a bad check is refused before the rows are looked at
         if not (is_columnar(rows) or isinstance(rows, (Mapping, Iterable))) or isinstance(rows, (str, bytes)):
             kinds = "an iterable of rows, a DataFrame, a table or a dict of columns"
             raise AppendError(f"rows are {kinds}, got {rows!r:.40}")
@@ -402,7 +402,7 @@ class Dataset(DatasetHandle):
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
-        opts.drift()
+        drift(opts)
         with Writer(self, opts) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:

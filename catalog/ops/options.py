@@ -9,18 +9,16 @@ CLI's flags of the verbs that take it are generated from it (``catalog.cli.gener
 ``tests/cli/test_generated_options.py`` fails until the API methods of the verb take it as a
 keyword of the same name, type and default.
 
-Stdlib only at module level: the CLI reads these fields to parse a verb's arguments and show
-its help, which must not load the library (the manifest, NumPy).
+Stdlib only: the CLI reads these fields to parse a verb's arguments and show its help, which
+must not load the library (the manifest, NumPy). What follows from the options (the shard
+sizes a writer uses, its drift check) is the writer's (catalog/ops/writer.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from catalog.commit.statistics import DriftCheck
+from typing import Any, TypeVar
 
 # catalog.manifest.DEFAULT_SPLIT, not imported: the manifest is SQLAlchemy, which a verb's
 # --help does not load (tests/cli/test_generated_options.py holds them equal).
@@ -75,12 +73,6 @@ class CommitOptions:
     message: str = option("", "--message", "-m", help="Commit message.")
     author: str | None = option(None, "--author", help=AUTHOR)
 
-    @property
-    def committer(self) -> str:
-        from catalog.commit.values import default_author
-
-        return self.author or default_author()
-
     @classmethod
     def taking(cls: type[Opts], given: Mapping[str, Any], **fixed: Any) -> Opts:
         """The options whose fields ``given`` (a call's parameters: ``locals()``) names, and
@@ -94,7 +86,7 @@ class WriteOptions(CommitOptions):
     """An append's (rows, files, a writer, an adoption): the ``split`` its shards go to, how
     large they grow (None: the defaults), whether an input whose shards have the bytes of live
     ones goes in (``allow_duplicate``), and the drift check before the commit (``check``:
-    "fail" or "warn", ``max_linf``)."""
+    "fail" or "warn", ``max_linf``; see catalog.ops.writer.drift)."""
 
     split: str = option(DEFAULT_SPLIT, "--split", metavar="SPLIT", help="Register the new shards under this split.")
     shard_size: int | None = option(
@@ -118,24 +110,6 @@ class WriteOptions(CommitOptions):
         max=1.0,
         help="L-infinity limit for every feature without its own (implies --check).",
     )
-
-    @property
-    def size(self) -> int:
-        from catalog.commit.values import DEFAULT_SHARD_SIZE
-
-        return DEFAULT_SHARD_SIZE if self.shard_size is None else self.shard_size  # (0 is refused, not the default)
-
-    @property
-    def records(self) -> int:
-        from catalog.commit.values import DEFAULT_SHARD_RECORDS
-
-        return DEFAULT_SHARD_RECORDS if self.shard_records is None else self.shard_records
-
-    def drift(self) -> DriftCheck | None:
-        """The check asked for (None: none)."""
-        from catalog.commit.statistics import DriftCheck
-
-        return DriftCheck.asked(self.check, self.max_linf)
 
 
 @dataclass(frozen=True)
