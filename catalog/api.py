@@ -36,8 +36,8 @@ from catalog.ops import adopt as adoption
 from catalog.ops import describe, indexing, ingest, maintenance, provision, rewrite
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
-from catalog.ops.options import AdoptOptions, WriteOptions
-from catalog.ops.writer import Writer
+from catalog.ops.options import AdoptOptions, AppendOptions, WriteOptions
+from catalog.ops.writer import Writer, drift
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
 from catalog.readers.pytorch import require_torch, torch_dataset
@@ -215,8 +215,8 @@ class Catalog(CatalogHandle):
         with the schema of a TFDS directory's ``features.json`` (its description too), else the
         schema inferred from every record of the files (and the compression they share, if they
         share one), and dropped again when the adoption fails: all or nothing."""
+        opts = AdoptOptions.taking(locals())
         paths = given_paths(paths)
-        opts = AdoptOptions(token, message, author, split, copy, link, allow_duplicate)
         validate_name(name)
         _one_way(copy, link)
         try:
@@ -338,8 +338,8 @@ class Dataset(DatasetHandle):
         ``check`` ("fail" or "warn") compares the new records' statistics with the dataset's
         before committing: the schema's per-feature ``checks``, and ``max_linf`` (which
         implies "fail") for the L-infinity distance of every feature without its own."""
-        opts = WriteOptions(token, message, author, split, shard_size, shard_records, True, check, max_linf)
-        opts.drift()  # a bad check is refused before the rows are looked at
+        opts = WriteOptions.taking(locals())
+        drift(opts)  # a bad check is refused before the rows are looked at
         if not (is_columnar(rows) or isinstance(rows, (Mapping, Iterable))) or isinstance(rows, (str, bytes)):
             kinds = "an iterable of rows, a DataFrame, a table or a dict of columns"
             raise AppendError(f"rows are {kinds}, got {rows!r:.40}")
@@ -390,6 +390,7 @@ class Dataset(DatasetHandle):
         shards have the bytes of live ones (appended before) is refused unless
         ``allow_duplicate``. With ``executor`` and several inputs, each input is a job on it
         (see ingest.ingest_files). ``check``, ``max_linf``: as :meth:`append_rows`."""
+        opts = AppendOptions.taking(locals())
         inputs = expand(given_paths(paths), format)
         if not inputs:  # (a folder or a pattern without files says so in expand)
             raise AppendError("no input files: nothing committed")
@@ -401,8 +402,7 @@ class Dataset(DatasetHandle):
             raise AppendError("standard input (-) can be read once: name it once", STDIN)
         options = InputOptions(delimiter, feature, image_shape)
         check_options(inputs, options)
-        opts = WriteOptions(token, message, author, split, shard_size, shard_records, allow_duplicate, check, max_linf)
-        opts.drift()
+        drift(opts)
         with Writer(self, opts) as w:
             local = any(str(p) == STDIN for p, _ in inputs)  # stdin is this process's alone
             if not w.skipped and executor is not None and len(inputs) > 1 and not local:
@@ -441,8 +441,8 @@ class Dataset(DatasetHandle):
         copying what cannot be linked. An input already in the dataset (the same bytes as a
         live shard) is refused unless ``allow_duplicate``. With ``executor`` and several files,
         each file is read by a job on it (in place only)."""
+        opts = AdoptOptions.taking(locals())
         _one_way(copy, link)
-        opts = AdoptOptions(token, message, author, split, copy, link, allow_duplicate)
         return self._adopt(adoption.plan(paths, split), opts, progress, executor)
 
     def _adopt(
@@ -474,7 +474,7 @@ class Dataset(DatasetHandle):
     ) -> Writer:
         """``with ds.writer() as w: w.write(row)`` commits on clean exit, registers nothing on
         error; its shards belong to ``split`` (``train`` by default)."""
-        return Writer(self, WriteOptions(token, message, author, split, shard_size, shard_records))
+        return Writer(self, WriteOptions.taking(locals()))
 
     def verify(self, progress: Progress | None = None, *, executor: Executor | None = None) -> VerifyReport:
         return maintenance.verify_catalog(self.catalog, [self.name], progress, executor)

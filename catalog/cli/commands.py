@@ -11,7 +11,6 @@ import typer
 
 from catalog.cli import admin, datasets, files, indexes, rewrites, rows, statistics
 from catalog.cli.base import app
-from catalog.cli.options import BareCheck
 
 __all__ = ["app"]
 
@@ -42,7 +41,7 @@ for name, fn in [
     ("compact", rewrites.compact),
     ("export", rewrites.export),
 ]:
-    app.command(name, cls=BareCheck if name == "append" else None)(fn)  # append's --check may stand alone
+    app.command(name, cls=getattr(fn, "command", None))(fn)  # a verb of catalog.cli.generated.takes: its class
 
 migrations_app = typer.Typer(no_args_is_help=True, help="Write and list migration scripts.")
 migrations_app.command("new")(rewrites.migrations_new)

@@ -7,15 +7,17 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_bar, verb
+from catalog.cli.generated import takes
 from catalog.cli.options import (
     AsJson,
-    CheckMode,
+    BareCheck,
     DatasetName,
     Defaults,
     Delimiter,
@@ -24,24 +26,28 @@ from catalog.cli.options import (
     FormatOption,
     ImageShape,
     Inputs,
-    MaxLinf,
-    Message,
     NpyFeature,
     Scheduler,
     Version,
     compression_option,
-    parse_bytes,
     parse_defaults,
 )
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.commit.values import Commit, DatasetInfo, ShardInfo, Tag
+    from catalog.ops.options import AdoptOptions, AppendOptions, RegisterOptions
 
 
 @verb
+@takes(
+    "RegisterOptions",
+    "name inputs schema description infer split compression token message as_json default fill_missing",
+    hidden="author",
+)
 def register(
     name: DatasetName,
+    options: RegisterOptions,
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
@@ -53,12 +59,7 @@ def register(
     infer: Annotated[
         bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
     ] = False,
-    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="With --infer: the inputs' split.")] = "train",
     compression: Annotated[str, compression_option("How its shards are stored.")] = "none",
-    token: Annotated[
-        str | None, typer.Option("--token", help="Idempotency token: a retried registration is a no-op.")
-    ] = None,
-    message: Message = "",
     as_json: AsJson = False,
     default: Defaults = None,
     fill_missing: FillMissing = False,
@@ -72,14 +73,15 @@ def register(
     if schema is not None and (default or fill_missing):
         raise typer.BadParameter("--default/--fill-missing apply to --infer's schema", param_hint="--default")
     cat = open_catalog()
+    token = options.token
     if schema is not None:
         done = None if token is None else cat.committed(name, token)
-        ds = cat.register(name, schema, description, compression, message=message, token=token)
+        ds = cat.register(name, schema, description, compression, message=options.message, token=token)
         what = "already registered (token seen before):" if done is not None else "registered"
         return Output(text=[f"{what} {ds.name} (version {ds.version}, schema version {ds.schema_version})"])
     commit = cat.register_inferred(
-        name, inputs or [], description, split=split, compression=compression, token=token, message=message,
-        defaults=parse_defaults(default), fill_missing=fill_missing,
+        name, inputs or [], description, compression=compression, defaults=parse_defaults(default),
+        fill_missing=fill_missing, **asdict(options),
     )  # fmt: skip
     ds = cat.dataset(name)
     inferred = ds.schema.to_json()
@@ -198,37 +200,26 @@ def _feature_text(spec: dict[str, Any]) -> str:
 
 
 @verb
+@takes(
+    "AppendOptions",
+    "name inputs fmt shard_size shard_records token message author link as_json workers executor scheduler split "
+    "delimiter feature image_shape allow_duplicate check max_linf",
+    base=BareCheck,  # --check may stand alone
+)
 def append(
     name: DatasetName,
     inputs: Inputs,
+    options: AppendOptions,
     fmt: FormatOption = "auto",
-    shard_size: Annotated[
-        int | None, typer.Option("--shard-size", parser=parse_bytes, metavar="BYTES", help="Roll shards at this size.")
-    ] = None,
-    shard_records: Annotated[
-        int | None, typer.Option("--shard-records", min=1, help="Roll shards at N records.")
-    ] = None,
-    token: Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")] = None,
-    message: Message = "",
-    author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
-    link: Annotated[bool, typer.Option("--link", help="Adopt valid uncompressed TFRecord files by hard link.")] = False,
     as_json: AsJson = False,
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Inputs validated and written at once (default: 1).")
     ] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
-    split: Annotated[
-        str, typer.Option("--split", metavar="SPLIT", help="Register the new shards under this split.")
-    ] = "train",
     delimiter: Delimiter = None,
     feature: NpyFeature = None,
     image_shape: ImageShape = None,
-    allow_duplicate: Annotated[
-        bool, typer.Option("--allow-duplicate", help="Append an input even when its bytes are in the dataset already.")
-    ] = False,
-    check: CheckMode = None,
-    max_linf: MaxLinf = None,
 ) -> Output:
     """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
@@ -240,22 +231,13 @@ def append(
     ):
         commit = ds.append_files(
             inputs,
-            token=token,
-            message=message,
-            shard_size=shard_size,
-            shard_records=shard_records,
-            link=link,
             format=fmt,
-            author=author,
             progress=progress,
             executor=ex,
-            split=split,
             delimiter=_delimiter(delimiter),
             feature=feature,
             image_shape=_image_shape(image_shape),
-            allow_duplicate=allow_duplicate,
-            check=check,
-            max_linf=max_linf,
+            **asdict(options),
         )
     return _append_output(name, commit)
 
@@ -267,6 +249,10 @@ def _append_output(name: str, commit: Commit) -> Output:
 
 
 @verb
+@takes(
+    "AdoptOptions",
+    "name paths split copy link description token message author allow_duplicate as_json workers executor scheduler",
+)
 def adopt(
     name: DatasetName,
     paths: Annotated[
@@ -276,18 +262,8 @@ def adopt(
             show_default=False,
         ),
     ],
-    split: Annotated[
-        str | None, typer.Option("--split", metavar="SPLIT", help="Register them under this split (default: train).")
-    ] = None,
-    copy: Annotated[bool, typer.Option("--copy", help="Copy them into the data area instead.")] = False,
-    link: Annotated[bool, typer.Option("--link", help="Hard link them into the data area instead.")] = False,
+    options: AdoptOptions,
     description: Annotated[str, typer.Option("--description", help="A new dataset's description.")] = "",
-    token: Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")] = None,
-    message: Message = "",
-    author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
-    allow_duplicate: Annotated[
-        bool, typer.Option("--allow-duplicate", help="Adopt a file even when its bytes are in the dataset already.")
-    ] = False,
     as_json: AsJson = False,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Files read at once (default: 1).")] = None,
     executor: ExecutorKind = "local",
@@ -295,7 +271,7 @@ def adopt(
 ) -> Output:
     """Register existing TFRecord files where they are (no copy), after checking, counting,
     checksumming and indexing every record; a new NAME gets the schema they imply. One commit."""
-    if copy and link:
+    if options.copy and options.link:
         raise typer.BadParameter("give --copy or --link, not both", param_hint="--copy/--link")
     cat = open_catalog()
     total = _input_bytes(paths)
@@ -303,11 +279,8 @@ def adopt(
         executor_of(executor, scheduler, workers, jobs=workers) as ex,
         progress_bar(f"adopt {name}", total) as progress,
     ):
-        commit = cat.adopt(
-            name, paths, split=split, copy=copy, link=link, description=description, token=token, message=message,
-            author=author, allow_duplicate=allow_duplicate, progress=progress, executor=ex,
-        )  # fmt: skip
-    return Output(text=_adopt_text(name, commit, copy or link), json=commit.to_json)
+        commit = cat.adopt(name, paths, description=description, progress=progress, executor=ex, **asdict(options))
+    return Output(text=_adopt_text(name, commit, options.copy or options.link), json=commit.to_json)
 
 
 def _input_bytes(paths: Iterable[str]) -> int:

@@ -92,7 +92,7 @@ def _input_formats() -> tuple[str, ...]:
     return format_names()
 
 
-def _compressions() -> tuple[str, ...]:
+def compressions() -> tuple[str, ...]:
     from catalog.tfrecord.compression import COMPRESSIONS
 
     return COMPRESSIONS
@@ -113,7 +113,6 @@ Split = Annotated[
         help="Only these records: a split, or a TFDS slice such as 'train[:90%]', 'test[-500:]', 'train[:10%]+test'.",
     ),
 ]
-Message = Annotated[str, typer.Option("--message", "-m", help="Commit message.")]
 Defaults = Annotated[
     list[str] | None,
     typer.Option(
@@ -123,7 +122,6 @@ Defaults = Annotated[
 FillMissing = Annotated[
     bool, typer.Option("--fill-missing", help="Inferred schema: every optional feature defaults to its dtype's zero.")
 ]
-Token = Annotated[str | None, typer.Option("--token", help="Idempotency token: a retry is a no-op.")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan; write nothing.")]
 Force = Annotated[bool, typer.Option("--force", help="Replace a file already there (once the new one is complete).")]
 # --format: "auto" and the names of the input format table (catalog.inputs.registry)
@@ -150,10 +148,9 @@ ImageShape = Annotated[
 
 def compression_option(help: str) -> Any:
     """A ``--compression`` option: one of the names of catalog.tfrecord.compression."""
-    return typer.Option("--compression", click_type=LibraryChoice(_compressions), help=help)
+    return typer.Option("--compression", click_type=LibraryChoice(compressions), help=help)
 
 
-NewCompression = Annotated[str | None, compression_option("Store the rewritten shards, and new ones, so.")]
 MigrationsDir = Annotated[
     Path,
     typer.Option("--migrations", help="Folder with one sub-folder of migration scripts per dataset."),
@@ -176,27 +173,9 @@ Scheduler = Annotated[
 ]
 
 
-# append --check: alone it means --check=fail (click cannot give an option an optional value)
-CheckMode = Annotated[
-    Literal["fail", "warn"] | None,
-    typer.Option(
-        "--check",
-        metavar="[=fail|warn]",
-        help="Compare the new data's statistics with the dataset's before committing (the schema's checks, "
-        "--max-linf, else an L-infinity limit of 0.1 on every feature); print what was compared; refuse "
-        "(fail, also --check alone) or commit and warn.",
-    ),
-]
-MaxLinf = Annotated[
-    float | None,
-    typer.Option(
-        "--max-linf", min=0.0, max=1.0, help="L-infinity limit for every feature without its own (implies --check)."
-    ),
-]
-
-
 class BareCheck(TyperCommand):
-    """A command whose ``--check`` may stand alone, meaning ``--check=fail``."""
+    """A command whose ``--check`` may stand alone, meaning ``--check=fail`` (click cannot give
+    an option an optional value)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         cut = args.index("--") if "--" in args else len(args)

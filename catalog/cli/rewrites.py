@@ -5,24 +5,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
+from catalog.cli.generated import takes
 from catalog.cli.options import (
     AsJson,
     DatasetName,
     DryRun,
     ExecutorKind,
     Force,
-    Message,
     MigrationsDir,
-    NewCompression,
     Scheduler,
     Split,
-    Token,
     Version,
     Workers,
     compression_option,
@@ -33,19 +32,25 @@ from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
     from catalog.ops.migrations.runner import MigrateReport, MigrationStatus
+    from catalog.ops.options import CompactOptions, MigrateOptions, RestoreOptions
     from catalog.ops.rewrite import CompactReport
 
 
 @verb
+@takes(
+    "MigrateOptions",
+    "name migrations to dry_run workers executor scheduler message add drop rename as_json compression token",
+    hidden="author",
+)
 def migrate(
     name: DatasetName,
+    options: MigrateOptions,
     migrations: MigrationsDir = Path("migrations"),
     to: Annotated[int | None, typer.Option("--to", metavar="NNNN", help="Apply up to this migration number.")] = None,
     dry_run: DryRun = False,
     workers: Workers = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
-    message: Message = "",
     add: Annotated[
         list[str] | None,
         typer.Option("--add", metavar="FEATURE:DTYPE=DEFAULT", help="Quick migration: add a scalar feature."),
@@ -53,8 +58,6 @@ def migrate(
     drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
     rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
     as_json: AsJson = False,
-    compression: NewCompression = None,
-    token: Token = None,
 ) -> Output:
     """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
@@ -68,8 +71,8 @@ def migrate(
         progress_bar(f"migrate {name}", total, "records") as progress,
     ):
         report = ds.migrate(
-            migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, message=message, progress=progress,
-            compression=compression, token=token, **quick,
+            migrations, to=to, dry_run=dry_run, workers=workers, executor=ex, progress=progress, **quick,
+            **asdict(options),
         )  # fmt: skip
     return Output(text=_migrate_text(name, report, dry_run), json=report.to_json)
 
@@ -132,22 +135,22 @@ def _migrations_text(name: str, migrations: Path, rows: list[MigrationStatus]) -
 
 
 @verb
+@takes("RestoreOptions", "name version message as_json token", hidden="author")
 def restore(
     name: DatasetName,
+    options: RestoreOptions,
     version: Annotated[
         str,
         typer.Option(
             "--version", parser=parse_version, metavar="N|TAG", help="The version (number or tag) to bring back."
         ),
     ],
-    message: Message = "",
     as_json: AsJson = False,
-    token: Token = None,
 ) -> Output:
     """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
     ds = open_catalog().dataset(name)
     what = version if version.isdigit() else f"{ds.info(version).version} (tag {version})"
-    commit = ds.restore(version, message, token=token)
+    commit = ds.restore(version, **asdict(options))
     head = "already committed (token seen before): " if commit.duplicate else ""
     text = (
         f"{head}restored {name} to version {what} as version {commit.version} (schema version "
@@ -158,8 +161,14 @@ def restore(
 
 
 @verb
+@takes(
+    "CompactOptions",
+    "name target_size workers executor scheduler message dry_run as_json split compression token",
+    hidden="author",
+)
 def compact(
     name: DatasetName,
+    options: CompactOptions,
     target_size: Annotated[
         int | None,
         typer.Option("--target-size", parser=parse_bytes, metavar="BYTES", help="Merged shard size (default 256 MiB)."),
@@ -167,14 +176,8 @@ def compact(
     workers: Workers = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
-    message: Message = "",
     dry_run: DryRun = False,
     as_json: AsJson = False,
-    split: Annotated[
-        str | None, typer.Option("--split", metavar="SPLIT", help="Compact this split only (default: each split).")
-    ] = None,
-    compression: NewCompression = None,
-    token: Token = None,
 ) -> Output:
     """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)
@@ -183,8 +186,7 @@ def compact(
         progress_bar(f"compact {name}", ds.info().bytes) as progress,
     ):
         report = ds.compact(
-            target_size, workers=workers, executor=ex, message=message, dry_run=dry_run, progress=progress,
-            split=split, compression=compression, token=token,
+            target_size, workers=workers, executor=ex, dry_run=dry_run, progress=progress, **asdict(options)
         )  # fmt: skip
     return Output(text=_compact_text(name, report, dry_run), json=report.to_json)
 

@@ -1,16 +1,67 @@
 """The options of the verbs that commit, one type per verb family, built once where a call
 comes in (a `Dataset` method, the CLI) and handed down whole: a writer, an adoption and the
 commit read their options here rather than from a long list of parameters restated at each
-layer. A new option of a verb is a field here, the parameter that sets it in the API method,
-and its flag in the CLI."""
+layer.
+
+A new option of a verb is written once: a field here, made with :func:`option`, which says
+its default and how the CLI offers it (:class:`Flag`: its flag, help and finer points). The
+CLI's flags of the verbs that take it are generated from it (``catalog.cli.generated``), and
+``tests/cli/test_generated_options.py`` fails until the API methods of the verb take it as a
+keyword of the same name, type and default.
+
+Stdlib only: the CLI reads these fields to parse a verb's arguments and show its help, which
+must not load the library (the manifest, NumPy). What follows from the options (the shard
+sizes a writer uses, its drift check) is the writer's (catalog/ops/writer.py).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
-from catalog.commit.statistics import DriftCheck
-from catalog.commit.values import DEFAULT_SHARD_RECORDS, DEFAULT_SHARD_SIZE, default_author
-from catalog.manifest import DEFAULT_SPLIT
+# catalog.manifest.DEFAULT_SPLIT, not imported: the manifest is SQLAlchemy, which a verb's
+# --help does not load (tests/cli/test_generated_options.py holds them equal).
+DEFAULT_SPLIT = "train"
+Opts = TypeVar("Opts", bound="CommitOptions")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How the CLI offers an option: its flag ``names`` (the long one first), ``help``, and
+    typer's finer points (``metavar``, ``min``, ``max``); ``parser``: "bytes" (a size with an
+    optional KiB, MiB or GiB suffix); ``choices``: a closed set of values; ``library``:
+    "compression", the names of catalog.tfrecord.compression."""
+
+    names: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+    min: float | None = None
+    max: float | None = None
+    parser: str | None = None
+    choices: tuple[str, ...] = ()
+    library: str | None = None
+
+
+def option(default: Any, *names: str, help: str, **how: Any) -> Any:
+    """A field with its default and its CLI flag (see :class:`Flag`)."""
+    return field(default=default, metadata={"flag": Flag(names, help, **how)})
+
+
+def flag_of(options: type[CommitOptions], name: str) -> Flag:
+    """The CLI flag of ``options``' field ``name``."""
+    for f in fields(options):
+        if f.name == name:
+            flag = f.metadata.get("flag")
+            if isinstance(flag, Flag):
+                return flag
+            raise TypeError(f"{options.__name__}.{name} has no flag")
+    raise TypeError(f"{options.__name__} has no field {name!r}")
+
+
+# The flags several types share, each said once.
+TOKEN = "Idempotency token: a retry is a no-op."
+AUTHOR = "Commit author (default: user name)."
 
 
 @dataclass(frozen=True)
@@ -18,13 +69,16 @@ class CommitOptions:
     """What every verb that commits takes: ``token`` (a retry with it answers with the first
     commit), ``message``, ``author`` (default: the user and host)."""
 
-    token: str | None = None
-    message: str = ""
-    author: str | None = None
+    token: str | None = option(None, "--token", help=TOKEN)
+    message: str = option("", "--message", "-m", help="Commit message.")
+    author: str | None = option(None, "--author", help=AUTHOR)
 
-    @property
-    def committer(self) -> str:
-        return self.author or default_author()
+    @classmethod
+    def taking(cls: type[Opts], given: Mapping[str, Any], **fixed: Any) -> Opts:
+        """The options whose fields ``given`` (a call's parameters: ``locals()``) names, and
+        ``fixed`` (fields a method sets itself); fields neither names keep their default."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in given.items() if k in names}, **fixed)
 
 
 @dataclass(frozen=True)
@@ -32,26 +86,41 @@ class WriteOptions(CommitOptions):
     """An append's (rows, files, a writer, an adoption): the ``split`` its shards go to, how
     large they grow (None: the defaults), whether an input whose shards have the bytes of live
     ones goes in (``allow_duplicate``), and the drift check before the commit (``check``:
-    "fail" or "warn", ``max_linf``)."""
+    "fail" or "warn", ``max_linf``; see catalog.ops.writer.drift)."""
 
-    split: str = DEFAULT_SPLIT
-    shard_size: int | None = None
-    shard_records: int | None = None
-    allow_duplicate: bool = True
-    check: str | None = None
-    max_linf: float | None = None
+    split: str = option(DEFAULT_SPLIT, "--split", metavar="SPLIT", help="Register the new shards under this split.")
+    shard_size: int | None = option(
+        None, "--shard-size", parser="bytes", metavar="BYTES", help="Roll shards at this size."
+    )
+    shard_records: int | None = option(None, "--shard-records", min=1, help="Roll shards at N records.")
+    allow_duplicate: bool = True  # (no flag: append's is AppendOptions')
+    check: str | None = option(
+        None,
+        "--check",
+        metavar="[=fail|warn]",
+        choices=("fail", "warn"),
+        help="Compare the new data's statistics with the dataset's before committing (the schema's checks, "
+        "--max-linf, else an L-infinity limit of 0.1 on every feature); print what was compared; refuse "
+        "(fail, also --check alone) or commit and warn.",
+    )
+    max_linf: float | None = option(
+        None,
+        "--max-linf",
+        min=0.0,
+        max=1.0,
+        help="L-infinity limit for every feature without its own (implies --check).",
+    )
 
-    @property
-    def size(self) -> int:
-        return DEFAULT_SHARD_SIZE if self.shard_size is None else self.shard_size  # (0 is refused, not the default)
 
-    @property
-    def records(self) -> int:
-        return DEFAULT_SHARD_RECORDS if self.shard_records is None else self.shard_records
+@dataclass(frozen=True)
+class AppendOptions(WriteOptions):
+    """``append_files``'s (``catalog append``): an input already in the dataset is refused
+    unless ``allow_duplicate``; ``link``: hard link valid uncompressed TFRecord inputs."""
 
-    def drift(self) -> DriftCheck | None:
-        """The check asked for (None: none)."""
-        return DriftCheck.asked(self.check, self.max_linf)
+    allow_duplicate: bool = option(
+        False, "--allow-duplicate", help="Append an input even when its bytes are in the dataset already."
+    )
+    link: bool = option(False, "--link", help="Adopt valid uncompressed TFRecord files by hard link.")
 
 
 @dataclass(frozen=True)
@@ -60,11 +129,51 @@ class AdoptOptions(CommitOptions):
     or ``link`` the files into the data area instead of registering them where they are, and
     whether an input already in the dataset goes in again (``allow_duplicate``)."""
 
-    split: str | None = None
-    copy: bool = False
-    link: bool = False
-    allow_duplicate: bool = False
+    split: str | None = option(
+        None, "--split", metavar="SPLIT", help="Register them under this split (default: train)."
+    )
+    copy: bool = option(False, "--copy", help="Copy them into the data area instead.")
+    link: bool = option(False, "--link", help="Hard link them into the data area instead.")
+    allow_duplicate: bool = option(
+        False, "--allow-duplicate", help="Adopt a file even when its bytes are in the dataset already."
+    )
 
     def writing(self, split: str) -> WriteOptions:
         """The options of the append that registers the adopted shards of ``split``."""
         return WriteOptions(self.token, self.message, self.author, split, allow_duplicate=self.allow_duplicate)
+
+
+@dataclass(frozen=True)
+class RegisterOptions(CommitOptions):
+    """A registration's (``register``, ``register_inferred``): ``token`` (a retry of a
+    registration that committed answers with it), and with inputs, their ``split``."""
+
+    token: str | None = option(None, "--token", help="Idempotency token: a retried registration is a no-op.")
+    split: str = option(DEFAULT_SPLIT, "--split", metavar="SPLIT", help="With --infer: the inputs' split.")
+
+
+@dataclass(frozen=True)
+class RewriteOptions(CommitOptions):
+    """A rewrite's (``migrate``, ``compact``): ``compression``, how the rewritten shards, and
+    the dataset's new ones from then on, are stored (None: as the dataset's are)."""
+
+    compression: str | None = option(
+        None, "--compression", library="compression", help="Store the rewritten shards, and new ones, so."
+    )
+
+
+@dataclass(frozen=True)
+class MigrateOptions(RewriteOptions):
+    """``migrate``'s."""
+
+
+@dataclass(frozen=True)
+class CompactOptions(RewriteOptions):
+    """``compact``'s: the ``split`` to compact (None: each split)."""
+
+    split: str | None = option(None, "--split", metavar="SPLIT", help="Compact this split only (default: each split).")
+
+
+@dataclass(frozen=True)
+class RestoreOptions(CommitOptions):
+    """``restore``'s: a commit's options only."""

@@ -14,8 +14,15 @@ from catalog.commit.handles import DatasetHandle, raise_explained
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import DATASET_STATE, commit, prior_commit
 from catalog.commit.slicing import validate_split
-from catalog.commit.statistics import CheckReport, check_possible, drift_check, refuse
-from catalog.commit.values import Commit, manifest_text, positive_int
+from catalog.commit.statistics import CheckReport, DriftCheck, check_possible, drift_check, refuse
+from catalog.commit.values import (
+    DEFAULT_SHARD_RECORDS,
+    DEFAULT_SHARD_SIZE,
+    Commit,
+    default_author,
+    manifest_text,
+    positive_int,
+)
 from catalog.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -30,6 +37,11 @@ from catalog.storage import ShardFile, ShardSink
 ROWS_SOURCE = "rows"  # the source of shards written from Python rows
 
 
+def drift(options: WriteOptions) -> DriftCheck | None:
+    """The drift check ``options`` ask for (None: none); a bad one is refused here."""
+    return DriftCheck.asked(options.check, options.max_linf)
+
+
 class Writer:
     """Appends rows or validated records into new shards; one commit at the end."""
 
@@ -42,10 +54,12 @@ class Writer:
         self.catalog = ds.catalog
         self.token = None if opts.token is None else manifest_text(opts.token, "token")
         self.message = manifest_text(opts.message, "message")
-        self.author = manifest_text(opts.committer, "author")
-        self.shard_size = positive_int(opts.size, "shard_size")
-        self.shard_records = positive_int(opts.records, "shard_records")
-        check = opts.drift()
+        self.author = manifest_text(opts.author or default_author(), "author")
+        size = DEFAULT_SHARD_SIZE if opts.shard_size is None else opts.shard_size  # (0 is refused, not the default)
+        self.shard_size = positive_int(size, "shard_size")
+        records = DEFAULT_SHARD_RECORDS if opts.shard_records is None else opts.shard_records
+        self.shard_records = positive_int(records, "shard_records")
+        check = drift(opts)
         self.commit: Commit | None = None
         self.skipped = False  # a retried token: nothing to write
         self.sink: ShardSink | None = None
