@@ -32,6 +32,7 @@ from catalog.cli.options import (
     compression_option,
     parse_bytes,
     parse_defaults,
+    workers_option,
 )
 from catalog.cli.output import Output, counted, human
 
@@ -213,9 +214,7 @@ def append(
     author: Annotated[str | None, typer.Option("--author", help="Commit author (default: user name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Adopt valid uncompressed TFRecord files by hard link.")] = False,
     as_json: AsJson = False,
-    workers: Annotated[
-        int | None, typer.Option("--workers", min=1, help="Inputs validated and written at once (default: 1).")
-    ] = None,
+    workers: Annotated[int | None, workers_option("Inputs validated and written")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     split: Annotated[
@@ -289,7 +288,7 @@ def adopt(
         bool, typer.Option("--allow-duplicate", help="Adopt a file even when its bytes are in the dataset already.")
     ] = False,
     as_json: AsJson = False,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Files read at once (default: 1).")] = None,
+    workers: Annotated[int | None, workers_option("Files read")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:
