@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, progress_bar, verb
-from catalog.cli.options import AsJson, ExecutorKind, Force, Scheduler, parse_duration
+from catalog.cli.options import AsJson, ExecutorKind, Force, Scheduler, parse_duration, workers_option
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
@@ -93,9 +93,7 @@ def upgrade() -> Output:
 def verify(
     names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: all).")] = None,
     as_json: AsJson = False,
-    workers: Annotated[
-        int | None, typer.Option("--workers", min=1, help="Shards checked at once (default: 1).")
-    ] = None,
+    workers: Annotated[int | None, workers_option("Shards checked")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:

@@ -31,6 +31,7 @@ from catalog.cli.options import (
     Version,
     compression_option,
     parse_defaults,
+    workers_option,
 )
 from catalog.cli.output import Output, counted, human
 
@@ -212,9 +213,7 @@ def append(
     options: AppendOptions,
     fmt: FormatOption = "auto",
     as_json: AsJson = False,
-    workers: Annotated[
-        int | None, typer.Option("--workers", min=1, help="Inputs validated and written at once (default: 1).")
-    ] = None,
+    workers: Annotated[int | None, workers_option("Inputs validated and written")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     delimiter: Delimiter = None,
@@ -265,7 +264,7 @@ def adopt(
     options: AdoptOptions,
     description: Annotated[str, typer.Option("--description", help="A new dataset's description.")] = "",
     as_json: AsJson = False,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="Files read at once (default: 1).")] = None,
+    workers: Annotated[int | None, workers_option("Files read")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:

@@ -158,6 +158,13 @@ MigrationsDir = Annotated[
 Workers = Annotated[
     int | None, typer.Option("--workers", min=1, help="Parallel worker processes (default: the core count).")
 ]
+
+
+def workers_option(what: str) -> Any:
+    """A verb's own ``--workers`` option: how many of ``what`` it runs at once, one by default."""
+    return typer.Option("--workers", min=1, help=f"{what} at once (default: 1).")
+
+
 # Where per-shard jobs run (migrate, compact, verify, append): see catalog.executors.
 ExecutorKind = Annotated[
     Literal["local", "dask"],

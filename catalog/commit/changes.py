@@ -9,10 +9,10 @@ which verb made the change: what differs between an append and a rewrite is said
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from catalog.commit.values import INTENT_STALE, manifest_text
 from catalog.manifest import DEFAULT_SPLIT
@@ -135,6 +135,23 @@ class RequireNewBytes:
 Requirement = RequireLive | RequireNewBytes
 
 
+_Item = TypeVar("_Item")
+_Value = TypeVar("_Value")
+_NO_SHARDS: tuple[NewShard, ...] = ()
+_NO_IDS: frozenset[int] = frozenset()
+
+
+class _Part(Generic[_Item, _Value]):
+    """A property of a Change: ``read`` of its update or requirement of ``kind``, else ``absent``."""
+
+    def __init__(self, kind: type[_Item], read: Callable[[_Item], _Value], absent: _Value) -> None:
+        self.kind, self.read, self.absent = kind, read, absent
+
+    def __get__(self, change: Change, owner: type[Change] | None = None) -> _Value:
+        found = change._get(self.kind)
+        return self.read(found) if found is not None else self.absent
+
+
 @dataclass
 class Change:
     """What one commit does: its ``kind``; the version and schema version it was worked out
@@ -167,44 +184,18 @@ class Change:
         """This change with ``more`` updates (Nones left out)."""
         return replace(self, updates=self.updates + updates(*more))
 
-    def _get(self, kind: type) -> Any:
+    def _get(self, kind: type[_Item]) -> _Item | None:
         # looked up each time, never cached: a change is small, and stays right when edited
-        return next((item for item in (*self.updates, *self.requirements) if type(item) is kind), None)
+        return next((item for item in (*self.updates, *self.requirements) if isinstance(item, kind)), None)
 
-    @property
-    def add(self) -> tuple[NewShard, ...]:
-        found: AddShards | None = self._get(AddShards)
-        return found.shards if found is not None else ()
-
-    @property
-    def retire(self) -> frozenset[int]:
-        found: RetireShards | None = self._get(RetireShards)
-        return found.ids if found is not None else frozenset()
-
-    @property
-    def new_schema(self) -> Schema | None:
-        found: SetSchema | None = self._get(SetSchema)
-        return found.schema if found is not None else None
-
-    @property
-    def new_compression(self) -> str | None:
-        found: SetCompression | None = self._get(SetCompression)
-        return found.compression if found is not None else None
-
-    @property
-    def migration(self) -> dict[str, Any] | None:
-        found: RecordMigration | None = self._get(RecordMigration)
-        return found.row if found is not None else None
-
-    @property
-    def revert_after(self) -> int | None:
-        found: RevertMigrations | None = self._get(RevertMigrations)
-        return found.after if found is not None else None
-
-    @property
-    def expect_live(self) -> frozenset[int] | None:
-        found: RequireLive | None = self._get(RequireLive)
-        return found.ids if found is not None else None
+    # What its updates and requirements say, each ``absent`` when the change has none of that kind.
+    add = _Part(AddShards, lambda u: u.shards, _NO_SHARDS)
+    retire = _Part(RetireShards, lambda u: u.ids, _NO_IDS)
+    new_schema = _Part(SetSchema, lambda u: u.schema, None)
+    new_compression = _Part(SetCompression, lambda u: u.compression, None)
+    migration = _Part(RecordMigration, lambda u: u.row, None)
+    revert_after = _Part(RevertMigrations, lambda u: u.after, None)
+    expect_live = _Part(RequireLive, lambda u: u.ids, None)
 
     @property
     def requires_new_bytes(self) -> bool:

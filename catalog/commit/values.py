@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from catalog.errors import InvalidNameError, UsageError
+from catalog.jsonform import HIDDEN, JsonReport, shown
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.words import counted
 
@@ -32,10 +33,14 @@ Progress = Callable[[int], None]  # called with a number of input bytes just pro
 VersionRef = int | str | None
 
 
+def iso(t: datetime) -> str:
+    return t.replace(microsecond=t.microsecond).isoformat(timespec="milliseconds") + "Z"
+
+
 @dataclass(slots=True)
-class ShardInfo:
+class ShardInfo(JsonReport):
     path: str  # absolute
-    relpath: str
+    relpath: str = field(metadata=HIDDEN)
     records: int
     bytes: int
     checksum: str
@@ -46,23 +51,8 @@ class ShardInfo:
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index; None: not indexed yet (`catalog index`)
     source: str | None = None  # input path or URL, "rows", or "<kind> of version N"; None: from before format 5
-    location: str | None = None  # adopted in place (``path`` is then this): never deleted by the catalog
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "bytes": self.bytes,
-            "checksum": self.checksum,
-            "compression": self.compression,
-            "schema_version": self.schema_version,
-            "added_version": self.added_version,
-            "removed_version": self.removed_version,
-            "split": self.split,
-            "index_checksum": self.index_checksum,
-            "source": self.source,
-            "external": self.location is not None,
-        }
+    # adopted in place (``path`` is then this): never deleted by the catalog; shown as whether it is
+    location: str | None = field(default=None, metadata=shown("external", convert=lambda v: v is not None))
 
 
 @dataclass(frozen=True)
@@ -164,34 +154,22 @@ class DatasetInfo:
 
 
 @dataclass(frozen=True)
-class Tag:
+class Tag(JsonReport):
     """A name for one version of a dataset: readers pin it, gc keeps the shards it needs."""
 
     dataset: str
     name: str
     version: int
-    created: datetime
+    created: datetime = field(metadata=shown(convert=iso))
     author: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "name": self.name,
-            "version": self.version,
-            "created": iso(self.created),
-            "author": self.author,
-        }
 
 
 @dataclass
-class Problem:
+class Problem(JsonReport):
     dataset: str | None
     path: str
     problem: str  # missing | size | checksum | records | unreadable | index | unregistered | link | manifest
     detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "path": self.path, "problem": self.problem, "detail": self.detail}
 
 
 @dataclass
@@ -279,20 +257,13 @@ class GcReport:
 
 
 @dataclass(frozen=True)
-class TagKeep:
+class TagKeep(JsonReport):
     """What gc kept for one tag: the retired shards (URLs) its version needs."""
 
     dataset: str
     tag: str
     version: int
-    shards: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "tag": self.tag, "version": self.version, "shards": list(self.shards)}
-
-
-def iso(t: datetime) -> str:
-    return t.replace(microsecond=t.microsecond).isoformat(timespec="milliseconds") + "Z"
+    shards: tuple[str, ...] = field(metadata=shown(convert=list))
 
 
 def validate_name(name: str) -> str:

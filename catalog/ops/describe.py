@@ -13,6 +13,7 @@ from catalog.commit.handles import DatasetHandle
 from catalog.commit.statistics import VersionStats, register_stats, shards_without_stats, version_stats
 from catalog.commit.values import Progress, VersionRef
 from catalog.errors import CorruptShardError, FeatureNotFoundError
+from catalog.jsonform import JsonReport
 from catalog.schema import Feature
 from catalog.stats import FeatureStats, Tally, feature_kind
 from catalog.stats.drift import FeatureDrift, drift
@@ -70,13 +71,10 @@ def stats(
 
 
 @dataclass
-class ComputeReport:
+class ComputeReport(JsonReport):
     dataset: str
     computed: int = 0  # shards whose statistics this run registered
     records: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "computed": self.computed, "records": self.records}
 
 
 def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progress | None = None) -> ComputeReport:

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from catalog import faults
 from catalog.commit.handles import DatasetHandle
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
 from catalog.errors import StorageError
+from catalog.jsonform import SECONDS, JsonReport
 from catalog.readers.files import stream_shard
 from catalog.storage import (
     CHECKSUM_CHUNK,
@@ -29,27 +30,15 @@ from catalog.tfrecord.framing import RecordWriter, unknown_compression
 
 
 @dataclass
-class ExportReport:
+class ExportReport(JsonReport):
     dataset: str
     version: int
     path: str
     records: int
     bytes: int
     compression: str
-    seconds: float
+    seconds: float = field(metadata=SECONDS)
     split: str | None = None  # the split spec exported; None: every record
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "version": self.version,
-            "path": self.path,
-            "records": self.records,
-            "bytes": self.bytes,
-            "compression": self.compression,
-            "seconds": round(self.seconds, 3),
-            "split": self.split,
-        }
 
 
 def export_dataset(

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
@@ -30,6 +29,7 @@ from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import PlannedShard, ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
 from catalog.errors import CatalogError, CorruptShardError, UsageError
+from catalog.jsonform import SECONDS, JsonReport, shown
 from catalog.manifest import DATASETS, SHARDS
 from catalog.storage import clear_dead_partials, fsync_dir, index_folder, partial_path, shard_missing, write_error
 from catalog.storage.index import OFFSET, index_bytes, load_offsets, publish_index, read_index
@@ -45,78 +45,56 @@ _REGISTER = (
 
 
 @dataclass
-class IndexReport:
+class IndexReport(JsonReport):
     """What ``catalog index`` did for one dataset at one version."""
 
     dataset: str
     version: int
     shards: int  # live at the version
     indexed: int = 0  # indexed by this run (or by another that registered the same index first)
-    already: int = 0  # had an index
+    already: int = field(default=0, metadata=shown("already_indexed"))  # had an index
     compressed: int = 0  # gzip/zlib: no random access, no index
     records: int = 0  # in the shards indexed by this run
     index_bytes: int = 0  # written by this run
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=SECONDS)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "version": self.version,
-            "shards": self.shards,
-            "indexed": self.indexed,
-            "already_indexed": self.already,
-            "compressed": self.compressed,
-            "records": self.records,
-            "index_bytes": self.index_bytes,
-            "seconds": round(self.seconds, 3),
-        }
+
+def _dali_files(files: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"shard": shard, "index": index} for shard, index in files]
 
 
 @dataclass
-class DaliReport:
+class DaliReport(JsonReport):
     """DALI index files written for the shards of one version, in ``files()`` order."""
 
     dataset: str
     version: int
     directory: str
-    files: list[tuple[str, str]] = field(default_factory=list)  # (shard, its DALI index file)
     records: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "version": self.version,
-            "directory": self.directory,
-            "records": self.records,
-            "files": [{"shard": shard, "index": index} for shard, index in self.files],
-        }
+    # (shard, its DALI index file)
+    files: list[tuple[str, str]] = field(default_factory=list, metadata=shown(convert=_dali_files))
 
 
 # --------------------------------------------------------------------------- indexing
 
 
+@dataclass(eq=False)
 class _Indexer:
     """Indexes shards one sequential read each, registering them in batches. ``fallback``: a
     catalog or data area that cannot be written is no error; the offsets found then go to
     ``offsets`` (by the shard's path in the data area), when given."""
 
-    def __init__(
-        self,
-        cat: CatalogHandle,
-        fallback: bool = False,
-        offsets: dict[str, np.ndarray] | None = None,
-        progress: Progress | None = None,
-    ) -> None:
-        self.cat = cat
-        self.fallback = fallback
-        self.offsets = offsets
-        self.progress = progress
-        self.writable = True
-        self.pending: list[tuple[PlannedShard, str, np.ndarray | None]] = []
-        self.held = 0  # bytes of offsets in self.pending
-        self.found: dict[str, str] = {}  # shard path in the data area -> registered index checksum
-        self.records = 0
-        self.bytes = 0
+    cat: CatalogHandle
+    fallback: bool = False
+    offsets: dict[str, np.ndarray] | None = None
+    progress: Progress | None = None
+    writable: bool = field(default=True, init=False)
+    pending: list[tuple[PlannedShard, str, np.ndarray | None]] = field(default_factory=list, init=False)
+    held: int = field(default=0, init=False)  # bytes of offsets in self.pending
+    # shard path in the data area -> registered index checksum
+    found: dict[str, str] = field(default_factory=dict, init=False)
+    records: int = field(default=0, init=False)
+    bytes: int = field(default=0, init=False)
 
     def run(self, shards: Iterable[PlannedShard]) -> dict[str, str]:
         """Index ``shards``; returns the index checksum now registered for each it could register."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.errors import CatalogError, SchemaError
+from catalog.jsonform import JsonReport
 from catalog.schema import Kinded, Schema, decode_kinds, float32_json
 from catalog.schema.sequences import StepInference
 from catalog.tfrecord.example import EXAMPLE, SEQUENCE_EXAMPLE, beyond_features
@@ -17,31 +18,17 @@ from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, detect_file_compr
 
 
 @dataclass
-class FileReport:
+class FileReport(JsonReport):
     path: str
     records: int
     bytes: int  # size of the file on disk
     data_bytes: int  # bytes of the framed (decompressed) record stream
     compression: str
     crc: str
-    examples: list[dict[str, Any]] = field(default_factory=list)
-    schema: dict[str, Any] | None = None
-    note: str = ""
     message: str | None = EXAMPLE  # tf.train.Example, tf.train.SequenceExample, or None: neither
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "bytes": self.bytes,
-            "data_bytes": self.data_bytes,
-            "compression": self.compression,
-            "crc": self.crc,
-            "message": self.message,
-            "schema": self.schema,
-            "examples": self.examples,
-            "note": self.note,
-        }
+    schema: dict[str, Any] | None = None
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
 
 
 def jsonable(value: Any) -> Any:

@@ -22,21 +22,14 @@ from catalog.errors import CatalogError, DataAreaError, DatasetNotFoundError, Ma
 from catalog.executors import run_jobs
 from catalog.manifest import COMMITS, DATASETS, SHARDS, TAGS, utcnow
 from catalog.storage import (
-    OWNER_FILE,
     Store,
     StoredFile,
     file_checksum,
-    index_owner,
-    index_rel,
-    intent_of,
-    is_catalog_file,
-    is_catalog_index,
-    is_index_name,
-    new_catalog_id,
     shard_batches,
     store_for,
     write_error,
 )
+from catalog.storage import names as naming
 from catalog.storage.index import OFFSET, IndexCheck, read_index
 from catalog.words import counted
 
@@ -60,7 +53,7 @@ def check_owner(cat: CatalogHandle, dry_run: bool) -> None:
     if cid is None:
         if dry_run:
             return
-        cid = cat.catalog_id = mf.ensure_catalog_id(cat.engine, new_catalog_id())
+        cid = cat.catalog_id = mf.ensure_catalog_id(cat.engine, naming.new_catalog_id())
         owner: str | None = store.claim(cid)
     else:
         owner = store.owner()
@@ -68,7 +61,7 @@ def check_owner(cat: CatalogHandle, dry_run: bool) -> None:
             return  # no data area at all: nothing to delete
     if owner is None:
         raise DataAreaError(
-            f"{store.root}: no {OWNER_FILE} naming this catalog ({cid}); gc deletes only in its own data area "
+            f"{store.root}: no {naming.OWNER_FILE} naming this catalog ({cid}); gc deletes only in its own data area "
             f"(if this is it, write {cid} into {store.url_of_marker()})"
         )
     if owner != cid:
@@ -120,7 +113,7 @@ def verify_catalog(
             report.not_indexed.append(cat.shard_url(rel, location))  # not an error: `catalog index` makes one
     for f in files:
         # exists(): a temp file listed just before a commit renamed it is no leftover
-        if f.rel not in registered and intent_of(f.name) not in live and cat.store.exists(f.rel):
+        if f.rel not in registered and naming.intent_of(f.name) not in live and cat.store.exists(f.rel):
             report.problems.append(
                 Problem(None, cat.shard_url(f.rel), "unregistered", "file in the data area that no shard names")
             )
@@ -289,8 +282,8 @@ def collect_garbage(
     # List the files first, then read the manifest: a writer records its intent before
     # it creates a file, so any file listed here is either under an intent this snapshot
     # sees or already registered in it. Never the other way round.
-    files = [f for f in _data_files(cat.store, None, report.links) if is_catalog_file(f.name)]  # never another's
-    indexes = [f for f in cat.store.index_listing() if is_catalog_index(f.name)]
+    files = [f for f in _data_files(cat.store, None, report.links) if naming.is_catalog_file(f.name)]  # never another's
+    indexes = [f for f in cat.store.index_listing() if naming.is_catalog_index(f.name)]
     spools = cat.store.spool_files()
     with mf.read_txn(cat.engine) as conn:
         mf.check_not_moved(conn)  # a moved manifest does not know the copy's newer shards
@@ -314,7 +307,7 @@ def collect_garbage(
         report.removed.append(cat.shard_url(f.rel))
         report.bytes += f.size
     for f in indexes:  # an index is its shard's: kept while the shard is registered
-        if index_owner(f.rel) in registered or _kept(f, live, now, grace, None):
+        if naming.index_owner(f.rel) in registered or _kept(f, live, now, grace, None):
             continue
         if cat.store.exists(f.rel) if dry_run else cat.store.remove(f.rel):
             report.indexes_removed += 1
@@ -328,7 +321,7 @@ def collect_garbage(
 def _collect_spools(spools: list[StoredFile], live: set[str], now: float, grace: timedelta, report: GcReport) -> None:
     """Spool files (an object store's shards and indexes before their upload): never registered."""
     for f in spools:
-        index = is_index_name(f.name)
+        index = naming.is_index_name(f.name)
         if _kept(f, live, now, grace, None if index else report) or not (report.dry_run or _unlink(f.rel)):
             continue
         if index:
@@ -342,7 +335,7 @@ def _collect_spools(spools: list[StoredFile], live: set[str], now: float, grace:
 def _kept(f: StoredFile, live: set[str], now: float, grace: timedelta, report: GcReport | None) -> bool:
     """An unregistered file gc leaves alone: its writer's intent is alive, or it is young. Counted
     in ``report`` (record indexes are not: kept or not, they follow their shards)."""
-    if intent_of(f.name) in live:
+    if naming.intent_of(f.name) in live:
         if report is not None:
             report.kept_live += 1
         return True
@@ -467,7 +460,7 @@ def _collect(cat: CatalogHandle, r: Any, where: str, report: GcReport, in_use: b
         if r.location is None:
             cat.store.remove(r.path)
         if indexed:
-            cat.store.remove(index_rel(r.path))  # collected with its shard
+            cat.store.remove(naming.index_rel(r.path))  # collected with its shard
 
 
 def _mark_collected(

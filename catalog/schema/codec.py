@@ -20,6 +20,12 @@ from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 from catalog.words import counted
 
+# What columnar encoding takes: rows as one sequence per feature (None: missing); and fills
+# in, per feature, the rows whose default went in and each row's encoded map entry.
+ColumnValues = Mapping[str, Sequence[Any]]
+FilledRows = dict[str, list[int]]
+Entries = dict[str, Sequence[bytes]]
+
 Kinded = dict[str, tuple[str | None, list[Any]]]
 
 
@@ -146,11 +152,7 @@ class RowCodec:
         return wire.features_field(b"".join(entries))
 
     def encode_columns(
-        self,
-        columns: Mapping[str, Sequence[Any]],
-        n: int,
-        filled: dict[str, list[int]] | None = None,
-        entries: dict[str, Sequence[bytes]] | None = None,
+        self, columns: ColumnValues, n: int, filled: FilledRows | None = None, entries: Entries | None = None
     ) -> list[bytes]:
         """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
         time: each encoder runs over its whole column, then each record joins its entries. A

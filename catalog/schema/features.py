@@ -188,11 +188,12 @@ def _parse_dtype(name: str, raw: Any, tensor: bool) -> str:
     return dt.name
 
 
-def decodes_as_utf8(v: bytes) -> bool:
-    """Whether stored bytes are UTF-8 text (inference: a bytes_list of text is a string feature)."""
+def is_utf8(v: bytes | str) -> bool:
+    """Whether ``v`` is UTF-8 text: stored bytes that decode (inference: a bytes_list of text
+    is a string feature), or a str that encodes (not one holding a lone surrogate, JSON's "\\ud800")."""
     try:
-        v.decode("utf-8")
-    except UnicodeDecodeError:
+        v.encode("utf-8") if isinstance(v, str) else v.decode("utf-8")
+    except UnicodeError:  # the decode's or the encode's
         return False
     return True
 
@@ -213,7 +214,7 @@ class ListTally:
         if kind is not None:
             self.kinds.add(kind)
         if kind == wire.BYTES and self.utf8:
-            self.utf8 = all(map(decodes_as_utf8, values))
+            self.utf8 = all(map(is_utf8, values))
 
     def feature(self, name: str, optional: bool = False, what: str = "stored") -> Feature:
         """The feature these values make: dtype from the wire kind (an empty list's kept; bytes
@@ -240,20 +241,11 @@ def list_feature_bytes(feat: Feature, value: Any) -> bytes:
     return _BUILD[feat.wire_kind](values)
 
 
-def _is_utf8(text: str) -> bool:
-    """False for a str holding a lone surrogate (JSON's "\\ud800"), which UTF-8 cannot encode."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def check_feature_name(name: Any) -> None:
     """A feature's name: a non-empty string UTF-8 can hold (the manifest stores it so)."""
     if not isinstance(name, str) or not name:
         raise SchemaError(f"feature names must be non-empty strings, got {name!r}")
-    if not _is_utf8(name):
+    if not is_utf8(name):
         raise SchemaError(f"feature names must be UTF-8 text, got {name!r}")
 
 
@@ -279,7 +271,7 @@ def parse_feature(name: str, raw: Any) -> Feature:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise SchemaError("description must be a string", name)
-    if not _is_utf8(description):
+    if not is_utf8(description):
         raise SchemaError("description must be UTF-8 text", name)
     optional = raw.get("optional", False)
     if not isinstance(optional, bool):
@@ -320,7 +312,7 @@ def _parse_names(name: str, raw: Any, dtype: str, shape: tuple[int | None, ...],
     """Class names of a label feature: distinct non-empty strings, value i naming names[i]."""
     if dtype != "int64" or tensor:
         raise SchemaError('"names" are class names of an int64 label feature', name)
-    if not isinstance(raw, list) or not all(isinstance(n, str) and n and _is_utf8(n) for n in raw):
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n and is_utf8(n) for n in raw):
         raise SchemaError('"names" is a list of non-empty strings', name)
     if len(set(raw)) != len(raw):
         dup = next(n for i, n in enumerate(raw) if n in raw[:i])
@@ -396,7 +388,7 @@ def _scalar(feat: Feature, v: Any) -> Any:
         raise ValidationError(f"expected float32, got {type(v).__name__} {v!r:.40}", feat.name)
     if dtype == "string":
         if isinstance(v, str):
-            if not v.isascii() and not _is_utf8(v):
+            if not v.isascii() and not is_utf8(v):
                 at = next(i for i, c in enumerate(v) if "\ud800" <= c <= "\udfff")
                 raise ValidationError(f"not encodable as UTF-8: lone surrogate {v[at]!r} at character {at}", feat.name)
             return v

@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from catalog.errors import CatalogError, SchemaError, ValidationError
-from catalog.schema.codec import RowCodec, decode_kinds, infer_features
+from catalog.schema.codec import ColumnValues, Entries, FilledRows, RowCodec, decode_kinds, infer_features
 from catalog.schema.columnar import Ragged, decode_batch, decode_spans, spans_pad
 from catalog.schema.features import (
     MAX_SCHEMA_BYTES,
@@ -241,11 +241,7 @@ class Schema:
         return self._codec.encode(row, filled)
 
     def encode_columns(
-        self,
-        columns: Mapping[str, Sequence[Any]],
-        n: int,
-        filled: dict[str, list[int]] | None = None,
-        entries: dict[str, Sequence[bytes]] | None = None,
+        self, columns: ColumnValues, n: int, filled: FilledRows | None = None, entries: Entries | None = None
     ) -> list[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
         feature, None where a value is missing); a ValidationError's ``record`` is the row.

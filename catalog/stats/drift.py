@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from catalog.jsonform import JsonReport
 from catalog.stats.sketches import FeatureStats, new_kll
 
 PERCENTILES = [i / 100 for i in range(1, 100)]
@@ -107,7 +108,7 @@ _WHAT = {"max_missing": "missing rate", "linf": "L-infinity distance", "min": "m
 
 
 @dataclass(frozen=True)
-class Violation:
+class Violation(JsonReport):
     """One figure of new data against one limit (``append --check``); ``broken``: beyond it.
     ``default``: the limit is the default one (the schema sets no checks, no --max-linf)."""
 
@@ -131,12 +132,6 @@ class Violation:
         if self.check == "finite":
             return f"{self.found:,.0f} NaN or infinite values (min/max checks: none allowed)"
         return f"{_WHAT[self.check]} {self.found:.6g} (limit {self.limit:g}{', the default' if self.default else ''})"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "feature": self.feature, "check": self.check, "found": self.found, "limit": self.limit,
-            "broken": self.broken, "default": self.default,
-        }  # fmt: skip
 
 
 def check(

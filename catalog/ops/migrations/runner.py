@@ -39,6 +39,7 @@ from catalog.commit.statistics import stored_stats
 from catalog.commit.values import Progress, default_author
 from catalog.errors import CatalogError, CommitConflictError, MigrationError, ValidationError
 from catalog.executors import executor_for, run_jobs
+from catalog.jsonform import SECONDS, JsonReport
 from catalog.manifest import APPLIED_MIGRATIONS
 from catalog.ops.migrations.operations import (
     AddField,
@@ -189,7 +190,7 @@ def _record_error(job: ShardJob, index: int, e: Exception) -> MigrationError:
 
 
 @dataclass
-class MigrationResult:
+class MigrationResult(JsonReport):
     id: str
     checksum: str
     operations: list[str]
@@ -199,41 +200,17 @@ class MigrationResult:
     shards: int
     records: int
     version: int | None = None  # the commit's dataset version (None on a dry run)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "checksum": self.checksum,
-            "operations": self.operations,
-            "from_schema_version": self.from_schema_version,
-            "to_schema_version": self.to_schema_version,
-            "diff": self.diff.to_json(),
-            "shards": self.shards,
-            "records": self.records,
-            "version": self.version,
-            "seconds": round(self.seconds, 3),
-        }
+    seconds: float = field(default=0.0, metadata=SECONDS)
 
 
 @dataclass
-class MigrateReport:
+class MigrateReport(JsonReport):
     dataset: str
     dry_run: bool
     version: int
     schema_version: int
     migrations: list[MigrationResult] = field(default_factory=list)
     duplicate: bool = False  # a retried token: its commit (``version``) was made before, nothing done now
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "dry_run": self.dry_run,
-            "version": self.version,
-            "schema_version": self.schema_version,
-            "migrations": [m.to_json() for m in self.migrations],
-            "duplicate": self.duplicate,
-        }
 
 
 @dataclass(frozen=True)
@@ -246,7 +223,7 @@ class Pending:
 
 
 @dataclass(frozen=True)
-class MigrationStatus:
+class MigrationStatus(JsonReport):
     id: str
     status: str  # applied | pending | edited | missing
     checksum: str
@@ -257,9 +234,6 @@ class MigrationStatus:
     rows: int | None
     seconds: float | None
     applied_at: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def applied_rows(ds: DatasetHandle) -> list[Any]:
