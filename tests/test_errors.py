@@ -90,7 +90,7 @@ def test_bad_ranks_are_usage_errors():
 
 
 def test_a_folder_given_as_a_record_file_is_a_storage_error(tmp_path):
-    with pytest.raises(StorageError, match="a directory|not a regular file|Is a directory"):
+    with pytest.raises(StorageError, match=r"a directory|not a regular file|Is a directory"):
         open_source(str(tmp_path))
 
 
