@@ -5,9 +5,9 @@ One implementation for local files (:class:`LocalFileIO`) and one over fsspec
 (:class:`FsspecFileIO`, s3fs for S3), as PyIceberg's ``FileIO``: open for a streamed read
 (a shard: a regular file reached without a symbolic link; an input: any regular file),
 ranged reads, stat (what the content check fingerprints, storage.content), and where a file's
-bytes really are. Writing (a temporary name, then publishing), listing and deleting inside a
-data area are its :class:`~catalog.storage.base.Store`'s, whose object-store kind reaches its
-bucket through :func:`filesystem` here.
+bytes really are; and what a data area needs: listing, deleting, and writing under a temporary
+name then publishing. A :class:`~catalog.storage.base.Store` is a data area's layout on top of
+one FileIO, which does all of its file operations.
 
 This is the only module that imports fsspec, and the only one that tells a URL from a path
 (:func:`is_url`): readers, adopters and provisioners ask for a FileIO (or a shard's, through
