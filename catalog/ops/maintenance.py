@@ -25,9 +25,9 @@ from catalog.storage import (
     Store,
     StoredFile,
     file_checksum,
+    file_io,
     shard_batches,
     store_for,
-    write_error,
 )
 from catalog.storage import names as naming
 from catalog.storage.index import OFFSET, IndexCheck, read_index
@@ -322,7 +322,11 @@ def _collect_spools(spools: list[StoredFile], live: set[str], now: float, grace:
     """Spool files (an object store's shards and indexes before their upload): never registered."""
     for f in spools:
         index = naming.is_index_name(f.name)
-        if _kept(f, live, now, grace, None if index else report) or not (report.dry_run or _unlink(f.rel)):
+        # A spool file is local (its rel a local path): gone since the listing (uploaded and
+        # removed by its writer) is not counted.
+        if _kept(f, live, now, grace, None if index else report) or not (
+            report.dry_run or file_io(f.rel).delete(f.rel)
+        ):
             continue
         if index:
             report.indexes_removed += 1
@@ -344,16 +348,6 @@ def _kept(f: StoredFile, live: set[str], now: float, grace: timedelta, report: G
             report.kept_young += 1
         return True
     return False
-
-
-def _unlink(path: str) -> bool:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:  # uploaded and removed by its writer since the listing
-        return False
-    except OSError as e:
-        raise write_error(path, e, "cannot delete") from e
-    return True
 
 
 _RETIRED = (

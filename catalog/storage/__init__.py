@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from catalog.storage.base import Store, StoredFile
     from catalog.storage.content import UNCHECKED
     from catalog.storage.factory import store_for
-    from catalog.storage.fileio import FileIO, FsspecFileIO, LocalFileIO, file_io
+    from catalog.storage.fileio import FileIO, FsspecFileIO, LocalFileIO, file_io, fsync_dir, publish, write_error
     from catalog.storage.files import (
         CHECKSUM_ALGO,
         CHECKSUM_CHUNK,
@@ -36,15 +36,12 @@ if TYPE_CHECKING:
         damaged_shard,
         file_checksum,
         format_checksum,
-        fsync_dir,
         location_exists,
         location_size,
         open_shard,
-        publish,
         shard_batches,
         shard_missing,
         size_mismatch,
-        write_error,
     )
     from catalog.storage.local import LocalStore
     from catalog.storage.names import (
@@ -106,7 +103,7 @@ _HOMES = {
     "file_checksum": "catalog.storage.files",
     "file_io": "catalog.storage.fileio",
     "format_checksum": "catalog.storage.files",
-    "fsync_dir": "catalog.storage.files",
+    "fsync_dir": "catalog.storage.fileio",
     "index_folder": "catalog.storage.names",
     "index_owner": "catalog.storage.names",
     "index_rel": "catalog.storage.names",
@@ -120,7 +117,7 @@ _HOMES = {
     "new_intent_id": "catalog.storage.names",
     "open_shard": "catalog.storage.files",
     "partial_path": "catalog.storage.partial",
-    "publish": "catalog.storage.files",
+    "publish": "catalog.storage.fileio",
     "publish_new": "catalog.storage.partial",
     "publish_written": "catalog.storage.partial",
     "shard_batches": "catalog.storage.files",
@@ -128,7 +125,7 @@ _HOMES = {
     "size_mismatch": "catalog.storage.files",
     "shard_name": "catalog.storage.names",
     "store_for": "catalog.storage.factory",
-    "write_error": "catalog.storage.files",
+    "write_error": "catalog.storage.fileio",
 }
 
 __all__ = [

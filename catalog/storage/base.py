@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from catalog.errors import DataAreaError, ManifestError
-from catalog.storage.files import file_checksum, open_shard, write_error
-from catalog.storage.names import AREA_PATH_RE, INDEX_PATH_RE, OWNER_FILE, index_rel
+from catalog.storage.fileio import FileIO, write_error
+from catalog.storage.files import file_checksum, open_shard
+from catalog.storage.names import AREA_PATH_RE, INDEX_FOLDER, INDEX_PATH_RE, OWNER_FILE, index_rel
 
 # Bound once: url() runs once per shard (a million in `show --json`).
 _inside = AREA_PATH_RE.fullmatch
@@ -46,14 +47,19 @@ class Store(abc.ABC):
     final, never-reused name at once (a rename, or one upload): nothing is visible through
     the catalog until the manifest commit registers it. Picklable (jobs carry it as its root
     string).
+
+    A store is the area's layout (dataset folders, the index tree, the owner marker, where a
+    shard is written before it is published) on top of one :class:`FileIO`, ``io``, which
+    does every read, write, listing and deletion of its files.
     """
 
     remote: ClassVar[bool]  # whether shards live behind URLs rather than local paths
     links_local_files: ClassVar[bool]  # whether a local file can become a shard without a copy
     temp_mode: ClassVar[str]  # how open_temp opens the file temp_for made room for
 
-    def __init__(self, root: str, prefix: str) -> None:
+    def __init__(self, root: str, prefix: str, io: FileIO) -> None:
         self.root = root
+        self.io = io
         # url() is called once per shard (a million in `show --json`): a prefix beats os.path.join.
         self._prefix = prefix
 
@@ -63,9 +69,9 @@ class Store(abc.ABC):
     def __reduce__(self) -> tuple[type[Store], tuple[str]]:
         return (type(self), (self.root,))
 
-    @abc.abstractmethod
     def check(self) -> None:
         """Fail with one line now, not at the first append, when the area cannot be reached."""
+        self.io.reach(self.root)
 
     # ---- paths
     def url(self, rel: str) -> str:
@@ -140,20 +146,20 @@ class Store(abc.ABC):
     def _write_marker(self, catalog_id: str) -> str:
         """Write a marker naming ``catalog_id``; the owner it names afterwards (see claim)."""
 
-    @abc.abstractmethod
-    def _remove_marker(self) -> None: ...
+    def _remove_marker(self) -> None:
+        self.io.delete(self.url_of_marker())
 
-    @abc.abstractmethod
     def _is_empty(self) -> bool:
         """Whether the area holds nothing yet (an area not made yet is empty)."""
+        return self.io.is_empty(self.root)
 
     # ---- finding and removing files
-    @abc.abstractmethod
-    def exists(self, rel: str) -> bool: ...
+    def exists(self, rel: str) -> bool:
+        return self.io.exists(self.url(rel))
 
-    @abc.abstractmethod
     def remove(self, rel: str) -> bool:
         """Delete a shard; one already gone is fine. Whether there was one to delete."""
+        return self.io.delete(self.url(rel))
 
     @abc.abstractmethod
     def listing(self, datasets: set[str] | None = None, links: list[str] | None = None) -> list[StoredFile]:
@@ -173,15 +179,16 @@ class Store(abc.ABC):
         that crashed before publishing leaves one behind; gc takes it like an unregistered
         shard. None where shards are written in place (beside their final name)."""
 
-    @abc.abstractmethod
     def tidy(self, keep: set[str]) -> None:
-        """Remove emptied folders (and index folders) of datasets not in ``keep``."""
+        """Remove emptied folders (and index folders) of datasets not in ``keep`` (where folders exist)."""
+        for top in (self.root, self._prefix + INDEX_FOLDER):
+            self.io.remove_empty_folders(top, lambda ds: ds in keep or ds == INDEX_FOLDER)
 
     # ---- writing
-    @abc.abstractmethod
     def prepare(self, dataset: str) -> None:
         """Make room for the files of ``dataset`` (its folder, where folders exist); or, given
         an index folder (names.index_folder), for its record indexes."""
+        self.io.make_folder(self._prefix + dataset)
 
     @abc.abstractmethod
     def temp_for(self, rel: str, unique: bool = False) -> Path:
@@ -199,14 +206,14 @@ class Store(abc.ABC):
         except OSError as e:
             raise write_error(self.url(rel), e) from e
 
-    @abc.abstractmethod
     def publish(self, f: IO[bytes], temp: Path, rel: str, sync: bool = True) -> None:
         """Close ``f`` (written at ``temp``) and make it the shard ``rel``: rename, or upload.
         A FileNotFoundError means the temporary file was taken (by gc): the shard vanished."""
+        self.io.publish(f, temp, self.url(rel), sync)
 
-    @abc.abstractmethod
     def sync_dir(self, dataset: str) -> None:
         """Make the publications in a dataset folder (or index folder) durable."""
+        self.io.sync_folder(self._prefix + dataset)
 
     @abc.abstractmethod
     def link(self, source: str, rel: str) -> bool:

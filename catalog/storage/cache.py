@@ -32,7 +32,7 @@ from typing import IO, ClassVar
 from crc32c import crc32c
 
 from catalog.errors import CorruptShardError, ObjectMissingError, StorageError, UsageError
-from catalog.storage.fileio import Facts, FileIO
+from catalog.storage.fileio import Facts, FileIO, ForwardingFileIO
 from catalog.storage.files import CHECKSUM_CHUNK, format_checksum
 from catalog.words import counted
 
@@ -130,7 +130,7 @@ class ShardCache:
         return removed
 
 
-class CachedFileIO(FileIO):
+class CachedFileIO(ForwardingFileIO):
     """One remote shard read from its cached copy (``location``, as the manifest registered
     it); other locations are read by ``inner`` as they are. Its reads are local (``remote``
     False), and the copy was checked against the registered checksum (``verified``)."""
@@ -139,7 +139,8 @@ class CachedFileIO(FileIO):
     verified: ClassVar[bool] = True
 
     def __init__(self, inner: FileIO, cache: ShardCache, location: str, checksum: str, size: int) -> None:
-        self.inner, self.cache = inner, cache
+        super().__init__(inner)
+        self.cache = cache
         self.location, self.checksum, self.size = location, checksum, size
 
     def open(self, location: str) -> IO[bytes]:

@@ -12,12 +12,11 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from crc32c import crc32c
 
-from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, StorageError, VersionNotFoundError
+from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, VersionNotFoundError
 from catalog.storage.fileio import facts_size, file_io
 from catalog.tfrecord.framing import read_record_batches
 from catalog.words import counted
@@ -53,11 +52,6 @@ def format_checksum(crc: int) -> str:
 def shard_missing(path: str) -> VersionNotFoundError:
     """A registered shard that is not there: the one line for every reader that finds one gone."""
     return VersionNotFoundError(f"{path}: shard file is missing (collected by gc, or deleted by hand)")
-
-
-def write_error(where: str | os.PathLike[str], e: OSError, what: str = "cannot write") -> StorageError:
-    """A full disk, a read-only or unwritable data area: one line naming the place."""
-    return StorageError(f"{os.fspath(where)}: {what}: {e.strerror or e}")
 
 
 def size_mismatch(path: str, registered: int, found: int | None) -> CorruptShardError:
@@ -184,24 +178,6 @@ def file_checksum(
                 tap(view[:n])
             size += n
     return size, format_checksum(crc)
-
-
-def publish(f: IO[bytes], temp: Path, final: Path, sync: bool = True) -> None:
-    """Close a written temporary file under its final name: flush, fsync (``sync``), rename.
-    The caller fsyncs the directory (once for all the files it publishes there)."""
-    f.flush()
-    if sync:
-        os.fsync(f.fileno())
-    f.close()
-    os.rename(temp, final)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def copy_verified(path: str, size_registered: int, checksum: str, out: Any, crc: int, buf: bytearray) -> int:

@@ -19,7 +19,8 @@ from crc32c import crc32c
 from catalog import faults
 from catalog.errors import CorruptRecordError, CorruptShardError
 from catalog.storage.base import Store
-from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches, write_error
+from catalog.storage.fileio import write_error
+from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches
 from catalog.storage.names import index_folder, index_rel
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE
 from catalog.words import counted

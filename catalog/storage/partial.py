@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from catalog.errors import StorageError
-from catalog.storage.files import fsync_dir
+from catalog.storage.fileio import fsync_dir
 
 PARTIAL_PREFIX = ".catalog-partial-"
 _PARTIAL_RE = re.compile(re.escape(PARTIAL_PREFIX) + r"([0-9a-f]{8})-([0-9]+)-([0-9]+)-.*")

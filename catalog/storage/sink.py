@@ -27,7 +27,8 @@ from catalog.stats.tally import batch_ends, per_row, ragged_cutter
 from catalog.storage.base import Store
 from catalog.storage.content import UNCHECKED, observe, to_register
 from catalog.storage.factory import store_for
-from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum, write_error
+from catalog.storage.fileio import write_error
+from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum
 from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches

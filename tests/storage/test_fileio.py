@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 import catalog
 from catalog.errors import CatalogError, ObjectMissingError
-from catalog.storage import FsspecFileIO, LocalFileIO, file_io
+from catalog.storage import FileIO, FsspecFileIO, LocalFileIO, file_io
 from catalog.storage.fileio import located, open_input, storage_root
 from catalog.tfrecord import sources
 from catalog.tfrecord.framing import RecordWriter, read_records
@@ -178,3 +179,165 @@ def test_fsspec_file_io_on_s3(s3_url: str, tmp_path: Path) -> None:
     with pytest.raises(ObjectMissingError) as e:
         io.stat(f"{s3_url}/d/gone")
     assert str(e.value) == f"{s3_url}/d/gone: no such object"
+
+
+# ---- the data area's operations, for each kind: a local directory, fsspec's memory
+# filesystem, and S3 (moto's server)
+STORE_MODULES = ("storage/base.py", "storage/local.py", "storage/remote.py", "storage/factory.py")
+# fsspec filesystem methods: only fileio calls them. Those named as no str, Path or set method is...
+_FSSPEC_CALLS = {
+    "cat_file", "pipe_file", "put_file", "get_file", "rm_file", "cat_ranges", "invalidate_cache",
+    "_strip_protocol", "url_to_fs", "ls", "rm", "put", "pipe", "cat",
+}  # fmt: skip
+# ...and those that are also other things' (str.find, set.copy, Store.exists): none in a store
+# but its FileIO's (``self.io.exists``).
+_FSSPEC_GENERIC = {"find", "exists", "copy", "info", "open"}
+# The file operations a store leaves to its FileIO.
+_OS_CALLS = {"unlink", "link", "scandir", "listdir", "rename", "replace", "rmdir", "makedirs", "fsync", "remove"}
+
+
+def _direct_calls(tree: ast.Module, store: bool = True) -> list[str]:
+    """Calls of fsspec's filesystem methods, and the filesystem object (``filesystem()``, an
+    ``fs`` attribute) named; in a ``store``, os's file operations too: what it leaves to its FileIO."""
+    methods = _FSSPEC_CALLS | _FSSPEC_GENERIC if store else _FSSPEC_CALLS
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("fs", "_fs"):
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.alias) and node.name == "filesystem":
+            found.append("imports filesystem")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == "os":
+                if store and node.func.attr in _OS_CALLS:
+                    found.append(f"line {node.lineno}: os.{node.func.attr}()")
+            elif node.func.attr in methods and not (isinstance(owner, ast.Attribute) and owner.attr == "io"):
+                found.append(f"line {node.lineno}: .{node.func.attr}()")
+    return found
+
+
+def test_stores_go_through_their_file_io() -> None:
+    """A store is its area's layout on top of one FileIO: no fsspec filesystem method and no
+    os file operation is called in it (nor in any storage module but fileio, for fsspec's)."""
+    modules = dict(_modules())
+    assert {name: calls for name in STORE_MODULES if (calls := _direct_calls(modules[name]))} == {}
+    others = {
+        name: calls
+        for name, tree in modules.items()
+        if name.startswith("storage/") and name != SEAM and (calls := _direct_calls(tree, store=False))
+    }
+    assert others == {}
+
+
+def test_the_store_scan_sees_direct_calls() -> None:
+    code = "self.fs.rm_file(u)\nfs.exists(r)\nos.unlink(p)\nx.put_file(a, b)\nself.io.exists(u)\n"
+    code += "from m import filesystem\n"
+    loose = ["line 1: .rm_file()", "line 1: .fs", "line 4: .put_file()", "imports filesystem"]
+    assert sorted(_direct_calls(ast.parse(code), store=False)) == sorted(loose)
+    assert sorted(_direct_calls(ast.parse(code))) == [
+        "imports filesystem",
+        "line 1: .fs",
+        "line 1: .rm_file()",
+        "line 2: .exists()",
+        "line 3: os.unlink()",
+        "line 4: .put_file()",
+    ]
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def area(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FileIO, str]:
+    """A FileIO and a folder (or prefix) of its own to write in."""
+    if request.param == "local":
+        return LocalFileIO(), str(tmp_path / "area")
+    if request.param == "memory":
+        pytest.importorskip("fsspec")
+        root = f"memory://fileio-test-{tmp_path.name}/area"
+        return FsspecFileIO(root), root
+    return FsspecFileIO(), request.getfixturevalue("s3_url")
+
+
+def _spool(io: FileIO, location: str, tmp_path: Path, data: bytes) -> tuple[Path, IO[bytes]]:
+    """A temporary file holding ``data`` as a store writes one: beside its name, or in a spool."""
+    temp = Path(location + ".tmp") if not io.remote else tmp_path / "spool.tmp"
+    f = open(temp, "wb")  # noqa: SIM115  # publish closes it
+    f.write(data)
+    return temp, f
+
+
+def test_file_io_writes_lists_links_and_deletes(area: tuple[FileIO, str], tmp_path: Path) -> None:
+    io, root = area
+    shard, other = f"{root}/d/a.tfrecord", f"{root}/d/b.tfrecord"
+    assert io.is_empty(root) and io.list(root, depth=2) == [] and not io.exists(shard)
+    io.make_folder(f"{root}/d")
+    temp, f = _spool(io, shard, tmp_path, b"abc")
+    io.publish(f, temp, shard)
+    io.sync_folder(f"{root}/d")
+    assert f.closed and not temp.exists() and io.exists(shard) and io.read(shard) == b"abc"
+    assert io.read(shard, 2) == b"ab"
+    assert io.write_new(f"{root}/owner", b"one\n") and io.read(f"{root}/owner") == b"one\n"
+    assert io.link(shard, other) and io.read(other) == b"abc"
+    found = io.list(root, depth=2)
+    assert [(e.path, e.size, e.link) for e in found] == [
+        ("d/a.tfrecord", 3, False),
+        ("d/b.tfrecord", 3, False),
+        ("owner", 4, False),
+    ]
+    assert [e.path for e in io.list(root)] == ["owner"]  # depth 1: the top only
+    assert [e.path for e in io.list(root, depth=2, descend=lambda folder: folder != "d")] == ["owner"]
+    assert [e.path for e in io.list(root, "d/", depth=1)] == ["d/a.tfrecord", "d/b.tfrecord"]
+    assert [e.path for e in io.list(root, "d/b", depth=1)] == ["d/b.tfrecord"]  # the start of a name
+    assert [e.path for e in io.list(root, "own")] == ["owner"]
+    assert io.list(f"{root}/none", depth=2) == [] and io.is_empty(f"{root}/none") and not io.is_empty(root)
+    assert io.delete(shard) and not io.exists(shard) and not io.delete(shard)  # gone already: False
+    assert io.delete(other) and io.delete(f"{root}/owner")
+    if not io.remote:
+        os.mkdir(f"{root}/kept")
+        assert not io.is_empty(root)  # the emptied folder "d", and "kept"
+    io.remove_empty_folders(root, keep=lambda name: name == "kept")
+    assert io.list(root, depth=2) == []
+    assert io.remote or os.listdir(root) == ["kept"]
+    with pytest.raises(FileNotFoundError):
+        io.read(shard)
+
+
+def test_local_file_io_lists_no_link_and_publishes_durably(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    io = LocalFileIO()
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").write_bytes(b"xy")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret").write_bytes(b"s")
+    (tmp_path / "d" / "link").symlink_to(tmp_path / "d" / "a")
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    found = io.list(str(tmp_path), depth=2, descend=lambda folder: folder != "elsewhere")
+    assert [(e.path, e.size, e.link) for e in found] == [("d/a", 2, False), ("d/link", 0, True), ("linked", 0, True)]
+    assert found[0].mtime == (tmp_path / "d" / "a").stat().st_mtime
+    assert io.list(str(tmp_path), "linked/", depth=1) == []  # a linked folder below the location: not followed
+    assert [e.path for e in io.list(str(tmp_path / "linked"))] == ["secret"]  # the location itself: the user's
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    for sync, calls in ((True, 1), (False, 0)):
+        temp = tmp_path / "d" / f".tmp-{sync}"
+        f = open(temp, "wb")  # noqa: SIM115  # publish closes it
+        synced.clear()
+        io.publish(f, temp, str(tmp_path / "d" / f"final-{sync}"), sync)
+        assert len(synced) == calls and (tmp_path / "d" / f"final-{sync}").exists() and not temp.exists()
+    synced.clear()
+    assert not io.write_new(str(tmp_path / "d" / "a"), b"other")  # never replaces
+    assert (tmp_path / "d" / "a").read_bytes() == b"xy" and len(synced) == 1  # the new file fsynced, no folder
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a", "final-False", "final-True", "link"]
+    assert io.write_new(str(tmp_path / "new" / "m"), b"m") and len(synced) == 3  # the file, then its folder
+    with pytest.raises(CatalogError) as e:
+        io.read(str(tmp_path / "d" / "link"))
+    assert str(e.value).endswith("a symbolic link; the catalog reads only regular files in its data area")
+
+
+def test_fsspec_file_io_on_a_missing_bucket(s3_url: str) -> None:
+    io = FsspecFileIO()
+    io.reach(s3_url)
+    gone = "s3://no-such-bucket-fileio/data"
+    with pytest.raises(CatalogError) as e:
+        io.reach(gone)
+    assert str(e.value) == f"{gone}: no such bucket (create it first)"
+    assert io.list(gone, depth=2) == [] and io.is_empty(gone) and not io.delete(f"{gone}/x")
+    io.write_new(f"{s3_url}/d/x", b"x")
+    assert io.list(s3_url, depth=2)[0].mtime > 0  # S3's LastModified
