@@ -10,6 +10,7 @@ import pytest
 from crc32c import crc32c
 
 from catalog.errors import CatalogError, CorruptRecordError, CorruptShardError, VersionNotFoundError
+from catalog.storage.fileio import publish
 from catalog.storage.files import (
     copy_verified,
     damaged_shard,
@@ -18,7 +19,6 @@ from catalog.storage.files import (
     location_exists,
     location_size,
     open_shard,
-    publish,
     shard_batches,
     shard_missing,
 )

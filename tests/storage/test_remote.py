@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from catalog.errors import CatalogError
@@ -20,9 +21,10 @@ SHARD = "0123456789abcdef0123456789ab-00000.tfrecord"
 def store() -> Iterator[FsspecStore]:
     bucket = f"bucket-{uuid.uuid4().hex[:8]}"  # the memory file system is one per process
     area = FsspecStore(f"memory://{bucket}/area/")
-    area.fs.mkdir(bucket)
+    memory = fsspec.filesystem("memory")  # the bucket, made and removed outside the store
+    memory.mkdir(bucket)
     yield area
-    area.fs.rm(bucket, recursive=True)
+    memory.rm(bucket, recursive=True)
 
 
 def test_an_empty_prefix_is_new_and_claimed_once(store: FsspecStore) -> None:
@@ -54,8 +56,9 @@ def test_a_shard_is_spooled_then_uploaded_and_the_spool_file_goes(store: FsspecS
 
 
 def test_copies_stay_on_the_store_and_removal_says_whether_there_was_a_key(store: FsspecStore) -> None:
-    store.fs.pipe_file(store.url("ds/a"), b"aaa")
-    store.fs.pipe_file(store.url(".index/ds/a.idx"), b"i")
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file(store.url("ds/a"), b"aaa")
+    memory.pipe_file(store.url(".index/ds/a.idx"), b"i")
     assert store.link("ds/a", "ds/b")
     assert sorted(f.rel for f in store.listing()) == ["ds/a", "ds/b"]  # the index tree is not a dataset
     assert [f.rel for f in store.index_listing()] == [".index/ds/a.idx"]
