@@ -193,6 +193,12 @@ class MigrationError(CatalogError):
     """A migration cannot be planned or applied (bad operation, edited script, value that cannot be cast...)."""
 
 
+class RowChangeError(CatalogError):
+    """A row change (delete, update) or a derivation (filter, map, dedup) cannot be applied: its
+    predicate or function failed on a record, or a value it sets breaks the schema; the message
+    names the shard and the record, and nothing was registered."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) during a write, once the manifest says how it ended: nothing registered
     (``version`` None), or the commit of ``version`` complete, its files kept. A KeyboardInterrupt,

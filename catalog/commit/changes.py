@@ -27,6 +27,8 @@ class Kind(str, Enum):
     MIGRATE = "migrate"
     COMPACT = "compact"
     RESTORE = "restore"
+    DELETE = "delete"  # rows a predicate matched removed: their shards rewritten without them
+    UPDATE = "update"  # features of the rows a predicate matched set anew
 
     @property
     def adds_records(self) -> bool:
@@ -56,6 +58,7 @@ class Kind(str, Enum):
 
 
 APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
+DELETE, UPDATE = Kind.DELETE, Kind.UPDATE
 
 
 @dataclass(frozen=True)

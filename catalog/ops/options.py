@@ -177,3 +177,22 @@ class CompactOptions(RewriteOptions):
 @dataclass(frozen=True)
 class RestoreOptions(CommitOptions):
     """``restore``'s: a commit's options only."""
+
+
+@dataclass(frozen=True)
+class RowChangeOptions(CommitOptions):
+    """A row change's (``delete``, ``update``): the ``split`` whose rows it changes (None: every split)."""
+
+    split: str | None = option(
+        None, "--split", metavar="SPLIT", help="Change this split's rows only (default: every split)."
+    )
+
+
+@dataclass(frozen=True)
+class DeleteOptions(RowChangeOptions):
+    """``delete``'s."""
+
+
+@dataclass(frozen=True)
+class UpdateOptions(RowChangeOptions):
+    """``update``'s."""
