@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from catalog.errors import UsageError
+from catalog.errors import PredicateError, UsageError
 from catalog.schema.features import Feature
 from catalog.schema.model import Schema
 
@@ -53,20 +53,6 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 }  # fmt: skip
 Batch = Mapping[str, np.ndarray]
 Truth = tuple[np.ndarray, np.ndarray]  # (where it is true, where it is false); neither: unknown (an absent value)
-
-
-class PredicateError(UsageError):
-    """An expression that cannot be read or does not fit the schema; names the character."""
-
-    def __init__(self, text: str, at: int, what: str):
-        self.text = text
-        self.at = at
-        self.what = what
-        shown = text if len(text) <= 80 else f"...{text[max(0, at - 30) : at + 30]}..."
-        super().__init__(f"where {shown!r}: at character {at + 1}: {what}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.text, self.at, self.what))
 
 
 @dataclass(frozen=True)

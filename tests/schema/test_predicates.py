@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog.errors import UsageError
+from catalog.errors import PredicateError, UsageError
 from catalog.schema import Schema
-from catalog.schema.predicates import Predicate, PredicateError, parse, tokenize
+from catalog.schema.predicates import Predicate, parse, tokenize
 
 NAMES = ["cat", "dog", "bird"]
 SCHEMA = Schema.from_json(
