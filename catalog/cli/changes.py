@@ -34,7 +34,7 @@ Sets = Annotated[
 
 
 @verb
-@takes("DeleteOptions", "name where split message token dry_run workers executor scheduler as_json", hidden="author")
+@takes("DeleteOptions", "name where split message author token dry_run workers executor scheduler as_json")
 def delete(
     name: DatasetName,
     options: DeleteOptions,
@@ -58,9 +58,7 @@ def delete(
 
 
 @verb
-@takes(
-    "UpdateOptions", "name sets where split message token dry_run workers executor scheduler as_json", hidden="author"
-)
+@takes("UpdateOptions", "name sets where split message author token dry_run workers executor scheduler as_json")
 def update(
     name: DatasetName,
     options: UpdateOptions,
