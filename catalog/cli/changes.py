@@ -34,7 +34,10 @@ Sets = Annotated[
 
 
 @verb
-@takes("DeleteOptions", "name where split message author token dry_run workers executor scheduler as_json")
+@takes(
+    "DeleteOptions",
+    "name where split purge rewrite_adopted message author token dry_run workers executor scheduler as_json",
+)
 def delete(
     name: DatasetName,
     options: DeleteOptions,
@@ -90,12 +93,26 @@ def _text(report: RowChangeReport) -> Iterator[str]:
     if report.duplicate:
         yield f"{name}: already committed (token seen before) as version {report.version}"
         return
-    if not report.rows:
+    if not report.rows and not report.erased:
         yield f"{name}: no row matches {report.where}: nothing committed"
         return
     done = {"delete": "deleted", "update": "updated"}[verb]
     where = f"{report.shards} of {counted(report.shards_read, 'shard')}"
+    if report.purge:
+        yield from _erased(report, where)
+        return
     if report.dry_run:
         yield f"{name}: would {verb} {rows} in {where} (version {report.read_version}); nothing written"
         return
     yield (f"{name}: {done} {rows} in {where}: version {report.version} ({counted(report.records_after, 'record')})")
+
+
+def _erased(report: RowChangeReport, where: str) -> Iterator[str]:
+    rows, name = counted(report.erased, "row"), report.dataset
+    if report.dry_run:
+        yield f"{name}: would erase {rows} ({report.rows} in the current version) from {where}; nothing written"
+        return
+    yield (
+        f"{name}: erased {rows} ({report.rows} in the current version) from {where}: version {report.version} "
+        f"({counted(report.records_after, 'record')}); {counted(report.files_removed, 'old file')} deleted"
+    )

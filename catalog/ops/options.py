@@ -190,7 +190,20 @@ class RowChangeOptions(CommitOptions):
 
 @dataclass(frozen=True)
 class DeleteOptions(RowChangeOptions):
-    """``delete``'s."""
+    """``delete``'s: ``purge`` erases the rows from every version that holds them (their old
+    files replaced and deleted), ``rewrite_adopted`` lets it stop reading files the catalog
+    does not own (adopted or linked) that hold some, rewriting their other rows into the data area."""
+
+    purge: bool = option(
+        False,
+        "--purge",
+        help="Erase the rows from every version that holds them: after it no file in the data area has their bytes.",
+    )
+    rewrite_adopted: bool = option(
+        False,
+        "--rewrite-adopted",
+        help="With --purge: rewrite adopted or linked files holding matches into the data area (the files stay).",
+    )
 
 
 @dataclass(frozen=True)

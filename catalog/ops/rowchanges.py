@@ -20,20 +20,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
-from catalog.commit.changes import DELETE, UPDATE, Change, Kind, NewShard, RetireShards, adding
-from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
+from catalog import manifest as mf
+from catalog.commit.changes import (
+    DELETE,
+    ERASE,
+    UPDATE,
+    Change,
+    Kind,
+    NewShard,
+    Replacement,
+    ReplaceShards,
+    RetireShards,
+    adding,
+)
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, load_schema, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress, default_author
-from catalog.errors import CatalogError, CommitConflictError, RowChangeError, UsageError, ValidationError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    PredicateError,
+    RowChangeError,
+    UsageError,
+    ValidationError,
+)
 from catalog.executors import executor_for, run_jobs
+from catalog.manifest import SHARDS
 from catalog.ops.options import CommitOptions
 from catalog.schema import Schema
 from catalog.schema.features import convert
 from catalog.schema.predicates import Predicate
-from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
+from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, index_rel, shard_batches, store_for
 from catalog.storage.content import check_named
 from catalog.words import counted
 
@@ -213,12 +234,17 @@ class RowChangeReport:
     duplicate: bool = False  # a retry with the token of a change that committed
     split: str | None = None
     sets: list[str] = field(default_factory=list)
+    purge: bool = False  # an erasure: the rows gone from every version that held them
+    erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
+    files_removed: int = 0  # an erasure's old files deleted
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("dataset", "operation", "where", "dry_run", "read_version", "version")}
         out |= {"rows": self.rows, "shards": self.shards, "shards_read": self.shards_read}
         out |= {"records_before": self.records_before, "records_after": self.records_after}
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
+        if self.purge:
+            out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
         return out | ({"set": self.sets} if self.operation == "update" else {})
 
 
@@ -237,6 +263,8 @@ class RowChange:
     split: str | None = None
     dry_run: bool = False
     options: CommitOptions = field(default_factory=CommitOptions)
+    purge: bool = False  # a delete that erases: see erase()
+    rewrite_adopted: bool = False  # an erasure may stop reading files the catalog does not own
 
 
 def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -297,7 +325,10 @@ def run_row_change(
         shards = _in_split(ds, snap, change.split)
         with executor_for(executor, workers, max(len(shards), 1)) as ex:
             try:
-                report = _attempt(ds, change, snap, shards, ex, progress)
+                if change.purge:
+                    report = erase(ds, change, change.rewrite_adopted, ex, progress)
+                else:
+                    report = _attempt(ds, change, snap, shards, ex, progress)
             except _StartOver:
                 continue
         report.seconds = time.monotonic() - start
@@ -326,7 +357,7 @@ def _report(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[L
     return RowChangeReport(
         ds.name, change.kind.value, describe_where(change.where), change.dry_run, snap.version,
         shards_read=len(shards), records_before=records, records_after=records, split=change.split,
-        sets=[name for name, _ in change.sets],
+        sets=[name for name, _ in change.sets], purge=change.purge,
     )  # fmt: skip
 
 
@@ -418,6 +449,8 @@ def delete(
     message: str = "",
     author: str | None = None,
     token: str | None = None,
+    purge: bool = False,
+    rewrite_adopted: bool = False,
     workers: int | None = None,
     executor: Executor | None = None,
     progress: Progress | None = None,
@@ -427,9 +460,16 @@ def delete(
     a batch of columns returning one bool per row, with ``batched``). Only the shards holding
     a match are rewritten; the remaining rows keep their order. ``split``: that split's rows
     only; ``dry_run``: count the matches, write nothing; no match: no commit (``version`` None).
-    ``token``: a retry with the token of a delete that committed reports that commit."""
+    ``token``: a retry with the token of a delete that committed reports that commit.
+
+    ``purge``: erase them, from every version still holding them, not only the new one (see
+    :func:`erase`); files the catalog does not own (adopted, linked) that hold a match are
+    refused unless ``rewrite_adopted``. With ``split``, an erasure is refused (old versions'
+    shards may have been in other splits)."""
+    if purge and split is not None:
+        raise UsageError("delete --purge erases from every split and version: give no --split")
     options = CommitOptions(token, message, author)
-    change = RowChange(DELETE, _checked(ds, where), batched, (), split, dry_run, options)
+    change = RowChange(DELETE, _checked(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
     return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
 
 
@@ -464,3 +504,134 @@ def _checked(ds: DatasetHandle, where: Where) -> Where:
     elif not callable(where):
         raise UsageError(f"where is a predicate (text) or a function, not {type(where).__name__}")
     return where
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+def _retired_shards(ds: DatasetHandle) -> list[LiveShard]:
+    """The dataset's retired shards whose files are still there (old versions read them)."""
+    with mf.read_txn(ds.catalog.engine) as conn:
+        rows = conn.execute(
+            select(SHARDS)
+            .where(SHARDS.c.dataset_id == ds.id, SHARDS.c.removed_version.is_not(None), SHARDS.c.collected_at.is_(None))
+            .order_by(SHARDS.c.id)
+        ).all()
+    url = ds.catalog.store.shard_url
+    return [
+        LiveShard(
+            r.id, url(r.path, r.location), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq,
+            r.path, r.split, r.index_checksum, r.location, r.fingerprint,
+        )
+        for r in rows
+    ]  # fmt: skip
+
+
+def _schemas(ds: DatasetHandle, versions: set[int]) -> dict[int, Schema]:
+    with mf.read_txn(ds.catalog.engine) as conn:
+        return {v: load_schema(conn, ds.id, v) for v in sorted(versions)}
+
+
+def not_owned(s: LiveShard) -> bool:
+    """An adopted file (read where it is) or a linked one (a hard link to the user's file): its
+    bytes are not the catalog's to erase."""
+    return s.location is not None or (s.fingerprint or "").startswith(("stat:", "etag:"))
+
+
+def _programs(change: RowChange, shards: list[LiveShard], schemas: dict[int, Schema]) -> dict[int, RowProgram]:
+    """A program per schema version the shards are in: old versions' records are read with
+    their own schema, and a predicate must make sense there too."""
+    out = {}
+    for sv, schema in schemas.items():
+        if isinstance(change.where, str):
+            try:
+                Predicate(change.where, schema)
+            except PredicateError as e:
+                raise RowChangeError(
+                    f"erase: the shards of schema version {sv} cannot be searched ({e}): nothing was erased"
+                ) from None
+        out[sv] = RowProgram(schema.to_json(), change.where, change.batched)
+    return out
+
+
+def _erase_jobs(
+    ds: DatasetHandle, change: RowChange, shards: list[LiveShard], intent: Intent | None, dry_run: bool
+) -> list[RowJob]:
+    programs = _programs(change, shards, _schemas(ds, {s.schema_version for s in shards}))
+    root, on = ds.catalog.store.root, ds.catalog.statistics
+    return [
+        RowJob(
+            programs[s.schema_version], s.path, s.records, s.bytes, s.compression, root, ds.name,
+            intent.prefix(i) if intent is not None else "", on, dry_run, s.checksum, s.fingerprint,
+            s.location is not None,
+        )
+        for i, s in enumerate(shards)
+    ]  # fmt: skip
+
+
+def _refuse_not_owned(ds: DatasetHandle, hit: list[LiveShard], rewrite_adopted: bool) -> None:
+    theirs = [s for s in hit if not_owned(s)]
+    if theirs and not rewrite_adopted:
+        shown = ", ".join(s.location or s.path for s in theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+        raise RowChangeError(
+            f"erase: matching rows of {ds.name!r} are in {counted(len(theirs), 'file')} the catalog does not own "
+            f"(adopted or linked: {shown}): it cannot remove their bytes; delete the rows from those files yourself, "
+            "or allow rewriting them into the data area (--rewrite-adopted; the files themselves stay as they "
+            "are): nothing was erased"
+        )
+
+
+def erase(
+    ds: DatasetHandle,
+    change: RowChange,
+    rewrite_adopted: bool,
+    ex: Executor | None,
+    progress: Progress | None,
+) -> RowChangeReport:
+    """Remove the rows ``change`` matches from every version that holds them: each shard file,
+    live or retired, holding one is replaced by a copy without them in one commit (kind
+    "erase"), then the old files are deleted; a crash in between leaves them unregistered,
+    for gc. No new shard rows: old versions read the copies."""
+    snap = snapshot(ds)
+    shards = [*snap.shards, *_retired_shards(ds)]
+    report = _report(ds, change, snap, shards)
+    scan = run_jobs(change_shard, _erase_jobs(ds, change, shards, None, True), ex, None, None)
+    hit = [s for s, o in zip(shards, scan, strict=True) if o.matched]
+    live = {s.id for s in snap.shards}
+    report.rows = sum(o.matched for s, o in zip(shards, scan, strict=True) if s.id in live)
+    report.erased = sum(o.matched for o in scan)
+    report.shards = len(hit)
+    report.records_after = report.records_before - report.rows
+    if not hit or change.dry_run:
+        return report
+    _refuse_not_owned(ds, hit, rewrite_adopted)
+    with Intent.of(ds) as intent:
+        done = (lambda job, _r: progress(job.records)) if progress else None
+        outcomes = run_jobs(change_shard, _erase_jobs(ds, change, hit, intent, False), ex, intent, done)
+        items = tuple(Replacement(s.id, s.rel, o.file) for s, o in zip(hit, outcomes, strict=True))
+        opts = change.options
+        message = opts.message or f"erase where {report.where}: {counted(report.erased, 'row')}"
+        made = Change(ERASE, snap.version, snap.schema_version, message, opts.author or default_author(), intent.id)
+        made = made.with_updates(ReplaceShards(items))
+        made.token = opts.token
+        try:
+            committed = commit(ds, made)
+        except LiveChanged:
+            raise _StartOver from None
+    report.version, report.duplicate = committed.version, committed.duplicate
+    if not committed.duplicate:
+        report.files_removed = _remove_old(ds, hit)
+    return report
+
+
+def _remove_old(ds: DatasetHandle, shards: list[LiveShard]) -> int:
+    """Delete the replaced files the catalog owns, and their record indexes (never an adopted
+    file: not the catalog's; a linked one's name in the data area goes, its bytes stay the
+    user's). A file that cannot be deleted now is unregistered: gc deletes it."""
+    removed = 0
+    for s in shards:
+        if s.location is None and ds.catalog.store.remove(s.rel):
+            removed += 1
+        if s.index_checksum is not None:
+            ds.catalog.store.remove(index_rel(s.rel))
+    return removed
