@@ -45,6 +45,7 @@ from catalog.errors import (
     CommitConflictError,
     PredicateError,
     RowChangeError,
+    SplitNotFoundError,
     UsageError,
     ValidationError,
 )
@@ -345,8 +346,6 @@ def _in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[Live
     validate_split(split)
     shards = [s for s in snap.shards if s.split == split]
     if not shards and split not in {s.split for s in snap.shards}:
-        from catalog.errors import SplitNotFoundError
-
         have = ", ".join(sorted({s.split for s in snap.shards})) or "none"
         raise SplitNotFoundError(f"dataset {ds.name!r} has no split {split!r} (splits: {have})")
     return shards
