@@ -157,6 +157,21 @@ class UsageError(CatalogError):
     exclude each other, an argument of the wrong kind (no data was read wrong: the request was)."""
 
 
+class PredicateError(UsageError):
+    """A ``--where`` expression that cannot be read or does not fit the schema; the message
+    names the character where it breaks and what was expected there."""
+
+    def __init__(self, text: str, at: int, what: str):
+        self.text = text
+        self.at = at
+        self.what = what
+        shown = text if len(text) <= 80 else f"...{text[max(0, at - 30) : at + 30]}..."
+        super().__init__(f"where {shown!r}: at character {at + 1}: {what}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.text, self.at, self.what))
+
+
 class SplitError(UsageError):
     """A split name or a split spec (``train[:90%]+test``) that cannot be read."""
 
@@ -191,6 +206,12 @@ class ExecutorError(CatalogError):
 
 class MigrationError(CatalogError):
     """A migration cannot be planned or applied (bad operation, edited script, value that cannot be cast...)."""
+
+
+class RowChangeError(CatalogError):
+    """A row change (delete, update) or a derivation (filter, map, dedup) cannot be applied: its
+    predicate or function failed on a record, or a value it sets breaks the schema; the message
+    names the shard and the record, and nothing was registered."""
 
 
 class Interrupted(KeyboardInterrupt):

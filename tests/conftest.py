@@ -95,7 +95,7 @@ def pg_url(pg_server: Any) -> Iterator[str]:
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """"sqlite" (the embedded default) or "postgresql" (a fresh database, via CATALOG_DB_URL)."""
+    """ "sqlite" (the embedded default) or "postgresql" (a fresh database, via CATALOG_DB_URL)."""
     if request.param == "postgresql":
         monkeypatch.setenv("CATALOG_DB_URL", request.getfixturevalue("pg_url"))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from catalog.cli import admin, datasets, files, indexes, rewrites, rows, statistics
+from catalog.cli import admin, changes, datasets, files, indexes, rewrites, rows, statistics
 from catalog.cli.base import app
 
 __all__ = ["app"]
@@ -40,6 +40,8 @@ for name, fn in [
     ("restore", rewrites.restore),
     ("compact", rewrites.compact),
     ("export", rewrites.export),
+    ("delete", changes.delete),
+    ("update", changes.update),
 ]:
     app.command(name, cls=getattr(fn, "command", None))(fn)  # a verb of catalog.cli.generated.takes: its class
 

@@ -190,12 +190,12 @@ class BareCheck(TyperCommand):
         return super().parse_args(ctx, fixed)
 
 
-def parse_defaults(given: list[str] | None) -> dict[str, str]:
-    """``--default FEATURE=VALUE`` options as {feature: value text}."""
+def parse_defaults(given: list[str] | None, flag: str = "--default") -> dict[str, str]:
+    """``--default FEATURE=VALUE`` (or ``flag``'s) options as {feature: value text}."""
     out: dict[str, str] = {}
     for item in given or ():
         name, eq, value = item.partition("=")
         if not eq or not name:
-            raise typer.BadParameter(f"{item!r}: FEATURE=VALUE, e.g. price=-1", param_hint="--default")
+            raise typer.BadParameter(f"{item!r}: FEATURE=VALUE, e.g. price=-1", param_hint=flag)
         out[name] = value
     return out

@@ -27,6 +27,9 @@ class Kind(str, Enum):
     MIGRATE = "migrate"
     COMPACT = "compact"
     RESTORE = "restore"
+    DELETE = "delete"  # rows a predicate matched removed: their shards rewritten without them
+    UPDATE = "update"  # features of the rows a predicate matched set anew
+    ERASE = "erase"  # rows a predicate matched removed from every version that held them
 
     @property
     def adds_records(self) -> bool:
@@ -56,6 +59,7 @@ class Kind(str, Enum):
 
 
 APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
+DELETE, UPDATE, ERASE = Kind.DELETE, Kind.UPDATE, Kind.ERASE
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,26 @@ class RevertMigrations:
     after: int
 
 
-Update = AddShards | RetireShards | SetSchema | SetCompression | RecordMigration | RevertMigrations
+@dataclass(frozen=True)
+class Replacement:
+    """A registered shard's file swapped for a copy without some of its records: the row ``id``
+    (whose file is ``rel`` when planned) keeps its versions, place and split; ``file`` None: no
+    record is left, the row goes."""
+
+    id: int
+    rel: str
+    file: ShardFile | None
+
+
+@dataclass(frozen=True)
+class ReplaceShards:
+    """Shards, live or retired, whose files an erasure replaced: every version that reads one
+    reads its copy from this commit on (the only update that changes what an old version holds)."""
+
+    items: tuple[Replacement, ...]
+
+
+Update = AddShards | RetireShards | SetSchema | SetCompression | RecordMigration | RevertMigrations | ReplaceShards
 
 
 # ---- requirements: what the dataset must be for the commit to go in
@@ -139,6 +162,7 @@ _Item = TypeVar("_Item")
 _Value = TypeVar("_Value")
 _NO_SHARDS: tuple[NewShard, ...] = ()
 _NO_IDS: frozenset[int] = frozenset()
+_NO_REPLACEMENTS: tuple[Replacement, ...] = ()
 
 
 class _Part(Generic[_Item, _Value]):
@@ -191,6 +215,7 @@ class Change:
     # What its updates and requirements say, each ``absent`` when the change has none of that kind.
     add = _Part(AddShards, lambda u: u.shards, _NO_SHARDS)
     retire = _Part(RetireShards, lambda u: u.ids, _NO_IDS)
+    replaced = _Part(ReplaceShards, lambda u: u.items, _NO_REPLACEMENTS)
     new_schema = _Part(SetSchema, lambda u: u.schema, None)
     new_compression = _Part(SetCompression, lambda u: u.compression, None)
     migration = _Part(RecordMigration, lambda u: u.row, None)

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from catalog import faults
 from catalog import manifest as mf
-from catalog.commit.changes import Change, Kind
+from catalog.commit.changes import Change, Kind, Replacement
 from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of, shard_info
 from catalog.commit.intents import DELETE_INTENT
 from catalog.commit.values import COMMIT_RETRIES, Commit, ShardInfo, manifest_text
@@ -103,12 +103,13 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         if ch.requires_new_bytes:
             _refuse_duplicates(conn, ds, ch)
         retired = _retired(conn, ds, ch)
+        swapped, replaced_rows = _replaced(conn, ds, ch)
         new = row.version + 1
         schema_version = row.schema_version + (ch.new_schema is not None)
         totals = {
-            "records": row.records - retired.records + sum(s.file.records for s in ch.add),
-            "bytes": row.bytes - retired.bytes + sum(s.file.bytes for s in ch.add),
-            "shard_count": row.shard_count - len(retired.ids) + len(ch.add),
+            "records": row.records - retired.records + sum(s.file.records for s in ch.add) + swapped["records"],
+            "bytes": row.bytes - retired.bytes + sum(s.file.bytes for s in ch.add) + swapped["bytes"],
+            "shard_count": row.shard_count - len(retired.ids) + len(ch.add) + swapped["shard_count"],
         }
         swap = {"ds": ds.id, "expected": row.version, "new": new, "new_schema_version": schema_version}
         if conn.execute(_SWAP_VERSION, {**swap, **{f"new_{k}": v for k, v in totals.items()}}).rowcount != 1:
@@ -120,6 +121,7 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         values = _commit_row(ds, ch, new, schema_version, now, totals)
         conn.execute(_INSERT_COMMIT, values)
         shards = _write_shards(conn, ds, ch, retired, new, schema_version)
+        _replace_files(conn, ds, ch.replaced, replaced_rows, new)
         _record_migration(conn, ds.id, ch, schema_version, new, now)
     done = _commit_value(ds, values, shards, retired)
     faults.point("commit.after", commit=done)
@@ -245,6 +247,83 @@ def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
         raise LiveChanged(set(live) - expected, set(expected - live.keys()))
     ids = tuple(sorted(ch.retire))
     return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids))
+
+
+def _replaced(conn: Connection, ds: DatasetHandle, ch: Change) -> tuple[dict[str, int], dict[int, Any]]:
+    """How the live totals move with ``ch``'s replaced files, after checking each row is still
+    at the file the change read (else LiveChanged: a gc or another erasure got there first)."""
+    moved = {"records": 0, "bytes": 0, "shard_count": 0}
+    ids = [r.id for r in ch.replaced]
+    if not ids:
+        return moved, {}
+    found = {
+        r.id: r
+        for lo in range(0, len(ids), 500)
+        for r in conn.execute(
+            select(*_REPLACED_COLUMNS).where(
+                SHARDS.c.dataset_id == ds.id, SHARDS.c.id.in_(ids[lo : lo + 500]), SHARDS.c.collected_at.is_(None)
+            )
+        )
+    }
+    gone = {r.id for r in ch.replaced if r.id not in found or found[r.id].path != r.rel}
+    if gone:
+        raise LiveChanged(set(), gone)
+    for r in ch.replaced:
+        old = found[r.id]
+        if old.removed_version is None:  # a live shard: the dataset's totals change with it
+            moved["records"] += (r.file.records if r.file else 0) - old.records
+            moved["bytes"] += (r.file.bytes if r.file else 0) - old.bytes
+            moved["shard_count"] -= r.file is None
+    return moved, found
+
+
+_REPLACED_COLUMNS = (
+    SHARDS.c.id, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.added_version, SHARDS.c.removed_version,
+)  # fmt: skip
+
+
+def _replace_files(
+    conn: Connection, ds: DatasetHandle, items: tuple[Replacement, ...], old: dict[int, Any], new: int
+) -> None:
+    """Point each replaced row at its copy (a row with no record left goes), statistics too, and
+    make every earlier commit that had the shard live say what its versions hold now (history
+    checks each commit's totals against its shard rows)."""
+    for r in items:
+        _restate_commits(conn, ds.id, old[r.id], r.file, new)
+        conn.execute(delete(SHARD_STATS).where(SHARD_STATS.c.path == r.rel))
+        if r.file is None:
+            conn.execute(delete(SHARDS).where(SHARDS.c.id == r.id))
+            continue
+        f = r.file
+        conn.execute(
+            update(SHARDS)
+            .where(SHARDS.c.id == r.id)
+            .values(
+                path=f.path, records=f.records, bytes=f.bytes, checksum=f.checksum, compression=f.compression,
+                index_checksum=f.index_checksum, location=None, fingerprint=f.fingerprint,
+            )
+        )  # fmt: skip
+        if f.stats:
+            conn.execute(_INSERT_STATS, [{"path": f.path, "dataset_id": ds.id, "data": f.stats}])
+
+
+def _restate_commits(conn: Connection, dataset_id: int, old: Any, file: ShardFile | None, new: int) -> None:
+    records = (file.records if file else 0) - old.records
+    size = (file.bytes if file else 0) - old.bytes
+    count = -1 if file is None else 0
+    until = new if old.removed_version is None else old.removed_version
+    conn.execute(
+        update(COMMITS)
+        .where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version >= old.added_version, COMMITS.c.version < until)
+        .values(
+            records=COMMITS.c.records + records, bytes=COMMITS.c.bytes + size, shard_count=COMMITS.c.shard_count + count
+        )
+    )
+    conn.execute(
+        update(COMMITS)
+        .where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version == old.added_version, COMMITS.c.kind == "append")
+        .values(records_added=COMMITS.c.records_added + records, shards_added=COMMITS.c.shards_added + count)
+    )
 
 
 def _commit_row(

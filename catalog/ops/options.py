@@ -177,3 +177,35 @@ class CompactOptions(RewriteOptions):
 @dataclass(frozen=True)
 class RestoreOptions(CommitOptions):
     """``restore``'s: a commit's options only."""
+
+
+@dataclass(frozen=True)
+class RowChangeOptions(CommitOptions):
+    """A row change's (``delete``, ``update``): the ``split`` whose rows it changes (None: every split)."""
+
+    split: str | None = option(
+        None, "--split", metavar="SPLIT", help="Change this split's rows only (default: every split)."
+    )
+
+
+@dataclass(frozen=True)
+class DeleteOptions(RowChangeOptions):
+    """``delete``'s: ``purge`` erases the rows from every version that holds them (their old
+    files replaced and deleted), ``rewrite_adopted`` lets it stop reading files the catalog
+    does not own (adopted or linked) that hold some, rewriting their other rows into the data area."""
+
+    purge: bool = option(
+        False,
+        "--purge",
+        help="Erase the rows from every version that holds them: after it no file in the data area has their bytes.",
+    )
+    rewrite_adopted: bool = option(
+        False,
+        "--rewrite-adopted",
+        help="With --purge: rewrite adopted or linked files holding matches into the data area (the files stay).",
+    )
+
+
+@dataclass(frozen=True)
+class UpdateOptions(RowChangeOptions):
+    """``update``'s."""

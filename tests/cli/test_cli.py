@@ -237,8 +237,14 @@ def test_commands_run_with_their_standard_streams_closed(tmp_path: Path) -> None
     (tmp_path / "schema.json").write_text(json.dumps({"features": {"x": {"dtype": "int64"}}}))
     env = dict(os.environ, CATALOG_ROOT=str(root))
     base = [sys.executable, "-m", "catalog"]
-    for args in (["init", str(root)], ["register", "d", "--schema", str(tmp_path / "schema.json")],
-                 ["append", "d", str(rows)], ["stats", "d"], ["cat", "d", "--limit", "2"], ["show", "d"]):
+    for args in (
+        ["init", str(root)],
+        ["register", "d", "--schema", str(tmp_path / "schema.json")],
+        ["append", "d", str(rows)],
+        ["stats", "d"],
+        ["cat", "d", "--limit", "2"],
+        ["show", "d"],
+    ):
         done = subprocess.run([*base, *args], env=env, preexec_fn=_closed_std_streams, timeout=120)
         assert done.returncode == 0, args
     from catalog import Catalog

@@ -536,9 +536,7 @@ def test_flipped_totals_are_caught_not_shown(
     result = run("-C", str(marked), "verify", ok=False)
     assert result.exit_code == 1
     first = next(iter(expected.values())) if "history" in expected else expected["show"]
-    assert result.stdout.startswith(
-        f"manifest: sqlite:///{marked / 'catalog.db'}: the manifest is damaged: {first}\n"
-    )
+    assert result.stdout.startswith(f"manifest: sqlite:///{marked / 'catalog.db'}: the manifest is damaged: {first}\n")
 
 
 @pytest.mark.sqlite_only  # the fixture is a SQLite file

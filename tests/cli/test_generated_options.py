@@ -32,6 +32,8 @@ VERBS = {
     "migrate": (opts.MigrateOptions, {"author"}),
     "compact": (opts.CompactOptions, {"author"}),
     "restore": (opts.RestoreOptions, {"author"}),
+    "delete": (opts.DeleteOptions, set()),
+    "update": (opts.UpdateOptions, set()),
 }
 # Each API method of a verb: its options type, and the fields it does not take (it sets them).
 METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
@@ -45,6 +47,8 @@ METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
     (Dataset.migrate, opts.MigrateOptions, set()),
     (Dataset.compact, opts.CompactOptions, set()),
     (Dataset.restore, opts.RestoreOptions, set()),
+    (Dataset.delete, opts.DeleteOptions, set()),
+    (Dataset.update, opts.UpdateOptions, set()),
 ]
 
 

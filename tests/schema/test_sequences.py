@@ -102,9 +102,7 @@ def test_tensorflow_and_the_catalog_read_each_others_records(row: dict[str, Any]
     )
     assert int(context["id"]) == row["id"]
     np.testing.assert_array_equal(sequences["tokens"].numpy(), np.array(row["tokens"], dtype=np.int64))
-    np.testing.assert_array_equal(
-        sequences["frames"].numpy(), np.array(row["frames"], dtype=np.float32).reshape(-1, 2)
-    )
+    np.testing.assert_array_equal(sequences["frames"].numpy(), np.array(row["frames"], dtype=np.float32).reshape(-1, 2))
     assert [[w.decode() for w in step] for step in sequences["words"].to_list()] == row["words"]
 
 

@@ -225,7 +225,6 @@ def test_a_manifest_path_outside_the_data_area_is_refused(tmp_path: Path) -> Non
         list(Catalog.open(root).dataset("demo").batches(2))
 
 
-
 def test_restore_never_links_to_a_file_outside(tmp_path: Path) -> None:
     root = tmp_path / "c"
     cat = demo_catalog(root, versions=2)

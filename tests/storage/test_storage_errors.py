@@ -184,9 +184,7 @@ def test_a_read_only_data_area_is_one_line(root: Path, tmp_path: Path, monkeypat
 def test_gc_that_cannot_delete_is_one_line_and_the_next_gc_ends_it(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cat = Catalog.open(root)
     cat.dataset("demo").compact()
-    retired = {p.name for p in (root / "data" / "demo").iterdir()} - {
-        Path(p).name for p in cat.dataset("demo").files()
-    }
+    retired = {p.name for p in (root / "data" / "demo").iterdir()} - {Path(p).name for p in cat.dataset("demo").files()}
     assert len(retired) == 2
 
     def read_only(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -201,4 +199,3 @@ def test_gc_that_cannot_delete_is_one_line_and_the_next_gc_ends_it(root: Path, m
     assert {Path(p).name for p in report["removed"]} == retired
     assert retired.isdisjoint(p.name for p in (root / "data" / "demo").iterdir())
     assert len(list(cat.dataset("demo").read())) == 20
-

@@ -1,0 +1,636 @@
+"""Row changes as new versions of the same dataset: :func:`delete` (the rows a predicate
+matches are gone) and :func:`update` (features of the matching rows set anew).
+
+Only the shards that hold a match are rewritten, one shard in and one out, on the executor;
+every other shard stays live as it is. A rewrite takes its source's place in the read order
+(its seq, split and schema version) and its compression, so the rows that remain keep their
+order. One commit retires the rewritten shards and registers their rewrites. An append that
+lands meanwhile is kept: it retires nothing this change retires. A shard retired meanwhile (a
+compact, a migration, another delete) makes the change start again from the new version, a
+few times, then fail in one line; either way nothing half done is ever visible.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+
+from catalog import manifest as mf
+from catalog.commit.changes import (
+    DELETE,
+    ERASE,
+    UPDATE,
+    Change,
+    Kind,
+    NewShard,
+    Replacement,
+    ReplaceShards,
+    RetireShards,
+    adding,
+)
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, load_schema, snapshot
+from catalog.commit.intents import Intent
+from catalog.commit.protocol import LiveChanged, commit, token_commit
+from catalog.commit.slicing import validate_split
+from catalog.commit.values import Progress, default_author
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    PredicateError,
+    RowChangeError,
+    SplitNotFoundError,
+    UsageError,
+    ValidationError,
+)
+from catalog.executors import executor_for, run_jobs
+from catalog.manifest import SHARDS
+from catalog.ops.options import CommitOptions
+from catalog.schema import Schema
+from catalog.schema.features import convert
+from catalog.schema.predicates import Predicate
+from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, index_rel, shard_batches, store_for
+from catalog.storage.content import check_named
+from catalog.words import counted
+
+ROUNDS = 5  # fresh starts after shards were retired under the change, before giving up
+Where = str | Callable[..., Any]
+
+
+def describe_where(where: Where) -> str:
+    """How history and reports name a predicate: its text, or the function's qualified name."""
+    if isinstance(where, str):
+        return where
+    return f"{getattr(where, '__module__', '?')}:{getattr(where, '__qualname__', repr(where))}"
+
+
+@dataclass(frozen=True)
+class RowProgram:
+    """What a row change does to a shard's records; picklable, as it goes to the workers (a
+    function given as ``where`` or as a value must be a module's, not a lambda, to run in
+    worker processes)."""
+
+    schema: dict[str, Any]  # the dataset's schema (JSON) at the snapshot
+    where: Where
+    batched: bool = False  # ``where`` is a function of a batch of columns: one bool per row
+    sets: tuple[tuple[str, Any], ...] = ()  # an update's (feature, value or function of the row)
+
+
+@dataclass(frozen=True)
+class RowJob:
+    """One shard's part of a row change: find its matches and, unless ``dry_run``, rewrite it."""
+
+    program: RowProgram
+    source: str  # the shard's absolute path or URL
+    records: int
+    size: int
+    compression: str
+    data_root: str
+    dataset: str
+    prefix: str
+    statistics: bool
+    dry_run: bool
+    checksum: str
+    fingerprint: str | None
+    adopted: bool
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    matched: int
+    file: ShardFile | None  # the rewrite (None: no match, a dry run, or nothing left)
+
+
+class _Compiled:
+    """A program made ready in a worker: the schema, the test of a batch of records."""
+
+    def __init__(self, program: RowProgram) -> None:
+        self.program = program
+        self.schema = Schema.from_json(program.schema)
+        where = program.where
+        self.predicate = Predicate(where, self.schema) if isinstance(where, str) else None
+
+    def mask(self, records: list[bytes]) -> np.ndarray:
+        """True for the records the change applies to (a predicate's error names no record yet)."""
+        fn = self.program.where
+        if self.predicate is not None:
+            return self.predicate.mask(self.schema.decode_batch(records))
+        if self.program.batched:
+            mask = np.asarray(fn(self.schema.decode_batch(records)))  # type: ignore[operator]
+            if mask.shape != (len(records),) or mask.dtype != bool:
+                got = f"{mask.dtype} of shape {mask.shape}"
+                raise UsageError(f"where(batch) must return one bool per row ({len(records)}), got {got}")
+            return mask
+        return np.fromiter((bool(fn(self.schema.decode(r))) for r in records), dtype=bool, count=len(records))  # type: ignore[operator]
+
+    def updated(self, record: bytes) -> bytes:
+        row = self.schema.decode(record)
+        for name, value in self.program.sets:
+            row[name] = value(row) if callable(value) else value
+        return self.schema.encode(row)
+
+
+def _batches(job: RowJob) -> Iterator[tuple[int, list[bytes]]]:
+    """(index of its first record in the shard, records) of each batch of the shard."""
+    at = 0
+    for batch in shard_batches(job.source, job.size):
+        yield at, batch
+        at += len(batch)
+    if at != job.records:
+        raise RowChangeError(
+            f"{job.source}: {counted(at, 'record')} read, {job.records} registered; run `catalog verify`"
+        )
+
+
+def _failed(job: RowJob, first: int, e: Exception, what: str) -> RowChangeError:
+    """One line naming the shard and the record (within it) where the change failed."""
+    if isinstance(e, RowChangeError):
+        return e
+    if isinstance(e, ValidationError):
+        record = first + (e.record or 0)
+        feature = f"feature {e.feature!r}: " if e.feature else ""
+        return RowChangeError(f"{job.source}: record {record}: {feature}{e.reason}")
+    if isinstance(e, CatalogError):
+        return RowChangeError(f"{job.source}: {e}")
+    return RowChangeError(f"{job.source}: records from {first}: {what} raised {type(e).__name__}: {e}")
+
+
+def change_shard(job: RowJob) -> RowOutcome:
+    """Module-level (picklable) worker: the shard's matches, and its rewrite when it has any."""
+    try:
+        compiled = _Compiled(job.program)
+    except CatalogError as e:
+        raise RowChangeError(str(e)) from None
+    check_named(job.source, job.checksum, job.fingerprint, job.adopted)
+    masks = []
+    for first, batch in _batches(job):
+        try:
+            masks.append(compiled.mask(batch))
+        except Exception as e:
+            raise _failed(job, first, e, "where") from None
+    matched = int(sum(int(m.sum()) for m in masks))
+    if matched == 0 or job.dry_run:
+        return RowOutcome(matched, None)
+    return RowOutcome(matched, _rewrite(job, compiled, masks))
+
+
+def _rewrite(job: RowJob, compiled: _Compiled, masks: list[np.ndarray]) -> ShardFile | None:
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    schema = compiled.schema if job.statistics else None
+    sink = ShardSink(
+        job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=schema
+    )
+    updating = bool(job.program.sets)
+    try:
+        for (first, batch), mask in zip(_batches(job), masks, strict=True):
+            _write_batch(sink, compiled, job, first, batch, mask, updating)
+    except BaseException:
+        sink.abort()
+        raise
+    shards = sink.close()
+    return shards[0] if shards else None
+
+
+def _write_batch(
+    sink: ShardSink, compiled: _Compiled, job: RowJob, first: int, batch: list[bytes], mask: np.ndarray, updating: bool
+) -> None:
+    write = sink.write
+    for i in range(len(batch)) if updating else np.flatnonzero(~mask).tolist():
+        if not updating or not mask[i]:
+            write(batch[i])
+        else:
+            try:
+                write(compiled.updated(batch[i]))
+            except Exception as e:
+                if isinstance(e, ValidationError):
+                    e.record = i
+                raise _failed(job, first + (0 if isinstance(e, ValidationError) else i), e, "set") from None
+
+
+# --------------------------------------------------------------------------- plan and commit
+
+
+@dataclass
+class RowChangeReport:
+    """What a delete or update found and did; ``version`` None: nothing committed."""
+
+    dataset: str
+    operation: str  # "delete" or "update"
+    where: str
+    dry_run: bool
+    read_version: int
+    version: int | None = None
+    rows: int = 0  # matched: deleted or updated
+    shards: int = 0  # holding a match
+    shards_read: int = 0
+    records_before: int = 0
+    records_after: int = 0
+    seconds: float = 0.0
+    duplicate: bool = False  # a retry with the token of a change that committed
+    split: str | None = None
+    sets: list[str] = field(default_factory=list)
+    purge: bool = False  # an erasure: the rows gone from every version that held them
+    erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
+    files_removed: int = 0  # an erasure's old files deleted
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("dataset", "operation", "where", "dry_run", "read_version", "version")}
+        out |= {"rows": self.rows, "shards": self.shards, "shards_read": self.shards_read}
+        out |= {"records_before": self.records_before, "records_after": self.records_after}
+        out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
+        if self.purge:
+            out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
+        return out | ({"set": self.sets} if self.operation == "update" else {})
+
+
+class _StartOver(Exception):
+    """Shards the change rewrote were retired meanwhile: plan again from the new version."""
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """A delete or update as asked: the program's parts and how to run and commit it."""
+
+    kind: Kind
+    where: Where
+    batched: bool = False
+    sets: tuple[tuple[str, Any], ...] = ()
+    split: str | None = None
+    dry_run: bool = False
+    options: CommitOptions = field(default_factory=CommitOptions)
+    purge: bool = False  # a delete that erases: see erase()
+    rewrite_adopted: bool = False  # an erasure may stop reading files the catalog does not own
+
+
+def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """An update's assignments, each naming a context feature; constants checked at once."""
+    if not sets:
+        raise UsageError("update: set at least one feature (--set FEATURE=VALUE)")
+    out = []
+    for name, value in sets.items():
+        feat = schema.features.get(name)
+        if feat is None:
+            have = ", ".join(schema.features)
+            raise UsageError(f"update: no feature {name!r} to set (the schema has {have})")
+        if not callable(value):
+            if feat.names is not None and isinstance(value, str) and value in feat.names:
+                value = feat.names.index(value)  # a class name where its number is stored
+            try:
+                value = convert(feat, value)
+            except ValidationError as e:
+                raise UsageError(f"update: feature {name!r}: {e.reason}") from None
+        out.append((name, value))
+    return tuple(out)
+
+
+def parse_sets(schema: Schema, given: Mapping[str, str]) -> dict[str, Any]:
+    """``--set FEATURE=VALUE`` texts as values: JSON for numbers and lists (a class name for a
+    label with names), the text itself for string and bytes features."""
+    out: dict[str, Any] = {}
+    for name, text in given.items():
+        feat = schema.features.get(name)
+        if feat is None or feat.dtype in ("string", "bytes") or (feat.names is not None and text in feat.names):
+            out[name] = text  # (an unknown name: _check_sets says so)
+            continue
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            article = "an" if feat.dtype.startswith("int") else "a"
+            raise UsageError(f"update: feature {name!r}: {text!r} is not {article} {feat.dtype} value") from None
+    return out
+
+
+def run_row_change(
+    ds: DatasetHandle,
+    change: RowChange,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> RowChangeReport:
+    """Apply ``change`` (see the module's docstring); the report says what it matched and did."""
+    opts = change.options
+    if not change.dry_run and (prior := token_commit(ds, opts.token)) is not None:
+        report = _report(ds, change, snapshot(ds), [])
+        report.version, report.duplicate = prior.version, True
+        return report
+    start = time.monotonic()
+    for _round in range(ROUNDS):
+        snap = snapshot(ds)
+        shards = _in_split(ds, snap, change.split)
+        with executor_for(executor, workers, max(len(shards), 1)) as ex:
+            try:
+                if change.purge:
+                    report = erase(ds, change, change.rewrite_adopted, ex, progress)
+                else:
+                    report = _attempt(ds, change, snap, shards, ex, progress)
+            except _StartOver:
+                continue
+        report.seconds = time.monotonic() - start
+        return report
+    raise CommitConflictError(
+        f"shards of {ds.name!r} kept being rewritten (compact, migrate, delete) during this "
+        f"{change.kind.value}: nothing was registered; run it again"
+    )
+
+
+def _in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[LiveShard]:
+    if split is None:
+        return list(snap.shards)
+    validate_split(split)
+    shards = [s for s in snap.shards if s.split == split]
+    if not shards and split not in {s.split for s in snap.shards}:
+        have = ", ".join(sorted({s.split for s in snap.shards})) or "none"
+        raise SplitNotFoundError(f"dataset {ds.name!r} has no split {split!r} (splits: {have})")
+    return shards
+
+
+def _report(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[LiveShard]) -> RowChangeReport:
+    records = sum(s.records for s in snap.shards)
+    return RowChangeReport(
+        ds.name, change.kind.value, describe_where(change.where), change.dry_run, snap.version,
+        shards_read=len(shards), records_before=records, records_after=records, split=change.split,
+        sets=[name for name, _ in change.sets], purge=change.purge,
+    )  # fmt: skip
+
+
+def _attempt(
+    ds: DatasetHandle,
+    change: RowChange,
+    snap: Snapshot,
+    shards: list[LiveShard],
+    ex: Executor | None,
+    progress: Progress | None,
+) -> RowChangeReport:
+    """One pass: every shard's matches, the rewrites of those with any, one commit."""
+    report = _report(ds, change, snap, shards)
+    if change.dry_run:  # no intent, no file: a dry run writes nothing, not even to the manifest
+        _tally(report, change, list(zip(shards, _run(ds, change, snap, shards, None, ex, progress), strict=True)))
+        return report
+    with Intent.of(ds) as intent:
+        outcomes = _run(ds, change, snap, shards, intent, ex, progress)
+        hit = [(s, o) for s, o in zip(shards, outcomes, strict=True) if o.matched]
+        _tally(report, change, hit)
+        if not hit:
+            intent.settle(None, intent.discard_files)
+            return report
+        try:
+            committed = commit(ds, _change(change, snap, hit, intent.id, report))
+        except LiveChanged:
+            raise _StartOver from None  # inside the intent's block: its files go with it
+        if committed.duplicate:  # a twin with the token committed meanwhile
+            intent.settle(None, intent.discard_files)
+        report.version, report.duplicate = committed.version, committed.duplicate
+        return report
+
+
+def _run(
+    ds: DatasetHandle,
+    change: RowChange,
+    snap: Snapshot,
+    shards: list[LiveShard],
+    intent: Intent | None,
+    ex: Executor | None,
+    progress: Progress | None,
+) -> list[RowOutcome]:
+    program = RowProgram(snap.schema.to_json(), change.where, change.batched, change.sets)
+    root, on = ds.catalog.store.root, ds.catalog.statistics
+
+    def job(i: int, s: LiveShard) -> RowJob:
+        prefix = intent.prefix(i) if intent is not None else ""
+        return RowJob(
+            program, s.path, s.records, s.bytes, s.compression, root, ds.name, prefix, on, change.dry_run,
+            s.checksum, s.fingerprint, s.location is not None,
+        )  # fmt: skip
+
+    jobs = [job(i, s) for i, s in enumerate(shards)]
+    done = (lambda job, _r: progress(job.records)) if progress else None
+    return run_jobs(change_shard, jobs, ex, intent, done)
+
+
+def _tally(report: RowChangeReport, change: RowChange, hit: list[tuple[LiveShard, RowOutcome]]) -> None:
+    hit = [(s, o) for s, o in hit if o.matched]
+    report.rows = sum(o.matched for _, o in hit)
+    report.shards = len(hit)
+    if change.kind is DELETE:
+        report.records_after = report.records_before - report.rows
+
+
+def _change(
+    change: RowChange, snap: Snapshot, hit: list[tuple[LiveShard, RowOutcome]], intent: str, report: RowChangeReport
+) -> Change:
+    """The commit: the shards with a match retired, each rewrite (if any rows remain) in its place."""
+    opts = change.options
+    added = [NewShard(o.file, s.seq, s.schema_version, s.split) for s, o in hit if o.file is not None]
+    rows = counted(report.rows, "row")
+    verb = "deleted" if change.kind is DELETE else f"set {', '.join(report.sets)} in"
+    message = opts.message or f"{change.kind.value} where {report.where}: {verb} {rows}"
+    author = opts.author or default_author()
+    retired = RetireShards(frozenset(s.id for s, _ in hit))
+    made = Change(change.kind, snap.version, snap.schema_version, message, author, intent, (adding(added), retired), ())
+    made.token = opts.token
+    return made
+
+
+def delete(
+    ds: DatasetHandle,
+    where: Where,
+    *,
+    split: str | None = None,
+    dry_run: bool = False,
+    batched: bool = False,
+    message: str = "",
+    author: str | None = None,
+    token: str | None = None,
+    purge: bool = False,
+    rewrite_adopted: bool = False,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> RowChangeReport:
+    """A new version without the rows ``where`` matches: a predicate (``"label = 'cat' AND
+    score < 0.2"``, see catalog.schema.predicates) or a function of a row returning a bool (of
+    a batch of columns returning one bool per row, with ``batched``). Only the shards holding
+    a match are rewritten; the remaining rows keep their order. ``split``: that split's rows
+    only; ``dry_run``: count the matches, write nothing; no match: no commit (``version`` None).
+    ``token``: a retry with the token of a delete that committed reports that commit.
+
+    ``purge``: erase them, from every version still holding them, not only the new one (see
+    :func:`erase`); files the catalog does not own (adopted, linked) that hold a match are
+    refused unless ``rewrite_adopted``. With ``split``, an erasure is refused (old versions'
+    shards may have been in other splits)."""
+    if purge and split is not None:
+        raise UsageError("delete --purge erases from every split and version: give no --split")
+    options = CommitOptions(token, message, author)
+    change = RowChange(DELETE, _checked(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
+    return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+
+
+def update(
+    ds: DatasetHandle,
+    where: Where,
+    set: Mapping[str, Any],  # the issue's name: ds.update(where, set={...})
+    *,
+    split: str | None = None,
+    dry_run: bool = False,
+    batched: bool = False,
+    message: str = "",
+    author: str | None = None,
+    token: str | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> RowChangeReport:
+    """A new version whose rows ``where`` matches (as :func:`delete`'s) have the features of
+    ``set`` set: a value (checked against the schema at once) or a function of the row; each
+    updated row is checked against the schema. Only the shards holding a match are rewritten."""
+    sets = _check_sets(snapshot(ds).schema, set)
+    options = CommitOptions(token, message, author)
+    change = RowChange(UPDATE, _checked(ds, where), batched, sets, split, dry_run, options)
+    return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+
+
+def _checked(ds: DatasetHandle, where: Where) -> Where:
+    """``where`` checked against the dataset's schema now (a predicate's error before any work)."""
+    if isinstance(where, str):
+        Predicate(where, snapshot(ds).schema)
+    elif not callable(where):
+        raise UsageError(f"where is a predicate (text) or a function, not {type(where).__name__}")
+    return where
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+def _retired_shards(ds: DatasetHandle) -> list[LiveShard]:
+    """The dataset's retired shards whose files are still there (old versions read them)."""
+    with mf.read_txn(ds.catalog.engine) as conn:
+        rows = conn.execute(
+            select(SHARDS)
+            .where(SHARDS.c.dataset_id == ds.id, SHARDS.c.removed_version.is_not(None), SHARDS.c.collected_at.is_(None))
+            .order_by(SHARDS.c.id)
+        ).all()
+    url = ds.catalog.store.shard_url
+    return [
+        LiveShard(
+            r.id, url(r.path, r.location), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq,
+            r.path, r.split, r.index_checksum, r.location, r.fingerprint,
+        )
+        for r in rows
+    ]  # fmt: skip
+
+
+def _schemas(ds: DatasetHandle, versions: set[int]) -> dict[int, Schema]:
+    with mf.read_txn(ds.catalog.engine) as conn:
+        return {v: load_schema(conn, ds.id, v) for v in sorted(versions)}
+
+
+def not_owned(s: LiveShard) -> bool:
+    """An adopted file (read where it is) or a linked one (a hard link to the user's file): its
+    bytes are not the catalog's to erase."""
+    return s.location is not None or (s.fingerprint or "").startswith(("stat:", "etag:"))
+
+
+def _programs(change: RowChange, shards: list[LiveShard], schemas: dict[int, Schema]) -> dict[int, RowProgram]:
+    """A program per schema version the shards are in: old versions' records are read with
+    their own schema, and a predicate must make sense there too."""
+    out = {}
+    for sv, schema in schemas.items():
+        if isinstance(change.where, str):
+            try:
+                Predicate(change.where, schema)
+            except PredicateError as e:
+                raise RowChangeError(
+                    f"erase: the shards of schema version {sv} cannot be searched ({e}): nothing was erased"
+                ) from None
+        out[sv] = RowProgram(schema.to_json(), change.where, change.batched)
+    return out
+
+
+def _erase_jobs(
+    ds: DatasetHandle, change: RowChange, shards: list[LiveShard], intent: Intent | None, dry_run: bool
+) -> list[RowJob]:
+    programs = _programs(change, shards, _schemas(ds, {s.schema_version for s in shards}))
+    root, on = ds.catalog.store.root, ds.catalog.statistics
+    return [
+        RowJob(
+            programs[s.schema_version], s.path, s.records, s.bytes, s.compression, root, ds.name,
+            intent.prefix(i) if intent is not None else "", on, dry_run, s.checksum, s.fingerprint,
+            s.location is not None,
+        )
+        for i, s in enumerate(shards)
+    ]  # fmt: skip
+
+
+def _refuse_not_owned(ds: DatasetHandle, hit: list[LiveShard], rewrite_adopted: bool) -> None:
+    theirs = [s for s in hit if not_owned(s)]
+    if theirs and not rewrite_adopted:
+        shown = ", ".join(s.location or s.path for s in theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+        raise RowChangeError(
+            f"erase: matching rows of {ds.name!r} are in {counted(len(theirs), 'file')} the catalog does not own "
+            f"(adopted or linked: {shown}): it cannot remove their bytes; delete the rows from those files yourself, "
+            "or allow rewriting them into the data area (--rewrite-adopted; the files themselves stay as they "
+            "are): nothing was erased"
+        )
+
+
+def erase(
+    ds: DatasetHandle,
+    change: RowChange,
+    rewrite_adopted: bool,
+    ex: Executor | None,
+    progress: Progress | None,
+) -> RowChangeReport:
+    """Remove the rows ``change`` matches from every version that holds them: each shard file,
+    live or retired, holding one is replaced by a copy without them in one commit (kind
+    "erase"), then the old files are deleted; a crash in between leaves them unregistered,
+    for gc. No new shard rows: old versions read the copies."""
+    snap = snapshot(ds)
+    shards = [*snap.shards, *_retired_shards(ds)]
+    report = _report(ds, change, snap, shards)
+    scan = run_jobs(change_shard, _erase_jobs(ds, change, shards, None, True), ex, None, None)
+    hit = [s for s, o in zip(shards, scan, strict=True) if o.matched]
+    live = {s.id for s in snap.shards}
+    report.rows = sum(o.matched for s, o in zip(shards, scan, strict=True) if s.id in live)
+    report.erased = sum(o.matched for o in scan)
+    report.shards = len(hit)
+    report.records_after = report.records_before - report.rows
+    if not hit or change.dry_run:
+        return report
+    _refuse_not_owned(ds, hit, rewrite_adopted)
+    with Intent.of(ds) as intent:
+        done = (lambda job, _r: progress(job.records)) if progress else None
+        outcomes = run_jobs(change_shard, _erase_jobs(ds, change, hit, intent, False), ex, intent, done)
+        items = tuple(Replacement(s.id, s.rel, o.file) for s, o in zip(hit, outcomes, strict=True))
+        opts = change.options
+        message = opts.message or f"erase where {report.where}: {counted(report.erased, 'row')}"
+        made = Change(ERASE, snap.version, snap.schema_version, message, opts.author or default_author(), intent.id)
+        made = made.with_updates(ReplaceShards(items))
+        made.token = opts.token
+        try:
+            committed = commit(ds, made)
+        except LiveChanged:
+            raise _StartOver from None
+    report.version, report.duplicate = committed.version, committed.duplicate
+    if not committed.duplicate:
+        report.files_removed = _remove_old(ds, hit)
+    return report
+
+
+def _remove_old(ds: DatasetHandle, shards: list[LiveShard]) -> int:
+    """Delete the replaced files the catalog owns, and their record indexes (never an adopted
+    file: not the catalog's; a linked one's name in the data area goes, its bytes stay the
+    user's). A file that cannot be deleted now is unregistered: gc deletes it."""
+    removed = 0
+    for s in shards:
+        if s.location is None and ds.catalog.store.remove(s.rel):
+            removed += 1
+        if s.index_checksum is not None:
+            ds.catalog.store.remove(index_rel(s.rel))
+    return removed

@@ -1,0 +1,522 @@
+"""Row predicates: the small expression language of ``--where`` (``label = 'cat' AND
+len(tokens) > 3``), parsed by hand (never ``eval``), checked against a schema, and evaluated
+over the columnar batches the readers give.
+
+Grammar (keywords in any case)::
+
+    expr       := term (OR term)*
+    term       := factor (AND factor)*
+    factor     := NOT factor | '(' expr ')' | test
+    test       := operand (cmp value | [NOT] IN '(' value (',' value)* ')' | IS [NOT] NULL)
+    operand    := name | len '(' name ')'          name: letters, digits, _ . / or `any text`
+    cmp        := = | == | != | <> | < | <= | > | >=
+    value      := number | 'text' | "text" | true | false
+
+Semantics are SQL's: a test on a value that is absent (an optional feature's None) is neither
+true nor false, and a row matches only when the whole expression is true. A number compared
+with a float32 feature is rounded to float32 first (``score = 0.1`` finds the values written
+as 0.1); an int64 feature compares exactly with any number (``x < 2.5`` is ``x <= 2``); a
+label with class names takes a name where a number is expected (``label IN ('cat', 'dog')``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from catalog.errors import PredicateError, UsageError
+from catalog.schema.features import Feature
+from catalog.schema.model import Schema
+
+MAX_TEXT = 65536  # characters of one expression
+MAX_DEPTH = 64  # nested parentheses / NOTs: a parser's recursion stays far from Python's limit
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+KEYWORDS = ("and", "or", "not", "in", "is", "null", "true", "false")
+_TOKENS = re.compile(
+    r"""(?P<space>\s+)
+    |(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
+    |(?P<string>'(?:[^']|'')*'|"(?:[^"]|"")*")
+    |(?P<quoted>`(?:[^`]|``)+`)
+    |(?P<name>[A-Za-z_][A-Za-z0-9_./]*)
+    |(?P<op><=|>=|!=|<>|==|=|<|>|\(|\)|,)""",
+    re.VERBOSE,
+)
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq, "==": operator.eq, "!=": operator.ne, "<>": operator.ne,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}  # fmt: skip
+Batch = Mapping[str, np.ndarray]
+Truth = tuple[np.ndarray, np.ndarray]  # (where it is true, where it is false); neither: unknown (an absent value)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # number, string, name, op, keyword, end
+    text: str
+    at: int
+
+    @property
+    def shown(self) -> str:
+        return "the end" if self.kind == "end" else repr(self.text)
+
+
+@dataclass(frozen=True)
+class Value:
+    """A literal: an int, float, str or bool, and where it stands."""
+
+    value: int | float | str | bool
+    at: int
+
+
+@dataclass(frozen=True)
+class Operand:
+    feature: str
+    length: bool  # len(feature): the count of its values
+    at: int
+
+    @property
+    def shown(self) -> str:
+        return f"len({self.feature})" if self.length else self.feature
+
+
+@dataclass(frozen=True)
+class Compare:
+    operand: Operand
+    op: str
+    value: Value
+
+
+@dataclass(frozen=True)
+class Member:
+    operand: Operand
+    values: tuple[Value, ...]
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Null:
+    operand: Operand
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Logic:
+    op: str  # "and", "or", "not" (one part)
+    parts: tuple[Node, ...]
+
+
+Node = Compare | Member | Null | Logic
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text``, ending with an "end" token."""
+    if len(text) > MAX_TEXT:
+        raise PredicateError(text[:MAX_TEXT], MAX_TEXT, f"an expression of at most {MAX_TEXT:,} characters")
+    out, at = [], 0
+    while at < len(text):
+        m = _TOKENS.match(text, at)
+        if m is None:
+            raise PredicateError(text, at, f"unexpected {text[at]!r}")
+        kind = m.lastgroup or ""
+        if kind == "name" and m.group().lower() in KEYWORDS:
+            kind = "keyword"
+        if kind != "space":
+            out.append(Token(kind, m.group(), at))
+        at = m.end()
+    out.append(Token("end", "", len(text)))
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+        self.depth = 0
+
+    @property
+    def here(self) -> Token:
+        return self.tokens[self.i]
+
+    def fail(self, what: str, token: Token | None = None) -> PredicateError:
+        token = token or self.here
+        return PredicateError(self.text, token.at, f"expected {what}, found {token.shown}")
+
+    def take(self, *words: str) -> Token | None:
+        """The next token when it is one of ``words`` (keywords in any case, or operators)."""
+        t = self.here
+        if (t.kind == "keyword" and t.text.lower() in words) or (t.kind == "op" and t.text in words):
+            self.i += 1
+            return t
+        return None
+
+    def need(self, word: str) -> Token:
+        t = self.take(word)
+        if t is None:
+            raise self.fail(repr(word) if not word.isalpha() else word.upper())
+        return t
+
+    def parse(self) -> Node:
+        node = self.expr()
+        if self.here.kind != "end":
+            raise self.fail("AND, OR or the end")
+        return node
+
+    def expr(self) -> Node:
+        parts = [self.term()]
+        while self.take("or"):
+            parts.append(self.term())
+        return parts[0] if len(parts) == 1 else Logic("or", tuple(parts))
+
+    def term(self) -> Node:
+        parts = [self.factor()]
+        while self.take("and"):
+            parts.append(self.factor())
+        return parts[0] if len(parts) == 1 else Logic("and", tuple(parts))
+
+    def factor(self) -> Node:
+        if self.depth >= MAX_DEPTH:
+            raise self.fail(f"at most {MAX_DEPTH} nested parentheses or NOTs")
+        self.depth += 1
+        try:
+            if self.take("not"):
+                return Logic("not", (self.factor(),))
+            if self.take("("):
+                node = self.expr()
+                self.need(")")
+                return node
+            return self.test()
+        finally:
+            self.depth -= 1
+
+    def test(self) -> Node:
+        operand = self.operand()
+        if self.take("is"):
+            negated = self.take("not") is not None
+            self.need("null")
+            return Null(operand, negated)
+        negated = self.take("not") is not None
+        if negated or self.take("in"):
+            if negated:
+                self.need("in")
+            return Member(operand, self.values(), negated)
+        op = self.here
+        if op.kind != "op" or op.text not in _COMPARE:
+            raise self.fail("a comparison (=, !=, <, <=, >, >=), IN or IS")
+        self.i += 1
+        return Compare(operand, op.text, self.value())
+
+    def operand(self) -> Operand:
+        t = self.here
+        if t.kind == "name" and t.text.lower() == "len" and self.tokens[self.i + 1].text == "(":
+            self.i += 2
+            name = self.name()
+            self.need(")")
+            return Operand(name, True, t.at)
+        return Operand(self.name(), False, t.at)
+
+    def name(self) -> str:
+        t = self.here
+        if t.kind == "name":
+            self.i += 1
+            return t.text
+        if t.kind == "quoted":
+            self.i += 1
+            return t.text[1:-1].replace("``", "`")
+        raise self.fail("a feature name (`quoted` when it is not a plain word)")
+
+    def values(self) -> tuple[Value, ...]:
+        self.need("(")
+        out = [self.value()]
+        while self.take(","):
+            out.append(self.value())
+        self.need(")")
+        return tuple(out)
+
+    def value(self) -> Value:
+        t = self.here
+        self.i += 1
+        if t.kind == "number":
+            text = t.text
+            number = int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+            return Value(number, t.at)
+        if t.kind == "string":
+            return Value(t.text[1:-1].replace(t.text[0] * 2, t.text[0]), t.at)
+        if t.kind == "keyword" and t.text.lower() in ("true", "false"):
+            return Value(t.text.lower() == "true", t.at)
+        self.i -= 1
+        if t.kind == "keyword" and t.text.lower() == "null":
+            raise self.fail("a value (IS NULL tests for an absent value)")
+        raise self.fail("a value (a number, a 'quoted' text, true or false)")
+
+
+def parse(text: str) -> Node:
+    """The syntax tree of ``text``; :class:`PredicateError` names the character where it breaks."""
+    if not isinstance(text, str):
+        raise UsageError(f"a predicate is a string or a function, not {type(text).__name__}")
+    if not text.strip():
+        raise PredicateError(text, 0, "expected an expression, found nothing")
+    return _Parser(text).parse()
+
+
+# ---- checked against a schema, evaluated over columns
+
+Evaluator = Callable[[Batch], Truth]
+Column = Callable[[Batch], tuple[np.ndarray, np.ndarray]]  # (values, known)
+
+
+def _and(parts: Sequence[Evaluator]) -> Evaluator:
+    def run(batch: Batch) -> Truth:
+        truths = [p(batch) for p in parts]
+        return np.logical_and.reduce([t for t, _ in truths]), np.logical_or.reduce([f for _, f in truths])
+
+    return run
+
+
+def _or(parts: Sequence[Evaluator]) -> Evaluator:
+    def run(batch: Batch) -> Truth:
+        truths = [p(batch) for p in parts]
+        return np.logical_or.reduce([t for t, _ in truths]), np.logical_and.reduce([f for _, f in truths])
+
+    return run
+
+
+def _not(part: Evaluator) -> Evaluator:
+    def run(batch: Batch) -> Truth:
+        t, f = part(batch)
+        return f, t
+
+    return run
+
+
+def _known(column: np.ndarray) -> np.ndarray:
+    if column.dtype != object:
+        return np.ones(len(column), dtype=bool)
+    return np.fromiter((v is not None for v in column), dtype=bool, count=len(column))
+
+
+def _numbers(name: str, dtype: np.dtype[Any]) -> Column:
+    def read(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        column = batch[name]
+        known = _known(column)
+        if column.dtype != object:
+            return column.astype(dtype, copy=False), known
+        values = np.zeros(len(column), dtype=dtype)
+        if known.any():
+            values[known] = np.asarray(column[known].tolist(), dtype=dtype)
+        return values, known
+
+    return read
+
+
+def _lengths(name: str) -> Column:
+    def read(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        column = batch[name]
+        known = _known(column)
+        if column.dtype != object:  # a fixed shape: every record has as many
+            return np.full(len(column), column.shape[1] if column.ndim > 1 else 1, dtype=np.int64), known
+        counts = (len(v) if v is not None else 0 for v in column)
+        return np.fromiter(counts, dtype=np.int64, count=len(column)), known
+
+    return read
+
+
+def _objects(name: str) -> Column:
+    def read(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        column = batch[name]
+        return column, _known(column)
+
+    return read
+
+
+def _int_compare(values: np.ndarray, op: str, value: int | float) -> np.ndarray:
+    """``values op value`` exactly, for int64 values and any number (no rounding through float)."""
+    if isinstance(value, float) and math.isnan(value):
+        return np.full(len(values), op in ("!=", "<>"))
+    if isinstance(value, float) and math.isinf(value):
+        value = INT64_MAX + 1 if value > 0 else INT64_MIN - 1
+    if isinstance(value, float) and not value.is_integer():
+        if op in ("=", "==", "!=", "<>"):
+            return np.full(len(values), op in ("!=", "<>"))
+        op, value = ("<=", math.floor(value)) if op in ("<", "<=") else (">=", math.ceil(value))
+    value = int(value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        below = value < INT64_MIN  # every value is above it
+        holds = op in ("!=", "<>") or (op in (">", ">=") if below else op in ("<", "<="))
+        return np.full(len(values), holds)
+    return np.asarray(_COMPARE[op](values, np.int64(value)), dtype=bool)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How an operand's values compare: "int" (int64, lengths), "float" (float32), "text", "bytes"."""
+
+    kind: str
+    column: Column
+    names: tuple[str, ...] | None = None  # a label's class names
+    optional: bool = False
+
+
+class _Binder:
+    def __init__(self, text: str, schema: Schema) -> None:
+        self.text = text
+        self.schema = schema
+        self.used: set[str] = set()
+
+    def fail(self, at: int, what: str) -> PredicateError:
+        return PredicateError(self.text, at, what)
+
+    def bind(self, node: Node) -> Evaluator:
+        if isinstance(node, Logic):
+            parts = [self.bind(p) for p in node.parts]
+            return _not(parts[0]) if node.op == "not" else (_and if node.op == "and" else _or)(parts)
+        kind = self.operand(node.operand)
+        if isinstance(node, Null):
+            return self.null(node, kind)
+        if isinstance(node, Member):
+            return self.member(node, kind)
+        return self.compare(node, kind)
+
+    def operand(self, operand: Operand) -> _Kind:
+        feat = self.feature(operand)
+        self.used.add(feat.name)
+        optional = feat.optional
+        if operand.length:
+            if feat.is_scalar and feat.name not in self.schema.sequence:
+                raise self.fail(operand.at, f"len({feat.name}): feature {feat.name!r} holds one value, not a list")
+            return _Kind("int", _lengths(feat.name), optional=optional)
+        if not feat.is_scalar or feat.name in self.schema.sequence:
+            raise self.fail(operand.at, f"feature {feat.name!r} holds a list of values: compare len({feat.name})")
+        if feat.dtype in ("string", "bytes"):
+            return _Kind("text" if feat.dtype == "string" else "bytes", _objects(feat.name), optional=optional)
+        kind = "int" if feat.dtype == "int64" else "float"
+        return _Kind(kind, _numbers(feat.name, feat.np_dtype), feat.names, optional)
+
+    def feature(self, operand: Operand) -> Feature:
+        features = self.schema.all_features
+        feat = features.get(operand.feature)
+        if feat is None:
+            have = ", ".join(list(features)[:20]) + (", ..." if len(features) > 20 else "")
+            raise self.fail(operand.at, f"no feature {operand.feature!r} in the schema (it has {have})")
+        return feat
+
+    def literal(self, operand: Operand, kind: _Kind, value: Value) -> Any:
+        """``value`` as the operand's values are, or a one-line error naming both."""
+        v, shown = value.value, operand.shown
+        if kind.kind in ("text", "bytes"):
+            if not isinstance(v, str):
+                raise self.fail(value.at, f"{shown} holds text: compare it with a 'quoted' text, not {_text(v)}")
+            return v.encode() if kind.kind == "bytes" else v
+        if isinstance(v, str):
+            if kind.names is None:
+                raise self.fail(value.at, f"{shown} holds numbers: compare it with a number, not {v!r}")
+            if v not in kind.names:
+                listed = ", ".join(kind.names[:10]) + (", ..." if len(kind.names) > 10 else "")
+                raise self.fail(value.at, f"{v!r} is not a class name of {shown} ({listed})")
+            return kind.names.index(v)
+        if isinstance(v, bool):
+            return int(v)
+        if kind.kind == "float":
+            with np.errstate(over="ignore"):
+                return np.float32(v)
+        return v
+
+    def compare(self, node: Compare, kind: _Kind) -> Evaluator:
+        value, compare = self.literal(node.operand, kind, node.value), _COMPARE[node.op]
+        op = node.op
+
+        def test(values: np.ndarray) -> np.ndarray:
+            if kind.kind == "int":
+                return _int_compare(values, op, value)
+            if kind.kind == "float":
+                return np.asarray(compare(values, value), dtype=bool)
+            return np.fromiter((compare(v, value) for v in values), dtype=bool, count=len(values))
+
+        return _tested(kind.column, test)
+
+    def member(self, node: Member, kind: _Kind) -> Evaluator:
+        values = [self.literal(node.operand, kind, v) for v in node.values]
+        if kind.kind == "int":
+            values = [int(v) for v in values if _exact_int(v)]  # 2.5 is no int64's value
+        numeric = kind.kind in ("int", "float")
+        choices = np.array(values if numeric else [], dtype=np.int64 if kind.kind == "int" else np.float32)
+        wanted = set(values)
+
+        def test(column: np.ndarray) -> np.ndarray:
+            if not numeric:
+                return np.fromiter((v in wanted for v in column), dtype=bool, count=len(column))
+            return np.isin(column, choices)
+
+        tested = _tested(kind.column, test)
+        return _not(tested) if node.negated else tested
+
+    def null(self, node: Null, kind: _Kind) -> Evaluator:
+        if not kind.optional:
+            name = node.operand.feature
+            raise self.fail(node.operand.at, f"feature {name!r} always has a value: only optional features are null")
+        column, negated = kind.column, node.negated
+
+        def run(batch: Batch) -> Truth:
+            _, known = column(batch)
+            return (known, ~known) if negated else (~known, known)
+
+        return run
+
+
+def _exact_int(v: Any) -> bool:
+    if isinstance(v, float):
+        return v.is_integer() and INT64_MIN <= v <= INT64_MAX
+    return INT64_MIN <= int(v) <= INT64_MAX
+
+
+def _text(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else repr(v)
+
+
+def _tested(column: Column, test: Callable[[np.ndarray], np.ndarray]) -> Evaluator:
+    """An evaluator of ``test`` over the known values of ``column`` (absent ones: unknown)."""
+
+    def run(batch: Batch) -> Truth:
+        values, known = column(batch)
+        holds = np.zeros(len(known), dtype=bool)
+        if known.all():
+            holds = test(values)
+        elif known.any():
+            holds[known] = test(values[known])
+        return holds & known, ~holds & known
+
+    return run
+
+
+class Predicate:
+    """``text`` checked against ``schema``: :meth:`mask` of a batch of columns (the readers'
+    ``batches()``: the columns in :attr:`features` at least), :meth:`matches` of one row."""
+
+    def __init__(self, text: str, schema: Schema) -> None:
+        self.text = text
+        binder = _Binder(text, schema)
+        self._run = binder.bind(parse(text))
+        self.features = tuple(sorted(binder.used))
+
+    def __repr__(self) -> str:
+        return f"Predicate({self.text!r})"
+
+    def mask(self, batch: Batch) -> np.ndarray:
+        """True for each row of ``batch`` the expression holds for (false or unknown: False)."""
+        holds, _ = self._run(batch)
+        return holds
+
+    def matches(self, row: Mapping[str, Any]) -> bool:
+        return bool(self.mask({name: _one(row[name]) for name in self.features})[0])
+
+
+def _one(value: Any) -> np.ndarray:
+    column = np.empty(1, dtype=object)
+    column[0] = value
+    return column

@@ -1,0 +1,102 @@
+"""`catalog delete` and `catalog update` (catalog/cli/changes.py): what they print, their JSON,
+and one line with exit 1 for every bad request, nothing registered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from catalog import Catalog
+from catalog.cli import app
+
+runner = CliRunner()
+SCHEMA = {
+    "features": {
+        "id": {"dtype": "int64", "shape": []},
+        "label": {"dtype": "int64", "shape": [], "names": ["cat", "dog"]},
+        "name": {"dtype": "string", "shape": []},
+    }
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("pets", SCHEMA)
+    for start in (0, 4):
+        ds.append_rows([{"id": i, "label": i % 2, "name": f"p{i}"} for i in range(start, start + 4)])
+    monkeypatch.setenv("CATALOG_ROOT", str(tmp_path / "cat"))
+    return tmp_path / "cat"
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_delete_dry_run_then_delete_then_nothing_left_to_match(root: Path) -> None:
+    assert _run("delete", "pets", "--where", "label = 'dog'", "--dry-run") == (
+        0, "pets: would delete 4 rows in 2 of 2 shards (version 3); nothing written\n", "",
+    )  # fmt: skip
+    assert _run("delete", "pets", "--where", "label = 'dog'", "-m", "labelling fix") == (
+        0, "pets: deleted 4 rows in 2 of 2 shards: version 4 (4 records)\n", "",
+    )  # fmt: skip
+    assert _run("delete", "pets", "--where", "label = 'dog'") == (
+        0, "pets: no row matches label = 'dog': nothing committed\n", "",
+    )  # fmt: skip
+    ds = Catalog.open(root).dataset("pets")
+    assert [r["id"] for r in ds.read()] == [0, 2, 4, 6]
+    assert ds.history()[-1].message == "labelling fix" and ds.history()[-1].kind == "delete"
+
+
+def test_update_sets_values_given_as_text_and_says_what_it_did(root: Path) -> None:
+    code, out, err = _run("update", "pets", "--set", "name=renamed", "--set", "label=dog", "--where", "id >= 6")
+    assert (code, out, err) == (0, "pets: updated 2 rows in 1 of 2 shards: version 4 (8 records)\n", "")
+    rows = list(Catalog.open(root).dataset("pets").read())
+    assert [(r["id"], r["label"], r["name"]) for r in rows[5:]] == [(5, 1, "p5"), (6, 1, "renamed"), (7, 1, "renamed")]
+
+
+def test_json_and_tokens(root: Path) -> None:
+    code, out, _ = _run("delete", "pets", "--where", "id = 1", "--token", "t-1", "--json")
+    doc = json.loads(out)
+    assert code == 0 and (doc["rows"], doc["shards"], doc["version"], doc["duplicate"]) == (1, 1, 4, False)
+    code, out, _ = _run("delete", "pets", "--where", "id = 1", "--token", "t-1")
+    assert (code, out) == (0, "pets: already committed (token seen before) as version 4\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["delete", "pets", "--where", "nme = 'x'"],
+         "error: where \"nme = 'x'\": at character 1: no feature 'nme' in the schema (it has id, label, name)"),
+        (["delete", "pets", "--where", "id = "],
+         "error: where 'id = ': at character 6: expected a value (a number, a 'quoted' text, true or false), "
+         "found the end"),
+        (["delete", "pets", "--where", "label = 'cow'"],
+         "error: where \"label = 'cow'\": at character 9: 'cow' is not a class name of label (cat, dog)"),
+        (["delete", "nosuch", "--where", "id = 1"], "error: no dataset named 'nosuch'"),
+        (["delete", "pets", "--where", "id = 1", "--split", "test"],
+         "error: dataset 'pets' has no split 'test' (splits: train)"),
+        (["update", "pets", "--set", "id=x", "--where", "id = 1"],
+         "error: update: feature 'id': 'x' is not an int64 value"),
+        (["update", "pets", "--set", "age=3", "--where", "id = 1"],
+         "error: update: no feature 'age' to set (the schema has id, label, name)"),
+        (["update", "pets", "--set", "name=x", "--where", "id = 1", "--split", "b@d"], None),
+    ],
+)  # fmt: skip
+def test_bad_requests_are_one_line_and_register_nothing(root: Path, args: list[str], line: str | None) -> None:
+    code, out, err = _run(*args)
+    assert code in (1, 2) and out == ""
+    if line is not None:
+        assert (code, err) == (1, line + "\n")
+    assert Catalog.open(root).dataset("pets").info().version == 3
+
+
+def test_update_needs_a_set_and_a_where(root: Path) -> None:
+    code, _out, err = _run("update", "pets", "--where", "id = 1")
+    assert code == 2 and "Missing option '--set'" in err
+    code, _out, err = _run("delete", "pets")
+    assert code == 2 and "Missing option '--where'" in err

@@ -1,0 +1,165 @@
+"""Erasure (`delete --purge`, catalog/ops/rowchanges.py erase): after it no file of the data area
+holds the erased records' bytes, every version reads without them, history says an erasure
+happened, files the catalog does not own are refused, and a kill at any point leaves either the
+old state or the erased one (gc then removes what is left)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from catalog import Catalog, RecordWriter
+from catalog.errors import RowChangeError, UsageError
+
+MARK = "SECRET-ALICE-7f3a"  # a value no other byte sequence of these files holds
+SCHEMA = {"features": {"id": {"dtype": "int64", "shape": []}, "who": {"dtype": "string", "shape": []}}}
+
+
+def _rows(ids: range | list[int], secret: set[int]) -> list[dict[str, Any]]:
+    return [{"id": i, "who": MARK if i in secret else f"user{i}"} for i in ids]
+
+
+def _history_with_secrets(root: Path) -> Any:
+    """Three appends compacted into one shard (the three retired, still read by versions 2-4),
+    two more appends, a quick migration (every shard rewritten, the old ones retired)."""
+    cat = Catalog.init(root / "cat")
+    ds = cat.register("people", SCHEMA)
+    for k in range(3):
+        ds.append_rows(_rows(range(k * 5, k * 5 + 5), {2, 7}))
+    ds.compact()
+    ds.append_rows(_rows([20, 21], {21}))
+    ds.migrate(add=["age:int64=0"])
+    ds.append_rows([{"id": 30, "who": MARK, "age": 3}])
+    return cat.dataset("people")
+
+
+def _holding(root: Path) -> list[str]:
+    area = root / "cat" / "data"
+    return sorted(str(p.relative_to(area)) for p in area.rglob("*") if p.is_file() and MARK.encode() in p.read_bytes())
+
+
+def test_after_a_purge_no_file_of_the_data_area_holds_the_erased_bytes(tmp_path):
+    ds = _history_with_secrets(tmp_path)
+    versions = ds.info().version
+    before = {v: [r["id"] for r in ds.read(v)] for v in range(2, versions + 1)}
+    assert len(_holding(tmp_path)) >= 6
+
+    report = ds.delete(f"who = '{MARK}'", purge=True, message="deletion request 42")
+
+    assert _holding(tmp_path) == []
+    assert (report.rows, report.version) == (4, versions + 1)
+    assert report.erased > report.rows  # old versions held them too
+    erased = {2, 7, 21, 30}
+    for v, ids in before.items():  # every version still reads, without the erased rows
+        assert [r["id"] for r in ds.read(v)] == [i for i in ids if i not in erased]
+    last = ds.history()[-1]
+    assert (last.kind, last.message) == ("erase", "deletion request 42")
+    cat = Catalog.open(tmp_path / "cat")
+    assert cat.verify().ok
+
+
+def test_history_says_what_was_erased_and_how_many_rows_without_the_rows(tmp_path):
+    ds = _history_with_secrets(tmp_path)
+    report = ds.delete("id IN (2, 7)", purge=True)
+    last = ds.history()[-1]
+    assert last.message == f"erase where id IN (2, 7): {report.erased} rows"
+    assert last.kind == "erase" and last.total_records == ds.info().records
+
+
+def test_a_dry_run_counts_and_writes_nothing(tmp_path):
+    ds = _history_with_secrets(tmp_path)
+    held = _holding(tmp_path)
+    version = ds.info().version
+    report = ds.delete(f"who = '{MARK}'", purge=True, dry_run=True)
+    assert report.version is None and report.rows == 4 and report.erased >= 6
+    assert _holding(tmp_path) == held and ds.info().version == version
+
+
+def test_adopted_files_holding_a_match_are_refused_unless_rewriting_them_is_allowed(tmp_path):
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("people", SCHEMA)
+    outside = tmp_path / "theirs.tfrecord"
+    with RecordWriter(outside) as w:
+        for row in _rows(range(3), {1}):
+            w.write(ds.schema.encode(row))
+    ds.adopt([outside])
+    ds.append_rows(_rows(range(10, 13), {11}))
+    kept = outside.read_bytes()
+
+    with pytest.raises(
+        RowChangeError, match=r"1 file the catalog does not own \(adopted or linked: .*theirs\.tfrecord\)"
+    ):
+        ds.delete(f"who = '{MARK}'", purge=True)
+    assert [r["id"] for r in ds.read()] == [0, 1, 2, 10, 11, 12]
+
+    ds.delete(f"who = '{MARK}'", purge=True, rewrite_adopted=True)
+    assert [r["id"] for r in ds.read()] == [0, 2, 10, 12]
+    assert outside.read_bytes() == kept  # the user's file is theirs: read, never changed
+    assert _holding(tmp_path) == []
+
+
+def test_a_predicate_old_shards_cannot_answer_is_refused_before_anything_is_written(tmp_path):
+    ds = _history_with_secrets(tmp_path)
+    held = _holding(tmp_path)
+    with pytest.raises(
+        RowChangeError, match=r"erase: the shards of schema version 1 cannot be searched .*no feature 'age'"
+    ):
+        ds.delete("age = 3", purge=True)
+    assert _holding(tmp_path) == held
+    with pytest.raises(UsageError, match="give no --split"):
+        ds.delete("id = 1", purge=True, split="train")
+
+
+def test_a_token_makes_a_retry_a_no_op(tmp_path):
+    ds = _history_with_secrets(tmp_path)
+    first = ds.delete("id = 2", purge=True, token="req-42")
+    again = ds.delete("id = 2", purge=True, token="req-42")
+    assert again.duplicate and again.version == first.version
+
+
+CHILD = r"""
+import os, signal, sys
+from catalog import Catalog, faults
+
+root, point = sys.argv[1:3]
+
+def on_point(name, info):
+    if name == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+faults.install(on_point)
+Catalog.open(root).dataset("people").delete("who = 'SECRET-ALICE-7f3a'", purge=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["commit.before", "commit.after"])
+def test_a_kill_leaves_the_old_state_or_the_erased_one_and_gc_removes_the_rest(tmp_path, point):
+    ds = _history_with_secrets(tmp_path)
+    version = ds.info().version
+    ids = [r["id"] for r in ds.read()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "cat"), point], env=env, timeout=120)
+    assert child.returncode == -signal.SIGKILL
+
+    cat = Catalog.open(tmp_path / "cat")
+    ds = cat.dataset("people")
+    if point == "commit.before":
+        assert ds.info().version == version and [r["id"] for r in ds.read()] == ids
+        assert len(_holding(tmp_path)) >= 6  # nothing erased yet: the old files are all there
+    else:
+        assert ds.info().version == version + 1
+        assert [r["id"] for r in ds.read()] == [i for i in ids if i not in (2, 7, 21, 30)]
+    cat.gc(grace=timedelta(0))
+    assert cat.verify().ok
+    if point == "commit.after":  # the old files the killed writer did not delete: unregistered, gc's
+        assert _holding(tmp_path) == []
+    else:
+        ds.delete(f"who = '{MARK}'", purge=True)
+        assert _holding(tmp_path) == []

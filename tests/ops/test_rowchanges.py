@@ -1,0 +1,283 @@
+"""delete and update by predicate (catalog/ops/rowchanges.py): the rows left (or changed) equal
+the rows computed here from what was written, only the shards holding a match are rewritten,
+and every failure leaves the dataset as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from catalog import Catalog
+from catalog.errors import CommitConflictError, PredicateError, RowChangeError, SplitNotFoundError, UsageError
+from catalog.ops import rowchanges
+
+SCHEMA = {
+    "features": {
+        "id": {"dtype": "int64", "shape": []},
+        "label": {"dtype": "int64", "shape": [], "names": ["cat", "dog", "bird"]},
+        "name": {"dtype": "string", "shape": []},
+        "score": {"dtype": "float32", "shape": [], "optional": True},
+        "tags": {"dtype": "string", "shape": [None]},
+    }
+}
+
+
+def _rows(start: int, n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i,
+            "label": i % 3,
+            "name": f"n{i}",
+            "score": None if i % 4 == 0 else i / 10,
+            "tags": ["t"] * (i % 3),
+        }
+        for i in range(start, start + n)
+    ]
+
+
+def _dataset(root: Path, shards: int = 4, per: int = 10, splits: tuple[str, ...] = ("train",), **kw: Any) -> Any:
+    cat = Catalog.init(root / "cat")
+    ds = cat.register("d", SCHEMA, **kw)
+    n = 0
+    for split in splits:
+        for _ in range(shards):
+            ds.append_rows(_rows(n, per), split=split)
+            n += per
+    return cat.dataset("d")
+
+
+def _ids(ds: Any, version: int | None = None, split: str | None = None) -> list[int]:
+    return [r["id"] for r in ds.read(version, split)]
+
+
+def _live_paths(ds: Any) -> set[str]:
+    return {s.path for s in ds.shards()}
+
+
+def test_delete_leaves_exactly_the_other_rows_in_order_and_rewrites_only_shards_with_a_match(tmp_path, backend):
+    ds = _dataset(tmp_path, splits=("train", "test"))
+    before = _live_paths(ds)
+    written = [r for r in ds.read()]
+    where = "label = 'dog' AND id < 25 OR name IN ('n71', 'n3')"
+    expected = [r["id"] for r in written if (r["label"] == 1 and r["id"] < 25) or r["name"] in ("n71", "n3")]
+
+    report = ds.delete(where)
+
+    assert report.rows == len(expected) and report.version == 10
+    assert _ids(ds) == [r["id"] for r in written if r["id"] not in expected]
+    # shards 0..2 (ids 0-29) and shard 7 (ids 70-79) hold a match: the 4 others are kept as they were
+    assert len(before - _live_paths(ds)) == report.shards == 4
+    assert len(before & _live_paths(ds)) == 4
+    assert _ids(ds, 9) == [r["id"] for r in written]  # time travel: the old version whole
+    assert [r["id"] for r in ds.read(split="test")] == [i for i in range(40, 80) if i not in expected]
+    assert ds.info().records == 80 - len(expected)
+
+
+def test_a_dry_run_and_a_delete_matching_nothing_write_nothing(tmp_path):
+    ds = _dataset(tmp_path)
+
+    def listing() -> dict[Path, tuple[int, int]]:
+        return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in (tmp_path / "cat").rglob("*") if p.is_file()}
+
+    files = listing()
+    version = ds.info().version
+
+    dry = ds.delete("id >= 35", dry_run=True)
+    assert listing() == files  # not a file written, not even the manifest's
+    none = ds.delete("id > 1000")
+
+    assert (dry.rows, dry.shards, dry.version, dry.records_after) == (5, 1, None, 35)
+    assert (none.rows, none.version) == (0, None)
+    assert ds.info().version == version
+    data = {p: facts for p, facts in listing().items() if p.suffix == ".tfrecord" or "index" in p.parts}
+    assert data == {p: facts for p, facts in files.items() if p in data}  # (the intent's own row came and went)
+
+
+def test_optional_features_follow_sql_null_rules(tmp_path):
+    ds = _dataset(tmp_path, shards=1, per=12)
+    ds.delete("NOT score > 0.5")  # absent scores (ids 0, 4, 8) are neither > 0.5 nor not: kept
+    assert _ids(ds) == [0, 4, 6, 7, 8, 9, 10, 11]
+    ds.delete("score IS NULL")
+    assert _ids(ds) == [6, 7, 9, 10, 11]
+    ds.delete("len(tags) = 2")  # ids with id % 3 == 2
+    assert _ids(ds) == [6, 7, 9, 10]
+
+
+def test_update_sets_constants_names_and_functions_of_the_row_and_keeps_the_rest(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    report = ds.update("id < 3", set={"label": "bird", "name": "fixed"})
+    assert report.rows == 3 and report.shards == 1
+    rows = list(ds.read())
+    assert [(r["id"], r["label"], r["name"]) for r in rows[:4]] == [
+        (0, 2, "fixed"),
+        (1, 2, "fixed"),
+        (2, 2, "fixed"),
+        (3, 0, "n3"),
+    ]
+    ds.update("id >= 8", set={"score": _tenfold})
+    assert [r["score"] for r in ds.read()][8:] == [pytest.approx(8.0), pytest.approx(9.0)]
+    assert [r["id"] for r in ds.read()] == list(range(10))
+
+
+def _tenfold(row: dict[str, Any]) -> float:
+    return float(row["id"])
+
+
+def test_an_update_that_breaks_the_schema_names_shard_record_and_feature_and_registers_nothing(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    version = ds.info().version
+    with pytest.raises(UsageError, match=r"update: feature 'id': "):
+        ds.update("id = 1", set={"id": "x"})
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: record 2: feature 'name': "):
+        ds.update("id = 7", set={"name": _not_text})
+    assert ds.info().version == version
+    assert not [p for p in (tmp_path / "cat").rglob("*.tfrecord") if p.name.startswith("i")]
+
+
+def _not_text(row: dict[str, Any]) -> Any:
+    return 12
+
+
+def test_python_predicates_row_and_batch_functions(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    ds.delete(_even)
+    assert _ids(ds) == [1, 3, 5, 7, 9]
+    ds.delete(_above_five, batched=True)
+    assert _ids(ds) == [1, 3, 5]
+    wrong = r"\.tfrecord: where\(batch\) must return one bool per row \(\d\), got int64"
+    with pytest.raises(RowChangeError, match=wrong):
+        ds.delete(_wrong_shape, batched=True)
+    with pytest.raises(RowChangeError, match=r"records from 0: where raised ZeroDivisionError: division by zero"):
+        ds.delete(_raises)
+    with pytest.raises(UsageError, match=r"where is a predicate .text. or a function, not int"):
+        ds.delete(3)
+
+
+def _even(row: dict[str, Any]) -> bool:
+    return row["id"] % 2 == 0
+
+
+def _above_five(batch: dict[str, np.ndarray]) -> np.ndarray:
+    return batch["id"] > 5
+
+
+def _wrong_shape(batch: dict[str, np.ndarray]) -> np.ndarray:
+    return batch["id"]
+
+
+def _raises(row: dict[str, Any]) -> bool:
+    return 1 / 0 > 0
+
+
+def test_split_tokens_and_bad_predicates(tmp_path):
+    ds = _dataset(tmp_path, shards=1, per=5, splits=("train", "test"))
+    report = ds.delete("id IN (1, 6)", split="test", token="t1")
+    assert report.rows == 1 and _ids(ds) == [0, 1, 2, 3, 4, 5, 7, 8, 9]
+    again = ds.delete("id IN (1, 6)", split="test", token="t1")
+    assert again.duplicate and again.version == report.version and ds.info().version == report.version
+    with pytest.raises(SplitNotFoundError, match="has no split 'valid'"):
+        ds.delete("id = 1", split="valid")
+    with pytest.raises(PredicateError, match=r"at character 1: no feature 'nope'"):
+        ds.delete("nope = 1")
+
+
+def test_compressed_and_adopted_shards_are_rewritten_into_the_data_area(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5, compression="gzip")
+    ds.delete("id = 2")
+    assert {s.compression for s in ds.shards()} == {"gzip"} and _ids(ds) == [0, 1, 3, 4, 5, 6, 7, 8, 9]
+
+    outside = tmp_path / "outside.tfrecord"
+    from catalog import RecordWriter
+
+    with RecordWriter(outside) as w:
+        for row in _rows(100, 5):
+            w.write(ds.schema.encode(row))
+    before = outside.read_bytes()
+    ds.adopt([outside])
+    ds.delete("id = 101")
+    assert _ids(ds)[-4:] == [100, 102, 103, 104]
+    assert outside.read_bytes() == before  # not the catalog's file: read, never changed
+    assert all(Path(s.path).is_relative_to(tmp_path / "cat") for s in ds.shards())
+
+
+def test_statistics_indexes_and_random_access_are_right_for_the_new_version(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=10)
+    ds.delete("id < 5 OR id = 15")
+    stats = ds.stats().to_json()
+    assert (stats["records"], stats["not_computed"]["records"]) == (14, 0)
+    ids = next(f for f in stats["features"] if f["feature"] == "id")["values"]
+    assert (ids["min"], ids["max"], ids["count"]) == (5, 19, 14)
+    src = ds.source()
+    assert len(src) == 14 and (src[5]["id"], src[9]["id"], src[10]["id"]) == (10, 14, 16)
+
+
+def test_tensorflow_reads_the_rewritten_shards(tmp_path, tf):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    ds.update("id = 3", set={"name": "three"})
+    ds.delete("id = 8")
+    ids, names = [], []
+    for s in ds.shards():
+        for raw in tf.data.TFRecordDataset(s.path, compression_type=None):
+            ex = tf.train.Example.FromString(raw.numpy())
+            ids.append(ex.features.feature["id"].int64_list.value[0])
+            names.append(ex.features.feature["name"].bytes_list.value[0].decode())
+    assert ids == [0, 1, 2, 3, 4, 5, 6, 7, 9] and names[3] == "three"
+
+
+def test_an_append_landing_during_a_delete_is_kept(tmp_path, monkeypatch):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    real = rowchanges.commit
+
+    def append_first(handle: Any, change: Any) -> Any:
+        Catalog.open(tmp_path / "cat").dataset("d").append_rows(_rows(50, 3))
+        return real(handle, change)
+
+    monkeypatch.setattr(rowchanges, "commit", append_first)
+    ds.delete("id < 2")
+    assert _ids(ds) == [2, 3, 4, 5, 6, 7, 8, 9, 50, 51, 52]
+
+
+def test_a_compaction_landing_during_a_delete_makes_it_start_again(tmp_path, monkeypatch):
+    ds = _dataset(tmp_path, shards=3, per=5)
+    real = rowchanges.commit
+    calls = []
+
+    def compact_first(handle: Any, change: Any) -> Any:
+        calls.append(change.read_version)
+        if len(calls) == 1:
+            Catalog.open(tmp_path / "cat").dataset("d").compact()
+        return real(handle, change)
+
+    monkeypatch.setattr(rowchanges, "commit", compact_first)
+    report = ds.delete("id = 7")
+    assert len(calls) == 2 and calls[1] > calls[0]
+    assert _ids(ds) == [i for i in range(15) if i != 7] and report.rows == 1
+    leftovers = [p for p in (tmp_path / "cat").rglob("*.tfrecord") if not any(str(p) == s.path for s in ds.shards())]
+    assert all(any(str(p) == s.path for v in range(1, report.version) for s in ds.shards(v)) for p in leftovers)
+
+
+def test_shards_rewritten_under_it_every_time_end_in_one_line(tmp_path, monkeypatch):
+    ds = _dataset(tmp_path, shards=2, per=5)
+
+    def always_lost(handle: Any, change: Any) -> Any:
+        from catalog.commit.protocol import LiveChanged
+
+        raise LiveChanged(set(), {1})
+
+    monkeypatch.setattr(rowchanges, "commit", always_lost)
+    with pytest.raises(
+        CommitConflictError, match=r"kept being rewritten .* during this delete: nothing was registered"
+    ):
+        ds.delete("id = 1")
+    assert _ids(ds) == list(range(10))
+    names = {p.name for p in (tmp_path / "cat").rglob("*.tfrecord")}
+    assert len(names) == 2  # each attempt's files went with it
+
+
+def test_worker_processes_give_the_same_result(tmp_path):
+    ds = _dataset(tmp_path, shards=4, per=5)
+    report = ds.delete("id IN (1, 6, 11, 16)", workers=2)
+    assert _ids(ds) == [i for i in range(20) if i not in (1, 6, 11, 16)] and report.shards == 4
