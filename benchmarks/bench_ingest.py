@@ -46,35 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from benchmarks.harness import (
-    LABELS,
-    MIB,
-    WORDS,
-    Contender,
-    Racing,
-    Timing,
-    Versus,
-    arg_parser,
-    cache_tree,
-    check,
-    chosen_config,
-    dist_version,
-    import_tensorflow,
-    log,
-    machine_header,
-    median_line,
-    page_cache,
-    print_header,
-    profile_text,
-    protobuf_version,
-    seconds_table,
-    sync_and_collect,
-    versus,
-    versus_missed,
-    versus_profiles,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset, Schema, read_record_batches, read_records
 from catalog.commit.values import Commit
 
@@ -100,7 +72,7 @@ RUN_IDS = itertools.count(1)  # every run's catalog or output file has a name of
 
 
 @dataclass
-class Config(Racing):
+class Config(h.Racing):
     rows: int  # rows of the CSV, the Parquet file and the DataFrame
     images: int  # JPEGs in the image folder
     repeats: int  # timed rounds per comparison, at least
@@ -120,8 +92,8 @@ def make_table(n: int, seed: int = 0) -> pd.DataFrame:
     decimals, as numbers in a CSV from elsewhere would; both sides store them as float32."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(2, 9, n).tolist()
-    labels = np.array(LABELS, dtype=object)[rng.integers(0, len(LABELS), n)].tolist()
-    words = len(WORDS)
+    labels = np.array(h.LABELS, dtype=object)[rng.integers(0, len(h.LABELS), n)].tolist()
+    words = len(h.WORDS)
     return pd.DataFrame(
         {
             "id": np.arange(n, dtype=np.int64),
@@ -131,7 +103,7 @@ def make_table(n: int, seed: int = 0) -> pd.DataFrame:
             "price": np.round(rng.random(n) * 1_000, 2),
             "weight": np.round(rng.standard_normal(n) * 10, 4),
             "category": labels,
-            "text": [" ".join(WORDS[(i + j) % words] for j in range(lengths[i])) + f" #{i}" for i in range(n)],
+            "text": [" ".join(h.WORDS[(i + j) % words] for j in range(lengths[i])) + f" #{i}" for i in range(n)],
         }
     )
 
@@ -276,18 +248,18 @@ class Outputs:
         self.first: tuple[str, dict[str, np.ndarray]] | None = None
 
     def check(self, who: str, records: list[bytes]) -> None:
-        check(len(records) == self.n, f"{who} wrote {len(records):,} records for {self.n:,} input rows")
+        h.check(len(records) == self.n, f"{who} wrote {len(records):,} records for {self.n:,} input rows")
         got = self.schema.decode_batch(records)
-        check(set(got) == set(self.expected), f"{who}: decoded features {sorted(got)}")
+        h.check(set(got) == set(self.expected), f"{who}: decoded features {sorted(got)}")
         for k, want in self.expected.items():
-            check(np.array_equal(got[k], want), f"{who}: decoded {k!r} differs from the input")
+            h.check(np.array_equal(got[k], want), f"{who}: decoded {k!r} differs from the input")
         if self.first is None:
             self.first = (who, got)
             return
         name, theirs = self.first
         for k in self.expected:
-            check(np.array_equal(got[k], theirs[k]), f"decoded {k!r} differs between {who} and {name}")
-        log(f"  checked: {who} and {name} wrote the same {self.n:,} records, equal to the input")
+            h.check(np.array_equal(got[k], theirs[k]), f"decoded {k!r} differs between {who} and {name}")
+        h.log(f"  checked: {who} and {name} wrote the same {self.n:,} records, equal to the input")
 
 
 class Side:
@@ -324,8 +296,8 @@ class Side:
             self.outputs.check(self.name, self._records(out))
         self.discard()
 
-    def contender(self) -> Contender:
-        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=sync_and_collect)
+    def contender(self) -> h.Contender:
+        return h.Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=h.sync_and_collect)
 
 
 class CatalogSide(Side):
@@ -349,7 +321,7 @@ class CatalogSide(Side):
 
     def _records(self, out: object) -> list[bytes]:
         assert isinstance(out, Commit)
-        check(out.records == self.outputs.n, f"the commit registers {out.records:,} records")
+        h.check(out.records == self.outputs.n, f"the commit registers {out.records:,} records")
         return [r for s in out.shards for batch in read_record_batches(s.path) for r in batch]
 
     def discard(self) -> None:
@@ -361,9 +333,9 @@ class CatalogSide(Side):
     def profile(self) -> str:
         """One append under cProfile, into a new catalog made outside the profile."""
         self.prepare()
-        sync_and_collect()
+        h.sync_and_collect()
         try:
-            return profile_text(self._run)
+            return h.profile_text(self._run)
         finally:
             self.discard()
 
@@ -384,7 +356,7 @@ class PeerSide(Side):
         return self.write(self.out)
 
     def _records(self, out: object) -> list[bytes]:
-        check(out == self.outputs.n, f"{self.name} reports {out} rows written")
+        h.check(out == self.outputs.n, f"{self.name} reports {out} rows written")
         assert self.out is not None
         return list(read_records(str(self.out)))
 
@@ -410,32 +382,32 @@ class Section:
 class Outcome:
     """A section's rows in the table, and each side's seconds (wall and CPU) for the notes."""
 
-    rows: list[Versus]
+    rows: list[h.Versus]
     seconds: dict[str, dict[str, list[float]]]
 
 
 def run_section(cfg: Config, s: Section) -> Outcome:
-    log(f"[{s.key}] {s.title} ...")
+    h.log(f"[{s.key}] {s.title} ...")
     started = time.perf_counter()
     sides: dict[str, Side] = {"catalog": s.catalog, **s.peers}
     t = cfg.race({name: side.contender() for name, side in sides.items()})
     best = min(s.peers, key=lambda way: t[way].best)
     target = TARGETS[s.key]
-    rows = [versus(s.key, f"{s.title} vs {best}", "rec/s", s.rows, t["catalog"], t[best], target=target)]
+    rows = [h.versus(s.key, f"{s.title} vs {best}", "rec/s", s.rows, t["catalog"], t[best], target=target)]
     rows += [
-        versus(f"{s.key} ({way})", f"(info) {s.key}: the same vs {way}", "rec/s", s.rows, t["catalog"], t[way])
+        h.versus(f"{s.key} ({way})", f"(info) {s.key}: the same vs {way}", "rec/s", s.rows, t["catalog"], t[way])
         for way in s.peers
         if way != best
     ]
     cpu = {name: side.cpu for name, side in sides.items()}
     rows.append(
-        versus(
+        h.versus(
             f"{s.key}-cpu", f"(info) {s.key}: the same, CPU time, vs {best}", "rec/s", s.rows,
-            Timing("catalog", cpu["catalog"]), Timing(best, cpu[best]),
+            h.Timing("catalog", cpu["catalog"]), h.Timing(best, cpu[best]),
         )
     )  # fmt: skip
     head = rows[0]
-    log(
+    h.log(
         f"[{s.key}] {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} rounds; "
         f"CPU {rows[-1].ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
     )
@@ -457,9 +429,9 @@ class Inputs:
     def describe(self) -> list[str]:
         lines = []
         if self.csv is not None:
-            lines.append(f"CSV {self.csv.stat().st_size / MIB:.1f} MiB")
+            lines.append(f"CSV {self.csv.stat().st_size / h.MIB:.1f} MiB")
         if self.parquet is not None:
-            lines.append(f"Parquet {self.parquet.stat().st_size / MIB:.1f} MiB (pyarrow's defaults)")
+            lines.append(f"Parquet {self.parquet.stat().st_size / h.MIB:.1f} MiB (pyarrow's defaults)")
         if self.folder is not None and self.images is not None:
             size = sum(len(b) for b in self.images.expected["image"])
             lines.append(f"images {size / self.images.n:,.0f} bytes a JPEG on average")
@@ -476,18 +448,18 @@ def make_inputs(cfg: Config, work: Path, seeds: SeedsWay, sections: set[str]) ->
         if "csv" in sections:
             inp.csv = work / "table.csv"
             inp.df.to_csv(inp.csv, index=False)
-            page_cache(inp.csv)
+            h.page_cache(inp.csv)
         if "parquet" in sections:
             inp.parquet = work / "table.parquet"
             pq.write_table(pa.Table.from_pandas(inp.df, preserve_index=False), inp.parquet)
-            page_cache(inp.parquet)
-        log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
+            h.page_cache(inp.parquet)
+        h.log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
     if "images" in sections:
         t0 = time.perf_counter()
         inp.folder = work / "images"
         inp.images = Outputs(IMAGE_SCHEMA, make_images(inp.folder, cfg.images))
-        cache_tree(inp.folder)
-        log(f"[inputs] {cfg.images:,} JPEGs in {time.perf_counter() - t0:.1f} s")
+        h.cache_tree(inp.folder)
+        h.log(f"[inputs] {cfg.images:,} JPEGs in {time.perf_counter() - t0:.1f} s")
     return inp
 
 
@@ -502,7 +474,7 @@ def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
     out: list[Section] = []
     table, df, rows = inp.table, inp.df, f"{cfg.rows:,} rows x 8 columns"
     if table is not None and df is not None:
-        check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
+        h.check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
     if "csv" in chosen and table is not None and inp.csv is not None:
         csv = inp.csv
         out.append(
@@ -555,9 +527,9 @@ def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
 # --------------------------------------------------------------------------- report
 
 
-def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[Versus]:
+def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[h.Versus]:
     """The table, the median line, the seconds and the count of targets met; returns the missed rows."""
-    print(versus_table(results, "seeds' way (fastest)"))
+    print(h.versus_table(results, "seeds' way (fastest)"))
     print(
         "\nratio = catalog rate / peer rate (best round of each side; rows per second). The peer is the fastest "
         "of the seeds' ways in the same race; `(info)` rows set the catalog against the others, and its CPU "
@@ -565,25 +537,26 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
         f"commit; the peer writes one file and no fsync. Total time {elapsed:.0f} s."
     )
     print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
+        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): "
+        + h.median_line(results)
     )
     print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
-    print(seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
-    return versus_missed(results)
+    print(h.seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
+    return h.versus_missed(results)
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
-    info = machine_header(
+    info = h.machine_header(
         tensorflow=tf.__version__,
         pandas=pd.__version__,
         pyarrow=pa.__version__,
-        pillow=dist_version("Pillow", "pillow"),
+        pillow=h.dist_version("Pillow", "pillow"),
         numpy=np.__version__,
-        protobuf=protobuf_version(),
+        protobuf=h.protobuf_version(),
         sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
+        crc32c=h.dist_version("crc32c"),
     )
-    print_header(
+    h.print_header(
         "TFRecord Catalog: ingest benchmarks vs the seeds' way",
         info,
         f"temp catalogs on {info['tmp_fs']}",
@@ -600,7 +573,7 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
+    parser = h.arg_parser(
         __doc__,
         "100,000 rows and 2,000 images",
         "minimum timed rounds per comparison (default 3)",
@@ -610,13 +583,13 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="SECTIONS", help=f"comma-separated sections to run ({','.join(SECTIONS)}); default all"
     )
     args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
+    cfg = h.chosen_config(args, QUICK, FULL)
     chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
-    check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
-    tf = import_tensorflow()
+    h.check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
+    tf = h.import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)
-    results: list[Versus] = []
+    results: list[h.Versus] = []
     outcomes: dict[str, Outcome] = {}
     profiles: dict[str, Callable[[], str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_ingest_", dir="/tmp") as d:
@@ -632,9 +605,9 @@ def main(argv: list[str] | None = None) -> int:
             section.catalog.outputs.first = None  # the decoded reference is not needed any more
         elapsed = time.perf_counter() - started
         print_results(results, outcomes, elapsed)
-        texts = versus_profiles(args.profile, results, profiles, "cProfile")
+        texts = h.versus_profiles(args.profile, results, profiles, "cProfile")
     if args.json:
-        write_report(
+        h.write_report(
             args.json,
             info,
             args.quick,
