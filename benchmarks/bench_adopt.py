@@ -28,7 +28,6 @@ import gc
 import hashlib
 import itertools
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -68,9 +67,6 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 class Config(h.Racing):
     total_bytes: int  # the folder's size, about
     files: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds
-    max_rounds: int = 9
     workers: tuple[int, ...] = (1, 2)
 
 
@@ -304,9 +300,7 @@ class AdoptSide:
         self.discard()
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = self.ds = None
 
     def contender(self) -> h.Contender:
@@ -314,12 +308,7 @@ class AdoptSide:
 
     def profile(self) -> str:
         """One adoption under cProfile, into a new catalog made (and the cache settled) outside it."""
-        self.prepare()
-        self.cache.settle()
-        try:
-            return h.profile_text(self.run)
-        finally:
-            self.discard()
+        return h.profile_run(self.prepare, self.cache.settle, self.run, self.discard)
 
 
 class VerifySide:
@@ -437,11 +426,7 @@ def run_pair(cfg: Config, work: Path, folder: Folder, ref: Reference, workers: i
             h.versus(f"{key} (read)", f"(info) {label}: `adopt` vs a bare read", "MB/s", folder.bytes, t["adopt"],
                    t["bare read"])
         )  # fmt: skip
-    head = rows[0]
-    h.log(
-        f"[{key}] {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} rounds) "
-        f"in {time.perf_counter() - started:.0f} s"
-    )
+    h.log_race(key, rows[0], started)
     return Outcome(rows, {side: t[side].times for side in t}, adopt.areas)
 
 
@@ -506,7 +491,7 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], cold_no
         + (f" Cold rows skipped: {cold_note}." if cold_note else "")
         + f" Total time {elapsed:.0f} s."
     )
-    print("\nfrom the medians instead of the best rounds (rounds in parentheses): " + h.median_line(results))
+    h.print_medians(results, gauge=False)
     print("\nSeconds per run (`time.perf_counter`):\n")
     print(seconds_table(outcomes))
 
@@ -523,8 +508,7 @@ def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> d
         f"mode: {'quick' if quick else 'full'}: {len(folder.records)} uncompressed TFRecord files, "
         f"{folder.bytes:,} bytes, {n:,} tf.train.Examples of {folder.bytes / n:,.0f} bytes a record (framed): "
         f"id, label int64, x float32[{X_LEN}] (random), text bytes (2-8 words)",
-        f"best of {cfg.repeats} to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) "
-        "after an untimed warm-up run of every side",
+        f"{cfg.rounds()} after an untimed warm-up run of every side",
         "both sides timed in this process as library calls: `Dataset.adopt([folder], executor=ex)` into a new "
         "catalog (made untimed) against `Catalog.verify(executor=ex)` of a catalog holding the same files adopted; "
         "`ex` opened inside the timer as the CLI's `--workers N` opens it, `open_executor('local', None, N, N)` "

@@ -826,8 +826,7 @@ def main(argv: list[str] | None = None) -> int:
             ("5", "verify", lambda: bench_verify(cfg, tmp, report)),
         ]
         report.run(steps, set(args.only.split(",")) if args.only else {"1", "2", "3", "4", "5"})
-        missed = report.summary(started)
-        profiles = report.print_profiles(args.profile, missed)
+        profiles = report.conclude(started, args.profile)
         report.close()
     if args.json:
         h.write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)

@@ -58,7 +58,9 @@ QUICK = Config(records=20_000, shards=8, repeats=3)
 
 
 @dataclass
-class Result:
+class Result(h.TwoSides):
+    ours = "dask"
+
     kind: str
     records: int
     local: list[float] = field(default_factory=list)  # seconds per timed run
@@ -66,14 +68,6 @@ class Result:
 
     def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
         return self.records / pick(getattr(self, side))
-
-    @property
-    def ratio(self) -> float:
-        return self.rate("dask") / self.rate("local")
-
-    @property
-    def median_ratio(self) -> float:
-        return self.rate("dask", statistics.median) / self.rate("local", statistics.median)
 
     def to_json(self) -> dict[str, Any]:
         return {

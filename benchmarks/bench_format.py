@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import crc32c
@@ -41,13 +41,11 @@ LARGE_BATCH = 8
 
 
 @dataclass
-class Config:
+class Config(h.Racing):
     small_records: int
     eager_records: int
     large_records: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 15
+    max_rounds: int = field(default=15, kw_only=True)
 
 
 FULL = Config(small_records=200_000, eager_records=20_000, large_records=400, repeats=5, budget=6.0)
@@ -81,7 +79,7 @@ class Work:
         return os.path.join(self.dir, name)
 
     def race(self, contenders: dict[str, Callable[[], object]]) -> dict[str, h.Timing]:
-        return h.race({k: h.Contender(fn) for k, fn in contenders.items()}, self.cfg.repeats, self.cfg.budget)
+        return self.cfg.race({k: h.Contender(fn) for k, fn in contenders.items()})
 
 
 def prepare(tf: Any, cfg: Config, d: str) -> Work:
@@ -564,8 +562,8 @@ def main(argv: list[str] | None = None) -> int:
             "TFRecord Catalog format benchmarks vs TensorFlow",
             info,
             f"mode: {'quick' if args.quick else 'full'}: {cfg.small_records:,} small records, {cfg.eager_records:,} "
-            f"for TF eager per-record, {cfg.large_records} x 256 KiB records; best of {cfg.repeats} to "
-            f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+            f"for TF eager per-record, {cfg.large_records} x 256 KiB records; {cfg.rounds()} "
+            "after a warm-up round",
             f"small record: tf.train.Example, 4 features (id int64, label string, score float32, "
             f"vec float32[{h.LABELED_VEC}]), {w.avg_size:.1f} bytes serialized on average",
         )

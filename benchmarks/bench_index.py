@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -45,11 +44,8 @@ TARGET = 0.95  # the append throughput with the index, against without
 
 
 @dataclass
-class Config:
+class Config(h.Racing):
     records: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds
-    max_rounds: int = 9
 
 
 FULL = Config(records=1_000_000, repeats=7, budget=120.0, max_rounds=15)
@@ -96,9 +92,7 @@ class Runs:
         gc.collect()
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = None
 
     def contender(self, run: Callable[[Catalog], Commit], indexed: bool) -> h.Contender:
@@ -160,12 +154,7 @@ def bench(cfg: Config, work: Path, records: list[bytes], src: Path) -> tuple[lis
     ]:
         h.log(f"[{key}] {title} ...")
         runs = Runs(work)
-        timings: dict[str, h.Timing] = h.race(
-            {"index": runs.contender(run, True), "no index": runs.contender(run, False)},
-            cfg.repeats,
-            cfg.budget,
-            cfg.max_rounds,
-        )
+        timings = cfg.race({"index": runs.contender(run, True), "no index": runs.contender(run, False)})
         row = h.versus(key, title, "rec/s", cfg.records, timings["index"], timings["no index"], target=TARGET)
         cpu = h.versus(
             f"{key}-cpu", f"{title}, CPU time (info)", "rec/s", cfg.records,
@@ -218,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             f"8 bytes a record, {sizes['data_bytes'] / sizes['records']:.0f} bytes a framed record). "
             f"Total time {time.perf_counter() - started:.0f} s."
         )
-        print("\nfrom the medians instead of the best rounds (rounds in parentheses): " + h.median_line(results))
+        h.print_medians(results, gauge=False)
         profile = ""
         if args.profile:
             runs = Runs(Path(d))

@@ -29,9 +29,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -75,9 +73,6 @@ RUN_IDS = itertools.count(1)  # every run's catalog or output file has a name of
 class Config(h.Racing):
     rows: int  # rows of the CSV, the Parquet file and the DataFrame
     images: int  # JPEGs in the image folder
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 9
 
 
 FULL = Config(rows=1_000_000, images=10_000, repeats=3, budget=60.0)
@@ -325,19 +320,12 @@ class CatalogSide(Side):
         return [r for s in out.shards for batch in read_record_batches(s.path) for r in batch]
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = self.ds = None
 
     def profile(self) -> str:
         """One append under cProfile, into a new catalog made outside the profile."""
-        self.prepare()
-        h.sync_and_collect()
-        try:
-            return h.profile_text(self._run)
-        finally:
-            self.discard()
+        return h.profile_run(self.prepare, h.sync_and_collect, self._run, self.discard)
 
 
 class PeerSide(Side):
@@ -400,17 +388,8 @@ def run_section(cfg: Config, s: Section) -> Outcome:
         if way != best
     ]
     cpu = {name: side.cpu for name, side in sides.items()}
-    rows.append(
-        h.versus(
-            f"{s.key}-cpu", f"(info) {s.key}: the same, CPU time, vs {best}", "rec/s", s.rows,
-            h.Timing("catalog", cpu["catalog"]), h.Timing(best, cpu[best]),
-        )
-    )  # fmt: skip
-    head = rows[0]
-    h.log(
-        f"[{s.key}] {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} rounds; "
-        f"CPU {rows[-1].ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
-    )
+    rows.append(h.cpu_row(s.key, f"(info) {s.key}: the same, CPU time, vs {best}", s.rows, cpu, "catalog", best))
+    h.log_race(s.key, rows[0], started, cpu=rows[-1])
     seconds = {name: {"wall": t[name].times, "cpu": cpu[name]} for name in sides}
     return Outcome(rows, seconds)
 
@@ -536,10 +515,7 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed
         "seconds against the fastest way's. The catalog side includes validation, the shards' fsync and the "
         f"commit; the peer writes one file and no fsync. Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): "
-        + h.median_line(results)
-    )
+    h.print_medians(results)
     print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
     print(h.seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
     return h.versus_missed(results)
@@ -560,8 +536,8 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
         "TFRecord Catalog: ingest benchmarks vs the seeds' way",
         info,
         f"temp catalogs on {info['tmp_fs']}",
-        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} images; best of {cfg.repeats} "
-        f"to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} images; {cfg.rounds()} "
+        "after a warm-up round",
         f"table: {', '.join(INTS)} int64; {', '.join(FLOATS)} float32 (float64 in pandas, up to 6 decimals in "
         f"the CSV); {', '.join(TEXTS)} string",
         f"images: {IMAGE_SIDE}x{IMAGE_SIDE} RGB JPEGs (random pixels, Pillow, quality 90) in {IMAGE_CLASSES} "
@@ -584,8 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     cfg = h.chosen_config(args, QUICK, FULL)
-    chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
-    h.check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
+    chosen = h.chosen_sections(args.only, SECTIONS)
     tf = h.import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)

@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,7 @@ class Config(h.Racing):
     peer_shards: int  # the peer migrates the first this-many shards (its eager loop is slow)
     blob_mib: int  # compact/export: MiB of 256 KiB records
     blob_shards: int  # ... in this many shards
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 15
+    max_rounds: int = field(default=15, kw_only=True)
 
 
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)
@@ -404,12 +402,7 @@ def profile_migration(m: Migrations, folder: Path) -> Callable[[], str]:
 
     def run() -> str:
         fresh = h.FreshCatalog(m.pristine, m.work, NAME)
-        fresh.prepare()
-        m.settle()
-        try:
-            return h.profile_text(lambda: fresh.ds.migrate(folder, workers=1))
-        finally:
-            fresh.discard()
+        return h.profile_run(fresh.prepare, m.settle, lambda: fresh.ds.migrate(folder, workers=1), fresh.discard)
 
     return run
 
@@ -592,12 +585,7 @@ class ExportRuns:
         shutil.rmtree(self.out)
 
     def profile(self) -> str:
-        self.prepare()
-        self.b.settle()
-        try:
-            return h.profile_text(self.export)
-        finally:
-            shutil.rmtree(self.out)
+        return h.profile_run(self.prepare, self.b.settle, self.export, lambda: shutil.rmtree(self.out))
 
 
 def bench_export(b: Blobs, runs: ExportRuns) -> list[h.Versus]:
@@ -656,12 +644,8 @@ def profile_compact(b: Blobs) -> Callable[[], str]:
 
     def run() -> str:
         fresh = h.FreshCatalog(b.pristine, b.work, BLOB_NAME)
-        fresh.prepare()
-        b.settle()
-        try:
-            return h.profile_text(lambda: fresh.ds.compact(target_size=target_size, workers=1))
-        finally:
-            fresh.discard()
+        return h.profile_run(fresh.prepare, b.settle, lambda: fresh.ds.compact(target_size=target_size, workers=1),
+                             fresh.discard)  # fmt: skip
 
     return run
 
@@ -691,10 +675,7 @@ def print_results(results: list[h.Versus], elapsed: float) -> list[h.Versus]:
         "\nratio = catalog rate / peer rate (best round of each side); the peer is the seeds' per-record eager "
         f"loop, without fsync. Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): "
-        + h.median_line(results)
-    )
+    h.print_medians(results)
     return h.versus_missed(results)
 
 
@@ -714,8 +695,8 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
         f"temp catalogs on {info['tmp_fs']}",
         f"mode: {'quick' if quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards (catalog side), "
         f"the first {cfg.peer_shards} shards ({cfg.peer_shards * per_shard:,} records) for the peer's eager loop; "
-        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; best of {cfg.repeats} to "
-        f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; {cfg.rounds()} "
+        "after a warm-up round",
         "small record: tf.train.Example, 4 features (id int64, label string, score float32, "
         f"vec float32[{h.LABELED_VEC}])",
         "before every timed run, untimed: `os.sync()`, then a scratch file as large as the run's output (or more) "

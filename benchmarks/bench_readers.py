@@ -665,8 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         info = header(cfg, args.quick, server.version)
         stack.callback(report.close)
         sections(cfg, folder, server, report)
-        missed = report.summary(started, f"; load average at the end {' '.join(map(str, h.loadavg()))}")
-        texts = report.print_profiles(args.profile, missed)
+        texts = report.conclude(started, args.profile, f"; load average at the end {' '.join(map(str, h.loadavg()))}")
     if args.json:
         results = [asdict(r) for r in report.results]
         h.write_report(args.json, info, args.quick, cfg, results, elapsed_seconds=time.perf_counter() - started,

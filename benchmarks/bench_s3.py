@@ -162,7 +162,9 @@ class Meter:
 
 
 @dataclass
-class Row:
+class Row(h.TwoSides):
+    ours = "s3"
+
     benchmark: str
     nbytes: int  # framed shard bytes per run
     records: int
@@ -179,14 +181,6 @@ class Row:
     def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
         """MB/s (10^6 bytes/s) of the best (or median) run."""
         return self.nbytes / pick([r.seconds for r in self.runs.get(side) or self.extra[side]]) / 1e6
-
-    @property
-    def ratio(self) -> float:
-        return self.rate("s3") / self.rate("local")
-
-    @property
-    def median_ratio(self) -> float:
-        return self.rate("s3", statistics.median) / self.rate("local", statistics.median)
 
     def cell(self, side: str) -> str:
         mbs = self.rate(side)

@@ -678,8 +678,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("b", f"{cfg.shards:,}-shard manifest", lambda: bench_big(cfg, server.url, Path(d), report)),
             ]
             report.run(steps, sections)
-            missed = report.summary(started, " (clean-up not included)")
-            profiles = report.print_profiles(args.profile, missed)
+            profiles = report.conclude(started, args.profile, " (clean-up not included)")
             h.log("removing the work directory ...")
     finally:
         server.stop()

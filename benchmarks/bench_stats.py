@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import pstats
-import shutil
 import sqlite3
 import statistics
 import sys
@@ -95,9 +94,6 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 class Config(h.Racing):
     rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
     images: int  # rows of the tensor dataset
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 9
 
 
 FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)
@@ -288,9 +284,8 @@ class Side:
     def discard(self) -> None:
         if self.fresh is not None:
             self.fresh.discard()
-        elif self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        else:
+            h.remove_catalog(self.cat)
         self.cat = self.ds = self.fresh = None
 
     def contender(self) -> h.Contender:
@@ -499,14 +494,8 @@ def run_case(cfg: Config, case: Case, work: Path) -> Outcome:
     t = cfg.race({name: side.contender() for name, side in sides.items()})
     cpu = {name: side.cpu for name, side in sides.items()}
     head = h.versus(case.key, case.title, "rec/s", case.records, t["on"], t["off"], target=TARGET)
-    cpu_row = h.versus(
-        f"{case.key}-cpu", f"(info) {case.key}: the same, CPU time", "rec/s", case.records,
-        h.Timing("on", cpu["on"]), h.Timing("off", cpu["off"]),
-    )  # fmt: skip
-    h.log(
-        f"[{case.key}] off/on {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} "
-        f"rounds; CPU {cpu_row.ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
-    )
+    cpu_row = h.cpu_row(case.key, f"(info) {case.key}: the same, CPU time", case.records, cpu, "on", "off")
+    h.log_race(case.key, head, started, "off/on ", cpu_row)
     seconds = {name: {"wall": t[name].times, "cpu": cpu[name]} for name in sides}
     return Outcome([head, cpu_row], seconds, sides["on"].size, sides["on"].profile)
 
@@ -572,10 +561,7 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed
         "rows compare the sides' CPU seconds (`time.process_time`, plus the statistics helper process's). "
         f"Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): "
-        + h.median_line(results)
-    )
+    h.print_medians(results)
     print("\nSeconds per run (`time.perf_counter`; CPU: `time.process_time` plus the statistics helper's):\n")
     print(h.seconds_table({k: o.seconds for k, o in outcomes.items()}, "case", "statistics", share=False))
     print(
@@ -603,8 +589,8 @@ def header(cfg: Config, quick: bool) -> dict[str, Any]:
         "TFRecord Catalog: statistics on vs off (appends and migrations)",
         info,
         f"temp catalogs on {info['tmp_fs']}",
-        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; best of {cfg.repeats} "
-        f"to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; {cfg.rounds()} "
+        "after a warm-up round",
         "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
         f"tags int64[None] (0-{MAX_TAGS} values); label int64 with {len(CLASSES)} names",
         f"tensors: image uint8{list(IMAGE_SHAPE)} (`encoding: tensor`, random pixels), label int64 with names",
@@ -632,8 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="CASES", help=f"comma-separated cases ({','.join(SECTIONS)}); default all")
     args = parser.parse_args(argv)
     cfg = h.chosen_config(args, QUICK, FULL)
-    chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
-    h.check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
+    chosen = h.chosen_sections(args.only, SECTIONS)
     started = time.perf_counter()
     info = header(cfg, args.quick)
     with tempfile.TemporaryDirectory(prefix="bench_stats_", dir="/tmp") as d:

@@ -45,13 +45,10 @@ IMAGE_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Config:
+@dataclass
+class Config(h.Racing):
     small_records: int
     images: int
-    repeats: int
-    budget: float  # seconds of timed rounds a comparison may take beyond ``repeats``
-    max_rounds: int
 
 
 FULL = Config(small_records=1_000_000, images=200_000, repeats=5, budget=60.0, max_rounds=9)
@@ -165,7 +162,7 @@ def duel(cfg: Config, records: int, ours: Callable[[], Any], theirs: Callable[[]
 
     sides = {"ours": consume(ours), "theirs": consume(theirs)}
     contenders = {k: h.Contender(run, finish=counted(k), settle=settle) for k, run in sides.items()}
-    wall = h.race(contenders, cfg.repeats, cfg.budget, cfg.max_rounds)
+    wall = cfg.race(contenders)
     return {**wall, "ours cpu": cpu["ours"], "theirs cpu": cpu["theirs"]}
 
 

@@ -200,6 +200,13 @@ def arg_parser(
     return parser
 
 
+def chosen_sections(only: str | None, sections: tuple[str, ...]) -> set[str]:
+    """The sections ``--only`` names (all of them without it); a name not among them stops the run."""
+    chosen = set(only.split(",")) if only else set(sections)
+    check(chosen <= set(sections), f"--only takes {', '.join(sections)}")
+    return chosen
+
+
 def chosen_config(args: argparse.Namespace, quick: Config, full: Config) -> Config:
     """The workload ``--quick`` picks, with ``--repeats`` (when given) in place of its own."""
     return replace(quick if args.quick else full, **({"repeats": args.repeats} if args.repeats else {}))
@@ -268,16 +275,20 @@ def _timed_once(c: Contender) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
+@dataclass(kw_only=True)
 class Racing:
-    """A benchmark's Config (a dataclass declaring ``repeats``, ``budget`` and ``max_rounds``)
-    that races contenders with its own settings."""
+    """The base of a benchmark's Config that races contenders with its own settings."""
 
-    repeats: int
-    budget: float
-    max_rounds: int
+    repeats: int  # timed rounds per comparison, at least
+    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
+    max_rounds: int = 9
 
     def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
         return race(contenders, self.repeats, self.budget, self.max_rounds)
+
+    def rounds(self) -> str:
+        """The header's words for it."""
+        return f"best of {self.repeats} to {self.max_rounds} interleaved rounds (as many as fit in {self.budget:g} s)"
 
 
 def race(
@@ -317,6 +328,23 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list
         out = fn()
         times.append(time.perf_counter() - t0)
     return times, out
+
+
+def profile_run(
+    prepare: Callable[[], object],
+    settle: Callable[[], object],
+    run: Callable[[], object],
+    discard: Callable[[], object],
+    profiler: Callable[[Callable[[], object]], str] | None = None,
+) -> str:
+    """One ``run`` under cProfile (or ``profiler``), its new catalog or file made (``prepare``),
+    the machine settled, and the output removed (``discard``) outside the profile."""
+    prepare()
+    settle()
+    try:
+        return (profiler or profile_text)(run)
+    finally:
+        discard()
 
 
 def profile_text(fn: Callable[[], object], top: int = 25) -> str:
@@ -365,6 +393,13 @@ def opened(root: Path) -> Iterator[Catalog]:
         yield cat
     finally:
         cat.close()
+
+
+def remove_catalog(cat: Catalog | None) -> None:
+    """A run's new catalog closed and its folder removed (untimed, after the run)."""
+    if cat is not None:
+        cat.close()
+        shutil.rmtree(cat.root)
 
 
 class FreshCatalog:
@@ -486,6 +521,45 @@ def median_line(rows: list[Versus]) -> str:
     return "; ".join(parts)
 
 
+def print_medians(rows: list[Versus], gauge: bool = True) -> None:
+    """The median line under a race table; with ``gauge``, saying it is a noise gauge."""
+    what = "a noise gauge; rounds in parentheses" if gauge else "rounds in parentheses"
+    print(f"\nfrom the medians instead of the best rounds ({what}): " + median_line(rows))
+
+
+def cpu_row(key: str, title: str, work: float, cpu: dict[str, list[float]], ours: str, peer: str) -> Versus:
+    """The ``(info)`` row setting the two sides' CPU seconds (``cpu[side]``) against each other."""
+    return versus(f"{key}-cpu", title, "rec/s", work, Timing(ours, cpu[ours]), Timing(peer, cpu[peer]))
+
+
+def log_race(key: str, head: Versus, started: float, before: str = "", cpu: Versus | None = None) -> None:
+    """A race's progress line: its ratio, the median one, its rounds (and its CPU row's ratio)."""
+    rounds = f"{head.rounds} rounds" + ("" if cpu is None else f"; CPU {cpu.ratio():.2f}x")
+    log(
+        f"[{key}] {before}{head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {rounds}) "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
+
+
+class TwoSides:
+    """A result row of two sides' runs (seconds): ``ratio`` and ``median_ratio`` of ``ours``
+    against ``base``, from ``rate(side, pick)``."""
+
+    ours = ""
+    base = "local"
+
+    def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
+        raise NotImplementedError
+
+    @property
+    def ratio(self) -> float:
+        return self.rate(self.ours) / self.rate(self.base)
+
+    @property
+    def median_ratio(self) -> float:
+        return self.rate(self.ours, statistics.median) / self.rate(self.base, statistics.median)
+
+
 def seconds_table(seconds: dict[str, dict[str, dict[str, list[float]]]], row: str, side: str, share: bool) -> str:
     """Each side's wall and CPU seconds per run (``seconds[row][side]["wall" | "cpu"]``), best and
     median; with ``share``, the share of a core the CPU seconds are (above 100%: threads, such
@@ -575,6 +649,10 @@ class Report:
         )
         sys.stdout.flush()
         return missed
+
+    def conclude(self, started: float, choice: str, note: str = "") -> dict[str, str]:
+        """The table, then the profiles ``choice`` names (see print_profiles); returns their texts."""
+        return self.print_profiles(choice, self.summary(started, note))
 
     def print_profiles(self, choice: str, missed: list[Result]) -> dict[str, str]:
         """cProfile the catalog side of the rows ``choice`` names (all, missed, none); rows
