@@ -81,6 +81,20 @@ class Work:
     def race(self, contenders: dict[str, Callable[[], object]]) -> dict[str, h.Timing]:
         return self.cfg.race({k: h.Contender(fn) for k, fn in contenders.items()})
 
+    def row(
+        self,
+        key: str,
+        title: str,
+        ours: h.Timing,
+        peer: h.Timing | None,
+        target: float | None = None,
+        unit: str = "rec/s",
+        work: float | None = None,
+        note: str = "",
+    ) -> h.Versus:
+        """A table row: ``work`` (every small record unless given) per round on both sides."""
+        return h.versus(key, title, unit, self.n if work is None else work, ours, peer, target=target, note=note)
+
 
 def prepare(tf: Any, cfg: Config, d: str) -> Work:
     """Encode the rows; TensorFlow writes the reference files (neutral ground), page-cached."""
@@ -171,20 +185,16 @@ def bench_write(w: Work) -> list[h.Versus]:
     h.check(same_file(w.path("w_cat_many"), w.small), "RecordWriter.write_many output differs from TFRecordWriter's")
     label = f"write {w.avg_size:.0f} B pre-serialized records"
     return [
-        h.versus(
+        w.row(
             "write",
             f"{label}: `RecordWriter.write` loop vs `TFRecordWriter.write` loop",
-            "rec/s",
-            w.n,
             t["cat_loop"],
             t["tf"],
             target=1.0,
         ),
-        h.versus(
+        w.row(
             "write_many",
             f"{label}: `RecordWriter.write_many` vs `TFRecordWriter.write` loop",
-            "rec/s",
-            w.n,
             t["cat_many"],
             t["tf"],
             target=1.0,
@@ -234,11 +244,9 @@ def bench_encode(w: Work) -> list[h.Versus]:
         h.check(parse(c) == parse(f), "schema.encode and tf.train.Example disagree")
     identical = encoded["cat"] == encoded["tf"]
     encoded.clear()
-    row = h.versus(
+    row = w.row(
         "encode",
         "encode rows -> Example bytes: `schema.encode` vs `tf.train.Example(...)``.SerializeToString()`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=3.0,
@@ -262,11 +270,9 @@ def bench_encode_schemaless(w: Work, tf_example: Callable[[dict[str, Any]], byte
     for c, f in zip(encoded["cat"][:: max(1, w.n // 2000)], encoded["tf"][:: max(1, w.n // 2000)], strict=True):
         h.check(parse(c) == parse(f), "encode_example and tf.train.Example disagree")
     encoded.clear()
-    return h.versus(
+    return w.row(
         "encode_example",
         "encode rows without a schema: `encode_example` vs `tf.train.Example(...)``.SerializeToString()`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=1.0,
@@ -286,11 +292,9 @@ def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -
 
     t = w.race({"cat": cat_encode_write, "tf": tf_encode_write})
     h.check(os.path.getsize(w.path("ew_cat")) == os.path.getsize(w.path("ew_tf")), "encode+write file sizes differ")
-    return h.versus(
+    return w.row(
         "encode+write",
         "encode + write rows: `schema.encode` + `RecordWriter.write` vs `tf.train.Example` + `TFRecordWriter.write`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=3.0,
@@ -327,20 +331,16 @@ def bench_read_small(w: Work) -> list[h.Versus]:
     h.check(counts["cat_records"] == counts["cat_batches"] == counts["tf_batched"] == w.n, f"read counts {counts}")
     label = f"read {w.avg_size:.0f} B records, CRC checked"
     return [
-        h.versus(
+        w.row(
             "read",
             f"{label}: `read_records` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
-            "rec/s",
-            w.n,
             t["records"],
             t["tf"],
             target=1.0,
         ),
-        h.versus(
+        w.row(
             "read_batches",
             f"{label}: `read_record_batches` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
-            "rec/s",
-            w.n,
             t["batches"],
             t["tf"],
             target=1.0,
@@ -369,14 +369,13 @@ def bench_read_subset(w: Work, label: str) -> h.Versus:
 
     t = w.race({"cat": cat_read_sub, "tf": tf_read_eager})
     h.check(counts["cat"] == counts["tf"] == m, f"subset read counts {counts}")
-    return h.versus(
+    return w.row(
         "read_eager",
         f"{label} ({m // 1000}k subset): `read_records` vs TF eager per-record `for r in TFRecordDataset: r.numpy()`",
-        "rec/s",
-        m,
         t["cat"],
         t["tf"],
         target=30.0,
+        work=m,
     )
 
 
@@ -409,22 +408,22 @@ def bench_read_large(w: Work) -> list[h.Versus]:
     t = w.race({"cat": cat_read_large, "tf": tf_read_large, "tf_each": tf_read_large_each})
     h.check(counts["cat"] == counts["tf"] == counts["tf_each"] == w.large_bytes, f"large read bytes {counts}")
     return [
-        h.versus(
+        w.row(
             "read_large",
             f"read 256 KiB records, CRC checked: `read_records` vs `TFRecordDataset.batch({LARGE_BATCH})` + `.numpy()`",
-            "MB/s",
-            w.large_bytes,
             t["cat"],
             t["tf"],
             target=1.0,
+            unit="MB/s",
+            work=w.large_bytes,
         ),
-        h.versus(
+        w.row(
             "read_large_each",
             "(info) same, vs TF per-record `for r in TFRecordDataset: r.numpy()`",
-            "MB/s",
-            w.large_bytes,
             t["cat"],
             t["tf_each"],
+            unit="MB/s",
+            work=w.large_bytes,
         ),
     ]
 
@@ -474,20 +473,10 @@ def bench_decode(w: Work) -> list[h.Versus]:
     check_decoded_equal(w, tf_ds)
     label = "decode to numpy columns, read included: `read_record_batches` + `decode_batch` per 1024 vs "
     return [
-        h.versus(
-            "decode",
-            label + "`TFRecordDataset.batch(1024).map(parse_example)`",
-            "rec/s",
-            w.n,
-            t["cat"],
-            t["tf"],
-            target=1.0,
-        ),
-        h.versus(
+        w.row("decode", label + "`TFRecordDataset.batch(1024).map(parse_example)`", t["cat"], t["tf"], target=1.0),
+        w.row(
             "decode_parallel",
             "(info) same, vs TF with `num_parallel_calls=AUTOTUNE` + `prefetch`",
-            "rec/s",
-            w.n,
             t["cat"],
             t["tf_par"],
         ),
@@ -514,8 +503,13 @@ def bench_crc(w: Work) -> list[h.Versus]:
     buf = np.random.default_rng(2).bytes(CRC_BUFFER_BYTES)
     t = w.race({"crc": lambda: crc32c.crc32c(buf)})
     return [
-        h.versus(
-            "crc32c", "(info) CRC32C of a 64 MiB buffer, `crc32c` package", "GB/s", CRC_BUFFER_BYTES, t["crc"], None
+        w.row(
+            "crc32c",
+            "(info) CRC32C of a 64 MiB buffer, `crc32c` package",
+            t["crc"],
+            None,
+            unit="GB/s",
+            work=CRC_BUFFER_BYTES,
         )
     ]
 

@@ -712,17 +712,23 @@ def versus_profiles(
 
 # --------------------------------------------------------------------------- workloads
 
+
+def four_features(text: str, vec: int) -> dict[str, Any]:
+    """The schema of the shared workloads' rows: id, the string feature ``text``, score, vec[``vec``]."""
+    return {
+        "features": {
+            "id": {"dtype": "int64"},
+            text: {"dtype": "string"},
+            "score": {"dtype": "float32"},
+            "vec": {"dtype": "float32", "shape": [vec]},
+        }
+    }
+
+
 # "labeled": small tf.train.Examples of about 140 bytes (the format, migrate and dask benchmarks).
 LABELED_VEC = 16
 LABELS = [f"class_{i:03d}" for i in range(100)]
-LABELED_SCHEMA: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "label": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [LABELED_VEC]},
-    }
-}
+LABELED_SCHEMA = four_features("label", LABELED_VEC)
 
 
 def labeled_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -735,14 +741,7 @@ def labeled_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 
 # "text": rows with a free-text field (the catalog, load, S3 and scale benchmarks).
 TEXT_VEC = 8
-TEXT_SCHEMA: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "text": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [TEXT_VEC]},
-    }
-}
+TEXT_SCHEMA = four_features("text", TEXT_VEC)
 WORDS = [
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
     "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi",
