@@ -497,14 +497,10 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], cold_no
 
 
 def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> dict[str, Any]:
-    info = h.machine_header(
-        numpy=np.__version__, crc32c=h.dist_version("crc32c"), sqlalchemy=h.dist_version("SQLAlchemy")
-    )
     n = folder.total_records
-    h.print_header(
+    return h.start_report(
         "TFRecord Catalog: `adopt` against `verify` on the same bytes",
-        info,
-        f"catalogs and the folder on {info['tmp_fs']}",
+        dict(numpy=np.__version__, crc32c=h.dist_version("crc32c"), sqlalchemy=h.dist_version("SQLAlchemy")),
         f"mode: {'quick' if quick else 'full'}: {len(folder.records)} uncompressed TFRecord files, "
         f"{folder.bytes:,} bytes, {n:,} tf.train.Examples of {folder.bytes / n:,.0f} bytes a record (framed): "
         f"id, label int64, x float32[{X_LEN}] (random), text bytes (2-8 words)",
@@ -516,15 +512,13 @@ def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> d
         "warm: the files (and the verified catalog's data area) read once and `os.sync()` untimed before every "
         "timed run; cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run"
         + (f" ({cold_note}: skipped)" if cold_note else ""),
+        where="catalogs and the folder",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(__doc__, "about 100 MB instead of 1 GB", "minimum timed rounds per row (default 5, 3 quick)",
-                        "the adopt side")  # fmt: skip
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "about 100 MB instead of 1 GB",
+                          "minimum timed rounds per row (default 5, 3 quick)", "the adopt side")  # fmt: skip
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_adopt_", dir="/tmp") as d:
         work = Path(d)

@@ -174,17 +174,12 @@ def run_all(cfg: Config) -> tuple[list[Result], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(
-        __doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)"
-    )
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
-    info = h.machine_header(dask=h.dist_version("dask"), distributed=h.dist_version("distributed"))
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds",
+                          "timed rounds per migration (default 5, quick 3)")  # fmt: skip
     started = time.perf_counter()
-    h.print_header(
+    info = h.start_report(
         "TFRecord Catalog: migration throughput, Dask LocalCluster vs local process pool",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(dask=h.dist_version("dask"), distributed=h.dist_version("distributed")),
         f"mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards; "
         f"{cfg.repeats} interleaved timed rounds after an untimed, checked warm-up; best round shown",
     )

@@ -538,11 +538,8 @@ def print_results(results: list[h.Versus], elapsed: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(
-        __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
-    )
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds (~15 s)",
+                          "minimum timed rounds per comparison (default 5, quick 3)")  # fmt: skip
     tf = h.import_tensorflow()
     started = time.perf_counter()
     crc_info = f"{h.dist_version('crc32c')} (hardware: {getattr(crc32c, 'hardware_based', '?')})"

@@ -29,7 +29,6 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-import sqlite3
 import sys
 import tempfile
 import time
@@ -522,20 +521,16 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
-    info = h.machine_header(
-        tensorflow=tf.__version__,
-        pandas=pd.__version__,
-        pyarrow=pa.__version__,
-        pillow=h.dist_version("Pillow", "pillow"),
-        numpy=np.__version__,
-        protobuf=h.protobuf_version(),
-        sqlite=sqlite3.sqlite_version,
-        crc32c=h.dist_version("crc32c"),
-    )
-    h.print_header(
+    return h.start_report(
         "TFRecord Catalog: ingest benchmarks vs the seeds' way",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(
+            tensorflow=tf.__version__,
+            pandas=pd.__version__,
+            pyarrow=pa.__version__,
+            pillow=h.dist_version("Pillow", "pillow"),
+            numpy=np.__version__,
+            **h.format_versions(),
+        ),
         f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} images; {cfg.rounds()} "
         "after a warm-up round",
         f"table: {', '.join(INTS)} int64; {', '.join(FLOATS)} float32 (float64 in pandas, up to 6 decimals in "
@@ -545,7 +540,6 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
         "every run: a new catalog or output file (made, and the last one removed, untimed), then `os.sync()` and "
         "`gc.collect()` untimed",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:

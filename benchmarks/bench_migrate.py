@@ -680,19 +680,17 @@ def print_results(results: list[h.Versus], elapsed: float) -> list[h.Versus]:
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
-    info = h.machine_header(
-        tensorflow=tf.__version__,
-        numpy=np.__version__,
-        protobuf=h.protobuf_version(),
-        sqlalchemy=sqlalchemy.__version__,
-        sqlite=sqlite3.sqlite_version,
-        crc32c=h.dist_version("crc32c"),
-    )
     per_shard = math.ceil(cfg.records / cfg.shards)
-    h.print_header(
+    return h.start_report(
         "TFRecord Catalog: migrate, compact and export benchmarks vs the seeds' way",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(
+            tensorflow=tf.__version__,
+            numpy=np.__version__,
+            protobuf=h.protobuf_version(),
+            sqlalchemy=sqlalchemy.__version__,
+            sqlite=sqlite3.sqlite_version,
+            crc32c=h.dist_version("crc32c"),
+        ),
         f"mode: {'quick' if quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards (catalog side), "
         f"the first {cfg.peer_shards} shards ({cfg.peer_shards * per_shard:,} records) for the peer's eager loop; "
         f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; {cfg.rounds()} "
@@ -702,18 +700,12 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
         "before every timed run, untimed: `os.sync()`, then a scratch file as large as the run's output (or more) "
         "is written and deleted, on both sides (recycled page-cache memory; see benchmarks/README.md)",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(
-        __doc__,
-        "smaller workload and fewer rounds (about 40 s)",
-        "minimum timed rounds per comparison (default 5, quick 3)",
-        "the catalog side (workers=1)",
-    )
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds (about 40 s)",
+                          "minimum timed rounds per comparison (default 5, quick 3)",
+                          "the catalog side (workers=1)")  # fmt: skip
     tf = h.import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)

@@ -649,11 +649,8 @@ def sections(cfg: Config, folder: Path, server: TfServer, report: h.Report) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(
-        __doc__, "100k small records and 20k images, fewer rounds", "minimum rounds of section 1", "the catalog side"
-    )
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "100k small records and 20k images, fewer rounds",
+                          "minimum rounds of section 1", "the catalog side")  # fmt: skip
     started = time.perf_counter()
     report = h.Report()
     with tempfile.TemporaryDirectory(prefix="bench_readers_") as d, ExitStack() as stack:

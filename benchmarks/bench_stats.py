@@ -577,18 +577,14 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed
 
 
 def header(cfg: Config, quick: bool) -> dict[str, Any]:
-    info = h.machine_header(
-        numpy=np.__version__,
-        pandas=pd.__version__,
-        datasketches=h.dist_version("datasketches"),
-        protobuf=h.protobuf_version(),
-        sqlite=sqlite3.sqlite_version,
-        crc32c=h.dist_version("crc32c"),
-    )
-    h.print_header(
+    return h.start_report(
         "TFRecord Catalog: statistics on vs off (appends and migrations)",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(
+            numpy=np.__version__,
+            pandas=pd.__version__,
+            datasketches=h.dist_version("datasketches"),
+            **h.format_versions(),
+        ),
         f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; {cfg.rounds()} "
         "after a warm-up round",
         "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
@@ -597,7 +593,6 @@ def header(cfg: Config, quick: bool) -> dict[str, Any]:
         "every run: a new catalog, or a fresh copy of the dataset to migrate (made, and the last one removed, "
         "untimed), then `os.sync()`, recycled page-cache memory and `gc.collect()`, untimed",
     )
-    return info
 
 
 def run_all(cfg: Config, work: Path, chosen: set[str]) -> dict[str, Outcome]:

@@ -187,9 +187,8 @@ def compare(tf: Any, ds: Dataset, cfg: Config, what: str) -> list[h.Versus]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.arg_parser(__doc__, "100k small records and 20k images, fewer rounds", "minimum timed rounds")
-    args = parser.parse_args(argv)
-    cfg = h.chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "100k small records and 20k images, fewer rounds",
+                          "minimum timed rounds")  # fmt: skip
     tf = h.import_tensorflow()
     started = time.perf_counter()
     info = h.machine_header(tensorflow=tf.__version__, numpy=np.__version__)

@@ -23,6 +23,7 @@ import os
 import platform
 import pstats
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -179,6 +180,19 @@ def print_header(title: str, info: dict[str, Any], *lines: str) -> None:
     sys.stdout.flush()
 
 
+def start_report(title: str, versions: dict[str, Any], *lines: str, where: str = "temp catalogs") -> dict[str, Any]:
+    """The machine header with ``versions``, printed under ``title``: where ``where`` lives (/tmp's
+    file system) first, then ``lines``. Returns the header (the JSON report's "machine")."""
+    info = machine_header(**versions)
+    print_header(title, info, f"{where} on {info['tmp_fs']}", *lines)
+    return info
+
+
+def format_versions() -> dict[str, str]:
+    """The versions under the catalog's own encoding, manifest and checksums."""
+    return {"protobuf": protobuf_version(), "sqlite": sqlite3.sqlite_version, "crc32c": dist_version("crc32c")}
+
+
 def arg_parser(
     doc: str | None, quick: str, repeats: str | None = None, profiled: str | None = None
 ) -> argparse.ArgumentParser:
@@ -205,6 +219,15 @@ def chosen_sections(only: str | None, sections: tuple[str, ...]) -> set[str]:
     chosen = set(only.split(",")) if only else set(sections)
     check(chosen <= set(sections), f"--only takes {', '.join(sections)}")
     return chosen
+
+
+def options(
+    argv: list[str] | None, quick_config: Config, full_config: Config, *parser_args: Any, **parser_kw: Any
+) -> tuple[argparse.Namespace, Config]:
+    """The command line (the options of ``arg_parser(*parser_args, **parser_kw)``) and the
+    workload it picks (see chosen_config)."""
+    args = arg_parser(*parser_args, **parser_kw).parse_args(argv)
+    return args, chosen_config(args, quick_config, full_config)
 
 
 def chosen_config(args: argparse.Namespace, quick: Config, full: Config) -> Config:
