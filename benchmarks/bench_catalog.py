@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -828,8 +828,7 @@ def main(argv: list[str] | None = None) -> int:
         report.run(steps, set(args.only.split(",")) if args.only else {"1", "2", "3", "4", "5"})
         profiles = report.conclude(started, args.profile)
         report.close()
-    if args.json:
-        h.write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

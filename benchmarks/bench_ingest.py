@@ -443,61 +443,43 @@ def make_inputs(cfg: Config, work: Path, seeds: SeedsWay, sections: set[str]) ->
 
 def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
     seeds, work = inp.seeds, inp.work
-
-    def section(key: str, title: str, outputs: Outputs, schema: dict[str, Any], append: Callable[[Dataset], Commit],
-                ways: dict[str, Callable[[Path], int]]) -> Section:  # fmt: skip
-        peers = {way: PeerSide(way, work, outputs, write) for way, write in ways.items()}
-        return Section(key, title, outputs.n, CatalogSide(work, outputs, schema, append), peers)
-
     out: list[Section] = []
+
+    def add(key: str, title: str, outputs: Outputs, schema: dict[str, Any], append: Callable[[Dataset], Commit],
+            ways: dict[str, Callable[[Path], int]]) -> None:  # fmt: skip
+        peers = {way: PeerSide(way, work, outputs, write) for way, write in ways.items()}
+        out.append(Section(key, title, outputs.n, CatalogSide(work, outputs, schema, append), peers))
+
     table, df, rows = inp.table, inp.df, f"{cfg.rows:,} rows x 8 columns"
     if table is not None and df is not None:
         h.check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
     if "csv" in chosen and table is not None and inp.csv is not None:
         csv = inp.csv
-        out.append(
-            section(
-                "csv", f"CSV -> shards, {rows}: `append_files([csv])`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_files([csv]),
-                {
-                    "read_csv + itertuples": lambda o: seeds.write_tuples(pd.read_csv(csv), o),
-                    "read_csv + to_dict(records)": lambda o: seeds.write_dicts(pd.read_csv(csv).to_dict("records"), o),
-                },
-            )
+        add("csv", f"CSV -> shards, {rows}: `append_files([csv])`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_files([csv]),
+            {"read_csv + itertuples": lambda o: seeds.write_tuples(pd.read_csv(csv), o),
+             "read_csv + to_dict(records)": lambda o: seeds.write_dicts(pd.read_csv(csv).to_dict("records"), o)},
         )  # fmt: skip
     if "parquet" in chosen and table is not None and inp.parquet is not None:
         parquet = inp.parquet
-        out.append(
-            section(
-                "parquet", f"Parquet -> shards, {rows}: `append_files([parquet])`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_files([parquet]),
-                {"read_table().to_pylist()": lambda o: seeds.write_dicts(pq.read_table(parquet).to_pylist(), o)},
-            )
+        add("parquet", f"Parquet -> shards, {rows}: `append_files([parquet])`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_files([parquet]),
+            {"read_table().to_pylist()": lambda o: seeds.write_dicts(pq.read_table(parquet).to_pylist(), o)},
         )  # fmt: skip
     if "frame" in chosen and table is not None and df is not None:
         frame = df
-        out.append(
-            section(
-                "frame", f"DataFrame -> shards, {rows}: `append_rows(df)`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_rows(frame),
-                {
-                    "itertuples": lambda o: seeds.write_tuples(frame, o),
-                    "to_dict(records)": lambda o: seeds.write_dicts(frame.to_dict("records"), o),
-                },
-            )
+        add("frame", f"DataFrame -> shards, {rows}: `append_rows(df)`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_rows(frame),
+            {"itertuples": lambda o: seeds.write_tuples(frame, o),
+             "to_dict(records)": lambda o: seeds.write_dicts(frame.to_dict("records"), o)},
         )  # fmt: skip
     if "images" in chosen and inp.images is not None and inp.folder is not None:
         folder = inp.folder
-        out.append(
-            section(
-                "images", f"image folder -> shards, {cfg.images:,} {IMAGE_SIDE}x{IMAGE_SIDE} JPEGs: "
-                "`append_files([folder])`", inp.images, IMAGE_SCHEMA,
-                lambda ds: ds.append_files([folder]),
-                {
-                    "open().read()": lambda o: seeds.images(folder, o, tf_read=False),
-                    "tf.io.read_file (the seed's)": lambda o: seeds.images(folder, o, tf_read=True),
-                },
-            )
+        add("images", f"image folder -> shards, {cfg.images:,} {IMAGE_SIDE}x{IMAGE_SIDE} JPEGs: "
+            "`append_files([folder])`", inp.images, IMAGE_SCHEMA,
+            lambda ds: ds.append_files([folder]),
+            {"open().read()": lambda o: seeds.images(folder, o, tf_read=False),
+             "tf.io.read_file (the seed's)": lambda o: seeds.images(folder, o, tf_read=True)},
         )  # fmt: skip
     return out
 

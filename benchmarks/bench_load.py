@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -338,8 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles = {done[0].names[s]: done[0].runs[s][-1].profile for s in sides if done[0].runs[s][-1].profile}
     for side, text in profiles.items():
         print(f"\n### {side}: worker 0 under cProfile\n\n```\n{text}\n```")
-    if args.json:
-        h.write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

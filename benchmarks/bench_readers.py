@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -663,10 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(report.close)
         sections(cfg, folder, server, report)
         texts = report.conclude(started, args.profile, f"; load average at the end {' '.join(map(str, h.loadavg()))}")
-    if args.json:
-        results = [asdict(r) for r in report.results]
-        h.write_report(args.json, info, args.quick, cfg, results, elapsed_seconds=time.perf_counter() - started,
-                     profiles=texts)  # fmt: skip
+    report.write(args, info, cfg, elapsed_seconds=time.perf_counter() - started, profiles=texts)
     return 0
 
 

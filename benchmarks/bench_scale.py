@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -682,8 +682,7 @@ def main(argv: list[str] | None = None) -> int:
             h.log("removing the work directory ...")
     finally:
         server.stop()
-    if args.json:
-        h.write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

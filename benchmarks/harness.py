@@ -696,6 +696,11 @@ class Report:
             sys.stdout.flush()
         return texts
 
+    def write(self, args: argparse.Namespace, machine: dict[str, Any], config: Any, **extra: Any) -> None:
+        """The JSON report of the rows (see write_report), when ``--json PATH`` asks for one."""
+        if args.json:
+            write_report(args.json, machine, args.quick, config, [asdict(r) for r in self.results], **extra)
+
     def close(self) -> None:
         for c in self.catalogs:
             c.close()
