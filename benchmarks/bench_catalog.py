@@ -270,13 +270,8 @@ def side_by_side(cfg: Config, tmp: Path, ds: Dataset, rows: list[dict[str, Any]]
         for name in list(sides)[1:]:
             for _ in range(cfg.milestones[0]):
                 sides[name].append_rows(rows)
-        times: dict[str, list[float]] = {k: [] for k in sides}
-        for i in range(cfg.side_commits):
-            for k in h.rotation(list(sides), i):
-                t0 = time.perf_counter()
-                sides[k].append_rows(rows)
-                times[k].append(time.perf_counter() - t0)
-    return times
+        runs = {k: lambda _k, ds=ds: ds.append_rows(rows) for k, ds in sides.items()}
+        return h.alternate(runs, cfg.side_commits)[0]
 
 
 def report_side_by_side(cfg: Config, side: dict[str, list[float]], report: h.Report) -> None:
@@ -560,15 +555,8 @@ def bench_big_vs_small(cfg: Config, big: Dataset, small: Dataset, report: h.Repo
     sides = {"big": big, "small": small}
     for d in sides.values():  # warm-up
         d.append_rows(rows)
-    lat: dict[str, list[float]] = {k: [] for k in sides}
-    cpu: dict[str, list[float]] = {k: [] for k in sides}
-    for i in range(cfg.ab_commits):
-        for k in h.rotation(list(sides), i):
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            sides[k].append_rows(rows)
-            lat[k].append(time.perf_counter() - t0)
-            cpu[k].append(time.process_time() - c0)
+    runs = {k: lambda _k, ds=ds: ds.append_rows(rows) for k, ds in sides.items()}
+    lat, cpu = h.alternate(runs, cfg.ab_commits)
     mb, msm = statistics.median(lat["big"]), statistics.median(lat["small"])
     cb, cs = statistics.median(cpu["big"]), statistics.median(cpu["small"])
     report.add(
@@ -644,23 +632,6 @@ def seeds_ingest(tf: Any) -> Callable[[Path, Path], int]:
     return ingest
 
 
-def ingest_rounds(cfg: Config, contenders: dict[str, Callable[[], Any]]) -> tuple[dict[str, list[float]], Any]:
-    """Interleaved rounds in a rotating order; returns the times and the catalog's last commit."""
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    last_commit: Any = None
-    for rnd in range(cfg.ingest_rounds):
-        for name in h.rotation(list(contenders), rnd):
-            gc.collect()
-            t0 = time.perf_counter()
-            out = contenders[name]()
-            times[name].append(time.perf_counter() - t0)
-            if name == "catalog":
-                last_commit = out
-            else:
-                h.check(out == cfg.jsonl_rows, "TF way wrote every row")
-    return times, last_commit
-
-
 def check_same_values(cfg: Config, commit: Any, tf_out: Path) -> None:
     """Same rows in, same values out."""
     h.check(commit.records == cfg.jsonl_rows, "catalog ingested every row")
@@ -688,10 +659,17 @@ def bench_ingest(cfg: Config, tmp: Path, report: h.Report) -> None:
     tf_way(warm_src, tmp / "tf-warm.tfrecord")
     # The same file every round, into one dataset: appended again on purpose (allow_duplicate;
     # the check it skips is one indexed query, nothing next to 100k rows).
-    times, last_commit = ingest_rounds(
-        cfg, {"catalog": lambda: ds.append_files([src], allow_duplicate=True), "tf": lambda: tf_way(src, tf_out)}
-    )
-    check_same_values(cfg, last_commit, tf_out)
+    out: dict[str, Any] = {}
+
+    def tf(_k: int) -> None:
+        out["tf"] = tf_way(src, tf_out)
+
+    def catalog(_k: int) -> None:
+        out["catalog"] = ds.append_files([src], allow_duplicate=True)
+
+    times = h.alternate({"catalog": catalog, "tf": tf}, cfg.ingest_rounds, gc.collect)[0]
+    h.check(out["tf"] == cfg.jsonl_rows, "TF way wrote every row")
+    check_same_values(cfg, out["catalog"], tf_out)
     med_cat, med_tf = statistics.median(times["catalog"]), statistics.median(times["tf"])
     ratio, best_ratio = med_tf / med_cat, min(times["tf"]) / min(times["catalog"])
     n = cfg.jsonl_rows

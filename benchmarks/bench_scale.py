@@ -536,15 +536,8 @@ def big_vs_small(cfg: Config, big: Dataset, small: Dataset) -> tuple[dict[str, l
     big.append_rows([rows[-1]])  # warm-up, both sides
     small.append_rows([rows[-2]])
     sides = {"big": big, "small": small}
-    lat: dict[str, list[float]] = {k: [] for k in sides}
-    cpu: dict[str, list[float]] = {k: [] for k in sides}
-    for i in range(cfg.ab_commits):
-        for j, key in enumerate(h.rotation(list(sides), i)):
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            sides[key].append_rows([rows[2 * i + j]])
-            lat[key].append(time.perf_counter() - t0)
-            cpu[key].append(time.process_time() - c0)
+    runs = {k: lambda i, ds=ds: ds.append_rows([rows[i]]) for k, ds in sides.items()}
+    lat, cpu = h.alternate(runs, cfg.ab_commits)
     h.check(big.info().shard_count == cfg.shards + cfg.ab_commits + 1, "big dataset took every append")
     return lat, cpu
 

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -337,6 +337,27 @@ def race(
             timings[name].times.append(seconds)
             contenders[name].finish(out, False)
     return timings
+
+
+def alternate(
+    runs: Mapping[str, Callable[[int], object]], rounds: int, settle: Callable[[], object] = _nothing
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Every side once a round for ``rounds`` rounds, the order rotating every round, ``settle``
+    untimed before each run; no warm-up (the caller's). ``runs[side](k)`` is the k-th run of
+    all. Returns each side's wall seconds and CPU seconds (this process's) per run."""
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    k = 0
+    for rnd in range(rounds):
+        for name in rotation(list(runs), rnd):
+            settle()
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            runs[name](k)
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+            k += 1
+    return wall, cpu
 
 
 def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list[float], object]:
