@@ -256,42 +256,18 @@ class Outputs:
         h.log(f"  checked: {who} and {name} wrote the same {self.n:,} records, equal to the input")
 
 
-class Side:
-    """One contender's runs: the CPU seconds (``time.process_time``) of its timed runs, and a
-    new output for every run, made before and removed after the timed call."""
+class Side(h.Side):
+    """One contender's runs, each into a new output, which decodes to the input (checked once)."""
 
     def __init__(self, name: str, work: Path, outputs: Outputs) -> None:
+        super().__init__()
         self.name, self.work, self.outputs = name, work, outputs
-        self.runs = 0
-        self.cpu: list[float] = []
-
-    def _run(self) -> object:
-        raise NotImplementedError
 
     def _records(self, out: object) -> list[bytes]:
         raise NotImplementedError
 
-    def prepare(self) -> None:
-        pass
-
-    def discard(self) -> None:
-        pass
-
-    def timed(self) -> object:
-        c0 = time.process_time()
-        out = self._run()
-        if self.runs:  # the warm-up run is not timed
-            self.cpu.append(time.process_time() - c0)
-        self.runs += 1
-        return out
-
-    def finish(self, out: object, first: bool) -> None:
-        if first:
-            self.outputs.check(self.name, self._records(out))
-        self.discard()
-
-    def contender(self) -> h.Contender:
-        return h.Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=h.sync_and_collect)
+    def check(self, out: object) -> None:
+        self.outputs.check(self.name, self._records(out))
 
 
 class CatalogSide(Side):
@@ -309,7 +285,7 @@ class CatalogSide(Side):
         self.cat = Catalog.init(self.work / f"catalog-{next(RUN_IDS):04d}")
         self.ds = self.cat.register(NAME, self.schema)
 
-    def _run(self) -> Commit:
+    def run(self) -> Commit:
         assert self.ds is not None
         return self.append(self.ds)
 
@@ -324,7 +300,7 @@ class CatalogSide(Side):
 
     def profile(self) -> str:
         """One append under cProfile, into a new catalog made outside the profile."""
-        return h.profile_run(self.prepare, h.sync_and_collect, self._run, self.discard)
+        return h.profile_run(self.prepare, h.sync_and_collect, self.run, self.discard)
 
 
 class PeerSide(Side):
@@ -338,7 +314,7 @@ class PeerSide(Side):
     def prepare(self) -> None:
         self.out = self.work / f"peer-{next(RUN_IDS):04d}.tfrecord"
 
-    def _run(self) -> int:
+    def run(self) -> int:
         assert self.out is not None
         return self.write(self.out)
 

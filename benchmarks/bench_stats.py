@@ -235,15 +235,15 @@ class Case:
     first: list[bytes] | None = None  # the first side's records, which the other must equal
 
 
-class Side:
+class Side(h.Side):
     """One side of a case: statistics on or off, a new catalog (or a fresh copy) every run,
-    made before and removed after the timed call; the CPU seconds of its timed runs."""
+    made before and removed after the timed call; the CPU seconds of its timed runs (the
+    statistics helper's included)."""
 
     def __init__(self, case: Case, on: bool, work: Path) -> None:
+        super().__init__()
         self.case, self.on, self.work = case, on, work
         self.name = "on" if on else "off"
-        self.runs = 0
-        self.cpu: list[float] = []
         self.out_bytes = 0  # the warm-up's shard bytes: how much memory to recycle before a run
         self.cat: Catalog | None = None
         self.ds: Dataset | None = None
@@ -276,11 +276,6 @@ class Side:
         self.runs += 1
         return out
 
-    def finish(self, _out: object, first: bool) -> None:
-        if first:
-            self.check_output()
-        self.discard()
-
     def discard(self) -> None:
         if self.fresh is not None:
             self.fresh.discard()
@@ -288,10 +283,7 @@ class Side:
             h.remove_catalog(self.cat)
         self.cat = self.ds = self.fresh = None
 
-    def contender(self) -> h.Contender:
-        return h.Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=self.settle)
-
-    def check_output(self) -> None:
+    def check(self, _out: object) -> None:
         """The records decode to the input and equal the other side's; the statistics are there (or not)."""
         assert self.cat is not None and self.ds is not None
         case, who = self.case, f"{self.case.key}, statistics {self.name}"

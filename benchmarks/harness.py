@@ -298,6 +298,47 @@ def _timed_once(c: Contender) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
+class Side:
+    """A contender whose every run gets a new output: ``prepare`` makes it, ``run`` is the
+    timed call (its CPU seconds, ``time.process_time``, kept but for the warm-up's), ``check``
+    looks at the warm-up's output, ``discard`` removes each output after its run."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.cpu: list[float] = []
+
+    def prepare(self) -> None:
+        pass
+
+    def run(self) -> object:
+        raise NotImplementedError
+
+    def check(self, out: object) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+    def settle(self) -> None:
+        sync_and_collect()
+
+    def timed(self) -> object:
+        c0 = time.process_time()
+        out = self.run()
+        if self.runs:  # the warm-up run is not timed
+            self.cpu.append(time.process_time() - c0)
+        self.runs += 1
+        return out
+
+    def finish(self, out: object, first: bool) -> None:
+        if first:
+            self.check(out)
+        self.discard()
+
+    def contender(self) -> Contender:
+        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=self.settle)
+
+
 @dataclass(kw_only=True)
 class Racing:
     """The base of a benchmark's Config that races contenders with its own settings."""
