@@ -529,8 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         info = header(cfg, args.quick, folder, cold_note)
         ref = make_reference(work, folder)
         h.cache_tree(folder.path)
-        gc.collect()
-        gc.freeze()
+        h.freeze()
         outcomes: dict[str, Outcome] = {}
         profiles: dict[str, Callable[[], str]] = {}
         for cold in (False, True) if cold_note is None else (False,):

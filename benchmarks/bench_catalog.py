@@ -36,11 +36,9 @@ from typing import Any
 import numpy as np
 import sqlalchemy
 from crc32c import crc32c
-from typer.testing import CliRunner
 
 from benchmarks import harness as h
 from catalog import Catalog, Dataset, Schema, read_record_batches, read_records
-from catalog.cli import app
 from catalog.storage import fsync_dir
 
 ROWS_PER_APPEND = 100
@@ -364,8 +362,7 @@ def check_all_commits(cat: Catalog, name: str, procs: int, commits: int) -> tupl
         "files": len(ds.files()) == total and info.shard_count == total,
         "verify": vr.ok and vr.checked == total,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("all checks passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks, "all checks passed")
 
 
 def bench_concurrent(cfg: Config, tmp: Path, report: h.Report) -> None:
@@ -434,19 +431,6 @@ def build_manifest(cfg: Config, root: Path, small_root: Path, report: h.Report) 
     )
 
 
-def cli_runner(root: Path, *args: str) -> Callable[[], str]:
-    """The CLI in this process, through typer's CliRunner (Catalog.open included in every call)."""
-    runner = CliRunner()
-    argv = ["--catalog", str(root), *args]
-
-    def run() -> str:
-        res = runner.invoke(app, argv)
-        h.check(res.exit_code == 0, f"catalog {' '.join(args)} exited {res.exit_code}: {res.output[-500:]}")
-        return res.stdout
-
-    return run
-
-
 def show_json(ds: Dataset) -> Callable[[], str]:
     """What `show --json` does, through the library: info, every shard, json.dumps."""
 
@@ -466,9 +450,9 @@ def bench_queries(cfg: Config, root: Path, cat: Catalog, ds: Dataset, report: h.
         ("`show --no-shards`: Dataset.info()", "lib", ds.info, 1.0),
         ("Dataset.files()", "lib", ds.files, 1.0),
         ("`show --json`: info + shards + json.dumps", "lib", show_json(ds), 2.0),
-        ("`catalog list`", "CliRunner", cli_runner(root, "list"), 1.0),
-        ("`catalog show big --no-shards`", "CliRunner", cli_runner(root, "show", "big", "--no-shards"), 1.0),
-        ("`catalog show big --json`", "CliRunner", cli_runner(root, "show", "big", "--json"), 2.0),
+        ("`catalog list`", "CliRunner", h.cli_in_process(root, "list"), 1.0),
+        ("`catalog show big --no-shards`", "CliRunner", h.cli_in_process(root, "show", "big", "--no-shards"), 1.0),
+        ("`catalog show big --json`", "CliRunner", h.cli_in_process(root, "show", "big", "--json"), 2.0),
     ]
     outputs: dict[str, object] = {}
     for label, how, fn, limit in cases:

@@ -15,7 +15,6 @@ See benchmarks/README.md for what each row measures.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import tempfile
@@ -113,8 +112,7 @@ def prepare(tf: Any, cfg: Config, d: str) -> Work:
     check_crc_is_verified(tf, w.large, LARGE_RECORD_BYTES, w.path("bad_large"))
     # The inputs (and TensorFlow's modules) live for the whole run: move them out of the
     # collector's sight, or every collection, timed or not, would rescan them.
-    gc.collect()
-    gc.freeze()
+    h.freeze()
     return w
 
 

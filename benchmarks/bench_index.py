@@ -195,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         src = Path(d) / "input.tfrecord"
         with RecordWriter(src) as w:
             w.write_many(records)
-        gc.collect()
-        gc.freeze()  # the records live for the whole run: keep them out of every collection
+        h.freeze()
         results, sizes = bench(cfg, Path(d), records, src)
         print(h.versus_table(results, "no index"))
         share = sizes["index_bytes"] / sizes["data_bytes"]

@@ -26,7 +26,6 @@ Progress goes to stderr, the report (a markdown table) to stdout. See benchmarks
 
 from __future__ import annotations
 
-import gc
 import itertools
 import os
 import sys
@@ -522,8 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_ingest_", dir="/tmp") as d:
         inp = make_inputs(cfg, Path(d), SeedsWay(tf), chosen)
         print("- inputs: " + "; ".join(inp.describe()) + "\n", flush=True)
-        gc.collect()
-        gc.freeze()  # the inputs and TensorFlow's modules live for the whole run: out of every collection
+        h.freeze()
         for section in sections_of(inp, cfg, chosen):
             outcome = run_section(cfg, section)
             outcomes[section.key] = outcome

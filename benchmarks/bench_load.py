@@ -195,8 +195,7 @@ def check_exact(cat: Catalog, name: str, run: Run) -> tuple[bool, str]:
         "rows exact": rows == want,
         "totals": info.records == total and info.shard_count == total and info.version == total + 1,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("; ".join(checks) + ": all passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks)
 
 
 @dataclass

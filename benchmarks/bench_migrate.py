@@ -710,8 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)
     rows = h.labeled_rows(cfg.records)
-    gc.collect()
-    gc.freeze()  # the rows and TensorFlow's modules live for the whole run: keep them out of every collection
+    h.freeze()
     results: list[h.Versus] = []
     profiles: dict[str, Callable[[], str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_migrate_", dir="/tmp") as d, ExitStack() as stack:

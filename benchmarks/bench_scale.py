@@ -37,12 +37,10 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from typer.testing import CliRunner
 
 import catalog
 from benchmarks import harness as h
 from catalog import Catalog, Dataset
-from catalog.cli import app
 
 # Server settings for the throwaway cluster unless --pg-fast: a durable commit, like SQLite's FULL.
 DURABLE_PG = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
@@ -235,8 +233,7 @@ def check_exact(cat: Catalog, name: str, procs: int, commits: int) -> tuple[bool
         "totals": info.records == total and info.shard_count == total and info.version == total + 1,
         "verify": vr.ok and vr.checked == total,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("; ".join(checks) + ": all passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks)
 
 
 @dataclass
@@ -487,7 +484,7 @@ def report_cli(cfg: Config, root: Path, children: dict[str, list[Child]], report
                 f"catalog.cli alone: {h.ms(floor)} (same rounds)",
                 {"times": [c.seconds for c in children[label]], "floor": floor},
             ),
-            profile=profile_cli(root, label.split()),
+            profile=h.cli_in_process(root, *label.split()),
             what=f"`catalog {label}` in-process through typer's CliRunner (fresh Catalog.open included)",
         )
     report_show_json(cfg, root, children, floor, report)
@@ -499,7 +496,7 @@ def report_show_json(cfg: Config, root: Path, children: dict[str, list[Child]], 
     total_s = statistics.median(c.seconds for c in big_json)
     rss, rss_small = max(c.peak_rss_mib for c in big_json), max(c.peak_rss_mib for c in small_json)
     floor_rss = statistics.median(c.peak_rss_mib for c in children["floor"])
-    profile = profile_cli(root, ["show", "big", "--json"])
+    profile = h.cli_in_process(root, "show", "big", "--json")
     report.add(
         h.Result(
             "b",
@@ -586,15 +583,6 @@ def profile_library(root: Path, label: str) -> Callable[[], object]:
                 return cat.list()
             ds = cat.dataset("big")
             return ds.info() if "info" in label else ds.files()
-
-    return run
-
-
-def profile_cli(root: Path, args: list[str]) -> Callable[[], object]:
-    def run() -> object:
-        res = CliRunner().invoke(app, ["--catalog", str(root), *args])
-        h.check(res.exit_code == 0, f"catalog {' '.join(args)}: {res.output[-300:]}")
-        return len(res.stdout)
 
     return run
 

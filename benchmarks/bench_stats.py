@@ -592,8 +592,7 @@ def run_all(cfg: Config, work: Path, chosen: set[str]) -> dict[str, Outcome]:
     print("- inputs: " + ("; ".join(inp.describe()) or "tensors only") + "\n", flush=True)
     runs = work / "runs"
     runs.mkdir()
-    gc.collect()
-    gc.freeze()  # the inputs live for the whole run: out of every collection
+    h.freeze()
     return {case.key: run_case(cfg, case, runs) for case in cases_of(inp, cfg, chosen)}
 
 

@@ -415,6 +415,37 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list
     return times, out
 
 
+def freeze() -> None:
+    """Collect, then move what is left (the inputs, TensorFlow's modules: what lives for the whole
+    run) out of every later collection, so the timed runs' collections do not walk it."""
+    gc.collect()
+    gc.freeze()
+
+
+def verdict(checks: dict[str, bool], passed: str = "") -> tuple[bool, str]:
+    """(every check true, the words for it): ``passed`` (or the checks' names) or the failed ones."""
+    bad = [k for k, ok in checks.items() if not ok]
+    return not bad, (passed or "; ".join(checks) + ": all passed") if not bad else "FAILED: " + ", ".join(bad)
+
+
+def cli_in_process(root: Path, *args: str) -> Callable[[], str]:
+    """``catalog --catalog root ARGS`` in this process through typer's CliRunner (Catalog.open
+    included in every call); returns its stdout, stops the run if it fails."""
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    runner = CliRunner()
+    argv = ["--catalog", str(root), *args]
+
+    def run() -> str:
+        res = runner.invoke(app, argv)
+        check(res.exit_code == 0, f"catalog {' '.join(args)} exited {res.exit_code}: {res.output[-500:]}")
+        return res.stdout
+
+    return run
+
+
 def profile_run(
     prepare: Callable[[], object],
     settle: Callable[[], object],
