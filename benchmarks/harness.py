@@ -1,12 +1,14 @@
-"""The benchmarks' shared harness: the one module every benchmark imports.
+"""The benchmarks' shared harness: the one module every benchmark imports (``from benchmarks
+import harness as h``), so that a benchmark module holds its own cases only.
 
 Output (progress on stderr, the report on stdout), the machine header, options and the JSON
-report, timing (interleaved rounds in a rotating order, cProfile), the two result tables
-(catalog against a peer, and the measured/target table), the shared workloads, TensorFlow as
-the peer, worker processes started behind a common start line, and throwaway servers
-(PostgreSQL from the machine's own binaries, moto's S3: those of the test suite,
-``tests/servers.py``). It uses the catalog's public API only, except ``skip_shard_fsync``
-(see there).
+report, timing (interleaved rounds in a rotating order, with a warm-up, ``race``, or without,
+``alternate``; a contender with a new output every run, ``Side``; cProfile), the two result
+tables (catalog against a peer, and the measured/target table), the shared workloads,
+TensorFlow as the peer, the CLI in process, worker processes started behind a common start
+line, and throwaway servers (PostgreSQL from the machine's own binaries, moto's S3: those of
+the test suite, ``tests/servers.py``). It uses the catalog's public API only, except
+``skip_shard_fsync`` (see there).
 """
 
 from __future__ import annotations
