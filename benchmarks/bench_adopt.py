@@ -28,7 +28,6 @@ import gc
 import hashlib
 import itertools
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -40,28 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import (
-    MIB,
-    WORDS,
-    Contender,
-    Racing,
-    Versus,
-    arg_parser,
-    cache_tree,
-    check,
-    chosen_config,
-    dist_version,
-    log,
-    machine_header,
-    median_line,
-    print_header,
-    profile_text,
-    versus,
-    versus_missed,
-    versus_profiles,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Commit, Dataset, RecordWriter
 from catalog.executors import open_executor
 from catalog.tfrecord.example import encode_example
@@ -80,18 +58,15 @@ SCHEMA: dict[str, Any] = {
 FRAMING = 16  # bytes a record takes in a TFRecord file besides its payload (length, 2 CRCs)
 INDEX_ENTRY = 8  # bytes a record takes in a record index
 OWNER_MARKER = ".catalog-owner"
-READ_CHUNK = 4 * MIB  # the bare read's chunk: verify's (catalog.storage.files.CHECKSUM_CHUNK)
+READ_CHUNK = 4 * h.MIB  # the bare read's chunk: verify's (catalog.storage.files.CHECKSUM_CHUNK)
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 
 
 @dataclass
-class Config(Racing):
+class Config(h.Racing):
     total_bytes: int  # the folder's size, about
     files: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds
-    max_rounds: int = 9
     workers: tuple[int, ...] = (1, 2)
 
 
@@ -127,18 +102,18 @@ def file_stats(paths: list[str]) -> dict[str, tuple[int, int, int, int]]:
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
+    sha = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
         while chunk := f.read(16 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+            sha.update(chunk)
+    return sha.hexdigest()
 
 
 def text_values(rng: np.random.Generator, start: int, n: int) -> list[bytes]:
     lengths = rng.integers(2, 9, n).tolist()
-    words = len(WORDS)
+    words = len(h.WORDS)
     return [
-        (" ".join(WORDS[(start + i + j) % words] for j in range(lengths[i])) + f" #{start + i}").encode()
+        (" ".join(h.WORDS[(start + i + j) % words] for j in range(lengths[i])) + f" #{start + i}").encode()
         for i in range(n)
     ]
 
@@ -177,8 +152,10 @@ def check_unchanged(folder: Folder, when: str) -> None:
     """The adopted files are the very files written: same size, mtime, inode and link count."""
     now = file_stats(sorted(folder.records))
     for p, before in folder.stats.items():
-        check(now[p] == before, f"{when}: {p} changed (size, mtime_ns, inode, links) {before} -> {now[p]}")
-    check(set(os.listdir(folder.path)) == {os.path.basename(p) for p in folder.records}, f"{when}: the folder's files")
+        h.check(now[p] == before, f"{when}: {p} changed (size, mtime_ns, inode, links) {before} -> {now[p]}")
+    h.check(
+        set(os.listdir(folder.path)) == {os.path.basename(p) for p in folder.records}, f"{when}: the folder's files"
+    )
 
 
 # --------------------------------------------------------------------------- disk use
@@ -235,20 +212,20 @@ def measure_area(cat: Catalog, commit: Commit, folder: Folder) -> DataArea:
     copied nothing: every shard adopted in place at its file, the area holding one record index
     per shard (8 bytes a record) and the catalog's marker, and no other file."""
     root = cat.data_root
-    check(commit.shard_count == len(folder.records), f"{commit.shard_count} shards for {len(folder.records)} files")
+    h.check(commit.shard_count == len(folder.records), f"{commit.shard_count} shards for {len(folder.records)} files")
     indexes = {}
     for s in commit.shards:
-        check(s.location is not None and s.location in folder.records, f"shard {s.relpath} not adopted in place")
-        check(s.records == folder.records[str(s.location)], f"{s.location}: {s.records} records registered")
+        h.check(s.location is not None and s.location in folder.records, f"shard {s.relpath} not adopted in place")
+        h.check(s.records == folder.records[str(s.location)], f"{s.location}: {s.records} records registered")
         indexes[os.path.relpath(cat.store.index_url(s.relpath), root)] = s.records * INDEX_ENTRY
     area = usage_of(root)
     extra = sorted(set(area.names) - set(indexes) - {OWNER_MARKER})
-    check(not extra, f"files in the data area besides the record indexes and {OWNER_MARKER}: {extra[:5]}")
-    check(OWNER_MARKER in area.names, f"no {OWNER_MARKER} in the data area")
+    h.check(not extra, f"files in the data area besides the record indexes and {OWNER_MARKER}: {extra[:5]}")
+    h.check(OWNER_MARKER in area.names, f"no {OWNER_MARKER} in the data area")
     idx = usage_of(root, [str(root / rel) for rel in sorted(indexes)])
     for rel, size in indexes.items():
         got = os.lstat(root / rel).st_size
-        check(got == size, f"record index {rel}: {got} bytes for {size // INDEX_ENTRY} records")
+        h.check(got == size, f"record index {rel}: {got} bytes for {size // INDEX_ENTRY} records")
     marker = usage_of(root, [str(root / OWNER_MARKER)])
     return DataArea(area, idx, marker, usage_of(cat.root))
 
@@ -292,8 +269,8 @@ class Cache:
         if self.cold:
             drop_caches()
             return
-        cache_tree(self.folder.path)  # also what another process may have pushed out since
-        cache_tree(self.reference.data_root)
+        h.cache_tree(self.folder.path)  # also what another process may have pushed out since
+        h.cache_tree(self.reference.data_root)
         os.sync()  # the last run's writes on disk: no write-back lands in the next timed run
 
 
@@ -317,28 +294,21 @@ class AdoptSide:
 
     def finish(self, out: object, _first: bool) -> None:
         assert isinstance(out, Commit) and self.cat is not None
-        check(out.records == self.folder.total_records, f"adopt registered {out.records:,} records")
+        h.check(out.records == self.folder.total_records, f"adopt registered {out.records:,} records")
         self.areas.append(measure_area(self.cat, out, self.folder))
         check_unchanged(self.folder, f"after an adoption with {self.workers} worker(s)")
         self.discard()
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = self.ds = None
 
-    def contender(self) -> Contender:
-        return Contender(run=self.run, prepare=self.prepare, finish=self.finish, settle=self.cache.settle)
+    def contender(self) -> h.Contender:
+        return h.Contender(run=self.run, prepare=self.prepare, finish=self.finish, settle=self.cache.settle)
 
     def profile(self) -> str:
         """One adoption under cProfile, into a new catalog made (and the cache settled) outside it."""
-        self.prepare()
-        self.cache.settle()
-        try:
-            return profile_text(self.run)
-        finally:
-            self.discard()
+        return h.profile_run(self.prepare, self.cache.settle, self.run, self.discard)
 
 
 class VerifySide:
@@ -359,18 +329,18 @@ class VerifySide:
     def finish(self, out: object, _first: bool) -> None:
         report: Any = out
         n = len(self.folder.records)
-        check(report.ok and not report.problems, f"verify reports problems: {report.problems[:3]}")
-        check(report.checked == n and report.bytes == self.folder.bytes, f"verify checked {report.checked} shards")
-        check(not report.not_indexed, "verify: shards without a record index")
+        h.check(report.ok and not report.problems, f"verify reports problems: {report.problems[:3]}")
+        h.check(report.checked == n and report.bytes == self.folder.bytes, f"verify checked {report.checked} shards")
+        h.check(not report.not_indexed, "verify: shards without a record index")
         assert self.cat is not None
         self.cat.close()
         self.cat = None
 
-    def contender(self) -> Contender:
-        return Contender(run=self.run, prepare=self.prepare, finish=self.finish, settle=self.cache.settle)
+    def contender(self) -> h.Contender:
+        return h.Contender(run=self.run, prepare=self.prepare, finish=self.finish, settle=self.cache.settle)
 
 
-def bare_read(folder: Folder, cache: Cache) -> Contender:
+def bare_read(folder: Folder, cache: Cache) -> h.Contender:
     """Context: every file read once as verify reads it (4 MiB ``readinto`` one buffer), nothing checked."""
     buf = bytearray(READ_CHUNK)
     view = memoryview(buf)
@@ -381,10 +351,10 @@ def bare_read(folder: Folder, cache: Cache) -> Contender:
             with open(p, "rb", buffering=0) as f:
                 while k := f.readinto(view):
                     n += k
-        check(n == folder.bytes, f"read {n} bytes")
+        h.check(n == folder.bytes, f"read {n} bytes")
         return n
 
-    return Contender(run=run, settle=cache.settle)
+    return h.Contender(run=run, settle=cache.settle)
 
 
 # --------------------------------------------------------------------------- the runs
@@ -414,15 +384,15 @@ def make_reference(work: Path, folder: Folder) -> Reference:
         seconds = time.perf_counter() - t0
         os.sync()
         free_drop = free0 - free_bytes(work)
-        check(commit.records == folder.total_records, f"adopt registered {commit.records:,} records")
+        h.check(commit.records == folder.total_records, f"adopt registered {commit.records:,} records")
         info = ds.info()
-        check(info.records == folder.total_records and info.bytes == folder.bytes, "the adopted dataset's totals")
+        h.check(info.records == folder.total_records and info.bytes == folder.bytes, "the adopted dataset's totals")
         area = measure_area(cat, commit, folder)
         report = cat.verify()
-        check(report.ok and report.checked == len(folder.records), f"verify after adopt: {report.problems[:3]}")
-        check(not report.not_indexed, "verify: shards without a record index")
+        h.check(report.ok and report.checked == len(folder.records), f"verify after adopt: {report.problems[:3]}")
+        h.check(not report.not_indexed, "verify: shards without a record index")
     check_unchanged(folder, "after the reference adoption")
-    log(
+    h.log(
         f"[check] adopted {commit.records:,} records in {commit.shard_count} files ({seconds:.2f} s, untimed); "
         f"verify ok; data area {area.area.files} files, {area.area.on_disk:,} bytes on disk"
     )
@@ -431,7 +401,7 @@ def make_reference(work: Path, folder: Folder) -> Reference:
 
 @dataclass
 class Outcome:
-    rows: list[Versus]
+    rows: list[h.Versus]
     seconds: dict[str, list[float]]  # side -> seconds of its timed runs
     areas: list[DataArea]
 
@@ -439,7 +409,7 @@ class Outcome:
 def run_pair(cfg: Config, work: Path, folder: Folder, ref: Reference, workers: int, cache: Cache) -> Outcome:
     """adopt against verify (and, with 1 worker, a bare read) with ``workers`` and ``cache``."""
     key = f"{cache.name}-{workers}"
-    log(f"[{key}] adopt vs verify, {workers} worker(s), {cache.name} page cache ...")
+    h.log(f"[{key}] adopt vs verify, {workers} worker(s), {cache.name} page cache ...")
     started = time.perf_counter()
     adopt = AdoptSide(work, folder, workers, cache)
     sides = {"adopt": adopt.contender(), "verify": VerifySide(ref.root, folder, workers, cache).contender()}
@@ -448,17 +418,15 @@ def run_pair(cfg: Config, work: Path, folder: Folder, ref: Reference, workers: i
     t = cfg.race(sides)
     default = " (the default)" if workers == 1 else ""
     label = f"{cache.name} page cache, {workers} worker{'s' if workers > 1 else ''}{default}"
-    rows = [versus(key, f"{label}: `adopt` vs `verify`", "MB/s", folder.bytes, t["adopt"], t["verify"], target=TARGET)]
+    rows = [
+        h.versus(key, f"{label}: `adopt` vs `verify`", "MB/s", folder.bytes, t["adopt"], t["verify"], target=TARGET)
+    ]
     if "bare read" in t:
         rows.append(
-            versus(f"{key} (read)", f"(info) {label}: `adopt` vs a bare read", "MB/s", folder.bytes, t["adopt"],
+            h.versus(f"{key} (read)", f"(info) {label}: `adopt` vs a bare read", "MB/s", folder.bytes, t["adopt"],
                    t["bare read"])
         )  # fmt: skip
-    head = rows[0]
-    log(
-        f"[{key}] {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} rounds) "
-        f"in {time.perf_counter() - started:.0f} s"
-    )
+    h.log_race(key, rows[0], started)
     return Outcome(rows, {side: t[side].times for side in t}, adopt.areas)
 
 
@@ -506,13 +474,13 @@ def print_disk(folder: Folder, ref: Reference, outcomes: dict[str, Outcome]) -> 
         f"`{OWNER_MARKER}`, and no other file; the {len(folder.records)} files keep their size, mtime_ns, "
         f"inode and link count (no copy, no hard link, no rewrite); sha256 of `{folder.sample.name}` "
         f"unchanged at the end. Bytes copied: 0. The file system's free space fell by "
-        f"{ref.free_drop / MIB:,.1f} MiB across the reference adoption (`statvfs` after `os.sync()`; "
+        f"{ref.free_drop / h.MIB:,.1f} MiB across the reference adoption (`statvfs` after `os.sync()`; "
         f"the whole file system, so other writers on the machine count too)."
     )
 
 
-def print_results(results: list[Versus], outcomes: dict[str, Outcome], cold_note: str | None, elapsed: float) -> None:
-    table = versus_table(results, "verify").splitlines()
+def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], cold_note: str | None, elapsed: float) -> None:
+    table = h.versus_table(results, "verify").splitlines()
     table[0] = "| benchmark | adopt | verify | speed ratio adopt / verify | target | met? |"
     print("\n".join(table))
     print(
@@ -523,23 +491,20 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], cold_note
         + (f" Cold rows skipped: {cold_note}." if cold_note else "")
         + f" Total time {elapsed:.0f} s."
     )
-    print("\nfrom the medians instead of the best rounds (rounds in parentheses): " + median_line(results))
+    h.print_medians(results, gauge=False)
     print("\nSeconds per run (`time.perf_counter`):\n")
     print(seconds_table(outcomes))
 
 
 def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> dict[str, Any]:
-    info = machine_header(numpy=np.__version__, crc32c=dist_version("crc32c"), sqlalchemy=dist_version("SQLAlchemy"))
     n = folder.total_records
-    print_header(
+    return h.start_report(
         "TFRecord Catalog: `adopt` against `verify` on the same bytes",
-        info,
-        f"catalogs and the folder on {info['tmp_fs']}",
+        dict(numpy=np.__version__, crc32c=h.dist_version("crc32c"), sqlalchemy=h.dist_version("SQLAlchemy")),
         f"mode: {'quick' if quick else 'full'}: {len(folder.records)} uncompressed TFRecord files, "
         f"{folder.bytes:,} bytes, {n:,} tf.train.Examples of {folder.bytes / n:,.0f} bytes a record (framed): "
         f"id, label int64, x float32[{X_LEN}] (random), text bytes (2-8 words)",
-        f"best of {cfg.repeats} to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) "
-        "after an untimed warm-up run of every side",
+        f"{cfg.rounds()} after an untimed warm-up run of every side",
         "both sides timed in this process as library calls: `Dataset.adopt([folder], executor=ex)` into a new "
         "catalog (made untimed) against `Catalog.verify(executor=ex)` of a catalog holding the same files adopted; "
         "`ex` opened inside the timer as the CLI's `--workers N` opens it, `open_executor('local', None, N, N)` "
@@ -547,27 +512,24 @@ def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> d
         "warm: the files (and the verified catalog's data area) read once and `os.sync()` untimed before every "
         "timed run; cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run"
         + (f" ({cold_note}: skipped)" if cold_note else ""),
+        where="catalogs and the folder",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "about 100 MB instead of 1 GB", "minimum timed rounds per row (default 5, 3 quick)",
-                        "the adopt side")  # fmt: skip
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "about 100 MB instead of 1 GB",
+                          "minimum timed rounds per row (default 5, 3 quick)", "the adopt side")  # fmt: skip
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_adopt_", dir="/tmp") as d:
         work = Path(d)
         t0 = time.perf_counter()
         folder = write_folder(cfg, work / "folder")
-        log(f"[folder] {len(folder.records)} files, {folder.bytes:,} bytes in {time.perf_counter() - t0:.1f} s")
+        h.log(f"[folder] {len(folder.records)} files, {folder.bytes:,} bytes in {time.perf_counter() - t0:.1f} s")
         cold_note = cold_unavailable()
         info = header(cfg, args.quick, folder, cold_note)
         ref = make_reference(work, folder)
-        cache_tree(folder.path)
-        gc.collect()
-        gc.freeze()
+        h.cache_tree(folder.path)
+        h.freeze()
         outcomes: dict[str, Outcome] = {}
         profiles: dict[str, Callable[[], str]] = {}
         for cold in (False, True) if cold_note is None else (False,):
@@ -578,18 +540,18 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes[key] = out
                 profiles[key] = AdoptSide(work, folder, workers, cache).profile
         check_unchanged(folder, "at the end")
-        check(sha256_of(folder.sample) == folder.sha256, f"{folder.sample}: its sha256 changed")
+        h.check(sha256_of(folder.sample) == folder.sha256, f"{folder.sample}: its sha256 changed")
         results = [r for o in outcomes.values() for r in o.rows]
         src = usage_of(folder.path, sorted(folder.records))
         elapsed = time.perf_counter() - started
         print_results(results, outcomes, cold_note, elapsed)
         print_disk(folder, ref, outcomes)
-        versus_missed(results)
-        texts = versus_profiles(
+        h.versus_missed(results)
+        texts = h.versus_profiles(
             args.profile, results, profiles, "cProfile of one `adopt`; with 2 workers it sees this process only"
         )
     if args.json:
-        write_report(
+        h.write_report(
             args.json, info, args.quick, cfg, [r.to_json() for r in results],
             seconds={k: o.seconds for k, o in outcomes.items()},
             disk={"folder": src.to_json(), "reference": ref.area.to_json(),

@@ -29,41 +29,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlalchemy
 from crc32c import crc32c
-from typer.testing import CliRunner
 
-from benchmarks.harness import (
-    MIB,
-    TEXT_SCHEMA,
-    TEXT_VEC,
-    Report,
-    Result,
-    arg_parser,
-    bulk_shards,
-    check,
-    dist_version,
-    import_tensorflow,
-    log,
-    machine_header,
-    ms,
-    opened,
-    page_cache,
-    print_header,
-    rotation,
-    run_workers,
-    text_rows,
-    timed,
-    usable_cpus,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset, Schema, read_record_batches, read_records
-from catalog.cli import app
 from catalog.storage import fsync_dir
 
 ROWS_PER_APPEND = 100
@@ -203,37 +178,37 @@ def append_series(cfg: Config, ds: Dataset, rows: list[dict[str, Any]], probe: D
         if (i + 1) % PROBE_EVERY == 0:
             s.probes.append((i + 1, probe()))
         if (i + 1) % 2000 == 0:
-            log(f"  ... {i + 1:,} commits, last 100 median {ms(statistics.median(s.lat[-100:]))}")
+            h.log(f"  ... {i + 1:,} commits, last 100 median {h.ms(statistics.median(s.lat[-100:]))}")
     s.wall = time.perf_counter() - started
-    check(commit.version == cfg.commits + 1, f"dataset version {commit.version} after {cfg.commits} commits")
-    check(commit.total_records == cfg.commits * ROWS_PER_APPEND, "record total after the appends")
-    check(commit.shard_count == 1, "one shard per 100-row append")
+    h.check(commit.version == cfg.commits + 1, f"dataset version {commit.version} after {cfg.commits} commits")
+    h.check(commit.total_records == cfg.commits * ROWS_PER_APPEND, "record total after the appends")
+    h.check(commit.shard_count == 1, "one shard per 100-row append")
     return s
 
 
-def report_head(cfg: Config, s: Series, report: Report, profile: Callable[[], object]) -> None:
+def report_head(cfg: Config, s: Series, report: h.Report, profile: Callable[[], object]) -> None:
     head, head_cpu = statistics.median(s.lat[: cfg.head]), statistics.median(s.cpu[: cfg.head])
     all_probes = [t for _, t in s.probes]
     report.add(
-        Result(
+        h.Result(
             "1",
             f"disk probe: write 4 KiB + fsync + rename + fsync dir, after every {PROBE_EVERY}th commit (context)",
-            ms(statistics.median(all_probes)),
-            note=f"median of {len(all_probes)}, p90 {ms(pctl(all_probes, 90))}; during the first {cfg.head} commits "
-            f"{ms(s.probe_median(0, cfg.head))}. One append = one such publish + 2 SQLite WAL commits "
+            h.ms(statistics.median(all_probes)),
+            note=f"median of {len(all_probes)}, p90 {h.ms(pctl(all_probes, 90))}; during the first {cfg.head} commits "
+            f"{h.ms(s.probe_median(0, cfg.head))}. One append = one such publish + 2 SQLite WAL commits "
             "(synchronous=FULL)",
             data={"probes": s.probes},
         )
     )
     report.add(
-        Result(
+        h.Result(
             "1",
             f"durable {ROWS_PER_APPEND}-row append_rows, median of the first {cfg.head} commits",
-            ms(head),
+            h.ms(head),
             "<= 5 ms",
             head <= 0.005,
-            f"fsyncs included; p90 {ms(pctl(s.lat[: cfg.head], 90))}; CPU time (process_time) "
-            f"{ms(head_cpu)}, the rest is waiting on the disk. {APPEND_CONTEXT}",
+            f"fsyncs included; p90 {h.ms(pctl(s.lat[: cfg.head], 90))}; CPU time (process_time) "
+            f"{h.ms(head_cpu)}, the rest is waiting on the disk. {APPEND_CONTEXT}",
             {"median": head, "cpu_median": head_cpu},
         ),
         profile=profile,
@@ -241,22 +216,22 @@ def report_head(cfg: Config, s: Series, report: Report, profile: Callable[[], ob
     )
 
 
-def report_windows(cfg: Config, s: Series, report: Report, profile: Callable[[], object]) -> None:
+def report_windows(cfg: Config, s: Series, report: h.Report, profile: Callable[[], object]) -> None:
     windows, cpu_windows = s.windows(cfg, s.lat), s.windows(cfg, s.cpu)
     disk_windows = {m: s.probe_median(m - cfg.window, m) for m in cfg.milestones}
     first, last = cfg.milestones[0], cfg.milestones[-1]
     flat, cpu_flat = windows[last] / windows[first], cpu_windows[last] / cpu_windows[first]
     report.add(
-        Result(
+        h.Result(
             "1",
             f"median at commit {' / '.join(f'{m:,}' for m in cfg.milestones)} (window of {cfg.window} commits "
             "ending there)",
-            " / ".join(ms(windows[m]) for m in cfg.milestones),
+            " / ".join(h.ms(windows[m]) for m in cfg.milestones),
             "<= 5 ms each",
             all(v <= 0.005 for v in windows.values()),
-            f"CPU {' / '.join(ms(cpu_windows[m]) for m in cfg.milestones)}; disk probe in the same windows "
-            f"{' / '.join(ms(disk_windows[m]) for m in cfg.milestones)}; {cfg.commits:,} commits in {s.wall:.1f} s "
-            f"({cfg.commits / s.wall:,.0f}/s, probes included); p99 over all {ms(pctl(s.lat, 99))}",
+            f"CPU {' / '.join(h.ms(cpu_windows[m]) for m in cfg.milestones)}; disk probe in the same windows "
+            f"{' / '.join(h.ms(disk_windows[m]) for m in cfg.milestones)}; {cfg.commits:,} commits in {s.wall:.1f} s "
+            f"({cfg.commits / s.wall:,.0f}/s, probes included); p99 over all {h.ms(pctl(s.lat, 99))}",
             {
                 "windows": {str(k): v for k, v in windows.items()},
                 "cpu_windows": {str(k): v for k, v in cpu_windows.items()},
@@ -268,7 +243,7 @@ def report_windows(cfg: Config, s: Series, report: Report, profile: Callable[[],
         what="200 more durable 100-row append_rows on the same dataset",
     )
     report.add(
-        Result(
+        h.Result(
             "1",
             f"flat: median at commit {last:,} / at commit {first:,}",
             f"{flat:.2f}x",
@@ -286,32 +261,27 @@ def side_by_side(cfg: Config, tmp: Path, ds: Dataset, rows: list[dict[str, Any]]
     fresh catalog and (context) one in a catalog on tmpfs, where fsync costs nothing."""
     with ExitStack() as stack:
         fresh_cat = stack.enter_context(Catalog.init(tmp / "s1-fresh"))
-        sides = {"old": ds, "fresh": fresh_cat.register("events", TEXT_SCHEMA)}
+        sides = {"old": ds, "fresh": fresh_cat.register("events", h.TEXT_SCHEMA)}
         if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
             shm = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_catalog_", dir="/dev/shm"))
-            sides["tmpfs"] = stack.enter_context(Catalog.init(Path(shm) / "c")).register("events", TEXT_SCHEMA)
+            sides["tmpfs"] = stack.enter_context(Catalog.init(Path(shm) / "c")).register("events", h.TEXT_SCHEMA)
         for name in list(sides)[1:]:
             for _ in range(cfg.milestones[0]):
                 sides[name].append_rows(rows)
-        times: dict[str, list[float]] = {k: [] for k in sides}
-        for i in range(cfg.side_commits):
-            for k in rotation(list(sides), i):
-                t0 = time.perf_counter()
-                sides[k].append_rows(rows)
-                times[k].append(time.perf_counter() - t0)
-    return times
+        runs = {k: lambda _k, ds=ds: ds.append_rows(rows) for k, ds in sides.items()}
+        return h.alternate(runs, cfg.side_commits)[0]
 
 
-def report_side_by_side(cfg: Config, side: dict[str, list[float]], report: Report) -> None:
+def report_side_by_side(cfg: Config, side: dict[str, list[float]], report: h.Report) -> None:
     first, last = cfg.milestones[0], cfg.milestones[-1]
     m_old, m_fresh = statistics.median(side["old"]), statistics.median(side["fresh"])
     ratio = m_old / m_fresh
     report.add(
-        Result(
+        h.Result(
             "1",
             f"flat, side by side: append at commit {last + cfg.side_commits // 2:,} vs at commit "
             f"{first + cfg.side_commits // 2:,} (fresh catalog), alternating",
-            f"{ms(m_old)} vs {ms(m_fresh)} = {ratio:.2f}x",
+            f"{h.ms(m_old)} vs {h.ms(m_fresh)} = {ratio:.2f}x",
             f"<= {cfg.flat_limit:g}x",
             ratio <= cfg.flat_limit,
             f"medians of {cfg.side_commits} appends each, order rotating every round",
@@ -321,27 +291,27 @@ def report_side_by_side(cfg: Config, side: dict[str, list[float]], report: Repor
     if "tmpfs" in side:
         m_shm = statistics.median(side["tmpfs"])
         report.add(
-            Result(
+            h.Result(
                 "1",
                 "same append on tmpfs (/dev/shm, fsync free), in the same rotation (context)",
-                ms(m_shm),
+                h.ms(m_shm),
                 note=f"the catalog's own cost per durable append without disk waits; the disk adds "
-                f"{ms(max(m_fresh - m_shm, 0.0))} ({max(1 - m_shm / m_fresh, 0.0):.0%}) on the fresh /tmp catalog",
+                f"{h.ms(max(m_fresh - m_shm, 0.0))} ({max(1 - m_shm / m_fresh, 0.0):.0%}) on the fresh /tmp catalog",
                 data={"median": m_shm},
             )
         )
 
 
-def bench_appends(cfg: Config, tmp: Path, report: Report) -> None:
+def bench_appends(cfg: Config, tmp: Path, report: h.Report) -> None:
     cat = Catalog.init(tmp / "s1")
     report.catalogs.append(cat)  # the profile of a miss appends to `events` again
     probe = DiskProbe(tmp / "probe")
-    rows = text_rows(ROWS_PER_APPEND)
-    warm = cat.register("warmup", TEXT_SCHEMA)  # connections, caches, first-call costs: not on `events`
+    rows = h.text_rows(ROWS_PER_APPEND)
+    warm = cat.register("warmup", h.TEXT_SCHEMA)  # connections, caches, first-call costs: not on `events`
     for _ in range(10):
         warm.append_rows(rows)
         probe()
-    ds = cat.register("events", TEXT_SCHEMA)
+    ds = cat.register("events", h.TEXT_SCHEMA)
     series = append_series(cfg, ds, rows, probe)
 
     def profile() -> object:
@@ -357,8 +327,8 @@ def bench_appends(cfg: Config, tmp: Path, report: Report) -> None:
 
 def append_worker(start: Callable[[], None], root: str, name: str, wid: int, commits: int) -> list[float]:
     """One appending process: open the catalog, wait for the others, commit ``commits`` 100-row batches."""
-    rows = text_rows(ROWS_PER_APPEND, seed=wid + 1)
-    with opened(Path(root)) as cat:
+    rows = h.text_rows(ROWS_PER_APPEND, seed=wid + 1)
+    with h.opened(Path(root)) as cat:
         ds = cat.dataset(name)
         start()
         lat = []
@@ -372,7 +342,7 @@ def append_worker(start: Callable[[], None], root: str, name: str, wid: int, com
 def run_appenders(root: Path, name: str, procs: int, commits: int) -> tuple[float, list[float]]:
     """(wall seconds from the common start to the last process done, every commit's latency)."""
     jobs = [{"root": str(root), "name": name, "wid": w, "commits": commits} for w in range(procs)]
-    wall, results = run_workers("benchmarks.bench_catalog:append_worker", jobs)
+    wall, results = h.run_workers("benchmarks.bench_catalog:append_worker", jobs)
     return wall, [t for lat in results for t in lat]
 
 
@@ -392,36 +362,35 @@ def check_all_commits(cat: Catalog, name: str, procs: int, commits: int) -> tupl
         "files": len(ds.files()) == total and info.shard_count == total,
         "verify": vr.ok and vr.checked == total,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("all checks passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks, "all checks passed")
 
 
-def bench_concurrent(cfg: Config, tmp: Path, report: Report) -> None:
+def bench_concurrent(cfg: Config, tmp: Path, report: h.Report) -> None:
     root = tmp / "s2"
     with Catalog.init(root) as cat:
-        cat.register("solo", TEXT_SCHEMA)
-        cat.register("shared", TEXT_SCHEMA)
+        cat.register("solo", h.TEXT_SCHEMA)
+        cat.register("shared", h.TEXT_SCHEMA)
     # Side by side: one process with the same per-process work, then `procs` processes on one dataset.
     solo_wall, solo_lat = run_appenders(root, "solo", 1, cfg.proc_commits)
     wall, lat = run_appenders(root, "shared", cfg.procs, cfg.proc_commits)
     total = cfg.procs * cfg.proc_commits
     rate, solo_rate = total / wall, cfg.proc_commits / solo_wall
-    with opened(root) as cat:
+    with h.opened(root) as cat:
         ok, detail = check_all_commits(cat, "shared", cfg.procs, cfg.proc_commits)
         solo_ok, _ = check_all_commits(cat, "solo", 1, cfg.proc_commits)
     report.add(
-        Result(
+        h.Result(
             "2",
             f"{cfg.procs} processes x {cfg.proc_commits} durable 100-row appends, one dataset",
             f"{rate:,.0f} appends/s",
-            note=f"1 process, same run: {solo_rate:,.0f} appends/s (median {ms(statistics.median(solo_lat))}); "
-            f"{cfg.procs} procs / 1 proc = {rate / solo_rate:.2f}x on {usable_cpus()} CPUs; commit latency under "
-            f"contention p50 {ms(statistics.median(lat))}, p99 {ms(pctl(lat, 99))}, max {ms(max(lat))}",
+            note=f"1 process, same run: {solo_rate:,.0f} appends/s (median {h.ms(statistics.median(solo_lat))}); "
+            f"{cfg.procs} procs / 1 proc = {rate / solo_rate:.2f}x on {h.usable_cpus()} CPUs; commit latency under "
+            f"contention p50 {h.ms(statistics.median(lat))}, p99 {h.ms(pctl(lat, 99))}, max {h.ms(max(lat))}",
             data={"wall": wall, "rate": rate, "solo_rate": solo_rate, "latencies": lat, "solo_latencies": solo_lat},
         )
     )
     report.add(
-        Result(
+        h.Result(
             "2",
             f"all {total:,} concurrent commits present afterwards",
             "yes" if ok else "no",
@@ -435,23 +404,23 @@ def bench_concurrent(cfg: Config, tmp: Path, report: Report) -> None:
 # --------------------------------------------------------------------------- 3. a 100k-shard manifest
 
 
-def build_manifest(cfg: Config, root: Path, small_root: Path, report: Report) -> None:
+def build_manifest(cfg: Config, root: Path, small_root: Path, report: h.Report) -> None:
     """``cfg.shards`` one-record shards in ``big`` (and three small datasets, so `list` shows
     more than one row), ``cfg.small_shards`` in another catalog's ``small``."""
     with Catalog.init(root) as cat, Catalog.init(small_root) as small_cat:
-        big = cat.register("big", TEXT_SCHEMA)
-        small = small_cat.register("small", TEXT_SCHEMA)
+        big = cat.register("big", h.TEXT_SCHEMA)
+        small = small_cat.register("small", h.TEXT_SCHEMA)
         for extra in ("aux-a", "aux-b", "aux-c"):
-            cat.register(extra, TEXT_SCHEMA).append_rows(text_rows(10))
-        record = big.schema.encode(text_rows(1)[0])
+            cat.register(extra, h.TEXT_SCHEMA).append_rows(h.text_rows(10))
+        record = big.schema.encode(h.text_rows(1)[0])
         t0 = time.perf_counter()
-        n_commits = bulk_shards(big, record, cfg.shards, cfg.shards_per_commit)
+        n_commits = h.bulk_shards(big, record, cfg.shards, cfg.shards_per_commit)
         build = time.perf_counter() - t0
-        bulk_shards(small, record, cfg.small_shards, cfg.small_shards)
-        check(big.info().shard_count == cfg.shards and len(big.files()) == cfg.shards, "big manifest shard count")
-    db_mib = sum(p.stat().st_size for p in root.glob("catalog.db*")) / MIB
+        h.bulk_shards(small, record, cfg.small_shards, cfg.small_shards)
+        h.check(big.info().shard_count == cfg.shards and len(big.files()) == cfg.shards, "big manifest shard count")
+    db_mib = sum(p.stat().st_size for p in root.glob("catalog.db*")) / h.MIB
     report.add(
-        Result(
+        h.Result(
             "3",
             f"setup: {cfg.shards:,} one-record shards via Writer, {cfg.shards_per_commit:,} per commit",
             f"{build:.1f} s",
@@ -460,19 +429,6 @@ def build_manifest(cfg: Config, root: Path, small_root: Path, report: Report) ->
             data={"seconds": build, "commits": n_commits},
         )
     )
-
-
-def cli_runner(root: Path, *args: str) -> Callable[[], str]:
-    """The CLI in this process, through typer's CliRunner (Catalog.open included in every call)."""
-    runner = CliRunner()
-    argv = ["--catalog", str(root), *args]
-
-    def run() -> str:
-        res = runner.invoke(app, argv)
-        check(res.exit_code == 0, f"catalog {' '.join(args)} exited {res.exit_code}: {res.output[-500:]}")
-        return res.stdout
-
-    return run
 
 
 def show_json(ds: Dataset) -> Callable[[], str]:
@@ -487,29 +443,29 @@ def show_json(ds: Dataset) -> Callable[[], str]:
     return run
 
 
-def bench_queries(cfg: Config, root: Path, cat: Catalog, ds: Dataset, report: Report) -> None:
+def bench_queries(cfg: Config, root: Path, cat: Catalog, ds: Dataset, report: h.Report) -> None:
     n = cfg.shards
     cases: list[tuple[str, str, Callable[[], object], float]] = [
         ("`list`: Catalog.list()", "lib", cat.list, 1.0),
         ("`show --no-shards`: Dataset.info()", "lib", ds.info, 1.0),
         ("Dataset.files()", "lib", ds.files, 1.0),
         ("`show --json`: info + shards + json.dumps", "lib", show_json(ds), 2.0),
-        ("`catalog list`", "CliRunner", cli_runner(root, "list"), 1.0),
-        ("`catalog show big --no-shards`", "CliRunner", cli_runner(root, "show", "big", "--no-shards"), 1.0),
-        ("`catalog show big --json`", "CliRunner", cli_runner(root, "show", "big", "--json"), 2.0),
+        ("`catalog list`", "CliRunner", h.cli_in_process(root, "list"), 1.0),
+        ("`catalog show big --no-shards`", "CliRunner", h.cli_in_process(root, "show", "big", "--no-shards"), 1.0),
+        ("`catalog show big --json`", "CliRunner", h.cli_in_process(root, "show", "big", "--json"), 2.0),
     ]
     outputs: dict[str, object] = {}
     for label, how, fn, limit in cases:
-        times, outputs[label] = timed(fn, cfg.query_repeats)
+        times, outputs[label] = h.timed(fn, cfg.query_repeats)
         med = statistics.median(times)
         report.add(
-            Result(
+            h.Result(
                 "3",
                 f"{label} at {n:,} shards ({how})",
-                ms(med),
+                h.ms(med),
                 f"< {limit:g} s",
                 med < limit,
-                f"median of {len(times)} after a warm-up call; max {ms(max(times))}"
+                f"median of {len(times)} after a warm-up call; max {h.ms(max(times))}"
                 + ("; includes Catalog.open per call" if how == "CliRunner" else ""),
                 {"times": times},
             ),
@@ -517,13 +473,13 @@ def bench_queries(cfg: Config, root: Path, cat: Catalog, ds: Dataset, report: Re
             what=f"one call of {label} ({how})",
         )
     files = outputs["Dataset.files()"]
-    check(isinstance(files, list) and len(files) == n and os.path.isfile(files[-1]), "files() lists every shard")
+    h.check(isinstance(files, list) and len(files) == n and os.path.isfile(files[-1]), "files() lists every shard")
     doc = json.loads(str(outputs["`show --json`: info + shards + json.dumps"]))
-    check(len(doc["shards"]) == n and doc["shard_count"] == n, "show --json document has every shard")
-    check(
+    h.check(len(doc["shards"]) == n and doc["shard_count"] == n, "show --json document has every shard")
+    h.check(
         len(json.loads(str(outputs["`catalog show big --json`"]))["shards"]) == n, "CLI show --json lists every shard"
     )
-    check("big" in str(outputs["`catalog list`"]), "CLI list shows the dataset")
+    h.check("big" in str(outputs["`catalog list`"]), "CLI list shows the dataset")
 
 
 def catalog_command() -> list[str]:
@@ -536,7 +492,7 @@ def catalog_command() -> list[str]:
 FLOOR = "import catalog, catalog.cli"
 
 
-def bench_subprocess_cli(cfg: Config, root: Path, tmp: Path, report: Report) -> None:
+def bench_subprocess_cli(cfg: Config, root: Path, tmp: Path, report: h.Report) -> None:
     """The real end-to-end latency: a new process per command (interpreter start and imports
     included), the commands interleaved round by round with a bare start-up floor."""
     base = [*catalog_command(), "--catalog", str(root)]
@@ -554,55 +510,48 @@ def bench_subprocess_cli(cfg: Config, root: Path, tmp: Path, report: Report) -> 
                 t0 = time.perf_counter()
                 proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE)
                 dt = time.perf_counter() - t0
-            check(proc.returncode == 0, f"{label}: {proc.stderr.decode()[-500:]}")
+            h.check(proc.returncode == 0, f"{label}: {proc.stderr.decode()[-500:]}")
             if label.endswith("--json"):
                 shards = json.loads(out_path.read_text())["shards"]
-                check(len(shards) == cfg.shards, "subprocess show --json lists every shard")
+                h.check(len(shards) == cfg.shards, "subprocess show --json lists every shard")
             if rnd:
                 times[label].append(dt)
     floor = statistics.median(times["floor"])
     for label, _, limit in commands[1:]:
         med = statistics.median(times[label])
         report.add(
-            Result(
+            h.Result(
                 "3",
                 f"`catalog {label}` at {cfg.shards:,} shards (subprocess)",
-                ms(med),
+                h.ms(med),
                 f"< {limit:g} s",
                 med < limit,
-                f"median of {len(times[label])} runs after a warm-up run, max {ms(max(times[label]))}; starting "
-                f"Python and running `{FLOOR}` alone takes {ms(floor)} (same rounds)",
+                f"median of {len(times[label])} runs after a warm-up run, max {h.ms(max(times[label]))}; starting "
+                f"Python and running `{FLOOR}` alone takes {h.ms(floor)} (same rounds)",
                 {"times": times[label], "startup_floor": times["floor"]},
             )
         )
 
 
-def bench_big_vs_small(cfg: Config, big: Dataset, small: Dataset, report: Report) -> None:
+def bench_big_vs_small(cfg: Config, big: Dataset, small: Dataset, report: h.Report) -> None:
     """Append latency at n shards vs at ~100 shards: alternate the two catalogs, rotating the order."""
-    rows = text_rows(ROWS_PER_APPEND)
+    rows = h.text_rows(ROWS_PER_APPEND)
     sides = {"big": big, "small": small}
     for d in sides.values():  # warm-up
         d.append_rows(rows)
-    lat: dict[str, list[float]] = {k: [] for k in sides}
-    cpu: dict[str, list[float]] = {k: [] for k in sides}
-    for i in range(cfg.ab_commits):
-        for k in rotation(list(sides), i):
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            sides[k].append_rows(rows)
-            lat[k].append(time.perf_counter() - t0)
-            cpu[k].append(time.process_time() - c0)
+    runs = {k: lambda _k, ds=ds: ds.append_rows(rows) for k, ds in sides.items()}
+    lat, cpu = h.alternate(runs, cfg.ab_commits)
     mb, msm = statistics.median(lat["big"]), statistics.median(lat["small"])
     cb, cs = statistics.median(cpu["big"]), statistics.median(cpu["small"])
     report.add(
-        Result(
+        h.Result(
             "3",
             f"durable 100-row append at {cfg.shards:,} shards vs at {cfg.small_shards} shards",
-            f"{ms(mb)} vs {ms(msm)} = {mb / msm:.2f}x",
+            f"{h.ms(mb)} vs {h.ms(msm)} = {mb / msm:.2f}x",
             "<= 1.5x",
             mb / msm <= 1.5,
-            f"medians of {cfg.ab_commits} appends each, alternating the two catalogs; CPU time {ms(cb)} vs "
-            f"{ms(cs)} = {cb / cs:.2f}x",
+            f"medians of {cfg.ab_commits} appends each, alternating the two catalogs; CPU time {h.ms(cb)} vs "
+            f"{h.ms(cs)} = {cb / cs:.2f}x",
             {
                 "big": lat["big"],
                 "small": lat["small"],
@@ -616,7 +565,7 @@ def bench_big_vs_small(cfg: Config, big: Dataset, small: Dataset, report: Report
     )
 
 
-def bench_manifest(cfg: Config, tmp: Path, report: Report) -> None:
+def bench_manifest(cfg: Config, tmp: Path, report: h.Report) -> None:
     root, small_root = tmp / "s3", tmp / "s3-small"
     build_manifest(cfg, root, small_root, report)
     # Fresh handles, as a new process would have them; kept open for the profiles of misses.
@@ -634,7 +583,7 @@ def bench_manifest(cfg: Config, tmp: Path, report: Report) -> None:
 def write_jsonl(path: Path, n: int) -> int:
     with open(path, "w", encoding="utf-8") as f:
         for start in range(0, n, 10_000):
-            for row in text_rows(min(10_000, n - start), seed=start + 7, start=start):
+            for row in h.text_rows(min(10_000, n - start), seed=start + 7, start=start):
                 f.write(json.dumps(row) + "\n")
     return path.stat().st_size
 
@@ -667,66 +616,56 @@ def seeds_ingest(tf: Any) -> Callable[[Path, Path], int]:
     return ingest
 
 
-def ingest_rounds(cfg: Config, contenders: dict[str, Callable[[], Any]]) -> tuple[dict[str, list[float]], Any]:
-    """Interleaved rounds in a rotating order; returns the times and the catalog's last commit."""
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    last_commit: Any = None
-    for rnd in range(cfg.ingest_rounds):
-        for name in rotation(list(contenders), rnd):
-            gc.collect()
-            t0 = time.perf_counter()
-            out = contenders[name]()
-            times[name].append(time.perf_counter() - t0)
-            if name == "catalog":
-                last_commit = out
-            else:
-                check(out == cfg.jsonl_rows, "TF way wrote every row")
-    return times, last_commit
-
-
 def check_same_values(cfg: Config, commit: Any, tf_out: Path) -> None:
     """Same rows in, same values out."""
-    check(commit.records == cfg.jsonl_rows, "catalog ingested every row")
-    schema = Schema.from_json(TEXT_SCHEMA)
+    h.check(commit.records == cfg.jsonl_rows, "catalog ingested every row")
+    schema = Schema.from_json(h.TEXT_SCHEMA)
     ours = [r for s in commit.shards for b in read_record_batches(s.path) for r in b]
     theirs = list(read_records(str(tf_out)))
-    check(len(ours) == len(theirs) == cfg.jsonl_rows, "record counts")
+    h.check(len(ours) == len(theirs) == cfg.jsonl_rows, "record counts")
     a, b = schema.decode_batch(ours), schema.decode_batch(theirs)
-    for k in TEXT_SCHEMA["features"]:
-        check(np.array_equal(np.asarray(a[k]), np.asarray(b[k])), f"decoded {k!r} differs between catalog and TF")
+    for k in h.TEXT_SCHEMA["features"]:
+        h.check(np.array_equal(np.asarray(a[k]), np.asarray(b[k])), f"decoded {k!r} differs between catalog and TF")
 
 
-def bench_ingest(cfg: Config, tmp: Path, report: Report) -> None:
+def bench_ingest(cfg: Config, tmp: Path, report: h.Report) -> None:
     src, warm_src, tf_out = tmp / "rows.jsonl", tmp / "warm.jsonl", tmp / "tf-way.tfrecord"
     size = write_jsonl(src, cfg.jsonl_rows)
     write_jsonl(warm_src, 1_000)
-    page_cache(src)
-    log("  importing TensorFlow ...")
-    tf_way = seeds_ingest(import_tensorflow())
+    h.page_cache(src)
+    h.log("  importing TensorFlow ...")
+    tf_way = seeds_ingest(h.import_tensorflow())
     cat = Catalog.init(tmp / "s4")
     report.catalogs.append(cat)
-    ds = cat.register("ingest", TEXT_SCHEMA)
+    ds = cat.register("ingest", h.TEXT_SCHEMA)
     # Warm-up on a small file: imports, TF's first-use costs, SQLite connections.
     ds.append_files([warm_src])
     tf_way(warm_src, tmp / "tf-warm.tfrecord")
     # The same file every round, into one dataset: appended again on purpose (allow_duplicate;
     # the check it skips is one indexed query, nothing next to 100k rows).
-    times, last_commit = ingest_rounds(
-        cfg, {"catalog": lambda: ds.append_files([src], allow_duplicate=True), "tf": lambda: tf_way(src, tf_out)}
-    )
-    check_same_values(cfg, last_commit, tf_out)
+    out: dict[str, Any] = {}
+
+    def tf(_k: int) -> None:
+        out["tf"] = tf_way(src, tf_out)
+
+    def catalog(_k: int) -> None:
+        out["catalog"] = ds.append_files([src], allow_duplicate=True)
+
+    times = h.alternate({"catalog": catalog, "tf": tf}, cfg.ingest_rounds, gc.collect)[0]
+    h.check(out["tf"] == cfg.jsonl_rows, "TF way wrote every row")
+    check_same_values(cfg, out["catalog"], tf_out)
     med_cat, med_tf = statistics.median(times["catalog"]), statistics.median(times["tf"])
     ratio, best_ratio = med_tf / med_cat, min(times["tf"]) / min(times["catalog"])
     n = cfg.jsonl_rows
     report.add(
-        Result(
+        h.Result(
             "4",
-            f"JSON Lines ingest, {n:,} rows ({size / MIB:.1f} MiB): "
+            f"JSON Lines ingest, {n:,} rows ({size / h.MIB:.1f} MiB): "
             "append_files vs json.loads + tf.train.Example + TFRecordWriter",
             f"{n / med_cat / 1e3:,.0f} k vs {n / med_tf / 1e3:,.0f} k rows/s = {ratio:.2f}x",
             ">= 2x",
             ratio >= 2,
-            f"medians of {cfg.ingest_rounds} interleaved rounds ({ms(med_cat)} vs {ms(med_tf)}); best-round "
+            f"medians of {cfg.ingest_rounds} interleaved rounds ({h.ms(med_cat)} vs {h.ms(med_tf)}); best-round "
             f"ratio {best_ratio:.2f}x. Catalog side includes validation, shard fsync and the commit; TF side "
             "no fsync. Decoded outputs checked equal",
             {"catalog": times["catalog"], "tf": times["tf"], "ratio": ratio, "best_ratio": best_ratio},
@@ -743,23 +682,23 @@ def write_blobs(cfg: Config, ds: Dataset) -> tuple[int, float]:
     """``cfg.verify_shards`` shards of 256 KiB records, page-cached; (their bytes, write seconds)."""
     rng = np.random.default_rng(5)
     pool = [ds.schema.encode({"data": rng.bytes(BLOB_BYTES)}) for _ in range(16)]
-    check(len({len(r) for r in pool}) == 1, "blob records all the same size")
+    h.check(len({len(r) for r in pool}) == 1, "blob records all the same size")
     framed = len(pool[0]) + 16
-    per_shard = cfg.verify_shard_mib * MIB // BLOB_BYTES
+    per_shard = cfg.verify_shard_mib * h.MIB // BLOB_BYTES
     t0 = time.perf_counter()
     with ds.writer(message="blobs", shard_size=per_shard * framed, shard_records=per_shard) as w:
         for i in range(per_shard * cfg.verify_shards):
             w.write_record(pool[i % len(pool)])
     write_s = time.perf_counter() - t0
-    check(w.commit is not None and w.commit.shard_count == cfg.verify_shards, "verify shards made")
-    nbytes = sum(page_cache(p) for p in ds.files())
-    check(w.commit is not None and nbytes == w.commit.total_bytes, "shard bytes")
+    h.check(w.commit is not None and w.commit.shard_count == cfg.verify_shards, "verify shards made")
+    nbytes = sum(h.page_cache(p) for p in ds.files())
+    h.check(w.commit is not None and nbytes == w.commit.total_bytes, "shard bytes")
     return nbytes, write_s
 
 
 def bare_read(ds: Dataset) -> Callable[[], None]:
     def run() -> None:
-        chunk = bytearray(4 * MIB)
+        chunk = bytearray(4 * h.MIB)
         for p in ds.files():
             with open(p, "rb", buffering=0) as f:
                 while f.readinto(chunk):
@@ -768,7 +707,7 @@ def bare_read(ds: Dataset) -> Callable[[], None]:
     return run
 
 
-def bench_verify(cfg: Config, tmp: Path, report: Report) -> None:
+def bench_verify(cfg: Config, tmp: Path, report: h.Report) -> None:
     cat = Catalog.init(tmp / "s5")
     report.catalogs.append(cat)
     ds = cat.register("blobs", BLOB_SCHEMA)
@@ -776,26 +715,26 @@ def bench_verify(cfg: Config, tmp: Path, report: Report) -> None:
 
     def run() -> object:
         rep = cat.verify(["blobs"])
-        check(rep.ok and rep.checked == cfg.verify_shards and rep.bytes == nbytes, "verify report")
+        h.check(rep.ok and rep.checked == cfg.verify_shards and rep.bytes == nbytes, "verify report")
         return rep
 
-    times, _ = timed(run, cfg.verify_repeats)
+    times, _ = h.timed(run, cfg.verify_repeats)
     med = statistics.median(times)
     rate = nbytes / med / 1e9
     # Context: the same bytes through crc32c in memory, and a bare read of the files.
-    buf = np.random.default_rng(5).bytes(64 * MIB)
-    crc_times, _ = timed(lambda: crc32c(buf), 5)
+    buf = np.random.default_rng(5).bytes(64 * h.MIB)
+    crc_times, _ = h.timed(lambda: crc32c(buf), 5)
     crc_rate = len(buf) / statistics.median(crc_times) / 1e9
-    read_times, _ = timed(bare_read(ds), 3)
+    read_times, _ = h.timed(bare_read(ds), 3)
     read_rate = nbytes / statistics.median(read_times) / 1e9
     report.add(
-        Result(
+        h.Result(
             "5",
             f"Catalog.verify, {cfg.verify_shards} shards x {cfg.verify_shard_mib} MiB of 256 KiB records, page-cached",
             f"{rate:.2f} GB/s",
             ">= 1 GB/s",
             rate >= 1.0,
-            f"median of {len(times)} ({ms(med)} for {nbytes / 1e9:.2f} GB); context, same run: bare 4 MiB "
+            f"median of {len(times)} ({h.ms(med)} for {nbytes / 1e9:.2f} GB); context, same run: bare 4 MiB "
             f"readinto {read_rate:.2f} GB/s, crc32c in memory {crc_rate:.2f} GB/s; durable write of the shards "
             f"{nbytes / write_s / 1e9:.2f} GB/s",
             {"times": times, "bytes": nbytes, "read_gbs": read_rate, "crc32c_gbs": crc_rate, "write_s": write_s},
@@ -809,35 +748,35 @@ def bench_verify(cfg: Config, tmp: Path, report: Report) -> None:
 
 
 def header(cfg: Config, quick: bool) -> dict[str, Any]:
-    info = machine_header(
-        tensorflow=dist_version("tensorflow-cpu", "tensorflow"),
+    info = h.machine_header(
+        tensorflow=h.dist_version("tensorflow-cpu", "tensorflow"),
         numpy=np.__version__,
         sqlalchemy=sqlalchemy.__version__,
         sqlite=sqlite3.sqlite_version,
-        typer=dist_version("typer"),
-        crc32c=dist_version("crc32c"),
+        typer=h.dist_version("typer"),
+        crc32c=h.dist_version("crc32c"),
     )
-    print_header(
+    h.print_header(
         "TFRecord Catalog: catalog benchmarks",
         info,
         f"temp catalogs on {info['tmp_fs']}",
         f"mode: {'quick' if quick else 'full'}: {cfg.commits:,} sequential appends, {cfg.procs} x "
         f"{cfg.proc_commits} concurrent appends, {cfg.shards:,} shards, {cfg.jsonl_rows:,} JSON Lines rows, "
         f"verify {cfg.verify_shards} x {cfg.verify_shard_mib} MiB",
-        f"rows: {ROWS_PER_APPEND} per append; schema id int64, text string, score float32, vec float32[{TEXT_VEC}]",
+        f"rows: {ROWS_PER_APPEND} per append; schema id int64, text string, score float32, vec float32[{h.TEXT_VEC}]",
     )
     return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "smaller workload (about a minute)", profiled="the catalog side")
+    parser = h.arg_parser(__doc__, "smaller workload (about a minute)", profiled="the catalog side")
     parser.add_argument(
         "--only", metavar="N", help="comma-separated sections to run (1-5), e.g. --only 1,3; default all"
     )
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     info = header(cfg, args.quick)
-    report = Report()
+    report = h.Report()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_catalog_", dir="/tmp") as d:
         tmp = Path(d)
@@ -849,11 +788,9 @@ def main(argv: list[str] | None = None) -> int:
             ("5", "verify", lambda: bench_verify(cfg, tmp, report)),
         ]
         report.run(steps, set(args.only.split(",")) if args.only else {"1", "2", "3", "4", "5"})
-        missed = report.summary(started)
-        profiles = report.print_profiles(args.profile, missed)
+        profiles = report.conclude(started, args.profile)
         report.close()
-    if args.json:
-        write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

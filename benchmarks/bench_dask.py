@@ -37,22 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (
-    LABELED_SCHEMA,
-    Contender,
-    FreshCatalog,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    labeled_rows,
-    log,
-    machine_header,
-    print_header,
-    race,
-    write_migrations,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset
 from catalog.executors import open_executor
 
@@ -73,7 +58,9 @@ QUICK = Config(records=20_000, shards=8, repeats=3)
 
 
 @dataclass
-class Result:
+class Result(h.TwoSides):
+    ours = "dask"
+
     kind: str
     records: int
     local: list[float] = field(default_factory=list)  # seconds per timed run
@@ -81,14 +68,6 @@ class Result:
 
     def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
         return self.records / pick(getattr(self, side))
-
-    @property
-    def ratio(self) -> float:
-        return self.rate("dask") / self.rate("local")
-
-    @property
-    def median_ratio(self) -> float:
-        return self.rate("dask", statistics.median) / self.rate("local", statistics.median)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,25 +85,25 @@ def build(tmp: Path, cfg: Config) -> Path:
     """The pristine catalog, never migrated itself."""
     pristine = tmp / "pristine"
     with Catalog.init(pristine) as cat:
-        commit = cat.register(NAME, LABELED_SCHEMA).append_rows(
-            labeled_rows(cfg.records), shard_records=math.ceil(cfg.records / cfg.shards)
+        commit = cat.register(NAME, h.LABELED_SCHEMA).append_rows(
+            h.labeled_rows(cfg.records), shard_records=math.ceil(cfg.records / cfg.shards)
         )
-    check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
+    h.check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
     return pristine
 
 
 def digest(ds: Dataset) -> str:
     """sha256 of every record of the migrated dataset, in order."""
-    check(ds.schema_version == 2, f"schema version {ds.schema_version} after the migration, not 2")
-    h = hashlib.sha256()
+    h.check(ds.schema_version == 2, f"schema version {ds.schema_version} after the migration, not 2")
+    sha = hashlib.sha256()
     for record in ds.records():
-        h.update(len(record).to_bytes(8, "little") + record)
-    return h.hexdigest()
+        sha.update(len(record).to_bytes(8, "little") + record)
+    return sha.hexdigest()
 
 
 def side(
-    name: str, fresh: FreshCatalog, migrations: Path, executor: Executor | None, outputs: dict[str, str]
-) -> Contender:
+    name: str, fresh: h.FreshCatalog, migrations: Path, executor: Executor | None, outputs: dict[str, str]
+) -> h.Contender:
     """One Dataset.migrate on a fresh copy (the copy and the open are untimed). The warm-up
     runs' records must be the same on both sides, byte for byte."""
 
@@ -137,25 +116,25 @@ def side(
         if first:
             assert fresh.cat is not None
             outputs[name] = digest(fresh.cat.dataset(NAME))
-            check(
+            h.check(
                 len(set(outputs.values())) == 1,
                 f"{migrations.name}: the dask run's records differ from the local run's",
             )
         fresh.discard()
 
-    return Contender(run, fresh.prepare, finish)
+    return h.Contender(run, fresh.prepare, finish)
 
 
 def compare(kind: str, cfg: Config, pristine: Path, work: Path, migrations: Path, dask_ex: Executor) -> Result:
     outputs: dict[str, str] = {}
     contenders = {
-        name: side(name, FreshCatalog(pristine, work, NAME), migrations, ex, outputs)
+        name: side(name, h.FreshCatalog(pristine, work, NAME), migrations, ex, outputs)
         for name, ex in (("local", None), ("dask", dask_ex))
     }
-    t = race(contenders, cfg.repeats)
-    check(len(outputs) == 2, f"{kind}: a side's warm-up run was not checked")
+    t = h.race(contenders, cfg.repeats)
+    h.check(len(outputs) == 2, f"{kind}: a side's warm-up run was not checked")
     result = Result(kind, cfg.records, t["local"].times, t["dask"].times)
-    log(f"  {kind}: local best {min(result.local):.2f} s, dask best {min(result.dask):.2f} s")
+    h.log(f"  {kind}: local best {min(result.local):.2f} s, dask best {min(result.dask):.2f} s")
     return result
 
 
@@ -179,31 +158,28 @@ def run_all(cfg: Config) -> tuple[list[Result], float]:
         tmp = Path(d)
         work = tmp / "runs"
         work.mkdir()
-        log("building the dataset ...")
+        h.log("building the dataset ...")
         pristine = build(tmp, cfg)
-        migrations = write_migrations(tmp, NAME, KINDS)
+        migrations = h.write_migrations(tmp, NAME, KINDS)
         t0 = time.perf_counter()
         dask_ex = stack.enter_context(open_executor("dask", workers=WORKERS))
-        check(dask_ex is not None, "open_executor('dask') gave no executor")
+        h.check(dask_ex is not None, "open_executor('dask') gave no executor")
         assert dask_ex is not None
         cluster_start = time.perf_counter() - t0
-        log(f"LocalCluster of {WORKERS} workers started in {cluster_start:.1f} s")
+        h.log(f"LocalCluster of {WORKERS} workers started in {cluster_start:.1f} s")
         for kind in KINDS:
-            log(f"[{kind}] ...")
+            h.log(f"[{kind}] ...")
             results.append(compare(kind, cfg, pristine, work, migrations[kind], dask_ex))
     return results, cluster_start
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "smaller workload and fewer rounds", "timed rounds per migration (default 5, quick 3)")
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    info = machine_header(dask=dist_version("dask"), distributed=dist_version("distributed"))
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds",
+                          "timed rounds per migration (default 5, quick 3)")  # fmt: skip
     started = time.perf_counter()
-    print_header(
+    info = h.start_report(
         "TFRecord Catalog: migration throughput, Dask LocalCluster vs local process pool",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(dask=h.dist_version("dask"), distributed=h.dist_version("distributed")),
         f"mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards; "
         f"{cfg.repeats} interleaved timed rounds after an untimed, checked warm-up; best round shown",
     )
@@ -217,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         extra = {"workers": WORKERS, "cluster_start_seconds": cluster_start, "elapsed_seconds": elapsed}
-        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
     return 0
 
 

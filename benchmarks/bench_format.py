@@ -15,42 +15,18 @@ See benchmarks/README.md for what each row measures.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import crc32c
 import numpy as np
 
-from benchmarks.harness import (
-    LABELED_SCHEMA,
-    LABELED_VEC,
-    Contender,
-    Timing,
-    Versus,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    import_tensorflow,
-    labeled_rows,
-    log,
-    machine_header,
-    median_line,
-    page_cache,
-    print_header,
-    protobuf_version,
-    race,
-    tf_write,
-    versus,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import CorruptRecordError, RecordWriter, Schema, read_record_batches, read_records
 from catalog.schema import to_tf_feature_spec
 from catalog.tfrecord.example import encode_example
@@ -64,13 +40,11 @@ LARGE_BATCH = 8
 
 
 @dataclass
-class Config:
+class Config(h.Racing):
     small_records: int
     eager_records: int
     large_records: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 15
+    max_rounds: int = field(default=15, kw_only=True)
 
 
 FULL = Config(small_records=200_000, eager_records=20_000, large_records=400, repeats=5, budget=6.0)
@@ -103,29 +77,42 @@ class Work:
     def path(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
-    def race(self, contenders: dict[str, Callable[[], object]]) -> dict[str, Timing]:
-        return race({k: Contender(fn) for k, fn in contenders.items()}, self.cfg.repeats, self.cfg.budget)
+    def race(self, contenders: dict[str, Callable[[], object]]) -> dict[str, h.Timing]:
+        return self.cfg.race({k: h.Contender(fn) for k, fn in contenders.items()})
+
+    def row(
+        self,
+        key: str,
+        title: str,
+        ours: h.Timing,
+        peer: h.Timing | None,
+        target: float | None = None,
+        unit: str = "rec/s",
+        work: float | None = None,
+        note: str = "",
+    ) -> h.Versus:
+        """A table row: ``work`` (every small record unless given) per round on both sides."""
+        return h.versus(key, title, unit, self.n if work is None else work, ours, peer, target=target, note=note)
 
 
 def prepare(tf: Any, cfg: Config, d: str) -> Work:
     """Encode the rows; TensorFlow writes the reference files (neutral ground), page-cached."""
-    schema = Schema.from_json(LABELED_SCHEMA)
-    rows = labeled_rows(cfg.small_records)
+    schema = Schema.from_json(h.LABELED_SCHEMA)
+    rows = h.labeled_rows(cfg.small_records)
     records = [schema.encode(r) for r in rows]
     rng = np.random.default_rng(1)
     large = [rng.bytes(LARGE_RECORD_BYTES) for _ in range(cfg.large_records)]
     paths = [os.path.join(d, name) for name in ("small.tfrecord", "subset.tfrecord", "large.tfrecord")]
     for path, recs in zip(paths, (records, records[: cfg.eager_records], large), strict=True):
-        tf_write(tf, path, recs)
-        page_cache(path)
+        h.tf_write(tf, path, recs)
+        h.page_cache(path)
     small, subset, big = paths
     w = Work(tf, cfg, d, schema, rows, records, small, subset, big, LARGE_RECORD_BYTES * len(large))
     check_crc_is_verified(tf, w.subset, len(records[0]), w.path("bad_small"))
     check_crc_is_verified(tf, w.large, LARGE_RECORD_BYTES, w.path("bad_large"))
     # The inputs (and TensorFlow's modules) live for the whole run: move them out of the
     # collector's sight, or every collection, timed or not, would rescan them.
-    gc.collect()
-    gc.freeze()
+    h.freeze()
     return w
 
 
@@ -175,7 +162,7 @@ def chunked(batches: Iterable[list[bytes]], size: int) -> Iterator[list[bytes]]:
 # --------------------------------------------------------------------------- 1. write
 
 
-def bench_write(w: Work) -> list[Versus]:
+def bench_write(w: Work) -> list[h.Versus]:
     def cat_write_loop() -> None:
         with RecordWriter(w.path("w_cat_loop")) as out:
             for r in w.records:
@@ -189,27 +176,23 @@ def bench_write(w: Work) -> list[Versus]:
         {
             "cat_loop": cat_write_loop,
             "cat_many": cat_write_many,
-            "tf": lambda: tf_write(w.tf, w.path("w_tf"), w.records),
+            "tf": lambda: h.tf_write(w.tf, w.path("w_tf"), w.records),
         }
     )
-    check(same_file(w.path("w_cat_loop"), w.small), "RecordWriter.write output differs from TFRecordWriter's")
-    check(same_file(w.path("w_cat_many"), w.small), "RecordWriter.write_many output differs from TFRecordWriter's")
+    h.check(same_file(w.path("w_cat_loop"), w.small), "RecordWriter.write output differs from TFRecordWriter's")
+    h.check(same_file(w.path("w_cat_many"), w.small), "RecordWriter.write_many output differs from TFRecordWriter's")
     label = f"write {w.avg_size:.0f} B pre-serialized records"
     return [
-        versus(
+        w.row(
             "write",
             f"{label}: `RecordWriter.write` loop vs `TFRecordWriter.write` loop",
-            "rec/s",
-            w.n,
             t["cat_loop"],
             t["tf"],
             target=1.0,
         ),
-        versus(
+        w.row(
             "write_many",
             f"{label}: `RecordWriter.write_many` vs `TFRecordWriter.write` loop",
-            "rec/s",
-            w.n,
             t["cat_many"],
             t["tf"],
             target=1.0,
@@ -241,7 +224,7 @@ def seeds_example(tf: Any) -> Callable[[dict[str, Any]], bytes]:
     return build
 
 
-def bench_encode(w: Work) -> list[Versus]:
+def bench_encode(w: Work) -> list[h.Versus]:
     tf_example = seeds_example(w.tf)
     encoded: dict[str, list[bytes]] = {}
 
@@ -252,18 +235,16 @@ def bench_encode(w: Work) -> list[Versus]:
         encoded["tf"] = [tf_example(row) for row in w.rows]
 
     t = w.race({"cat": cat_encode, "tf": tf_encode})
-    check(len(encoded["cat"]) == len(encoded["tf"]) == w.n, "encode counts differ")
+    h.check(len(encoded["cat"]) == len(encoded["tf"]) == w.n, "encode counts differ")
     step = max(1, w.n // 2000)
     parse = w.tf.train.Example.FromString
     for c, f in zip(encoded["cat"][::step], encoded["tf"][::step], strict=True):
-        check(parse(c) == parse(f), "schema.encode and tf.train.Example disagree")
+        h.check(parse(c) == parse(f), "schema.encode and tf.train.Example disagree")
     identical = encoded["cat"] == encoded["tf"]
     encoded.clear()
-    row = versus(
+    row = w.row(
         "encode",
         "encode rows -> Example bytes: `schema.encode` vs `tf.train.Example(...)``.SerializeToString()`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=3.0,
@@ -272,7 +253,7 @@ def bench_encode(w: Work) -> list[Versus]:
     return [row, bench_encode_schemaless(w, tf_example), bench_encode_write(w, tf_example)]
 
 
-def bench_encode_schemaless(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> Versus:
+def bench_encode_schemaless(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> h.Versus:
     """``encode_example`` (no schema: kinds from the Python values) against the same Example loop."""
     encoded: dict[str, list[bytes]] = {}
 
@@ -285,20 +266,18 @@ def bench_encode_schemaless(w: Work, tf_example: Callable[[dict[str, Any]], byte
     t = w.race({"cat": cat_encode, "tf": tf_encode})
     parse = w.tf.train.Example.FromString
     for c, f in zip(encoded["cat"][:: max(1, w.n // 2000)], encoded["tf"][:: max(1, w.n // 2000)], strict=True):
-        check(parse(c) == parse(f), "encode_example and tf.train.Example disagree")
+        h.check(parse(c) == parse(f), "encode_example and tf.train.Example disagree")
     encoded.clear()
-    return versus(
+    return w.row(
         "encode_example",
         "encode rows without a schema: `encode_example` vs `tf.train.Example(...)``.SerializeToString()`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=1.0,
     )
 
 
-def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> Versus:
+def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -> h.Versus:
     def cat_encode_write() -> None:
         with RecordWriter(w.path("ew_cat")) as out:
             for row in w.rows:
@@ -310,12 +289,10 @@ def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -
                 out.write(tf_example(row))
 
     t = w.race({"cat": cat_encode_write, "tf": tf_encode_write})
-    check(os.path.getsize(w.path("ew_cat")) == os.path.getsize(w.path("ew_tf")), "encode+write file sizes differ")
-    return versus(
+    h.check(os.path.getsize(w.path("ew_cat")) == os.path.getsize(w.path("ew_tf")), "encode+write file sizes differ")
+    return w.row(
         "encode+write",
         "encode + write rows: `schema.encode` + `RecordWriter.write` vs `tf.train.Example` + `TFRecordWriter.write`",
-        "rec/s",
-        w.n,
         t["cat"],
         t["tf"],
         target=3.0,
@@ -325,7 +302,7 @@ def bench_encode_write(w: Work, tf_example: Callable[[dict[str, Any]], bytes]) -
 # --------------------------------------------------------------------------- 3. read small records
 
 
-def bench_read_small(w: Work) -> list[Versus]:
+def bench_read_small(w: Work) -> list[h.Versus]:
     """CRC verified on both sides; TF's dataset is built once, outside the timer."""
     counts: dict[str, int] = {}
     tf_batched = w.tf.data.TFRecordDataset(w.small).batch(DECODE_BATCH)
@@ -349,23 +326,19 @@ def bench_read_small(w: Work) -> list[Versus]:
         counts["tf_batched"] = k
 
     t = w.race({"records": cat_read_records, "batches": cat_read_batches, "tf": tf_read_batched})
-    check(counts["cat_records"] == counts["cat_batches"] == counts["tf_batched"] == w.n, f"read counts {counts}")
+    h.check(counts["cat_records"] == counts["cat_batches"] == counts["tf_batched"] == w.n, f"read counts {counts}")
     label = f"read {w.avg_size:.0f} B records, CRC checked"
     return [
-        versus(
+        w.row(
             "read",
             f"{label}: `read_records` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
-            "rec/s",
-            w.n,
             t["records"],
             t["tf"],
             target=1.0,
         ),
-        versus(
+        w.row(
             "read_batches",
             f"{label}: `read_record_batches` vs `TFRecordDataset.batch(1024)` + `.numpy()`",
-            "rec/s",
-            w.n,
             t["batches"],
             t["tf"],
             target=1.0,
@@ -374,7 +347,7 @@ def bench_read_small(w: Work) -> list[Versus]:
     ]
 
 
-def bench_read_subset(w: Work, label: str) -> Versus:
+def bench_read_subset(w: Work, label: str) -> h.Versus:
     counts: dict[str, int] = {}
     tf_sub = w.tf.data.TFRecordDataset(w.subset)
     m = w.cfg.eager_records
@@ -393,22 +366,21 @@ def bench_read_subset(w: Work, label: str) -> Versus:
         counts["tf"] = k
 
     t = w.race({"cat": cat_read_sub, "tf": tf_read_eager})
-    check(counts["cat"] == counts["tf"] == m, f"subset read counts {counts}")
-    return versus(
+    h.check(counts["cat"] == counts["tf"] == m, f"subset read counts {counts}")
+    return w.row(
         "read_eager",
         f"{label} ({m // 1000}k subset): `read_records` vs TF eager per-record `for r in TFRecordDataset: r.numpy()`",
-        "rec/s",
-        m,
         t["cat"],
         t["tf"],
         target=30.0,
+        work=m,
     )
 
 
 # --------------------------------------------------------------------------- 4. read large records
 
 
-def bench_read_large(w: Work) -> list[Versus]:
+def bench_read_large(w: Work) -> list[h.Versus]:
     counts: dict[str, int] = {}
     tf_large = w.tf.data.TFRecordDataset(w.large).batch(LARGE_BATCH)
     tf_large_each = w.tf.data.TFRecordDataset(w.large)
@@ -432,24 +404,24 @@ def bench_read_large(w: Work) -> list[Versus]:
         counts["tf_each"] = total
 
     t = w.race({"cat": cat_read_large, "tf": tf_read_large, "tf_each": tf_read_large_each})
-    check(counts["cat"] == counts["tf"] == counts["tf_each"] == w.large_bytes, f"large read bytes {counts}")
+    h.check(counts["cat"] == counts["tf"] == counts["tf_each"] == w.large_bytes, f"large read bytes {counts}")
     return [
-        versus(
+        w.row(
             "read_large",
             f"read 256 KiB records, CRC checked: `read_records` vs `TFRecordDataset.batch({LARGE_BATCH})` + `.numpy()`",
-            "MB/s",
-            w.large_bytes,
             t["cat"],
             t["tf"],
             target=1.0,
+            unit="MB/s",
+            work=w.large_bytes,
         ),
-        versus(
+        w.row(
             "read_large_each",
             "(info) same, vs TF per-record `for r in TFRecordDataset: r.numpy()`",
-            "MB/s",
-            w.large_bytes,
             t["cat"],
             t["tf_each"],
+            unit="MB/s",
+            work=w.large_bytes,
         ),
     ]
 
@@ -468,7 +440,7 @@ def tf_decode_runner(ds: Any, counts: dict[str, int], key: str) -> Callable[[], 
     return run
 
 
-def bench_decode(w: Work) -> list[Versus]:
+def bench_decode(w: Work) -> list[h.Versus]:
     """Columnar numpy batches, reading included on both sides."""
     tf = w.tf
     spec = to_tf_feature_spec(w.schema.feature_spec(), tf)
@@ -495,24 +467,14 @@ def bench_decode(w: Work) -> list[Versus]:
             "tf_par": tf_decode_runner(tf_par, counts, "tf_par"),
         }
     )
-    check(counts["cat"] == counts["tf"] == counts["tf_par"] == w.n, f"decode counts {counts}")
+    h.check(counts["cat"] == counts["tf"] == counts["tf_par"] == w.n, f"decode counts {counts}")
     check_decoded_equal(w, tf_ds)
     label = "decode to numpy columns, read included: `read_record_batches` + `decode_batch` per 1024 vs "
     return [
-        versus(
-            "decode",
-            label + "`TFRecordDataset.batch(1024).map(parse_example)`",
-            "rec/s",
-            w.n,
-            t["cat"],
-            t["tf"],
-            target=1.0,
-        ),
-        versus(
+        w.row("decode", label + "`TFRecordDataset.batch(1024).map(parse_example)`", t["cat"], t["tf"], target=1.0),
+        w.row(
             "decode_parallel",
             "(info) same, vs TF with `num_parallel_calls=AUTOTUNE` + `prefetch`",
-            "rec/s",
-            w.n,
             t["cat"],
             t["tf_par"],
         ),
@@ -524,26 +486,33 @@ def check_decoded_equal(w: Work, tf_ds: Any) -> None:
     cat_parts = [w.schema.decode_batch(c) for c in chunked(read_record_batches(w.small), DECODE_BATCH)]
     tf_parts = [{k: v.numpy() for k, v in b.items()} for b in tf_ds]
     for name in ("id", "score", "vec"):
-        check(
+        h.check(
             np.array_equal(np.concatenate([c[name] for c in cat_parts]), np.concatenate([f[name] for f in tf_parts])),
             f"decoded {name!r} differs from TF's",
         )
     cat_labels = [str(x).encode("utf-8") for c in cat_parts for x in c["label"]]
-    check(cat_labels == [x for f in tf_parts for x in f["label"]], "decoded 'label' differs from TF's")
+    h.check(cat_labels == [x for f in tf_parts for x in f["label"]], "decoded 'label' differs from TF's")
 
 
 # --------------------------------------------------------------------------- 6. CRC32C, for context
 
 
-def bench_crc(w: Work) -> list[Versus]:
+def bench_crc(w: Work) -> list[h.Versus]:
     buf = np.random.default_rng(2).bytes(CRC_BUFFER_BYTES)
     t = w.race({"crc": lambda: crc32c.crc32c(buf)})
     return [
-        versus("crc32c", "(info) CRC32C of a 64 MiB buffer, `crc32c` package", "GB/s", CRC_BUFFER_BYTES, t["crc"], None)
+        w.row(
+            "crc32c",
+            "(info) CRC32C of a 64 MiB buffer, `crc32c` package",
+            t["crc"],
+            None,
+            unit="GB/s",
+            work=CRC_BUFFER_BYTES,
+        )
     ]
 
 
-SECTIONS: list[tuple[str, Callable[[Work], list[Versus]]]] = [
+SECTIONS: list[tuple[str, Callable[[Work], list[h.Versus]]]] = [
     ("write pre-serialized", bench_write),
     ("encode", bench_encode),
     ("read small", bench_read_small),
@@ -553,49 +522,48 @@ SECTIONS: list[tuple[str, Callable[[Work], list[Versus]]]] = [
 ]
 
 
-def print_results(results: list[Versus], elapsed: float) -> None:
+def print_results(results: list[h.Versus], elapsed: float) -> None:
     print()
-    print(versus_table(results, "TensorFlow"))
+    print(h.versus_table(results, "TensorFlow"))
     print(
         "\nratio = catalog rate / TensorFlow rate (best round of each side); higher is better for catalog. "
         f"Total time {elapsed:.0f} s."
     )
-    print("\nratios from the medians instead of the best rounds (a noise gauge): " + median_line(results))
+    print("\nratios from the medians instead of the best rounds (a noise gauge): " + h.median_line(results))
     for r in results:
         if r.note:
             print(f"- {r.benchmark.split(':')[0]}: {r.note}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
-        __doc__, "smaller workload and fewer rounds (~15 s)", "minimum timed rounds per comparison (default 5, quick 3)"
-    )
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    tf = import_tensorflow()
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds (~15 s)",
+                          "minimum timed rounds per comparison (default 5, quick 3)")  # fmt: skip
+    tf = h.import_tensorflow()
     started = time.perf_counter()
-    crc_info = f"{dist_version('crc32c')} (hardware: {getattr(crc32c, 'hardware_based', '?')})"
-    info = machine_header(tensorflow=tf.__version__, numpy=np.__version__, protobuf=protobuf_version(), crc32c=crc_info)
-    results: list[Versus] = []
+    crc_info = f"{h.dist_version('crc32c')} (hardware: {getattr(crc32c, 'hardware_based', '?')})"
+    info = h.machine_header(
+        tensorflow=tf.__version__, numpy=np.__version__, protobuf=h.protobuf_version(), crc32c=crc_info
+    )
+    results: list[h.Versus] = []
     with tempfile.TemporaryDirectory(prefix="bench_format_") as d:
         w = prepare(tf, cfg, d)
-        print_header(
+        h.print_header(
             "TFRecord Catalog format benchmarks vs TensorFlow",
             info,
             f"mode: {'quick' if args.quick else 'full'}: {cfg.small_records:,} small records, {cfg.eager_records:,} "
-            f"for TF eager per-record, {cfg.large_records} x 256 KiB records; best of {cfg.repeats} to "
-            f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+            f"for TF eager per-record, {cfg.large_records} x 256 KiB records; {cfg.rounds()} "
+            "after a warm-up round",
             f"small record: tf.train.Example, 4 features (id int64, label string, score float32, "
-            f"vec float32[{LABELED_VEC}]), {w.avg_size:.1f} bytes serialized on average",
+            f"vec float32[{h.LABELED_VEC}]), {w.avg_size:.1f} bytes serialized on average",
         )
         for title, section in SECTIONS:
             results += section(w)
-            log(f"  [done] {title} ({time.perf_counter() - started:.0f} s)")
+            h.log(f"  [done] {title} ({time.perf_counter() - started:.0f} s)")
     elapsed = time.perf_counter() - started
     print_results(results, elapsed)
     if args.json:
         extra = {"avg_small_record_bytes": w.avg_size, "elapsed_seconds": elapsed}
-        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], **extra)
     return 0
 
 

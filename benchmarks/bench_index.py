@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -35,28 +34,7 @@ from typing import Any
 import numpy as np
 
 import catalog.ops.writer
-from benchmarks.harness import (
-    LABELED_SCHEMA,
-    LABELED_VEC,
-    Contender,
-    Timing,
-    Versus,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    labeled_rows,
-    log,
-    machine_header,
-    median_line,
-    print_header,
-    profile_text,
-    race,
-    sync_and_collect,
-    versus,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, RecordWriter, Schema
 from catalog.commit.values import Commit
 from catalog.storage import ShardSink
@@ -66,11 +44,8 @@ TARGET = 0.95  # the append throughput with the index, against without
 
 
 @dataclass
-class Config:
+class Config(h.Racing):
     records: int
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds
-    max_rounds: int = 9
 
 
 FULL = Config(records=1_000_000, repeats=7, budget=120.0, max_rounds=15)
@@ -112,17 +87,15 @@ class Runs:
     def prepare(self) -> None:
         self.n += 1
         self.cat = Catalog.init(self.work / f"run{self.n:03d}")
-        self.cat.register(NAME, LABELED_SCHEMA)
+        self.cat.register(NAME, h.LABELED_SCHEMA)
         os.sync()  # the last run's deletions and this catalog on disk: no write-back lands in the timed run
         gc.collect()
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = None
 
-    def contender(self, run: Callable[[Catalog], Commit], indexed: bool) -> Contender:
+    def contender(self, run: Callable[[Catalog], Commit], indexed: bool) -> h.Contender:
         def timed() -> Commit:
             assert self.cat is not None
             c0 = time.process_time()
@@ -143,18 +116,18 @@ class Runs:
                 self.commits[indexed] = out
             self.discard()
 
-        return Contender(run=timed, prepare=self.prepare, finish=finish, settle=sync_and_collect)
+        return h.Contender(run=timed, prepare=self.prepare, finish=finish, settle=h.sync_and_collect)
 
 
 def check_commit(cat: Catalog, commit: Commit, indexed: bool) -> None:
     """The run did the work: every record registered; an index per shard, of 8 bytes per record, or none."""
-    check(commit.records == commit.total_records > 0, "records registered")
+    h.check(commit.records == commit.total_records > 0, "records registered")
     for s in commit.shards:
         index = cat.data_root / ".index" / f"{s.relpath}.idx"
         if indexed:
-            check(s.index_checksum is not None and index.stat().st_size == 8 * s.records, "an index per shard")
+            h.check(s.index_checksum is not None and index.stat().st_size == 8 * s.records, "an index per shard")
         else:
-            check(s.index_checksum is None and not index.exists(), "no index without the index")
+            h.check(s.index_checksum is None and not index.exists(), "no index without the index")
 
 
 def append_files(src: Path) -> Callable[[Catalog], Commit]:
@@ -172,29 +145,24 @@ def write_records(records: list[bytes]) -> Callable[[Catalog], Commit]:
     return run
 
 
-def bench(cfg: Config, work: Path, records: list[bytes], src: Path) -> tuple[list[Versus], dict[str, Any]]:
-    results: list[Versus] = []
+def bench(cfg: Config, work: Path, records: list[bytes], src: Path) -> tuple[list[h.Versus], dict[str, Any]]:
+    results: list[h.Versus] = []
     sizes: dict[str, Any] = {}
     for key, title, run in [
         ("append_files", f"append_files: one TFRecord file of {cfg.records:,} records", append_files(src)),
         ("writer", f"writer.write_record x {cfg.records:,} (no validation)", write_records(records)),
     ]:
-        log(f"[{key}] {title} ...")
+        h.log(f"[{key}] {title} ...")
         runs = Runs(work)
-        timings: dict[str, Timing] = race(
-            {"index": runs.contender(run, True), "no index": runs.contender(run, False)},
-            cfg.repeats,
-            cfg.budget,
-            cfg.max_rounds,
-        )
-        row = versus(key, title, "rec/s", cfg.records, timings["index"], timings["no index"], target=TARGET)
-        cpu = versus(
+        timings = cfg.race({"index": runs.contender(run, True), "no index": runs.contender(run, False)})
+        row = h.versus(key, title, "rec/s", cfg.records, timings["index"], timings["no index"], target=TARGET)
+        cpu = h.versus(
             f"{key}-cpu", f"{title}, CPU time (info)", "rec/s", cfg.records,
-            Timing("index", runs.cpu[True]), Timing("no index", runs.cpu[False]),
+            h.Timing("index", runs.cpu[True]), h.Timing("no index", runs.cpu[False]),
         )  # fmt: skip
         results += [row, cpu]
         median = row.ratio(np.median)
-        log(f"[{key}] {row.ratio():.3f}x (median {median:.3f}x, {row.rounds} rounds), CPU {cpu.ratio():.3f}x")
+        h.log(f"[{key}] {row.ratio():.3f}x (median {median:.3f}x, {row.rounds} rounds), CPU {cpu.ratio():.3f}x")
         indexed = runs.commits[True]
         sizes = {
             "records": indexed.total_records,
@@ -206,31 +174,30 @@ def bench(cfg: Config, work: Path, records: list[bytes], src: Path) -> tuple[lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "100,000 records and fewer rounds (about 40 s)", "minimum timed rounds (default 5)")
+    parser = h.arg_parser(__doc__, "100,000 records and fewer rounds (about 40 s)", "minimum timed rounds (default 5)")
     parser.add_argument("--profile", action="store_true", help="cProfile one indexed writer run after the table")
     args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
+    cfg = h.chosen_config(args, QUICK, FULL)
     started = time.perf_counter()
-    info = machine_header(numpy=np.__version__, sqlite=sqlite3.sqlite_version, crc32c=dist_version("crc32c"))
-    print_header(
+    info = h.machine_header(numpy=np.__version__, sqlite=sqlite3.sqlite_version, crc32c=h.dist_version("crc32c"))
+    h.print_header(
         "TFRecord Catalog: bulk appends with the record index vs without",
         info,
         f"temp catalogs on {info['tmp_fs']}; mode: {'quick' if args.quick else 'full'}: {cfg.records:,} records "
         f"a run, best of {cfg.repeats} to {cfg.max_rounds} interleaved rounds after a warm-up round",
-        f"record: tf.train.Example, 4 features (id int64, label string, score float32, vec float32[{LABELED_VEC}])",
+        f"record: tf.train.Example, 4 features (id int64, label string, score float32, vec float32[{h.LABELED_VEC}])",
         "every run: a new catalog (made, and the last one removed, untimed), then `os.sync()` untimed; the append "
         "is durable (shard and index fsynced, the manifest commit synced)",
     )
-    schema = Schema.from_json(LABELED_SCHEMA)
+    schema = Schema.from_json(h.LABELED_SCHEMA)
     with tempfile.TemporaryDirectory(prefix="bench_index_", dir="/tmp") as d:
-        records = [schema.encode(r) for r in labeled_rows(cfg.records)]
+        records = [schema.encode(r) for r in h.labeled_rows(cfg.records)]
         src = Path(d) / "input.tfrecord"
         with RecordWriter(src) as w:
             w.write_many(records)
-        gc.collect()
-        gc.freeze()  # the records live for the whole run: keep them out of every collection
+        h.freeze()
         results, sizes = bench(cfg, Path(d), records, src)
-        print(versus_table(results, "no index"))
+        print(h.versus_table(results, "no index"))
         share = sizes["index_bytes"] / sizes["data_bytes"]
         print(
             f"\nratio = rate with the index / rate without (best round of each side); the CPU rows count this "
@@ -239,18 +206,18 @@ def main(argv: list[str] | None = None) -> int:
             f"8 bytes a record, {sizes['data_bytes'] / sizes['records']:.0f} bytes a framed record). "
             f"Total time {time.perf_counter() - started:.0f} s."
         )
-        print("\nfrom the medians instead of the best rounds (rounds in parentheses): " + median_line(results))
+        h.print_medians(results, gauge=False)
         profile = ""
         if args.profile:
             runs = Runs(Path(d))
             runs.prepare()
             assert runs.cat is not None
             cat = runs.cat
-            profile = profile_text(lambda: write_records(records)(cat))
+            profile = h.profile_text(lambda: write_records(records)(cat))
             runs.discard()
             print(f"\n## Profile: one indexed writer run\n\n```\n{profile}\n```")
     if args.json:
-        write_report(
+        h.write_report(
             args.json, info, args.quick, cfg, [r.to_json() for r in results], index_size=sizes, profile=profile
         )
     return 0

@@ -26,12 +26,8 @@ Progress goes to stderr, the report (a markdown table) to stdout. See benchmarks
 
 from __future__ import annotations
 
-import gc
 import itertools
 import os
-import shutil
-import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -46,35 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from benchmarks.harness import (
-    LABELS,
-    MIB,
-    WORDS,
-    Contender,
-    Racing,
-    Timing,
-    Versus,
-    arg_parser,
-    cache_tree,
-    check,
-    chosen_config,
-    dist_version,
-    import_tensorflow,
-    log,
-    machine_header,
-    median_line,
-    page_cache,
-    print_header,
-    profile_text,
-    protobuf_version,
-    seconds_table,
-    sync_and_collect,
-    versus,
-    versus_missed,
-    versus_profiles,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset, Schema, read_record_batches, read_records
 from catalog.commit.values import Commit
 
@@ -100,12 +68,9 @@ RUN_IDS = itertools.count(1)  # every run's catalog or output file has a name of
 
 
 @dataclass
-class Config(Racing):
+class Config(h.Racing):
     rows: int  # rows of the CSV, the Parquet file and the DataFrame
     images: int  # JPEGs in the image folder
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 9
 
 
 FULL = Config(rows=1_000_000, images=10_000, repeats=3, budget=60.0)
@@ -120,8 +85,8 @@ def make_table(n: int, seed: int = 0) -> pd.DataFrame:
     decimals, as numbers in a CSV from elsewhere would; both sides store them as float32."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(2, 9, n).tolist()
-    labels = np.array(LABELS, dtype=object)[rng.integers(0, len(LABELS), n)].tolist()
-    words = len(WORDS)
+    labels = np.array(h.LABELS, dtype=object)[rng.integers(0, len(h.LABELS), n)].tolist()
+    words = len(h.WORDS)
     return pd.DataFrame(
         {
             "id": np.arange(n, dtype=np.int64),
@@ -131,7 +96,7 @@ def make_table(n: int, seed: int = 0) -> pd.DataFrame:
             "price": np.round(rng.random(n) * 1_000, 2),
             "weight": np.round(rng.standard_normal(n) * 10, 4),
             "category": labels,
-            "text": [" ".join(WORDS[(i + j) % words] for j in range(lengths[i])) + f" #{i}" for i in range(n)],
+            "text": [" ".join(h.WORDS[(i + j) % words] for j in range(lengths[i])) + f" #{i}" for i in range(n)],
         }
     )
 
@@ -276,56 +241,32 @@ class Outputs:
         self.first: tuple[str, dict[str, np.ndarray]] | None = None
 
     def check(self, who: str, records: list[bytes]) -> None:
-        check(len(records) == self.n, f"{who} wrote {len(records):,} records for {self.n:,} input rows")
+        h.check(len(records) == self.n, f"{who} wrote {len(records):,} records for {self.n:,} input rows")
         got = self.schema.decode_batch(records)
-        check(set(got) == set(self.expected), f"{who}: decoded features {sorted(got)}")
+        h.check(set(got) == set(self.expected), f"{who}: decoded features {sorted(got)}")
         for k, want in self.expected.items():
-            check(np.array_equal(got[k], want), f"{who}: decoded {k!r} differs from the input")
+            h.check(np.array_equal(got[k], want), f"{who}: decoded {k!r} differs from the input")
         if self.first is None:
             self.first = (who, got)
             return
         name, theirs = self.first
         for k in self.expected:
-            check(np.array_equal(got[k], theirs[k]), f"decoded {k!r} differs between {who} and {name}")
-        log(f"  checked: {who} and {name} wrote the same {self.n:,} records, equal to the input")
+            h.check(np.array_equal(got[k], theirs[k]), f"decoded {k!r} differs between {who} and {name}")
+        h.log(f"  checked: {who} and {name} wrote the same {self.n:,} records, equal to the input")
 
 
-class Side:
-    """One contender's runs: the CPU seconds (``time.process_time``) of its timed runs, and a
-    new output for every run, made before and removed after the timed call."""
+class Side(h.Side):
+    """One contender's runs, each into a new output, which decodes to the input (checked once)."""
 
     def __init__(self, name: str, work: Path, outputs: Outputs) -> None:
+        super().__init__()
         self.name, self.work, self.outputs = name, work, outputs
-        self.runs = 0
-        self.cpu: list[float] = []
-
-    def _run(self) -> object:
-        raise NotImplementedError
 
     def _records(self, out: object) -> list[bytes]:
         raise NotImplementedError
 
-    def prepare(self) -> None:
-        pass
-
-    def discard(self) -> None:
-        pass
-
-    def timed(self) -> object:
-        c0 = time.process_time()
-        out = self._run()
-        if self.runs:  # the warm-up run is not timed
-            self.cpu.append(time.process_time() - c0)
-        self.runs += 1
-        return out
-
-    def finish(self, out: object, first: bool) -> None:
-        if first:
-            self.outputs.check(self.name, self._records(out))
-        self.discard()
-
-    def contender(self) -> Contender:
-        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=sync_and_collect)
+    def check(self, out: object) -> None:
+        self.outputs.check(self.name, self._records(out))
 
 
 class CatalogSide(Side):
@@ -343,29 +284,22 @@ class CatalogSide(Side):
         self.cat = Catalog.init(self.work / f"catalog-{next(RUN_IDS):04d}")
         self.ds = self.cat.register(NAME, self.schema)
 
-    def _run(self) -> Commit:
+    def run(self) -> Commit:
         assert self.ds is not None
         return self.append(self.ds)
 
     def _records(self, out: object) -> list[bytes]:
         assert isinstance(out, Commit)
-        check(out.records == self.outputs.n, f"the commit registers {out.records:,} records")
+        h.check(out.records == self.outputs.n, f"the commit registers {out.records:,} records")
         return [r for s in out.shards for batch in read_record_batches(s.path) for r in batch]
 
     def discard(self) -> None:
-        if self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        h.remove_catalog(self.cat)
         self.cat = self.ds = None
 
     def profile(self) -> str:
         """One append under cProfile, into a new catalog made outside the profile."""
-        self.prepare()
-        sync_and_collect()
-        try:
-            return profile_text(self._run)
-        finally:
-            self.discard()
+        return h.profile_run(self.prepare, h.sync_and_collect, self.run, self.discard)
 
 
 class PeerSide(Side):
@@ -379,12 +313,12 @@ class PeerSide(Side):
     def prepare(self) -> None:
         self.out = self.work / f"peer-{next(RUN_IDS):04d}.tfrecord"
 
-    def _run(self) -> int:
+    def run(self) -> int:
         assert self.out is not None
         return self.write(self.out)
 
     def _records(self, out: object) -> list[bytes]:
-        check(out == self.outputs.n, f"{self.name} reports {out} rows written")
+        h.check(out == self.outputs.n, f"{self.name} reports {out} rows written")
         assert self.out is not None
         return list(read_records(str(self.out)))
 
@@ -410,35 +344,26 @@ class Section:
 class Outcome:
     """A section's rows in the table, and each side's seconds (wall and CPU) for the notes."""
 
-    rows: list[Versus]
+    rows: list[h.Versus]
     seconds: dict[str, dict[str, list[float]]]
 
 
 def run_section(cfg: Config, s: Section) -> Outcome:
-    log(f"[{s.key}] {s.title} ...")
+    h.log(f"[{s.key}] {s.title} ...")
     started = time.perf_counter()
     sides: dict[str, Side] = {"catalog": s.catalog, **s.peers}
     t = cfg.race({name: side.contender() for name, side in sides.items()})
     best = min(s.peers, key=lambda way: t[way].best)
     target = TARGETS[s.key]
-    rows = [versus(s.key, f"{s.title} vs {best}", "rec/s", s.rows, t["catalog"], t[best], target=target)]
+    rows = [h.versus(s.key, f"{s.title} vs {best}", "rec/s", s.rows, t["catalog"], t[best], target=target)]
     rows += [
-        versus(f"{s.key} ({way})", f"(info) {s.key}: the same vs {way}", "rec/s", s.rows, t["catalog"], t[way])
+        h.versus(f"{s.key} ({way})", f"(info) {s.key}: the same vs {way}", "rec/s", s.rows, t["catalog"], t[way])
         for way in s.peers
         if way != best
     ]
     cpu = {name: side.cpu for name, side in sides.items()}
-    rows.append(
-        versus(
-            f"{s.key}-cpu", f"(info) {s.key}: the same, CPU time, vs {best}", "rec/s", s.rows,
-            Timing("catalog", cpu["catalog"]), Timing(best, cpu[best]),
-        )
-    )  # fmt: skip
-    head = rows[0]
-    log(
-        f"[{s.key}] {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} rounds; "
-        f"CPU {rows[-1].ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
-    )
+    rows.append(h.cpu_row(s.key, f"(info) {s.key}: the same, CPU time, vs {best}", s.rows, cpu, "catalog", best))
+    h.log_race(s.key, rows[0], started, cpu=rows[-1])
     seconds = {name: {"wall": t[name].times, "cpu": cpu[name]} for name in sides}
     return Outcome(rows, seconds)
 
@@ -457,9 +382,9 @@ class Inputs:
     def describe(self) -> list[str]:
         lines = []
         if self.csv is not None:
-            lines.append(f"CSV {self.csv.stat().st_size / MIB:.1f} MiB")
+            lines.append(f"CSV {self.csv.stat().st_size / h.MIB:.1f} MiB")
         if self.parquet is not None:
-            lines.append(f"Parquet {self.parquet.stat().st_size / MIB:.1f} MiB (pyarrow's defaults)")
+            lines.append(f"Parquet {self.parquet.stat().st_size / h.MIB:.1f} MiB (pyarrow's defaults)")
         if self.folder is not None and self.images is not None:
             size = sum(len(b) for b in self.images.expected["image"])
             lines.append(f"images {size / self.images.n:,.0f} bytes a JPEG on average")
@@ -476,78 +401,60 @@ def make_inputs(cfg: Config, work: Path, seeds: SeedsWay, sections: set[str]) ->
         if "csv" in sections:
             inp.csv = work / "table.csv"
             inp.df.to_csv(inp.csv, index=False)
-            page_cache(inp.csv)
+            h.page_cache(inp.csv)
         if "parquet" in sections:
             inp.parquet = work / "table.parquet"
             pq.write_table(pa.Table.from_pandas(inp.df, preserve_index=False), inp.parquet)
-            page_cache(inp.parquet)
-        log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
+            h.page_cache(inp.parquet)
+        h.log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
     if "images" in sections:
         t0 = time.perf_counter()
         inp.folder = work / "images"
         inp.images = Outputs(IMAGE_SCHEMA, make_images(inp.folder, cfg.images))
-        cache_tree(inp.folder)
-        log(f"[inputs] {cfg.images:,} JPEGs in {time.perf_counter() - t0:.1f} s")
+        h.cache_tree(inp.folder)
+        h.log(f"[inputs] {cfg.images:,} JPEGs in {time.perf_counter() - t0:.1f} s")
     return inp
 
 
 def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
     seeds, work = inp.seeds, inp.work
-
-    def section(key: str, title: str, outputs: Outputs, schema: dict[str, Any], append: Callable[[Dataset], Commit],
-                ways: dict[str, Callable[[Path], int]]) -> Section:  # fmt: skip
-        peers = {way: PeerSide(way, work, outputs, write) for way, write in ways.items()}
-        return Section(key, title, outputs.n, CatalogSide(work, outputs, schema, append), peers)
-
     out: list[Section] = []
+
+    def add(key: str, title: str, outputs: Outputs, schema: dict[str, Any], append: Callable[[Dataset], Commit],
+            ways: dict[str, Callable[[Path], int]]) -> None:  # fmt: skip
+        peers = {way: PeerSide(way, work, outputs, write) for way, write in ways.items()}
+        out.append(Section(key, title, outputs.n, CatalogSide(work, outputs, schema, append), peers))
+
     table, df, rows = inp.table, inp.df, f"{cfg.rows:,} rows x 8 columns"
     if table is not None and df is not None:
-        check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
+        h.check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
     if "csv" in chosen and table is not None and inp.csv is not None:
         csv = inp.csv
-        out.append(
-            section(
-                "csv", f"CSV -> shards, {rows}: `append_files([csv])`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_files([csv]),
-                {
-                    "read_csv + itertuples": lambda o: seeds.write_tuples(pd.read_csv(csv), o),
-                    "read_csv + to_dict(records)": lambda o: seeds.write_dicts(pd.read_csv(csv).to_dict("records"), o),
-                },
-            )
+        add("csv", f"CSV -> shards, {rows}: `append_files([csv])`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_files([csv]),
+            {"read_csv + itertuples": lambda o: seeds.write_tuples(pd.read_csv(csv), o),
+             "read_csv + to_dict(records)": lambda o: seeds.write_dicts(pd.read_csv(csv).to_dict("records"), o)},
         )  # fmt: skip
     if "parquet" in chosen and table is not None and inp.parquet is not None:
         parquet = inp.parquet
-        out.append(
-            section(
-                "parquet", f"Parquet -> shards, {rows}: `append_files([parquet])`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_files([parquet]),
-                {"read_table().to_pylist()": lambda o: seeds.write_dicts(pq.read_table(parquet).to_pylist(), o)},
-            )
+        add("parquet", f"Parquet -> shards, {rows}: `append_files([parquet])`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_files([parquet]),
+            {"read_table().to_pylist()": lambda o: seeds.write_dicts(pq.read_table(parquet).to_pylist(), o)},
         )  # fmt: skip
     if "frame" in chosen and table is not None and df is not None:
         frame = df
-        out.append(
-            section(
-                "frame", f"DataFrame -> shards, {rows}: `append_rows(df)`", table, TABLE_SCHEMA,
-                lambda ds: ds.append_rows(frame),
-                {
-                    "itertuples": lambda o: seeds.write_tuples(frame, o),
-                    "to_dict(records)": lambda o: seeds.write_dicts(frame.to_dict("records"), o),
-                },
-            )
+        add("frame", f"DataFrame -> shards, {rows}: `append_rows(df)`", table, TABLE_SCHEMA,
+            lambda ds: ds.append_rows(frame),
+            {"itertuples": lambda o: seeds.write_tuples(frame, o),
+             "to_dict(records)": lambda o: seeds.write_dicts(frame.to_dict("records"), o)},
         )  # fmt: skip
     if "images" in chosen and inp.images is not None and inp.folder is not None:
         folder = inp.folder
-        out.append(
-            section(
-                "images", f"image folder -> shards, {cfg.images:,} {IMAGE_SIDE}x{IMAGE_SIDE} JPEGs: "
-                "`append_files([folder])`", inp.images, IMAGE_SCHEMA,
-                lambda ds: ds.append_files([folder]),
-                {
-                    "open().read()": lambda o: seeds.images(folder, o, tf_read=False),
-                    "tf.io.read_file (the seed's)": lambda o: seeds.images(folder, o, tf_read=True),
-                },
-            )
+        add("images", f"image folder -> shards, {cfg.images:,} {IMAGE_SIDE}x{IMAGE_SIDE} JPEGs: "
+            "`append_files([folder])`", inp.images, IMAGE_SCHEMA,
+            lambda ds: ds.append_files([folder]),
+            {"open().read()": lambda o: seeds.images(folder, o, tf_read=False),
+             "tf.io.read_file (the seed's)": lambda o: seeds.images(folder, o, tf_read=True)},
         )  # fmt: skip
     return out
 
@@ -555,40 +462,34 @@ def sections_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Section]:
 # --------------------------------------------------------------------------- report
 
 
-def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[Versus]:
+def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[h.Versus]:
     """The table, the median line, the seconds and the count of targets met; returns the missed rows."""
-    print(versus_table(results, "seeds' way (fastest)"))
+    print(h.versus_table(results, "seeds' way (fastest)"))
     print(
         "\nratio = catalog rate / peer rate (best round of each side; rows per second). The peer is the fastest "
         "of the seeds' ways in the same race; `(info)` rows set the catalog against the others, and its CPU "
         "seconds against the fastest way's. The catalog side includes validation, the shards' fsync and the "
         f"commit; the peer writes one file and no fsync. Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
-    )
+    h.print_medians(results)
     print("\nSeconds per run (`time.perf_counter`, and this process's `time.process_time`):\n")
-    print(seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
-    return versus_missed(results)
+    print(h.seconds_table({k: o.seconds for k, o in outcomes.items()}, "section", "side", share=True))
+    return h.versus_missed(results)
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
-    info = machine_header(
-        tensorflow=tf.__version__,
-        pandas=pd.__version__,
-        pyarrow=pa.__version__,
-        pillow=dist_version("Pillow", "pillow"),
-        numpy=np.__version__,
-        protobuf=protobuf_version(),
-        sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
-    )
-    print_header(
+    return h.start_report(
         "TFRecord Catalog: ingest benchmarks vs the seeds' way",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
-        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} images; best of {cfg.repeats} "
-        f"to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        dict(
+            tensorflow=tf.__version__,
+            pandas=pd.__version__,
+            pyarrow=pa.__version__,
+            pillow=h.dist_version("Pillow", "pillow"),
+            numpy=np.__version__,
+            **h.format_versions(),
+        ),
+        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} images; {cfg.rounds()} "
+        "after a warm-up round",
         f"table: {', '.join(INTS)} int64; {', '.join(FLOATS)} float32 (float64 in pandas, up to 6 decimals in "
         f"the CSV); {', '.join(TEXTS)} string",
         f"images: {IMAGE_SIDE}x{IMAGE_SIDE} RGB JPEGs (random pixels, Pillow, quality 90) in {IMAGE_CLASSES} "
@@ -596,11 +497,10 @@ def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
         "every run: a new catalog or output file (made, and the last one removed, untimed), then `os.sync()` and "
         "`gc.collect()` untimed",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
+    parser = h.arg_parser(
         __doc__,
         "100,000 rows and 2,000 images",
         "minimum timed rounds per comparison (default 3)",
@@ -610,20 +510,18 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="SECTIONS", help=f"comma-separated sections to run ({','.join(SECTIONS)}); default all"
     )
     args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
-    check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
-    tf = import_tensorflow()
+    cfg = h.chosen_config(args, QUICK, FULL)
+    chosen = h.chosen_sections(args.only, SECTIONS)
+    tf = h.import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)
-    results: list[Versus] = []
+    results: list[h.Versus] = []
     outcomes: dict[str, Outcome] = {}
     profiles: dict[str, Callable[[], str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_ingest_", dir="/tmp") as d:
         inp = make_inputs(cfg, Path(d), SeedsWay(tf), chosen)
         print("- inputs: " + "; ".join(inp.describe()) + "\n", flush=True)
-        gc.collect()
-        gc.freeze()  # the inputs and TensorFlow's modules live for the whole run: out of every collection
+        h.freeze()
         for section in sections_of(inp, cfg, chosen):
             outcome = run_section(cfg, section)
             outcomes[section.key] = outcome
@@ -632,9 +530,9 @@ def main(argv: list[str] | None = None) -> int:
             section.catalog.outputs.first = None  # the decoded reference is not needed any more
         elapsed = time.perf_counter() - started
         print_results(results, outcomes, elapsed)
-        texts = versus_profiles(args.profile, results, profiles, "cProfile")
+        texts = h.versus_profiles(args.profile, results, profiles, "cProfile")
     if args.json:
-        write_report(
+        h.write_report(
             args.json,
             info,
             args.quick,

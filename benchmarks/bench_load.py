@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +47,7 @@ try:  # the writers' queue, where write_txn looks it up
     import catalog.manifest.write_queue as mf
 except ImportError:  # a --baseline from before the manifest package: one module
     import catalog.manifest as mf  # type: ignore[no-redef]
-from benchmarks.harness import (
-    REPO,
-    TEXT_SCHEMA,
-    TEXT_VEC,
-    Report,
-    Result,
-    arg_parser,
-    filesystem_of,
-    log,
-    machine_header,
-    ms,
-    opened,
-    print_header,
-    profile_text,
-    run_workers,
-    usable_cpus,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog
 
 # The targets (issue 11, on a 2-core machine): tail latency of one append under 8 writers.
@@ -86,7 +69,7 @@ QUICK = Config(procs=8, seconds=10.0, rounds=1)
 
 def row_of(wid: int, i: int) -> dict[str, Any]:
     """Worker ``wid``'s ``i``-th row: its id and text say whose it is, so the check can find it."""
-    return {"id": wid * 10_000_000 + i, "text": f"w{wid}-{i}", "score": 0.5, "vec": [float(wid)] * TEXT_VEC}
+    return {"id": wid * 10_000_000 + i, "text": f"w{wid}-{i}", "score": 0.5, "vec": [float(wid)] * h.TEXT_VEC}
 
 
 def time_turns() -> tuple[list[float], list[float]]:
@@ -123,7 +106,7 @@ def append_loop(
         mf.WRITE_QUEUE = False
     waits, holds = time_turns()
     lat: list[float] = []
-    with opened(Path(root)) as cat:
+    with h.opened(Path(root)) as cat:
         ds = cat.dataset(name)
         ds.info()  # a pooled connection before the start line
 
@@ -138,7 +121,7 @@ def append_loop(
 
         start()
         began = time.perf_counter()
-        text = profile_text(loop) if profile else ""
+        text = h.profile_text(loop) if profile else ""
         if not profile:
             loop()
         end = time.perf_counter()
@@ -164,15 +147,16 @@ class Run:
     def summary(self) -> str:
         lat, per = self.latencies, [len(w) for w in self.per_worker]
         text = (
-            f"{self.commits / self.wall:,.0f} commits/s, p50 {ms(statistics.median(lat))}, p99 "
-            f"{ms(float(np.percentile(lat, 99)))}, max {ms(max(lat))}, {min(per):,} to {max(per):,} commits per process"
+            f"{self.commits / self.wall:,.0f} commits/s, p50 {h.ms(statistics.median(lat))}, p99 "
+            f"{h.ms(float(np.percentile(lat, 99)))}, max {h.ms(max(lat))}, "
+            f"{min(per):,} to {max(per):,} commits per process"
         )
         if self.waits:
             busy = sum(self.holds) / self.wall
             text += (
                 f"; {len(self.waits) / self.commits:.1f} turns per append, waited for p50 "
-                f"{ms(statistics.median(self.waits))} / p99 {ms(float(np.percentile(self.waits, 99)))}, held p50 "
-                f"{ms(statistics.median(self.holds))} / p99 {ms(float(np.percentile(self.holds, 99)))} "
+                f"{h.ms(statistics.median(self.waits))} / p99 {h.ms(float(np.percentile(self.waits, 99)))}, held p50 "
+                f"{h.ms(statistics.median(self.holds))} / p99 {h.ms(float(np.percentile(self.holds, 99)))} "
                 f"(held {busy:.0%} of the time)"
             )
         return text
@@ -185,7 +169,7 @@ def run_side(root: Path, cfg: Config, code: str | None, prof: bool) -> Run:
         dict(root=str(root), name="load", wid=w, seconds=cfg.seconds, queue=code is None, profile=prof and w == 0)
         for w in range(cfg.procs)
     ]
-    _, results = run_workers("benchmarks.bench_load:append_loop", jobs, cwd=Path(code) if code else REPO)
+    _, results = h.run_workers("benchmarks.bench_load:append_loop", jobs, cwd=Path(code) if code else h.REPO)
     return Run(
         max(r["end"] for r in results) - min(r["start"] for r in results),
         [r["lat"] for r in results],
@@ -211,8 +195,7 @@ def check_exact(cat: Catalog, name: str, run: Run) -> tuple[bool, str]:
         "rows exact": rows == want,
         "totals": info.records == total and info.shard_count == total and info.version == total + 1,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("; ".join(checks) + ": all passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks)
 
 
 @dataclass
@@ -233,18 +216,18 @@ def run_rounds(cfg: Config, sides: list[str], baseline: str | None, work: Path, 
         for side in sides if rnd % 2 == 0 else sides[::-1]:
             root = work / f"{side}-{rnd}"
             with Catalog.init(root) as cat:
-                cat.register("load", TEXT_SCHEMA)
+                cat.register("load", h.TEXT_SCHEMA)
             run = run_side(root, cfg, codes[side], prof)
-            with opened(root) as cat:
+            with h.opened(root) as cat:
                 ok, detail = check_exact(cat, "load", run)
             out.all_ok = out.all_ok and ok
             out.runs[side].append(run)
             out.verdicts[side].append(detail)
-            log(f"  round {rnd} {names[side]}: {run.summary()}; {detail}")
+            h.log(f"  round {rnd} {names[side]}: {run.summary()}; {detail}")
     return out
 
 
-def report_side(cfg: Config, s: Sides, side: str, report: Report) -> float:
+def report_side(cfg: Config, s: Sides, side: str, report: h.Report) -> float:
     """The side's latency row; returns its commits/s over every round."""
     side_runs = s.runs[side]
     lat = [t for r in side_runs for t in r.latencies]
@@ -253,15 +236,15 @@ def report_side(cfg: Config, s: Sides, side: str, report: Report) -> float:
     p50, p99, worst = statistics.median(lat), float(np.percentile(lat, 99)), max(lat)
     rounds = "; ".join(f"round {i}: {r.summary()}" for i, r in enumerate(side_runs))
     report.add(
-        Result(
+        h.Result(
             "1",
             f"{s.names[side]}: append latency p99 / max, {cfg.procs} processes x {cfg.seconds:.0f} s "
             "of one-row appends to one SQLite catalog",
-            f"{ms(p99)} / {ms(worst)}",
-            f"<= {ms(P99_TARGET_S)} / <= {ms(MAX_TARGET_S)}",
+            f"{h.ms(p99)} / {h.ms(worst)}",
+            f"<= {h.ms(P99_TARGET_S)} / <= {h.ms(MAX_TARGET_S)}",
             p99 <= P99_TARGET_S and worst <= MAX_TARGET_S if side == "queue" else None,
-            f"{commits:,} commits, {rate:,.0f} commits/s; p50 {ms(p50)}, p90 {ms(float(np.percentile(lat, 90)))}, "
-            f"p99.9 {ms(float(np.percentile(lat, 99.9)))}; {rounds}",
+            f"{commits:,} commits, {rate:,.0f} commits/s; p50 {h.ms(p50)}, p90 {h.ms(float(np.percentile(lat, 90)))}, "
+            f"p99.9 {h.ms(float(np.percentile(lat, 99.9)))}; {rounds}",
             data={
                 "commits": commits,
                 "rate": rate,
@@ -276,25 +259,25 @@ def report_side(cfg: Config, s: Sides, side: str, report: Report) -> float:
     return rate
 
 
-def bench_load(cfg: Config, sides: list[str], baseline: str | None, work: Path, report: Report, prof: bool) -> Sides:
+def bench_load(cfg: Config, sides: list[str], baseline: str | None, work: Path, report: h.Report, prof: bool) -> Sides:
     s = run_rounds(cfg, sides, baseline, work, prof)
     rates = {side: report_side(cfg, s, side, report) for side in sides}
     if len(sides) == 2:
         ratio = rates["queue"] / rates["busy"]
         report.add(
-            Result(
+            h.Result(
                 "1",
                 f"throughput, {s.names['queue']} / {s.names['busy']}, same workload, same run",
                 f"{ratio:.2f}x",
                 ">= 1.00x",
                 ratio >= 1.0,
-                f"{rates['queue']:,.0f} vs {rates['busy']:,.0f} commits/s; {usable_cpus()} CPUs shared by "
+                f"{rates['queue']:,.0f} vs {rates['busy']:,.0f} commits/s; {h.usable_cpus()} CPUs shared by "
                 f"{cfg.procs} writers; rounds alternate which side goes first",
                 data={"ratio": ratio},
             )
         )
     report.add(
-        Result(
+        h.Result(
             "1",
             "every commit present exactly once, every side and round",
             "yes" if s.all_ok else "no",
@@ -308,7 +291,7 @@ def bench_load(cfg: Config, sides: list[str], baseline: str | None, work: Path, 
 
 
 def parse_args(argv: list[str] | None) -> tuple[Any, Config, list[str]]:
-    parser = arg_parser(__doc__, "10 s per side instead of 60 s")
+    parser = h.arg_parser(__doc__, "10 s per side instead of 60 s")
     parser.add_argument("--sides", default="queue,busy", help="comma-separated: queue, busy (default both)")
     parser.add_argument("--seconds", type=float, help="seconds per side (overrides the mode's)")
     parser.add_argument("--rounds", type=int, help="rounds (default 1)")
@@ -332,16 +315,16 @@ def parse_args(argv: list[str] | None) -> tuple[Any, Config, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, cfg, sides = parse_args(argv)
     baseline = f" (busy: {args.baseline}/catalog)" if args.baseline else " (busy: this code without its queue)"
-    info = machine_header(sqlalchemy=sqlalchemy.__version__, sqlite=sqlite3.sqlite_version)
-    print_header(
+    info = h.machine_header(sqlalchemy=sqlalchemy.__version__, sqlite=sqlite3.sqlite_version)
+    h.print_header(
         "TFRecord Catalog: load (concurrent appends on one SQLite catalog)",
         info,
-        f"catalogs under {args.workdir} on {filesystem_of(args.workdir)}",
+        f"catalogs under {args.workdir} on {h.filesystem_of(args.workdir)}",
         f"mode: {'quick' if args.quick else 'full'}: {cfg.procs} processes, {cfg.seconds:.0f} s per side, "
         f"{cfg.rounds} round(s), sides {', '.join(sides)}{baseline}; one durable one-row append "
-        f"(token each) per commit; rows: id int64, text string, score float32, vec float32[{TEXT_VEC}]",
+        f"(token each) per commit; rows: id int64, text string, score float32, vec float32[{h.TEXT_VEC}]",
     )
-    report = Report()
+    report = h.Report()
     started = time.perf_counter()
     done: list[Sides] = []
     with tempfile.TemporaryDirectory(prefix="bench_load_", dir=args.workdir) as d:
@@ -354,8 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles = {done[0].names[s]: done[0].runs[s][-1].profile for s in sides if done[0].runs[s][-1].profile}
     for side, text in profiles.items():
         print(f"\n### {side}: worker 0 under cProfile\n\n```\n{text}\n```")
-    if args.json:
-        write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,37 +37,7 @@ import numpy as np
 import sqlalchemy
 from crc32c import crc32c
 
-from benchmarks.harness import (
-    ENRICHED_SCHEMA,
-    HEIGHT,
-    LABELED_SCHEMA,
-    LABELED_VEC,
-    MIB,
-    Contender,
-    FreshCatalog,
-    Racing,
-    Versus,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    import_tensorflow,
-    labeled_rows,
-    log,
-    machine_header,
-    median_line,
-    page_cache,
-    print_header,
-    profile_text,
-    protobuf_version,
-    recycle_memory,
-    usable_cpus,
-    versus_missed,
-    versus_profiles,
-    versus_table,
-    write_migrations,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Schema, read_record_batches
 from catalog.storage import fsync_dir
 
@@ -78,15 +48,13 @@ BLOB_SCHEMA: dict[str, Any] = {"features": {"data": {"dtype": "bytes"}}}
 
 
 @dataclass
-class Config(Racing):
+class Config(h.Racing):
     records: int  # small Examples in the dataset
     shards: int  # ... split into this many shards
     peer_shards: int  # the peer migrates the first this-many shards (its eager loop is slow)
     blob_mib: int  # compact/export: MiB of 256 KiB records
     blob_shards: int  # ... in this many shards
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 15
+    max_rounds: int = field(default=15, kw_only=True)
 
 
 FULL = Config(records=200_000, shards=16, peer_shards=2, blob_mib=256, blob_shards=64, repeats=5, budget=6.0)
@@ -106,26 +74,26 @@ def settler(scratch: Path, recycle: int) -> Callable[[], None]:
 
     def settle() -> None:
         os.sync()
-        recycle_memory(scratch, recycle)
+        h.recycle_memory(scratch, recycle)
         gc.collect()
 
     return settle
 
 
 def migrate_contender(
-    fresh: FreshCatalog,
+    fresh: h.FreshCatalog,
     migrations: Path,
     workers: int | None,
     verify: Callable[[Catalog, Any], None],
     settle: Callable[[], object],
-) -> Contender:
+) -> h.Contender:
     def finish(report: object, first: bool) -> None:
         if first:
             assert fresh.cat is not None
             verify(fresh.cat, report)
         fresh.discard()
 
-    return Contender(
+    return h.Contender(
         run=lambda: fresh.ds.migrate(migrations, workers=workers), prepare=fresh.prepare, finish=finish, settle=settle
     )
 
@@ -143,7 +111,7 @@ def peer_contender(
     modify: Modify,
     verify: Callable[[Path], None],
     settle: Callable[[], object],
-) -> Contender:
+) -> h.Contender:
     """``for raw in TFRecordDataset(shard): parse, modify, TFRecordWriter.write``, one output per shard.
 
     The ``tf.data`` datasets are built once, outside the timer (only iterating them is timed).
@@ -177,11 +145,11 @@ def peer_contender(
             verify(state["out"])
         shutil.rmtree(state["out"])
 
-    return Contender(run=run, prepare=prepare, finish=finish, settle=settle)
+    return h.Contender(run=run, prepare=prepare, finish=finish, settle=settle)
 
 
 def peer_add(ex: Any) -> None:
-    ex.features.feature["height"].int64_list.value.append(HEIGHT)
+    ex.features.feature["height"].int64_list.value.append(h.HEIGHT)
 
 
 def peer_rename(ex: Any) -> None:
@@ -242,53 +210,53 @@ FEATURES_AFTER = {
 
 def check_columns(kind: str, cols: dict[str, np.ndarray], exp: Expected, who: str) -> None:
     """The decoded output of one migration must hold exactly what the migration promises."""
-    check(set(cols) == FEATURES_AFTER[kind], f"{who} {kind}: features {sorted(cols)}")
-    check(np.array_equal(cols["id"], exp.ids), f"{who} {kind}: ids differ from the source's (order or values)")
-    check(np.array_equal(cols["vec"], exp.vecs), f"{who} {kind}: vec differs from the source's")
+    h.check(set(cols) == FEATURES_AFTER[kind], f"{who} {kind}: features {sorted(cols)}")
+    h.check(np.array_equal(cols["id"], exp.ids), f"{who} {kind}: ids differ from the source's (order or values)")
+    h.check(np.array_equal(cols["vec"], exp.vecs), f"{who} {kind}: vec differs from the source's")
     if "score" in cols:
-        check(np.array_equal(cols["score"], exp.scores), f"{who} {kind}: score differs")
+        h.check(np.array_equal(cols["score"], exp.scores), f"{who} {kind}: score differs")
     if kind == "rename":
-        check(texts(cols["category"]) == exp.labels, f"{who} rename: category is not the old label")
+        h.check(texts(cols["category"]) == exp.labels, f"{who} rename: category is not the old label")
     elif kind == "transform":
-        check(texts(cols["label"]) == [s.upper() for s in exp.labels], f"{who} transform: label is not upper-cased")
+        h.check(texts(cols["label"]) == [s.upper() for s in exp.labels], f"{who} transform: label is not upper-cased")
         want = exp.scores.astype(np.float64) * np.sqrt((exp.vecs.astype(np.float64) ** 2).sum(axis=1))
-        check(
+        h.check(
             np.allclose(cols["magnitude"], want, rtol=1e-5, atol=1e-6),
             f"{who} transform: magnitude differs from score * |vec| (max error "
             f"{float(np.max(np.abs(cols['magnitude'] - want))):.3g})",
         )
     else:
-        check(texts(cols["label"]) == exp.labels, f"{who} {kind}: label differs")
+        h.check(texts(cols["label"]) == exp.labels, f"{who} {kind}: label differs")
     if kind == "add":
         n = len(exp.ids)
-        check(np.array_equal(cols["height"], np.full(n, HEIGHT, np.int64)), f"{who} add: height is not {HEIGHT}")
+        h.check(np.array_equal(cols["height"], np.full(n, h.HEIGHT, np.int64)), f"{who} add: height is not {h.HEIGHT}")
 
 
 TARGET_SCHEMAS: dict[str, dict[str, Any]] = {
-    "add": {"features": {**LABELED_SCHEMA["features"], "height": {"dtype": "int64", "default": HEIGHT}}},
+    "add": {"features": {**h.LABELED_SCHEMA["features"], "height": {"dtype": "int64", "default": h.HEIGHT}}},
     "rename": {
-        "features": {("category" if k == "label" else k): v for k, v in LABELED_SCHEMA["features"].items()},
+        "features": {("category" if k == "label" else k): v for k, v in h.LABELED_SCHEMA["features"].items()},
     },
-    "drop": {"features": {k: v for k, v in LABELED_SCHEMA["features"].items() if k != "score"}},
-    "transform": ENRICHED_SCHEMA,
+    "drop": {"features": {k: v for k, v in h.LABELED_SCHEMA["features"].items() if k != "score"}},
+    "transform": h.ENRICHED_SCHEMA,
 }
 
 
 def catalog_verifier(kind: str, exp: Expected, n_records: int, n_shards: int) -> Callable[[Catalog, Any], None]:
     def verify(cat: Catalog, report: Any) -> None:
-        check(len(report.migrations) == 1, f"catalog {kind}: {len(report.migrations)} migrations applied, not 1")
+        h.check(len(report.migrations) == 1, f"catalog {kind}: {len(report.migrations)} migrations applied, not 1")
         m = report.migrations[0]
-        check(m.records == n_records and m.shards == n_shards, f"catalog {kind}: report {m.records} records")
-        check(report.schema_version == 2, f"catalog {kind}: schema version {report.schema_version}, not 2")
+        h.check(m.records == n_records and m.shards == n_shards, f"catalog {kind}: report {m.records} records")
+        h.check(report.schema_version == 2, f"catalog {kind}: schema version {report.schema_version}, not 2")
         ds = cat.dataset(NAME)  # reopen: the old handle pins schema version 1
         want = Schema.from_json(TARGET_SCHEMAS[kind])
-        check(ds.schema == want, f"catalog {kind}: new schema {ds.schema.to_json()} is not {want.to_json()}")
+        h.check(ds.schema == want, f"catalog {kind}: new schema {ds.schema.to_json()} is not {want.to_json()}")
         files = ds.files()
-        check(len(files) == n_shards, f"catalog {kind}: {len(files)} shards live, not {n_shards}")
+        h.check(len(files) == n_shards, f"catalog {kind}: {len(files)} shards live, not {n_shards}")
         records = [r for p in files for batch in read_record_batches(p) for r in batch]
-        check(len(records) == n_records, f"catalog {kind}: {len(records)} records read back, not {n_records}")
+        h.check(len(records) == n_records, f"catalog {kind}: {len(records)} records read back, not {n_records}")
         check_columns(kind, ds.schema.decode_batch(records), exp, "catalog")
-        check(ds.verify().ok, f"catalog {kind}: verify failed after the migration")
+        h.check(ds.verify().ok, f"catalog {kind}: verify failed after the migration")
 
     return verify
 
@@ -296,7 +264,7 @@ def catalog_verifier(kind: str, exp: Expected, n_records: int, n_shards: int) ->
 def peer_verifier(kind: str, exp: Expected) -> Callable[[Path], None]:
     def verify(out: Path) -> None:
         records = [r for p in sorted(out.iterdir()) for batch in read_record_batches(str(p)) for r in batch]
-        check(len(records) == len(exp.ids), f"peer {kind}: {len(records)} records written, not {len(exp.ids)}")
+        h.check(len(records) == len(exp.ids), f"peer {kind}: {len(records)} records written, not {len(exp.ids)}")
         check_columns(kind, Schema.from_json(TARGET_SCHEMAS[kind]).decode_batch(records), exp, "peer")
 
     return verify
@@ -319,8 +287,8 @@ class MigrationCase:
 CASES = [
     MigrationCase(
         "add",
-        f'AddField("height", int64, default={HEIGHT})',
-        f"`feature['height'].int64_list.value.append({HEIGHT})`",
+        f'AddField("height", int64, default={h.HEIGHT})',
+        f"`feature['height'].int64_list.value.append({h.HEIGHT})`",
         peer_add,
         20.0,
         None,
@@ -367,43 +335,43 @@ def build_small(tf: Any, cfg: Config, tmp: Path, rows: list[dict[str, Any]]) -> 
     t0 = time.perf_counter()
     per_shard = math.ceil(cfg.records / cfg.shards)
     with Catalog.init(pristine) as cat:
-        ds = cat.register(NAME, LABELED_SCHEMA)
+        ds = cat.register(NAME, h.LABELED_SCHEMA)
         commit = ds.append_rows(rows, shard_records=per_shard, message="benchmark data")
         files = ds.files()
-    check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
+    h.check(commit.records == cfg.records and commit.shard_count == cfg.shards, "the dataset's shards")
     shard_bytes = sum(os.path.getsize(p) for p in files)
-    log(
-        f"  built {cfg.records:,} records in {cfg.shards} shards ({shard_bytes / MIB:.1f} MiB) "
+    h.log(
+        f"  built {cfg.records:,} records in {cfg.shards} shards ({shard_bytes / h.MIB:.1f} MiB) "
         f"in {time.perf_counter() - t0:.1f} s"
     )
     sources = files[: cfg.peer_shards]
     for p in sources:
-        page_cache(p)
+        h.page_cache(p)
     peer_records = sum(1 for p in sources for _ in tf.data.TFRecordDataset(p))
-    check(peer_records == per_shard * cfg.peer_shards, f"peer subset holds {peer_records} records")
+    h.check(peer_records == per_shard * cfg.peer_shards, f"peer subset holds {peer_records} records")
     work = tmp / "runs"
     work.mkdir()
-    folders = write_migrations(tmp, NAME, [c.kind for c in CASES])
+    folders = h.write_migrations(tmp, NAME, [c.kind for c in CASES])
     # More than any run writes (the copy is made in prepare, before the recycling).
     settle = settler(tmp, 2 * shard_bytes)
     return Migrations(tf, cfg, pristine, work, folders, sources, peer_records, Expected.of(rows), settle)
 
 
-def bench_case(m: Migrations, case: MigrationCase) -> list[Versus]:
+def bench_case(m: Migrations, case: MigrationCase) -> list[h.Versus]:
     verify = catalog_verifier(case.kind, m.exp, m.cfg.records, m.cfg.shards)
     folder = m.folders[case.kind]
     contenders = {
-        "catalog": migrate_contender(FreshCatalog(m.pristine, m.work, NAME), folder, case.workers, verify, m.settle)
+        "catalog": migrate_contender(h.FreshCatalog(m.pristine, m.work, NAME), folder, case.workers, verify, m.settle)
     }
     if case.info_workers is not None:
-        fresh = FreshCatalog(m.pristine, m.work, NAME)
+        fresh = h.FreshCatalog(m.pristine, m.work, NAME)
         contenders["info"] = migrate_contender(fresh, folder, case.info_workers, verify, m.settle)
     peer_check = peer_verifier(case.kind, m.exp.head(m.peer_records))
     contenders["peer"] = peer_contender(m.tf, m.sources, m.work, case.modify, peer_check, m.settle)
     t = m.cfg.race(contenders)
-    workers = case.workers or f"default ({usable_cpus()})"
+    workers = case.workers or f"default ({h.usable_cpus()})"
     rows = [
-        Versus(
+        h.Versus(
             case.kind,
             f"{case.kind}: `ds.migrate` {case.label}, workers={workers} vs parse + {case.peer_text} + write",
             "rec/s",
@@ -416,7 +384,7 @@ def bench_case(m: Migrations, case: MigrationCase) -> list[Versus]:
     ]
     if case.info_workers is not None:
         rows.append(
-            Versus(
+            h.Versus(
                 f"({case.kind}, workers={case.info_workers})",
                 f"(info) {case.kind}: same, workers={case.info_workers}",
                 "rec/s",
@@ -433,23 +401,18 @@ def profile_migration(m: Migrations, folder: Path) -> Callable[[], str]:
     """One catalog migration for cProfile, with workers=1 so the work shows in this process."""
 
     def run() -> str:
-        fresh = FreshCatalog(m.pristine, m.work, NAME)
-        fresh.prepare()
-        m.settle()
-        try:
-            return profile_text(lambda: fresh.ds.migrate(folder, workers=1))
-        finally:
-            fresh.discard()
+        fresh = h.FreshCatalog(m.pristine, m.work, NAME)
+        return h.profile_run(fresh.prepare, m.settle, lambda: fresh.ds.migrate(folder, workers=1), fresh.discard)
 
     return run
 
 
-def bench_migrations(m: Migrations, results: list[Versus], profiles: dict[str, Callable[[], str]]) -> None:
+def bench_migrations(m: Migrations, results: list[h.Versus], profiles: dict[str, Callable[[], str]]) -> None:
     started = time.perf_counter()
     for case in CASES:
         results += bench_case(m, case)
         profiles[case.kind] = profile_migration(m, m.folders[case.kind])
-        log(f"  [done] {case.kind} ({time.perf_counter() - started:.0f} s)")
+        h.log(f"  [done] {case.kind} ({time.perf_counter() - started:.0f} s)")
 
 
 # --------------------------------------------------------------------------- 5. compact and export
@@ -485,12 +448,12 @@ class Blobs:
 
     @property
     def text(self) -> str:
-        return f"{len(self.files)} shards of 256 KiB records ({self.nbytes / MIB:.0f} MiB, page-cached)"
+        return f"{len(self.files)} shards of 256 KiB records ({self.nbytes / h.MIB:.0f} MiB, page-cached)"
 
 
 def build_blobs(cfg: Config, tmp: Path) -> Blobs:
     pristine = tmp / "pristine-blobs"
-    total = cfg.blob_mib * MIB // BLOB_BYTES
+    total = cfg.blob_mib * h.MIB // BLOB_BYTES
     t0 = time.perf_counter()
     with Catalog.init(pristine) as cat:
         ds = cat.register(BLOB_NAME, BLOB_SCHEMA)
@@ -499,40 +462,40 @@ def build_blobs(cfg: Config, tmp: Path) -> Blobs:
         with ds.writer(message="blobs", shard_records=total // cfg.blob_shards) as w:
             for i in range(total):
                 w.write_record(pool[i % len(pool)])
-        check(w.commit is not None and w.commit.shard_count == cfg.blob_shards, "blob shards committed")
+        h.check(w.commit is not None and w.commit.shard_count == cfg.blob_shards, "blob shards committed")
         files = ds.files()
     sizes = [os.path.getsize(p) for p in files]
     digest = stream_digest(files)
-    check(digest[0] == total, "blob records")
-    log(
-        f"  built {total} x 256 KiB records in {len(files)} shards ({sum(sizes) / MIB:.0f} MiB) "
+    h.check(digest[0] == total, "blob records")
+    h.log(
+        f"  built {total} x 256 KiB records in {len(files)} shards ({sum(sizes) / h.MIB:.0f} MiB) "
         f"in {time.perf_counter() - t0:.1f} s"
     )
     work = tmp / "blob-runs"
     work.mkdir()
-    return Blobs(cfg, pristine, work, files, sizes, total, digest, settler(tmp, sum(sizes) + 64 * MIB))
+    return Blobs(cfg, pristine, work, files, sizes, total, digest, settler(tmp, sum(sizes) + 64 * h.MIB))
 
 
 COMPACT_GROUPS = 2  # so both workers of the default pool have one
 
 
-def compact_contender(b: Blobs, settle: Callable[[], object], workers: int | None) -> Contender:
-    fresh = FreshCatalog(b.pristine, b.work, BLOB_NAME)
+def compact_contender(b: Blobs, settle: Callable[[], object], workers: int | None) -> h.Contender:
+    fresh = h.FreshCatalog(b.pristine, b.work, BLOB_NAME)
     target_size = math.ceil(len(b.sizes) / COMPACT_GROUPS) * max(b.sizes)
 
     def finish(report: object, first: bool) -> None:
         rep: Any = report
-        check(rep.commit is not None and rep.groups == COMPACT_GROUPS, f"compact made {rep.groups} groups")
-        check(rep.bytes == b.nbytes and rep.shards_after == COMPACT_GROUPS, f"compact report {rep.to_json()}")
+        h.check(rep.commit is not None and rep.groups == COMPACT_GROUPS, f"compact made {rep.groups} groups")
+        h.check(rep.bytes == b.nbytes and rep.shards_after == COMPACT_GROUPS, f"compact report {rep.to_json()}")
         if first:
             assert fresh.cat is not None
             d = fresh.cat.dataset(BLOB_NAME)
-            check(len(d.files()) == COMPACT_GROUPS, "compacted shard count")
-            check(stream_digest(d.files()) == b.digest, "compacted records differ from the source's")
-            check(d.verify().ok, "verify after compact")
+            h.check(len(d.files()) == COMPACT_GROUPS, "compacted shard count")
+            h.check(stream_digest(d.files()) == b.digest, "compacted records differ from the source's")
+            h.check(d.verify().ok, "verify after compact")
         fresh.discard()
 
-    return Contender(
+    return h.Contender(
         run=lambda: fresh.ds.compact(target_size=target_size, workers=workers),
         prepare=fresh.prepare,
         finish=finish,
@@ -540,7 +503,7 @@ def compact_contender(b: Blobs, settle: Callable[[], object], workers: int | Non
     )
 
 
-def bench_compact(b: Blobs) -> list[Versus]:
+def bench_compact(b: Blobs) -> list[h.Versus]:
     """A fresh copy per run; with and without recycling memory first."""
     t = b.cfg.race(
         {
@@ -550,9 +513,9 @@ def bench_compact(b: Blobs) -> list[Versus]:
         }
     )
     return [
-        Versus(
+        h.Versus(
             "compact",
-            f"compact: `ds.compact`, {b.text} -> {COMPACT_GROUPS} shards, workers=default ({usable_cpus()}); "
+            f"compact: `ds.compact`, {b.text} -> {COMPACT_GROUPS} shards, workers=default ({h.usable_cpus()}); "
             "fsync + commit included",
             "GB/s",
             b.nbytes,
@@ -560,8 +523,8 @@ def bench_compact(b: Blobs) -> list[Versus]:
             target=1.0,
             absolute=True,
         ),
-        Versus("(compact, workers=1)", "(info) compact: same, workers=1", "GB/s", b.nbytes, t["one"].times),
-        Versus(
+        h.Versus("(compact, workers=1)", "(info) compact: same, workers=1", "GB/s", b.nbytes, t["one"].times),
+        h.Versus(
             "(compact, no recycling)",
             "(info) compact: same, without recycling page-cache memory before the run (the VM's cost of fresh memory)",
             "GB/s",
@@ -578,7 +541,7 @@ class ExportRuns:
         self.b = b
         self.ds = cat.dataset(BLOB_NAME)
         self.src = self.ds.files()
-        check(len(self.src) == len(b.files), "export catalog shards")
+        h.check(len(self.src) == len(b.files), "export catalog shards")
         self.n = 0
 
     @property
@@ -589,18 +552,18 @@ class ExportRuns:
         self.n += 1
         self.out.mkdir()
         for p in self.src:
-            page_cache(p)
+            h.page_cache(p)
 
     def export(self) -> object:
         return self.ds.export(self.out / "export.tfrecord")
 
     def export_finish(self, report: object, first: bool) -> None:
         rep: Any = report
-        check(rep.bytes == self.b.nbytes and rep.records == self.b.records, f"export report {rep.to_json()}")
+        h.check(rep.bytes == self.b.nbytes and rep.records == self.b.records, f"export report {rep.to_json()}")
         exported = self.out / "export.tfrecord"
-        check(os.path.getsize(exported) == self.b.nbytes, "export size")
+        h.check(os.path.getsize(exported) == self.b.nbytes, "export size")
         if first:
-            check(stream_digest([str(exported)]) == self.b.digest, "exported records differ from the dataset's")
+            h.check(stream_digest([str(exported)]) == self.b.digest, "exported records differ from the dataset's")
         shutil.rmtree(self.out)
 
     def copy(self, sync: bool) -> Callable[[], object]:
@@ -618,21 +581,16 @@ class ExportRuns:
 
     def copy_finish(self, _out: object, first: bool) -> None:
         copied = sorted(self.out.iterdir())
-        check(len(copied) == len(self.src) and sum(p.stat().st_size for p in copied) == self.b.nbytes, "copied bytes")
+        h.check(len(copied) == len(self.src) and sum(p.stat().st_size for p in copied) == self.b.nbytes, "copied bytes")
         shutil.rmtree(self.out)
 
     def profile(self) -> str:
-        self.prepare()
-        self.b.settle()
-        try:
-            return profile_text(self.export)
-        finally:
-            shutil.rmtree(self.out)
+        return h.profile_run(self.prepare, self.b.settle, self.export, lambda: shutil.rmtree(self.out))
 
 
-def bench_export(b: Blobs, runs: ExportRuns) -> list[Versus]:
-    def side(run: Callable[[], object], finish: Callable[[object, bool], None], recycled: bool = True) -> Contender:
-        return Contender(run, runs.prepare, finish, b.settle if recycled else settler(b.work, 0))
+def bench_export(b: Blobs, runs: ExportRuns) -> list[h.Versus]:
+    def side(run: Callable[[], object], finish: Callable[[object, bool], None], recycled: bool = True) -> h.Contender:
+        return h.Contender(run, runs.prepare, finish, b.settle if recycled else settler(b.work, 0))
 
     t = b.cfg.race(
         {
@@ -644,7 +602,7 @@ def bench_export(b: Blobs, runs: ExportRuns) -> list[Versus]:
     )
     n, export = b.nbytes, t["export"].times
     return [
-        Versus(
+        h.Versus(
             "export",
             f"export: `ds.export(compression='none')`, {b.text} -> 1 file; fsync included",
             "GB/s",
@@ -653,14 +611,14 @@ def bench_export(b: Blobs, runs: ExportRuns) -> list[Versus]:
             target=1.0,
             absolute=True,
         ),
-        Versus(
+        h.Versus(
             "(export, no recycling)",
             "(info) export: same, without recycling page-cache memory before the run",
             "GB/s",
             n,
             t["cold"].times,
         ),
-        Versus(
+        h.Versus(
             "(export / copyfile)",
             "(info) export vs `shutil.copyfile` of every shard, no fsync (the page-cache ceiling)",
             "GB/s",
@@ -669,7 +627,7 @@ def bench_export(b: Blobs, runs: ExportRuns) -> list[Versus]:
             n,
             t["copy"].times,
         ),
-        Versus(
+        h.Versus(
             "(export / copyfile + fsync)",
             "(info) export vs `shutil.copyfile` of every shard + fsync of each and of the folder",
             "GB/s",
@@ -685,28 +643,24 @@ def profile_compact(b: Blobs) -> Callable[[], str]:
     target_size = math.ceil(len(b.sizes) / COMPACT_GROUPS) * max(b.sizes)
 
     def run() -> str:
-        fresh = FreshCatalog(b.pristine, b.work, BLOB_NAME)
-        fresh.prepare()
-        b.settle()
-        try:
-            return profile_text(lambda: fresh.ds.compact(target_size=target_size, workers=1))
-        finally:
-            fresh.discard()
+        fresh = h.FreshCatalog(b.pristine, b.work, BLOB_NAME)
+        return h.profile_run(fresh.prepare, b.settle, lambda: fresh.ds.compact(target_size=target_size, workers=1),
+                             fresh.discard)  # fmt: skip
 
     return run
 
 
 def bench_compact_export(
-    cfg: Config, tmp: Path, results: list[Versus], profiles: dict[str, Callable[[], str]], stack: ExitStack
+    cfg: Config, tmp: Path, results: list[h.Versus], profiles: dict[str, Callable[[], str]], stack: ExitStack
 ) -> None:
     b = build_blobs(cfg, tmp)
     results += bench_compact(b)
-    log("  [done] compact")
+    h.log("  [done] compact")
     shared = b.work / "export-catalog"
     shutil.copytree(b.pristine, shared)
     runs = ExportRuns(b, stack.enter_context(Catalog.open(shared)))
     results += bench_export(b, runs)
-    log("  [done] export")
+    h.log("  [done] export")
     profiles["compact"] = profile_compact(b)
     profiles["export"] = runs.profile
 
@@ -714,73 +668,62 @@ def bench_compact_export(
 # --------------------------------------------------------------------------- main
 
 
-def print_results(results: list[Versus], elapsed: float) -> list[Versus]:
+def print_results(results: list[h.Versus], elapsed: float) -> list[h.Versus]:
     """The table, the median line and the count of targets met; returns the missed rows."""
-    print(versus_table(results, "peer"))
+    print(h.versus_table(results, "peer"))
     print(
         "\nratio = catalog rate / peer rate (best round of each side); the peer is the seeds' per-record eager "
         f"loop, without fsync. Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
-    )
-    return versus_missed(results)
+    h.print_medians(results)
+    return h.versus_missed(results)
 
 
 def header(cfg: Config, quick: bool, tf: Any) -> dict[str, Any]:
-    info = machine_header(
-        tensorflow=tf.__version__,
-        numpy=np.__version__,
-        protobuf=protobuf_version(),
-        sqlalchemy=sqlalchemy.__version__,
-        sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
-    )
     per_shard = math.ceil(cfg.records / cfg.shards)
-    print_header(
+    return h.start_report(
         "TFRecord Catalog: migrate, compact and export benchmarks vs the seeds' way",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
+        dict(
+            tensorflow=tf.__version__,
+            numpy=np.__version__,
+            protobuf=h.protobuf_version(),
+            sqlalchemy=sqlalchemy.__version__,
+            sqlite=sqlite3.sqlite_version,
+            crc32c=h.dist_version("crc32c"),
+        ),
         f"mode: {'quick' if quick else 'full'}: {cfg.records:,} records in {cfg.shards} shards (catalog side), "
         f"the first {cfg.peer_shards} shards ({cfg.peer_shards * per_shard:,} records) for the peer's eager loop; "
-        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; best of {cfg.repeats} to "
-        f"{cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        f"{cfg.blob_mib} MiB of 256 KiB records in {cfg.blob_shards} shards; {cfg.rounds()} "
+        "after a warm-up round",
         "small record: tf.train.Example, 4 features (id int64, label string, score float32, "
-        f"vec float32[{LABELED_VEC}])",
+        f"vec float32[{h.LABELED_VEC}])",
         "before every timed run, untimed: `os.sync()`, then a scratch file as large as the run's output (or more) "
         "is written and deleted, on both sides (recycled page-cache memory; see benchmarks/README.md)",
     )
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
-        __doc__,
-        "smaller workload and fewer rounds (about 40 s)",
-        "minimum timed rounds per comparison (default 5, quick 3)",
-        "the catalog side (workers=1)",
-    )
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    tf = import_tensorflow()
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "smaller workload and fewer rounds (about 40 s)",
+                          "minimum timed rounds per comparison (default 5, quick 3)",
+                          "the catalog side (workers=1)")  # fmt: skip
+    tf = h.import_tensorflow()
     started = time.perf_counter()
     info = header(cfg, args.quick, tf)
-    rows = labeled_rows(cfg.records)
-    gc.collect()
-    gc.freeze()  # the rows and TensorFlow's modules live for the whole run: keep them out of every collection
-    results: list[Versus] = []
+    rows = h.labeled_rows(cfg.records)
+    h.freeze()
+    results: list[h.Versus] = []
     profiles: dict[str, Callable[[], str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_migrate_", dir="/tmp") as d, ExitStack() as stack:
-        log("[1-4] migrations ...")
+        h.log("[1-4] migrations ...")
         bench_migrations(build_small(tf, cfg, Path(d), rows), results, profiles)
-        log("[5] compact and export ...")
+        h.log("[5] compact and export ...")
         bench_compact_export(cfg, Path(d), results, profiles, stack)
         elapsed = time.perf_counter() - started
         print_results(results, elapsed)
-        texts = versus_profiles(args.profile, results, profiles, "workers=1, cProfile")
+        texts = h.versus_profiles(args.profile, results, profiles, "workers=1, cProfile")
     if args.json:
         results_json = [r.to_json() for r in results]
-        write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=texts)
+        h.write_report(args.json, info, args.quick, cfg, results_json, elapsed_seconds=elapsed, profiles=texts)
     return 0
 
 

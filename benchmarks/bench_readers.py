@@ -37,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,29 +45,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from benchmarks.harness import (
-    LABELED_SCHEMA,
-    REPO,
-    Contender,
-    Report,
-    Result,
-    Timing,
-    arg_parser,
-    cache_tree,
-    check,
-    chosen_config,
-    dist_version,
-    import_tensorflow,
-    labeled_rows,
-    loadavg,
-    log,
-    machine_header,
-    print_header,
-    protobuf_version,
-    race,
-    skip_shard_fsync,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset
 from catalog.schema import to_tf_feature_spec
 
@@ -114,16 +92,16 @@ QUICK = Config(100_000, 20_000, 2, singles=5_000, lists=50, access_repeats=3, re
 def build(cat: Catalog, cfg: Config) -> tuple[Dataset, Dataset]:
     """The two datasets, SHARDS shards each (file fsyncs off: setup only); every record's
     ``id`` is its position in dataset order, so any output order can be traced to the disk."""
-    small = cat.register("small", LABELED_SCHEMA)
+    small = cat.register("small", h.LABELED_SCHEMA)
     with small.writer(shard_records=-(-cfg.small_records // SHARDS)) as w:
-        skip_shard_fsync(w)
+        h.skip_shard_fsync(w)
         for start in range(0, cfg.small_records, 100_000):
-            for i, row in enumerate(labeled_rows(min(100_000, cfg.small_records - start), seed=start)):
+            for i, row in enumerate(h.labeled_rows(min(100_000, cfg.small_records - start), seed=start)):
                 w.write({**row, "id": start + i})
     images = cat.register("images", IMAGE_SCHEMA)
     rng = np.random.default_rng(0)
     with images.writer(shard_records=-(-cfg.images // SHARDS)) as w:
-        skip_shard_fsync(w)
+        h.skip_shard_fsync(w)
         for start in range(0, cfg.images, 10_000):
             pixels = rng.integers(0, 256, (min(10_000, cfg.images - start), *IMAGE_SHAPE), dtype=np.uint8)
             for i, image in enumerate(pixels):
@@ -259,7 +237,7 @@ def tf_pipeline(tf: Any, files: list[str], spec: dict[str, Any], tensors: dict[s
 def tf_server() -> None:
     """The tf.data side's process: one JSON job a line on stdin (files, spec, tensors, parallel, out),
     one run each, its ids and first batch saved to ``out`` (.npz), its seconds on stdout."""
-    tf = import_tensorflow()
+    tf = h.import_tensorflow()
     print(json.dumps({"tensorflow": tf.__version__}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
@@ -280,14 +258,14 @@ class TfServer:
         with open(self.err, "wb") as f:
             pipe = subprocess.PIPE
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code], stdin=pipe, stdout=pipe, stderr=f, cwd=REPO, text=True
+                [sys.executable, "-c", code], stdin=pipe, stdout=pipe, stderr=f, cwd=h.REPO, text=True
             )
         self.version = str(self._reply()["tensorflow"])
 
     def _reply(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
-        check(bool(line), f"the tf.data process exited {self.proc.poll()}: {self.err.read_text()[-800:]}")
+        h.check(bool(line), f"the tf.data process exited {self.proc.poll()}: {self.err.read_text()[-800:]}")
         reply: dict[str, Any] = json.loads(line)
         return reply
 
@@ -336,12 +314,12 @@ def same_values(side: str, ds: Dataset, first: dict[str, np.ndarray], src: Any) 
     ids = first["id"].reshape(-1)
     expected = src[ids.tolist()]
     for name, column in expected.items():
-        check(name in first, f"{side} on {ds.name}: no feature {name!r}")
+        h.check(name in first, f"{side} on {ds.name}: no feature {name!r}")
         got = first[name]
         same = list(got.reshape(-1)) == list(column) if column.dtype == object else (
             np.array_equal(got.reshape(column.shape), column)
         )  # fmt: skip
-        check(same, f"{side} on {ds.name}: feature {name!r} differs from the shards' values")
+        h.check(same, f"{side} on {ds.name}: feature {name!r} differs from the shards' values")
 
 
 def loader_race(cfg: Config, ds: Dataset, src: Any, sides: dict[str, Callable[[], Run]]) -> dict[str, Any]:
@@ -350,7 +328,7 @@ def loader_race(cfg: Config, ds: Dataset, src: Any, sides: dict[str, Callable[[]
     Returns {"timings": side -> Timing, "orders": side -> ids in output order, "first": the
     catalog's first batch}."""
     n = len(src)
-    timings = {side: Timing(side) for side in sides}
+    timings = {side: h.Timing(side) for side in sides}
     orders: dict[str, np.ndarray] = {}
     firsts: dict[str, dict[str, np.ndarray]] = {}
 
@@ -358,9 +336,9 @@ def loader_race(cfg: Config, ds: Dataset, src: Any, sides: dict[str, Callable[[]
         def finish(out: object, warmup: bool) -> None:
             assert isinstance(out, tuple)
             seconds, ids, first = out
-            check(len(ids) == n, f"{side} on {ds.name} gave {len(ids)} records, not {n}")
+            h.check(len(ids) == n, f"{side} on {ds.name} gave {len(ids)} records, not {n}")
             if warmup:
-                check(np.array_equal(np.sort(ids), np.arange(n)), f"{side} on {ds.name}: not every record once")
+                h.check(np.array_equal(np.sort(ids), np.arange(n)), f"{side} on {ds.name}: not every record once")
                 same_values(side, ds, first, src)
                 orders[side], firsts[side] = ids, first
             else:
@@ -368,8 +346,8 @@ def loader_race(cfg: Config, ds: Dataset, src: Any, sides: dict[str, Callable[[]
 
         return finish
 
-    contenders = {side: Contender(run, finish=finish_of(side), settle=settle) for side, run in sides.items()}
-    race(contenders, cfg.repeats)
+    contenders = {side: h.Contender(run, finish=finish_of(side), settle=settle) for side, run in sides.items()}
+    h.race(contenders, cfg.repeats)
     return {"timings": timings, "orders": orders, "first": firsts["catalog"]}
 
 
@@ -384,7 +362,7 @@ def rate(records: int, seconds: float) -> str:
     return f"{records / seconds / 1e3:,.1f} k rec/s"
 
 
-def versus_rows(report: Report, ds: Dataset, what: str, timings: dict[str, Timing]) -> None:
+def versus_rows(report: h.Report, ds: Dataset, what: str, timings: dict[str, h.Timing]) -> None:
     """Section 1's rows: the catalog's rate against each peer's (best rounds; medians in the note)."""
     n = ds.info().records
     cat = timings["catalog"]
@@ -393,7 +371,7 @@ def versus_rows(report: Report, ds: Dataset, what: str, timings: dict[str, Timin
         theirs = timings[peer]
         ratio, median = theirs.best / cat.best, theirs.median / cat.median
         report.add(
-            Result(
+            h.Result(
                 "1",
                 f"DataLoader, {what}: ds.torch vs {title}",
                 f"{ratio:.2f}x",
@@ -415,10 +393,10 @@ def profile_epoch(ds: Dataset) -> Callable[[], object]:
     return run
 
 
-def loaders(cfg: Config, ds: Dataset, what: str, server: TfServer, folder: Path, report: Report) -> dict[str, Any]:
+def loaders(cfg: Config, ds: Dataset, what: str, server: TfServer, folder: Path, report: h.Report) -> dict[str, Any]:
     """Section 1 on one dataset; returns each side's order (the warm-up runs')."""
     splits = tfrecord_files(ds, folder / f"tfrecord-{ds.name}")
-    cache_tree(folder)
+    h.cache_tree(folder)
     sides: dict[str, Callable[[], Run]] = {
         "catalog": lambda: consume(catalog_loader(ds)),
         "tfrecord": lambda: consume(tfrecord_loader(ds, folder / f"tfrecord-{ds.name}", splits)),
@@ -427,7 +405,7 @@ def loaders(cfg: Config, ds: Dataset, what: str, server: TfServer, folder: Path,
         "in-process": lambda: consume(lambda: ds.torch(batch_size=BATCH, shuffle=True)),  # (info): no workers
     }
     src = ds.source()
-    log(f"[1] {ds.name}: {len(src):,} records, {', '.join(sides)} ...")
+    h.log(f"[1] {ds.name}: {len(src):,} records, {', '.join(sides)} ...")
     out = loader_race(cfg, ds, src, sides)
     versus_rows(report, ds, what, out["timings"])
     context_rows(cfg, report, what, out)
@@ -435,7 +413,7 @@ def loaders(cfg: Config, ds: Dataset, what: str, server: TfServer, folder: Path,
     return orders
 
 
-def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any]) -> None:
+def context_rows(cfg: Config, report: h.Report, what: str, race_out: dict[str, Any]) -> None:
     """Section 1's information: the catalog's reader with no DataLoader (this process, one
     core), and torch's own transfer (the same batches as plain dicts carried from 2 workers,
     nothing read: what ds.torch's batches would cost without its one-buffer packing)."""
@@ -443,7 +421,7 @@ def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any
     alone, loader = timings["in-process"], timings["catalog"]
     n = len(race_out["orders"]["catalog"])
     report.add(
-        Result(
+        h.Result(
             "1",
             f"DataLoader, {what}: ds.torch in this process, no workers (info)",
             rate(n, alone.best),
@@ -453,9 +431,9 @@ def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any
         )
     )
     carry = floor_loader(race_out["first"], n)
-    floor = race({"floor": Contender(carry, settle=settle)}, cfg.repeats)["floor"]
+    floor = h.race({"floor": h.Contender(carry, settle=settle)}, cfg.repeats)["floor"]
     report.add(
-        Result(
+        h.Result(
             "1",
             f"DataLoader, {what}: torch's own transfer of ds.torch's batches, nothing read (info)",
             rate(n, floor.best),
@@ -468,7 +446,7 @@ def context_rows(cfg: Config, report: Report, what: str, race_out: dict[str, Any
 # --------------------------------------------------------------------------- 2. random access
 
 
-def random_access(cfg: Config, ds: Dataset, what: str, report: Report) -> None:
+def random_access(cfg: Config, ds: Dataset, what: str, report: h.Report) -> None:
     """``src[i]`` at random ``i`` and ``src[list of 256 random indices]``, new indices every
     run (drawn outside the timer), from the page cache; every run's last answer is checked."""
     src = ds.source()
@@ -495,17 +473,17 @@ def random_access(cfg: Config, ds: Dataset, what: str, report: Report) -> None:
     def finish(out: object, _warmup: bool) -> None:
         assert isinstance(out, tuple)
         asked, got = out
-        check(np.array_equal(np.asarray(got["id"]), np.asarray(asked)), f"src[...] on {ds.name}: wrong records")
+        h.check(np.array_equal(np.asarray(got["id"]), np.asarray(asked)), f"src[...] on {ds.name}: wrong records")
 
-    contenders = {"single": Contender(singles, draw, finish), "list": Contender(lists, draw, finish)}
-    t = race(contenders, cfg.access_repeats, cfg.budget)
+    contenders = {"single": h.Contender(singles, draw, finish), "list": h.Contender(lists, draw, finish)}
+    t = h.race(contenders, cfg.access_repeats, cfg.budget)
     for key, rows, title, target in (
         ("single", cfg.singles, "src[i]", 50_000),
         ("list", cfg.lists * BATCH, f"src[list of {BATCH}]", 300_000),
     ):
         best, median = rows / t[key].best, rows / t[key].median
         report.add(
-            Result(
+            h.Result(
                 "2",
                 f"random access, {what}: {title}",
                 f"{best / 1e3:,.1f} k rows/s",
@@ -543,7 +521,7 @@ SIDE_TITLES = {
 }
 
 
-def shuffle_quality(orders: dict[str, np.ndarray], report: Report) -> None:
+def shuffle_quality(orders: dict[str, np.ndarray], report: h.Report) -> None:
     """Section 3's rows: the targets apply to ds.torch; the peers' figures are information."""
     n = len(orders["catalog"])
     for side in ("catalog", "tf.data", "tfrecord"):
@@ -553,7 +531,7 @@ def shuffle_quality(orders: dict[str, np.ndarray], report: Report) -> None:
         note = f"{n:,} records as the loader delivered them" if ours else f"{passes} |rho| <= 0.01"
         note += f"; mean displacement {displaced:.3f} N (uniform: 0.333)"
         report.add(
-            Result(
+            h.Result(
                 "3",
                 f"shuffle quality, {SIDE_TITLES[side]}: neighbours on disk; Spearman rho",
                 f"{neighbours:.4%}; {rho:+.4f}",
@@ -568,7 +546,7 @@ def shuffle_quality(orders: dict[str, np.ndarray], report: Report) -> None:
 # --------------------------------------------------------------------------- 4. resumption
 
 
-def resumption(cfg: Config, ds: Dataset, what: str, report: Report) -> None:
+def resumption(cfg: Config, ds: Dataset, what: str, report: h.Report) -> None:
     """Time to the first batch, from ``load_state_dict`` to the batch out of a 2-worker
     DataLoader, resuming at 90% of epoch 0 against at its start. The dataset is made outside
     the timer; the workers are shut down outside it (the last reference dropped in ``finish``)."""
@@ -577,7 +555,7 @@ def resumption(cfg: Config, ds: Dataset, what: str, report: Report) -> None:
     expected = {key: next(ds.batches(BATCH, shuffle=True, samples=k))["id"] for key, k in at.items()}
     held: dict[str, Any] = {}
 
-    def side(key: str) -> Contender:
+    def side(key: str) -> h.Contender:
         def prepare() -> None:
             held["dataset"] = ds.torch(batch_size=BATCH, shuffle=True)
 
@@ -590,15 +568,15 @@ def resumption(cfg: Config, ds: Dataset, what: str, report: Report) -> None:
         def finish(out: object, _warmup: bool) -> None:
             held.pop("iterator")  # its workers stop now, off the clock
             assert isinstance(out, dict)
-            check(np.array_equal(out["id"].numpy(), expected[key]), f"resumed at {key} of {ds.name}: wrong batch")
+            h.check(np.array_equal(out["id"].numpy(), expected[key]), f"resumed at {key} of {ds.name}: wrong batch")
 
-        return Contender(run, prepare, finish, settle)
+        return h.Contender(run, prepare, finish, settle)
 
-    t = race({key: side(key) for key in at}, cfg.resume_repeats, cfg.budget)
+    t = h.race({key: side(key) for key in at}, cfg.resume_repeats, cfg.budget)
     late, start = t[f"{RESUME_AT:.0%}"], t["0%"]
     ratio, median = late.best / start.best, late.median / start.median
     report.add(
-        Result(
+        h.Result(
             "4",
             f"resume, {what}: first batch at {RESUME_AT:.0%} / at 0%",
             f"{ratio:.2f}x",
@@ -622,14 +600,14 @@ def resumed(ds: Dataset, samples: int) -> Any:
 
 
 def header(cfg: Config, quick: bool, tf_version: str) -> dict[str, Any]:
-    info = machine_header(
+    info = h.machine_header(
         torch=torch.__version__,
-        tfrecord=dist_version("tfrecord"),
+        tfrecord=h.dist_version("tfrecord"),
         tensorflow=tf_version,
         numpy=np.__version__,
-        protobuf=protobuf_version(),
+        protobuf=h.protobuf_version(),
     )
-    print_header(
+    h.print_header(
         "TFRecord Catalog: the readers against the tfrecord package and tf.data",
         info,
         f"mode: {'quick' if quick else 'full'}: {cfg.small_records:,} Examples of ~140 bytes (id, label, score, "
@@ -642,7 +620,7 @@ def header(cfg: Config, quick: bool, tf_version: str) -> dict[str, Any]:
     return info
 
 
-def sections(cfg: Config, folder: Path, server: TfServer, report: Report) -> None:
+def sections(cfg: Config, folder: Path, server: TfServer, report: h.Report) -> None:
     cat = Catalog.open(folder / "cat")
     report.catalogs.append(cat)
     small, images = cat.dataset("small"), cat.dataset("images")
@@ -671,13 +649,10 @@ def sections(cfg: Config, folder: Path, server: TfServer, report: Report) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
-        __doc__, "100k small records and 20k images, fewer rounds", "minimum rounds of section 1", "the catalog side"
-    )
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "100k small records and 20k images, fewer rounds",
+                          "minimum rounds of section 1", "the catalog side")  # fmt: skip
     started = time.perf_counter()
-    report = Report()
+    report = h.Report()
     with tempfile.TemporaryDirectory(prefix="bench_readers_") as d, ExitStack() as stack:
         folder = Path(d)
         server = TfServer(folder)  # TensorFlow imports in it while the data is written here
@@ -687,12 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         info = header(cfg, args.quick, server.version)
         stack.callback(report.close)
         sections(cfg, folder, server, report)
-        missed = report.summary(started, f"; load average at the end {' '.join(map(str, loadavg()))}")
-        texts = report.print_profiles(args.profile, missed)
-    if args.json:
-        results = [asdict(r) for r in report.results]
-        write_report(args.json, info, args.quick, cfg, results, elapsed_seconds=time.perf_counter() - started,
-                     profiles=texts)  # fmt: skip
+        texts = report.conclude(started, args.profile, f"; load average at the end {' '.join(map(str, h.loadavg()))}")
+    report.write(args, info, cfg, elapsed_seconds=time.perf_counter() - started, profiles=texts)
     return 0
 
 

@@ -48,25 +48,7 @@ from typing import Any
 import fsspec
 from crc32c import crc32c
 
-from benchmarks.harness import (
-    MIB,
-    TEXT_SCHEMA,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    loadavg,
-    log,
-    machine_header,
-    page_cache,
-    print_header,
-    profile_text,
-    rotation,
-    skip_shard_fsync,
-    start_s3,
-    text_rows,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Commit, Schema
 
 SIDES = ("local", "s3")
@@ -180,7 +162,9 @@ class Meter:
 
 
 @dataclass
-class Row:
+class Row(h.TwoSides):
+    ours = "s3"
+
     benchmark: str
     nbytes: int  # framed shard bytes per run
     records: int
@@ -198,14 +182,6 @@ class Row:
         """MB/s (10^6 bytes/s) of the best (or median) run."""
         return self.nbytes / pick([r.seconds for r in self.runs.get(side) or self.extra[side]]) / 1e6
 
-    @property
-    def ratio(self) -> float:
-        return self.rate("s3") / self.rate("local")
-
-    @property
-    def median_ratio(self) -> float:
-        return self.rate("s3", statistics.median) / self.rate("local", statistics.median)
-
     def cell(self, side: str) -> str:
         mbs = self.rate(side)
         return f"{mbs:,.0f} MB/s ({mbs * 1e6 / self.nbytes * self.records / 1e3:,.0f} k rec/s)"
@@ -221,7 +197,7 @@ class Row:
 
 
 def requests_text(run: Run) -> str:
-    return ", ".join(f"{k} {v:,}" if k != "bytes up" else f"{v / MIB:,.0f} MiB up" for k, v in run.requests.items())
+    return ", ".join(f"{k} {v:,}" if k != "bytes up" else f"{v / h.MIB:,.0f} MiB up" for k, v in run.requests.items())
 
 
 def breakdown(rows: list[Row]) -> str:
@@ -272,10 +248,10 @@ def table(rows: list[Row]) -> str:
 
 def make_records(n: int) -> list[bytes]:
     """The text rows, encoded once (in chunks: two million row dicts would take gigabytes)."""
-    schema = Schema.from_json(TEXT_SCHEMA)
+    schema = Schema.from_json(h.TEXT_SCHEMA)
     out: list[bytes] = []
     for start in range(0, n, 100_000):
-        out += [schema.encode(r) for r in text_rows(min(100_000, n - start), seed=start, start=start)]
+        out += [schema.encode(r) for r in h.text_rows(min(100_000, n - start), seed=start, start=start)]
     return out
 
 
@@ -299,7 +275,7 @@ class Bare:
         self.runs += 1
         keys = [f"{self.base}/{self.runs}-{i}.tfrecord" for i in range(len(self.local_files))]
         run, _ = meter(lambda: self.put(keys))
-        check(sum(int(self.fs.size(k)) for k in keys) == self.nbytes, "bare PUT stored every byte")
+        h.check(sum(int(self.fs.size(k)) for k in keys) == self.nbytes, "bare PUT stored every byte")
         self.fs.rm(keys)
         return run
 
@@ -319,16 +295,16 @@ class Side:
         self.runs = 0
 
     def append(self, dataset: str, sync: bool = True) -> Commit:
-        ds = self.cat.register(dataset, TEXT_SCHEMA)
+        ds = self.cat.register(dataset, h.TEXT_SCHEMA)
         with ds.writer(message="bench", shard_size=1 << 40, shard_records=self.shard_records) as w:
             if not sync:
-                skip_shard_fsync(w)
+                h.skip_shard_fsync(w)
             for rec in self.records:
                 w.write_record(rec)
         commit = w.commit
-        check(commit is not None and commit.records == len(self.records), f"{self.name}: append committed all")
+        h.check(commit is not None and commit.records == len(self.records), f"{self.name}: append committed all")
         assert commit is not None
-        check(commit.shard_count == self.shards, f"{self.name}: {commit.shard_count} shards, not {self.shards}")
+        h.check(commit.shard_count == self.shards, f"{self.name}: {commit.shard_count} shards, not {self.shards}")
         return commit
 
     def remove(self, dataset: str) -> None:
@@ -355,7 +331,7 @@ class Side:
 
     def verify(self) -> int:
         rep = self.cat.verify(["events"])
-        check(rep.ok and rep.checked == self.shards, f"{self.name}: verify report {rep.to_json()}")
+        h.check(rep.ok and rep.checked == self.shards, f"{self.name}: verify report {rep.to_json()}")
         return int(rep.bytes)
 
     def digest(self) -> tuple[int, str]:
@@ -372,17 +348,17 @@ def race(row: Row, contenders: dict[str, Callable[[], Run]], repeats: int) -> Ro
     for fn in contenders.values():
         fn()
     for rnd in range(repeats):
-        for name in rotation(list(contenders), rnd):
+        for name in h.rotation(list(contenders), rnd):
             run = contenders[name]()
             (row.runs[name] if name in SIDES else row.extra.setdefault(name, [])).append(run)
-    log(f"[done] {row.benchmark}: local {row.cell('local')}, S3 {row.cell('s3')}, S3/local {row.ratio:.2f}x")
+    h.log(f"[done] {row.benchmark}: local {row.cell('local')}, S3 {row.cell('s3')}, S3/local {row.ratio:.2f}x")
     return row
 
 
 def measured(meter: Meter, fn: Callable[[], object], expect: object) -> Callable[[], Run]:
     def go() -> Run:
         run, out = meter(fn)
-        check(out == expect, f"result {out!r}, expected {expect!r}")
+        h.check(out == expect, f"result {out!r}, expected {expect!r}")
         return run
 
     return go
@@ -394,7 +370,7 @@ def measured(meter: Meter, fn: Callable[[], object], expect: object) -> Callable
 def build_sides(cfg: Config, tmp: Path) -> tuple[dict[str, Side], dict[str, Any]]:
     """Both catalogs, each with the read dataset ``events`` (untimed; also warms every
     connection), checked to hold the same records."""
-    log(f"encoding {cfg.records:,} records ...")
+    h.log(f"encoding {cfg.records:,} records ...")
     records = make_records(cfg.records)
     fsspec.filesystem("s3", skip_instance_cache=True).mkdir(BUCKET)
     sides = {
@@ -408,12 +384,12 @@ def build_sides(cfg: Config, tmp: Path) -> tuple[dict[str, Side], dict[str, Any]
         facts[f"{side.name}_build_seconds"] = time.perf_counter() - t0
         facts["bytes"] = commit.total_bytes
     for p in sides["local"].cat.dataset("events").files():
-        page_cache(p)
+        h.page_cache(p)
     digests = {name: side.digest() for name, side in sides.items()}
-    check(digests["local"] == digests["s3"], f"record streams differ: {digests}")
-    check(digests["local"][0] == cfg.records, "records read back")
+    h.check(digests["local"] == digests["s3"], f"record streams differ: {digests}")
+    h.check(digests["local"][0] == cfg.records, "records read back")
     facts["record_digest"] = digests["local"]
-    log(f"datasets built: {cfg.records:,} records, {facts['bytes'] / MIB:.1f} MiB in {cfg.shards} shards per side")
+    h.log(f"datasets built: {cfg.records:,} records, {facts['bytes'] / h.MIB:.1f} MiB in {cfg.shards} shards per side")
     return sides, facts
 
 
@@ -421,7 +397,7 @@ def bench_append(cfg: Config, sides: dict[str, Side], bare: Bare, meter: Meter) 
     local, s3 = sides["local"], sides["s3"]
     nosync = "local, no fsync"
     row = Row(
-        f"append {bare.nbytes / MIB:.0f} MiB, {cfg.shards} shards: writer + write_record, commit included",
+        f"append {bare.nbytes / h.MIB:.0f} MiB, {cfg.shards} shards: writer + write_record, commit included",
         bare.nbytes,
         cfg.records,
         baseline=nosync,
@@ -467,8 +443,8 @@ def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Ro
     profiled: list[Callable[[], object]] = [lambda: s3.timed_append(meter), s3.read_records, s3.read_batches, s3.verify]
     for r, fn in zip(rows, profiled, strict=True):
         if profile == "all" or (profile == "auto" and r.ratio < PROFILE_BELOW):
-            log(f"[profile] S3 side of {r.benchmark} ...")
-            r.profile = profile_text(fn)
+            h.log(f"[profile] S3 side of {r.benchmark} ...")
+            r.profile = h.profile_text(fn)
     local.cat.close()
     s3.cat.close()
     return rows, facts
@@ -480,7 +456,7 @@ def run_all(cfg: Config, tmp: Path, meter: Meter, profile: str) -> tuple[list[Ro
 def print_results(rows: list[Row], facts: dict[str, Any], elapsed: float) -> None:
     print(
         f"- building the read dataset (untimed): local {facts['local_build_seconds']:.2f} s, "
-        f"S3 {facts['s3_build_seconds']:.2f} s; load average at the end {' '.join(map(str, loadavg()))}\n"
+        f"S3 {facts['s3_build_seconds']:.2f} s; load average at the end {' '.join(map(str, h.loadavg()))}\n"
     )
     print(table(rows))
     print("\nWhere the S3 time goes (best runs; CPU seconds by thread; moto = the process's other threads):\n")
@@ -505,7 +481,7 @@ def print_results(rows: list[Row], facts: dict[str, Any], elapsed: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "~32 MiB instead of ~256 MiB, 3 rounds", "timed rounds per row (default 5, quick 3)")
+    parser = h.arg_parser(__doc__, "~32 MiB instead of ~256 MiB, 3 rounds", "timed rounds per row (default 5, quick 3)")
     parser.add_argument(
         "--profile",
         choices=("auto", "all", "none"),
@@ -513,13 +489,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"cProfile the S3 side of rows below {PROFILE_BELOW}x of local (default), of every row, or none",
     )
     args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
+    cfg = h.chosen_config(args, QUICK, FULL)
     versions = ("s3fs", "fsspec", "aiobotocore", "botocore", "moto", "werkzeug")
-    info = machine_header(**{name: dist_version(name) for name in versions}, sqlite=sqlite3.sqlite_version)
+    info = h.machine_header(**{name: h.dist_version(name) for name in versions}, sqlite=sqlite3.sqlite_version)
     started = time.perf_counter()
-    server, _endpoint = start_s3()
+    server, _endpoint = h.start_s3()
     try:
-        print_header(
+        h.print_header(
             "TFRecord Catalog: append and read throughput, S3 (moto on loopback) vs local data area",
             info,
             f"local catalogs and the S3 spool on {info['tmp_fs']}",
@@ -535,8 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print_results(rows, facts, elapsed)
     if args.json:
-        extra = {"facts": facts, "loadavg_at_end": loadavg(), "elapsed_seconds": elapsed}
-        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], **extra)
+        extra = {"facts": facts, "loadavg_at_end": h.loadavg(), "elapsed_seconds": elapsed}
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], **extra)
     return 0
 
 

@@ -31,41 +31,16 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from typer.testing import CliRunner
 
 import catalog
-from benchmarks.harness import (
-    MIB,
-    PG_SETTINGS,
-    TEXT_SCHEMA,
-    Report,
-    Result,
-    arg_parser,
-    bulk_shards,
-    check,
-    dist_version,
-    filesystem_of,
-    log,
-    machine_header,
-    ms,
-    opened,
-    print_header,
-    rotation,
-    run_workers,
-    start_postgres,
-    text_rows,
-    timed,
-    usable_cpus,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset
-from catalog.cli import app
 
 # Server settings for the throwaway cluster unless --pg-fast: a durable commit, like SQLite's FULL.
 DURABLE_PG = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
@@ -150,8 +125,8 @@ def given_database(db_url: str) -> Server:
 
 
 def throwaway_cluster(fast: bool) -> Server:
-    settings = PG_SETTINGS if fast else {**PG_SETTINGS, **DURABLE_PG}
-    pg = start_postgres(settings)
+    settings = h.PG_SETTINGS if fast else {**h.PG_SETTINGS, **DURABLE_PG}
+    pg = h.start_postgres(settings)
     try:
         engine = sa.create_engine(pg.url(), isolation_level="AUTOCOMMIT")
         with engine.connect() as conn:
@@ -195,8 +170,8 @@ def shards_table_analyzed(conn: sa.Connection) -> str:
 def append_worker(start: Callable[[], None], root: str, name: str, wid: int, commits: int) -> dict[str, Any]:
     """One "machine": open its catalog directory, wait for the others, commit ``commits`` one-row appends,
     each with its own idempotency token; then retry its first token, which must change nothing."""
-    rows = text_rows(commits, seed=wid + 1, start=wid * commits)
-    with opened(Path(root)) as cat:
+    rows = h.text_rows(commits, seed=wid + 1, start=wid * commits)
+    with h.opened(Path(root)) as cat:
         ds = cat.dataset(name)
         ds.info()  # a pooled connection before the start line
         start()
@@ -220,7 +195,7 @@ class Run:
 
 def run_appenders(roots: list[Path], name: str, commits: int) -> Run:
     jobs = [{"root": str(root), "name": name, "wid": w, "commits": commits} for w, root in enumerate(roots)]
-    _, results = run_workers("benchmarks.bench_scale:append_worker", jobs)
+    _, results = h.run_workers("benchmarks.bench_scale:append_worker", jobs)
     return Run(
         max(r["end"] for r in results) - min(r["start"] for r in results),
         [t for r in results for t in r["lat"]],
@@ -244,7 +219,7 @@ def check_exact(cat: Catalog, name: str, procs: int, commits: int) -> tuple[bool
     total = procs * commits
     tokens = Counter(c.token for c in hist if c.kind == "append")
     expected = {f"w{w}-{i}" for w in range(procs) for i in range(commits)}
-    want = {r["id"]: r for w in range(procs) for r in text_rows(commits, seed=w + 1, start=w * commits)}
+    want = {r["id"]: r for w in range(procs) for r in h.text_rows(commits, seed=w + 1, start=w * commits)}
     got = list(ds.read())
     ids = Counter(int(r["id"]) for r in got)
     info = ds.info()
@@ -258,8 +233,7 @@ def check_exact(cat: Catalog, name: str, procs: int, commits: int) -> tuple[bool
         "totals": info.records == total and info.shard_count == total and info.version == total + 1,
         "verify": vr.ok and vr.checked == total,
     }
-    bad = [k for k, ok in checks.items() if not ok]
-    return not bad, ("; ".join(checks) + ": all passed" if not bad else "FAILED: " + ", ".join(bad))
+    return h.verdict(checks)
 
 
 @dataclass
@@ -280,21 +254,21 @@ def concurrent_rounds(cfg: Config, url: str, work: Path) -> Rounds:
     sides = {"PostgreSQL": pg_roots, "SQLite": [lite_root] * cfg.procs}
     out = Rounds({k: [] for k in sides}, {k: [] for k in sides})
     for rnd in range(cfg.rounds):
-        for side in rotation(list(sides), rnd):
+        for side in h.rotation(list(sides), rnd):
             roots, name = sides[side], f"appends-{rnd}"
-            with opened(roots[0]) as cat:
-                cat.register(name, TEXT_SCHEMA)
+            with h.opened(roots[0]) as cat:
+                cat.register(name, h.TEXT_SCHEMA)
             run = run_appenders(roots, name, cfg.proc_commits)
-            with opened(roots[0]) as cat:
+            with h.opened(roots[0]) as cat:
                 ok, detail = check_exact(cat, name, cfg.procs, cfg.proc_commits)
             out.all_ok = out.all_ok and ok and run.retries_ok
             out.runs[side].append(run)
             out.verdicts[side].append(detail if run.retries_ok else detail + "; a retried token was NOT a duplicate")
-            log(f"  round {rnd} {side}: {cfg.procs * cfg.proc_commits / run.wall:,.0f} commits/s, {detail}")
+            h.log(f"  round {rnd} {side}: {cfg.procs * cfg.proc_commits / run.wall:,.0f} commits/s, {detail}")
     return out
 
 
-def bench_concurrent(cfg: Config, url: str, work: Path, report: Report) -> None:
+def bench_concurrent(cfg: Config, url: str, work: Path, report: h.Report) -> None:
     r = concurrent_rounds(cfg, url, work)
     total = cfg.procs * cfg.proc_commits
     rates: dict[str, float] = {}
@@ -304,29 +278,29 @@ def bench_concurrent(cfg: Config, url: str, work: Path, report: Report) -> None:
         lat = [t for run in side_runs for t in run.latencies]
         how = f"{cfg.procs} attached catalog directories" if side == "PostgreSQL" else "one catalog directory"
         report.add(
-            Result(
+            h.Result(
                 "a",
                 f"{side}: {cfg.procs} processes x {cfg.proc_commits} durable one-row appends (token each) "
                 f"to one dataset, {how}",
                 f"{rates[side]:,.0f} commits/s",
                 note=f"median of {len(per_round)} round(s) ({', '.join(f'{x:,.0f}' for x in per_round)}); commit "
-                f"latency p50 {ms(statistics.median(lat))}, p99 {ms(float(np.percentile(lat, 99)))}, max "
-                f"{ms(max(lat))}; started behind a common start line",
+                f"latency p50 {h.ms(statistics.median(lat))}, p99 {h.ms(float(np.percentile(lat, 99)))}, max "
+                f"{h.ms(max(lat))}; started behind a common start line",
                 data={"rates": per_round, "latencies": lat, "walls": [run.wall for run in side_runs]},
             )
         )
     report.add(
-        Result(
+        h.Result(
             "a",
             "PostgreSQL / SQLite commits/s, same workload, same run",
             f"{rates['PostgreSQL'] / rates['SQLite']:.2f}x",
-            note=f"rounds alternate which side goes first; {usable_cpus()} CPUs shared by {cfg.procs} writers "
+            note=f"rounds alternate which side goes first; {h.usable_cpus()} CPUs shared by {cfg.procs} writers "
             "(and by the PostgreSQL server on that side)",
             data={"ratio": rates["PostgreSQL"] / rates["SQLite"]},
         )
     )
     report.add(
-        Result(
+        h.Result(
             "a",
             f"all {total:,} commits present exactly once, each round, both sides",
             "yes" if r.all_ok else "no",
@@ -387,50 +361,50 @@ def run_child(argv: list[str], out_path: Path, marker: bytes = b'"path":') -> Ch
         seconds = time.perf_counter() - t0
         proc.stdout.close()
     errors = err_path.read_text()
-    check(proc.returncode == 0, f"{' '.join(argv[-3:])} exited {proc.returncode}: {errors[-500:]}")
+    h.check(proc.returncode == 0, f"{' '.join(argv[-3:])} exited {proc.returncode}: {errors[-500:]}")
     peaks = [line.split()[1] for line in errors.splitlines() if line.startswith("VmHWM:")]
-    check(len(peaks) == 1, f"{' '.join(argv[-3:])}: no peak RSS line on stderr: {errors[-500:]}")
+    h.check(len(peaks) == 1, f"{' '.join(argv[-3:])}: no peak RSS line on stderr: {errors[-500:]}")
     return Child(seconds, first, int(peaks[0]) / 1024, n)
 
 
-def build_big(cfg: Config, url: str, root: Path, work: Path, report: Report) -> None:
+def build_big(cfg: Config, url: str, root: Path, work: Path, report: h.Report) -> None:
     """``big`` with ``cfg.shards`` one-record shards, ``small`` with ``cfg.small_shards``."""
     n = cfg.shards
     with Catalog.init(root, url) as cat:  # attaches (section a made the manifest) or creates it
-        big, small = cat.register("big", TEXT_SCHEMA), cat.register("small", TEXT_SCHEMA)
-        record = big.schema.encode(text_rows(1)[0])
+        big, small = cat.register("big", h.TEXT_SCHEMA), cat.register("small", h.TEXT_SCHEMA)
+        record = big.schema.encode(h.text_rows(1)[0])
         disk_before = shutil.disk_usage(work).used
         t0 = time.perf_counter()
         done = commits = 0
         while done < n:
             k = min(max(cfg.shards_per_commit, n // 10), n - done)
-            commits += bulk_shards(big, record, k, cfg.shards_per_commit)
+            commits += h.bulk_shards(big, record, k, cfg.shards_per_commit)
             done += k
             el = time.perf_counter() - t0
-            log(f"  ... {done:,} shards in {el:.0f} s ({done / el:,.0f}/s)")
+            h.log(f"  ... {done:,} shards in {el:.0f} s ({done / el:,.0f}/s)")
         build = time.perf_counter() - t0
-        bulk_shards(small, record, cfg.small_shards, cfg.small_shards)
+        h.bulk_shards(small, record, cfg.small_shards, cfg.small_shards)
         disk_used = shutil.disk_usage(work).used - disk_before
     size, analyzed = query(url, database_size), query(url, shards_table_analyzed)
     report.add(
-        Result(
+        h.Result(
             "b",
             f"setup: {n:,} one-record shards through Writer (shard_records=1), {cfg.shards_per_commit:,} per commit",
             f"{build:.0f} s",
             note=f"{commits} commits, {build / n * 1e6:.0f} µs/shard, shard-file fsync off (setup only); manifest "
-            f"pg_database_size {size['database'] / MIB:,.0f} MiB (shards table + indexes "
-            f"{size['shards_table'] / MIB:,.0f} MiB); data area {disk_used / 2**30:.1f} GiB on disk; shards table "
+            f"pg_database_size {size['database'] / h.MIB:,.0f} MiB (shards table + indexes "
+            f"{size['shards_table'] / h.MIB:,.0f} MiB); data area {disk_used / 2**30:.1f} GiB on disk; shards table "
             f"{analyzed} when the timings started",
             data={"seconds": build, "commits": commits, "db_bytes": size, "disk_bytes": disk_used},
         )
     )
 
 
-def bench_library(cfg: Config, root: Path, report: Report) -> tuple[str, str]:
+def bench_library(cfg: Config, root: Path, report: h.Report) -> tuple[str, str]:
     """Library calls with fresh handles, as a new process has them: the first call, then the
     median. Returns the first and last shard paths (for the check of `show --json`'s order)."""
     n = cfg.shards
-    with opened(root) as cat:
+    with h.opened(root) as cat:
         ds = cat.dataset("big")
         cases: list[tuple[str, Callable[[], object]]] = [
             ("`list`: Catalog.list()", cat.list),
@@ -442,25 +416,25 @@ def bench_library(cfg: Config, root: Path, report: Report) -> tuple[str, str]:
             t0 = time.perf_counter()
             fn()
             cold = time.perf_counter() - t0
-            times, outputs[label] = timed(fn, cfg.query_repeats, warmup=0)
+            times, outputs[label] = h.timed(fn, cfg.query_repeats, warmup=0)
             med = statistics.median(times)
             report.add(
-                Result(
+                h.Result(
                     "b",
                     f"{label} at {n:,} shards (library)",
-                    ms(med),
+                    h.ms(med),
                     "< 1 s",
                     med < 1.0,
-                    f"median of {len(times)}, max {ms(max(times))}; first call on the fresh handle {ms(cold)}",
+                    f"median of {len(times)}, max {h.ms(max(times))}; first call on the fresh handle {h.ms(cold)}",
                     {"times": times, "cold": cold},
                 ),
                 profile=profile_library(root, label),
                 what=f"one call of {label} on a fresh handle",
             )
     files: list[str] = outputs["planning a read: Dataset.files()"]
-    check(len(files) == n and os.path.isfile(files[0]) and os.path.isfile(files[-1]), "files() lists every shard")
+    h.check(len(files) == n and os.path.isfile(files[0]) and os.path.isfile(files[-1]), "files() lists every shard")
     infos = outputs["`list`: Catalog.list()"]
-    check(any(i.name == "big" and i.shard_count == n for i in infos), "list() shows the big dataset")
+    h.check(any(i.name == "big" and i.shard_count == n for i in infos), "list() shows the big dataset")
     return files[0], files[-1]
 
 
@@ -481,56 +455,56 @@ def cli_children(cfg: Config, root: Path, work: Path, ends: tuple[str, str]) -> 
             out_path = work / f"cli-{label.replace(' ', '_')}.out"
             child = run_child(argv, out_path)
             if rnd == 0 and label == "show big --json":
-                log(f"  checking the {child.out_bytes / MIB:,.0f} MiB of `show big --json` ...")
+                h.log(f"  checking the {child.out_bytes / h.MIB:,.0f} MiB of `show big --json` ...")
                 with open(out_path, "rb") as f:
                     doc = json.load(f)
                 shards = doc["shards"]
-                check(len(shards) == cfg.shards and doc["shard_count"] == cfg.shards, "show --json lists every shard")
-                check((shards[0]["path"], shards[-1]["path"]) == ends, "show --json order")
+                h.check(len(shards) == cfg.shards and doc["shard_count"] == cfg.shards, "show --json lists every shard")
+                h.check((shards[0]["path"], shards[-1]["path"]) == ends, "show --json order")
                 del doc, shards
             if rnd:
                 children[label].append(child)
             out_path.unlink()
-        log(f"  CLI round {rnd}: " + ", ".join(f"{k} {ms(v[-1].seconds)}" for k, v in children.items() if v))
+        h.log(f"  CLI round {rnd}: " + ", ".join(f"{k} {h.ms(v[-1].seconds)}" for k, v in children.items() if v))
     return children
 
 
-def report_cli(cfg: Config, root: Path, children: dict[str, list[Child]], report: Report) -> None:
+def report_cli(cfg: Config, root: Path, children: dict[str, list[Child]], report: h.Report) -> None:
     n, floor = cfg.shards, statistics.median(c.seconds for c in children["floor"])
     for label in ("list", "show big --no-shards"):
         med = statistics.median(c.seconds for c in children[label])
         report.add(
-            Result(
+            h.Result(
                 "b",
                 f"`catalog {label}` at {n:,} shards (subprocess)",
-                f"{ms(med)}; net of start-up {ms(med - floor)}",
+                f"{h.ms(med)}; net of start-up {h.ms(med - floor)}",
                 "< 1 s net",
                 med - floor < 1.0,
                 f"median of {len(children[label])} after a warm-up run; start Python + import catalog and "
-                f"catalog.cli alone: {ms(floor)} (same rounds)",
+                f"catalog.cli alone: {h.ms(floor)} (same rounds)",
                 {"times": [c.seconds for c in children[label]], "floor": floor},
             ),
-            profile=profile_cli(root, label.split()),
+            profile=h.cli_in_process(root, *label.split()),
             what=f"`catalog {label}` in-process through typer's CliRunner (fresh Catalog.open included)",
         )
     report_show_json(cfg, root, children, floor, report)
 
 
-def report_show_json(cfg: Config, root: Path, children: dict[str, list[Child]], floor: float, report: Report) -> None:
+def report_show_json(cfg: Config, root: Path, children: dict[str, list[Child]], floor: float, report: h.Report) -> None:
     n, big_json, small_json = cfg.shards, children["show big --json"], children["show small --json"]
     first = statistics.median(c.first_line if c.first_line is not None else c.seconds for c in big_json)
     total_s = statistics.median(c.seconds for c in big_json)
     rss, rss_small = max(c.peak_rss_mib for c in big_json), max(c.peak_rss_mib for c in small_json)
     floor_rss = statistics.median(c.peak_rss_mib for c in children["floor"])
-    profile = profile_cli(root, ["show", "big", "--json"])
+    profile = h.cli_in_process(root, "show", "big", "--json")
     report.add(
-        Result(
+        h.Result(
             "b",
             f"`catalog show big --json` at {n:,} shards (subprocess): time to the first shard line",
-            f"{ms(first)}; net of start-up {ms(first - floor)}",
+            f"{h.ms(first)}; net of start-up {h.ms(first - floor)}",
             "< 1 s net (streamed)",
             first - floor < 1.0,
-            f"median of {len(big_json)}; whole output {ms(total_s)} ({big_json[-1].out_bytes / MIB:,.0f} MiB, "
+            f"median of {len(big_json)}; whole output {h.ms(total_s)} ({big_json[-1].out_bytes / h.MIB:,.0f} MiB, "
             f"{n / total_s:,.0f} shards/s)",
             {"first_line": [c.first_line for c in big_json], "total": [c.seconds for c in big_json]},
         ),
@@ -538,14 +512,14 @@ def report_show_json(cfg: Config, root: Path, children: dict[str, list[Child]], 
         what="`catalog show big --json` in-process through typer's CliRunner",
     )
     report.add(
-        Result(
+        h.Result(
             "b",
             f"`catalog show big --json` at {n:,} shards: peak RSS of the child",
             f"{rss:,.0f} MiB",
             f"<= 100-shard show + {RSS_SLACK_MIB} MiB",
             rss <= rss_small + RSS_SLACK_MIB,
             f"`show small --json` (100 shards) peaks at {rss_small:,.0f} MiB, the bare import at {floor_rss:,.0f} MiB: "
-            f"{(rss - rss_small) * MIB / n:,.0f} bytes per shard held at once",
+            f"{(rss - rss_small) * h.MIB / n:,.0f} bytes per shard held at once",
             {"rss_mib": [c.peak_rss_mib for c in big_json], "rss_small_mib": [c.peak_rss_mib for c in small_json]},
         ),
         profile=profile,
@@ -555,39 +529,32 @@ def report_show_json(cfg: Config, root: Path, children: dict[str, list[Child]], 
 
 def big_vs_small(cfg: Config, big: Dataset, small: Dataset) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """One-row durable commits into the big dataset and the 100-shard one, interleaved: (latencies, CPU times)."""
-    rows = text_rows(2 * cfg.ab_commits + 2, seed=99)
+    rows = h.text_rows(2 * cfg.ab_commits + 2, seed=99)
     big.append_rows([rows[-1]])  # warm-up, both sides
     small.append_rows([rows[-2]])
     sides = {"big": big, "small": small}
-    lat: dict[str, list[float]] = {k: [] for k in sides}
-    cpu: dict[str, list[float]] = {k: [] for k in sides}
-    for i in range(cfg.ab_commits):
-        for j, key in enumerate(rotation(list(sides), i)):
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            sides[key].append_rows([rows[2 * i + j]])
-            lat[key].append(time.perf_counter() - t0)
-            cpu[key].append(time.process_time() - c0)
-    check(big.info().shard_count == cfg.shards + cfg.ab_commits + 1, "big dataset took every append")
+    runs = {k: lambda i, ds=ds: ds.append_rows([rows[i]]) for k, ds in sides.items()}
+    lat, cpu = h.alternate(runs, cfg.ab_commits)
+    h.check(big.info().shard_count == cfg.shards + cfg.ab_commits + 1, "big dataset took every append")
     return lat, cpu
 
 
-def bench_appends(cfg: Config, root: Path, report: Report) -> None:
-    with opened(root) as cat:
+def bench_appends(cfg: Config, root: Path, report: h.Report) -> None:
+    with h.opened(root) as cat:
         lat, cpu = big_vs_small(cfg, cat.dataset("big"), cat.dataset("small"))
     mb, msm = statistics.median(lat["big"]), statistics.median(lat["small"])
     cb, cs = statistics.median(cpu["big"]), statistics.median(cpu["small"])
-    p90 = {k: ms(float(np.percentile(v, 90))) for k, v in lat.items()}
+    p90 = {k: h.ms(float(np.percentile(v, 90))) for k, v in lat.items()}
     report.add(
-        Result(
+        h.Result(
             "b",
             f"durable one-row append into the {cfg.shards:,}-shard dataset vs a {cfg.small_shards}-shard one, "
             "same manifest",
-            f"{ms(mb)} vs {ms(msm)} = {mb / msm:.2f}x",
+            f"{h.ms(mb)} vs {h.ms(msm)} = {mb / msm:.2f}x",
             "<= 1.5x",
             mb / msm <= 1.5,
             f"medians of {cfg.ab_commits} appends each, alternating; p90 {p90['big']} vs {p90['small']}; CPU time "
-            f"{ms(cb)} vs {ms(cs)}",
+            f"{h.ms(cb)} vs {h.ms(cs)}",
             {
                 "big": lat["big"],
                 "small": lat["small"],
@@ -601,7 +568,7 @@ def bench_appends(cfg: Config, root: Path, report: Report) -> None:
     )
 
 
-def bench_big(cfg: Config, url: str, work: Path, report: Report) -> None:
+def bench_big(cfg: Config, url: str, work: Path, report: h.Report) -> None:
     root = work / "machine-big"
     build_big(cfg, url, root, work, report)
     ends = bench_library(cfg, root, report)
@@ -611,7 +578,7 @@ def bench_big(cfg: Config, url: str, work: Path, report: Report) -> None:
 
 def profile_library(root: Path, label: str) -> Callable[[], object]:
     def run() -> object:
-        with opened(root) as cat:
+        with h.opened(root) as cat:
             if label.startswith("`list`"):
                 return cat.list()
             ds = cat.dataset("big")
@@ -620,20 +587,11 @@ def profile_library(root: Path, label: str) -> Callable[[], object]:
     return run
 
 
-def profile_cli(root: Path, args: list[str]) -> Callable[[], object]:
-    def run() -> object:
-        res = CliRunner().invoke(app, ["--catalog", str(root), *args])
-        check(res.exit_code == 0, f"catalog {' '.join(args)}: {res.output[-300:]}")
-        return len(res.stdout)
-
-    return run
-
-
 def profile_appends(root: Path) -> Callable[[], object]:
     def run() -> object:
-        with opened(root) as cat:
+        with h.opened(root) as cat:
             ds = cat.dataset("big")
-            row = text_rows(1, seed=7)[0]
+            row = h.text_rows(1, seed=7)[0]
             return [ds.append_rows([row]) for _ in range(30)]
 
     return run
@@ -649,7 +607,7 @@ def code_as_of() -> str:
 
 
 def parse_args(argv: list[str] | None) -> Any:
-    parser = arg_parser(__doc__, "100,000 shards and fewer commits", profiled="the catalog side")
+    parser = h.arg_parser(__doc__, "100,000 shards and fewer commits", profiled="the catalog side")
     parser.add_argument("--db-url", metavar="URL", help="an empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--workdir", metavar="DIR", default=tempfile.gettempdir(), help="where the catalogs go")
     parser.add_argument("--pg-fast", action="store_true", help="throwaway cluster with fsync=off, as the tests run it")
@@ -659,21 +617,21 @@ def parse_args(argv: list[str] | None) -> Any:
 
 def header(cfg: Config, quick: bool, server: Server, workdir: Path, free: int) -> dict[str, Any]:
     facts = query(server.url, server_facts)
-    info = machine_header(
+    info = h.machine_header(
         sqlalchemy=sa.__version__,
-        psycopg=dist_version("psycopg"),
+        psycopg=h.dist_version("psycopg"),
         sqlite=sqlite3.sqlite_version,
-        typer=dist_version("typer"),
-        crc32c=dist_version("crc32c"),
+        typer=h.dist_version("typer"),
+        crc32c=h.dist_version("crc32c"),
     )
     code = code_as_of()
-    print_header(
+    h.print_header(
         "TFRecord Catalog: scale benchmarks (PostgreSQL manifest)",
         info,
         f"PostgreSQL {facts['server_version']}: {server.where}; fsync={facts['fsync']}, "
         f"synchronous_commit={facts['synchronous_commit']}, shared_buffers={facts['shared_buffers']}",
         f"catalog/ as of {code} (its newest file's modification time)",
-        f"work directory {workdir} on {filesystem_of(str(workdir))}, {free / 2**30:.0f} GiB free at start",
+        f"work directory {workdir} on {h.filesystem_of(str(workdir))}, {free / 2**30:.0f} GiB free at start",
         f"mode: {'quick' if quick else 'full'}: {cfg.procs} x {cfg.proc_commits} concurrent one-row appends "
         f"x {cfg.rounds} round(s) per backend; {cfg.shards:,} shards; rows: id int64, text string, score float32, "
         "vec float32[8]",
@@ -692,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{workdir}: {free / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed: use --workdir")
     started = time.perf_counter()
     server = given_database(args.db_url) if args.db_url else throwaway_cluster(args.pg_fast)
-    report = Report()
+    report = h.Report()
     try:
         info = header(cfg, args.quick, server, workdir, free)
         with tempfile.TemporaryDirectory(prefix="bench_scale_", dir=workdir) as d:
@@ -701,13 +659,11 @@ def main(argv: list[str] | None = None) -> int:
                 ("b", f"{cfg.shards:,}-shard manifest", lambda: bench_big(cfg, server.url, Path(d), report)),
             ]
             report.run(steps, sections)
-            missed = report.summary(started, " (clean-up not included)")
-            profiles = report.print_profiles(args.profile, missed)
-            log("removing the work directory ...")
+            profiles = report.conclude(started, args.profile, " (clean-up not included)")
+            h.log("removing the work directory ...")
     finally:
         server.stop()
-    if args.json:
-        write_report(args.json, info, args.quick, cfg, [asdict(r) for r in report.results], profiles=profiles)
+    report.write(args, info, cfg, profiles=profiles)
     return 0
 
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness import arg_parser, check, machine_header, ms, print_header, rotation, write_report
+from benchmarks import harness as h
 
 TARGETS = {"--help": 0.2, "list": 0.35}
 ENTRY = "import sys\nfrom catalog.cli import main\nsys.argv[0] = 'catalog'\nsys.exit(main())\n"
@@ -55,7 +55,7 @@ def _run(argv: list[str], path: str | None) -> float:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True)
     elapsed = time.perf_counter() - t0
-    check(proc.returncode == 0, f"{argv[-1]}: {proc.stderr.decode()[-300:]}")
+    h.check(proc.returncode == 0, f"{argv[-1]}: {proc.stderr.decode()[-300:]}")
     return elapsed
 
 
@@ -73,7 +73,7 @@ def measure(cfg: Config, tmp: Path) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {f"{side}: {name}": [] for side, name, _ in runs}
     labels = [str(i) for i in range(len(runs))]
     for rnd in range(cfg.rounds + 1):  # round 0 warms the page cache
-        for i in rotation(labels, rnd):
+        for i in h.rotation(labels, rnd):
             side, name, argv = runs[int(i)]
             dt = _run(argv, sides[side])
             if rnd:
@@ -102,13 +102,15 @@ def table(times: dict[str, list[float]]) -> list[dict[str, object]]:
         med = statistics.median(values)
         target = TARGETS.get(label.split(": ", 1)[1]) if label.startswith("this code") else None
         met = "—" if target is None else ("yes" if med <= target else "**NO**")
-        print(f"| {label} | {ms(med)} | {ms(min(values))} | {'—' if target is None else f'<= {target} s'} | {met} |")
+        print(
+            f"| {label} | {h.ms(med)} | {h.ms(min(values))} | {'—' if target is None else f'<= {target} s'} | {met} |"
+        )
         out.append({"command": label, "median": med, "times": values, "target": target})
     return out
 
 
 def main() -> None:
-    parser = arg_parser(__doc__, "5 rounds instead of 15")
+    parser = h.arg_parser(__doc__, "5 rounds instead of 15")
     parser.add_argument(
         "--compare",
         metavar="DIR",
@@ -116,14 +118,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     cfg = Config(rounds=5 if args.quick else 15, compare=args.compare)
-    info = machine_header()
-    print_header("CLI start-up", info, f"{cfg.rounds} interleaved rounds after a warm-up round")
+    info = h.machine_header()
+    h.print_header("CLI start-up", info, f"{cfg.rounds} interleaved rounds after a warm-up round")
     with tempfile.TemporaryDirectory() as tmp:
         times = measure(cfg, Path(tmp))
         results = table(times)
         print("\nheaviest imports of `catalog list` (cumulative): " + "; ".join(heaviest_imports(Path(tmp))))
     if args.json:
-        write_report(args.json, info, args.quick, cfg, results)
+        h.write_report(args.json, info, args.quick, cfg, results)
 
 
 if __name__ == "__main__":

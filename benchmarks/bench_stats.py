@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import pstats
-import shutil
 import sqlite3
 import statistics
 import sys
@@ -49,33 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.harness import (
-    LABELS,
-    MIB,
-    REPO,
-    Contender,
-    FreshCatalog,
-    Racing,
-    Timing,
-    Versus,
-    arg_parser,
-    check,
-    chosen_config,
-    dist_version,
-    fmt_rate,
-    log,
-    machine_header,
-    median_line,
-    page_cache,
-    print_header,
-    protobuf_version,
-    recycle_memory,
-    seconds_table,
-    versus,
-    versus_missed,
-    versus_profiles,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset, read_record_batches
 from catalog.stats import DatasetStats
 from catalog.stats import helper as helpers
@@ -118,12 +91,9 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 
 
 @dataclass
-class Config(Racing):
+class Config(h.Racing):
     rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
     images: int  # rows of the tensor dataset
-    repeats: int  # timed rounds per comparison, at least
-    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
-    max_rounds: int = 9
 
 
 FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)
@@ -158,13 +128,13 @@ def make_table(n: int, seed: int = 0) -> tuple[pd.DataFrame, Expected]:
             "clicks": rng.integers(0, 1_000, n, dtype=np.int64),
             "score": rng.random(n).astype(np.float32),
             "price": np.round(rng.random(n) * 1_000, 2).astype(np.float32),
-            "category": np.array(LABELS, dtype=object)[rng.integers(0, len(LABELS), n)],
+            "category": np.array(h.LABELS, dtype=object)[rng.integers(0, len(h.LABELS), n)],
             "uid": [f"user-{k:08x}" for k in rng.permutation(n).tolist()],
             "tags": tags,
             "label": rng.integers(0, len(CLASSES), n, dtype=np.int64),
         }
     )
-    check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
+    h.check(list(df.columns) == list(TABLE_SCHEMA["features"]), "the table's columns in the schema's order")
     expected: Expected = {k: df[k].to_numpy() for k in df.columns if k != "tags"}
     expected["tags"] = Ragged(lengths.astype(np.int64), flat)
     return df, expected
@@ -229,17 +199,17 @@ def check_stats(who: str, root: Path, on: bool, features: set[str]) -> StatsSize
     """Statistics on: one blob per live shard, decoding to its record count and the schema's
     features (returns their sizes). Off: no live shard has any."""
     shards = live_stats(root)
-    check(bool(shards), f"{who}: no live shards")
+    h.check(bool(shards), f"{who}: no live shards")
     if not on:
-        check(all(blob is None for _, _, blob in shards), f"{who}: statistics written with statistics off")
+        h.check(all(blob is None for _, _, blob in shards), f"{who}: statistics written with statistics off")
         return None
     size = StatsSize([], [])
     for path, records, blob in shards:
-        check(blob is not None, f"{who}: shard {path} has no statistics")
+        h.check(blob is not None, f"{who}: shard {path} has no statistics")
         assert blob is not None
         stats = DatasetStats.from_bytes(blob, path)
-        check(stats.records == records, f"{who}: {path}: statistics of {stats.records} records, not {records}")
-        check(set(stats.features) == features, f"{who}: {path}: statistics of {sorted(stats.features)}")
+        h.check(stats.records == records, f"{who}: {path}: statistics of {stats.records} records, not {records}")
+        h.check(set(stats.features) == features, f"{who}: {path}: statistics of {sorted(stats.features)}")
         size.records.append(records)
         size.blob_bytes.append(len(blob))
         for name, fs in stats.features.items():
@@ -265,24 +235,24 @@ class Case:
     first: list[bytes] | None = None  # the first side's records, which the other must equal
 
 
-class Side:
+class Side(h.Side):
     """One side of a case: statistics on or off, a new catalog (or a fresh copy) every run,
-    made before and removed after the timed call; the CPU seconds of its timed runs."""
+    made before and removed after the timed call; the CPU seconds of its timed runs (the
+    statistics helper's included)."""
 
     def __init__(self, case: Case, on: bool, work: Path) -> None:
+        super().__init__()
         self.case, self.on, self.work = case, on, work
         self.name = "on" if on else "off"
-        self.runs = 0
-        self.cpu: list[float] = []
         self.out_bytes = 0  # the warm-up's shard bytes: how much memory to recycle before a run
         self.cat: Catalog | None = None
         self.ds: Dataset | None = None
-        self.fresh: FreshCatalog | None = None
+        self.fresh: h.FreshCatalog | None = None
         self.size: StatsSize | None = None
 
     def prepare(self) -> None:
         if self.case.pristine is not None:
-            self.fresh = FreshCatalog(self.case.pristine, self.work, NAME)
+            self.fresh = h.FreshCatalog(self.case.pristine, self.work, NAME)
             self.fresh.prepare()
             self.cat, self.ds = self.fresh.cat, self.fresh.ds
         else:
@@ -294,7 +264,7 @@ class Side:
 
     def settle(self) -> None:
         os.sync()  # the last run's output on disk: no write-back lands in the next timed run
-        recycle_memory(self.work, 2 * self.out_bytes)
+        h.recycle_memory(self.work, 2 * self.out_bytes)
         gc.collect()
 
     def timed(self) -> object:
@@ -306,23 +276,14 @@ class Side:
         self.runs += 1
         return out
 
-    def finish(self, _out: object, first: bool) -> None:
-        if first:
-            self.check_output()
-        self.discard()
-
     def discard(self) -> None:
         if self.fresh is not None:
             self.fresh.discard()
-        elif self.cat is not None:
-            self.cat.close()
-            shutil.rmtree(self.cat.root)
+        else:
+            h.remove_catalog(self.cat)
         self.cat = self.ds = self.fresh = None
 
-    def contender(self) -> Contender:
-        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=self.settle)
-
-    def check_output(self) -> None:
+    def check(self, _out: object) -> None:
         """The records decode to the input and equal the other side's; the statistics are there (or not)."""
         assert self.cat is not None and self.ds is not None
         case, who = self.case, f"{self.case.key}, statistics {self.name}"
@@ -330,17 +291,17 @@ class Side:
         files = ds.files()
         self.out_bytes = sum(os.path.getsize(p) for p in files)
         records = [r for p in files for batch in read_record_batches(p) for r in batch]
-        check(len(records) == case.records, f"{who}: {len(records):,} records, not {case.records:,}")
+        h.check(len(records) == case.records, f"{who}: {len(records):,} records, not {case.records:,}")
         if case.first is None:
             cols = ds.schema.decode_batch(records)
-            check(set(cols) == set(case.expected), f"{who}: decoded features {sorted(cols)}")
+            h.check(set(cols) == set(case.expected), f"{who}: decoded features {sorted(cols)}")
             for k, want in case.expected.items():
-                check(same_column(cols[k], want), f"{who}: decoded {k!r} differs from the input")
+                h.check(same_column(cols[k], want), f"{who}: decoded {k!r} differs from the input")
             case.first = records
         else:
-            check(records == case.first, f"{who}: the records differ from the other side's")
+            h.check(records == case.first, f"{who}: the records differ from the other side's")
             case.first = None  # both sides checked: the reference is not needed any more
-            log(f"  checked: both sides wrote the same {case.records:,} records, equal to the input")
+            h.log(f"  checked: both sides wrote the same {case.records:,} records, equal to the input")
         self.size = check_stats(who, self.cat.root, self.on, set(case.expected))
 
     def profile(self) -> str:
@@ -390,7 +351,7 @@ def stats_profile(fn: Callable[[], object], top: int = 15) -> str:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(*restrictions)
         lines = [
-            line.rstrip().replace(str(REPO) + "/", "")
+            line.rstrip().replace(str(h.REPO) + "/", "")
             for line in out.getvalue().splitlines()
             if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
         ]
@@ -414,14 +375,14 @@ class Inputs:
     def describe(self) -> list[str]:
         out = []
         if self.jsonl is not None:
-            out.append(f"JSON Lines {self.jsonl.stat().st_size / MIB:.1f} MiB")
+            out.append(f"JSON Lines {self.jsonl.stat().st_size / h.MIB:.1f} MiB")
         if self.tfrecord is not None:
-            out.append(f"TFRecord {self.tfrecord.stat().st_size / MIB:.1f} MiB (`ds.export` of the table)")
+            out.append(f"TFRecord {self.tfrecord.stat().st_size / h.MIB:.1f} MiB (`ds.export` of the table)")
         if self.pristine is not None:
             with Catalog.open(self.pristine) as cat:
                 files = cat.dataset(NAME).files()
             size = sum(os.path.getsize(p) for p in files)
-            out.append(f"the dataset migrated: {len(files)} shard(s), {size / MIB:.1f} MiB, with statistics")
+            out.append(f"the dataset migrated: {len(files)} shard(s), {size / h.MIB:.1f} MiB, with statistics")
         return out
 
 
@@ -430,7 +391,7 @@ def build_pristine(df: pd.DataFrame, work: Path) -> Path:
     pristine = work / "pristine"
     with Catalog.init(pristine) as cat:
         commit = cat.register(NAME, TABLE_SCHEMA).append_rows(df, message="benchmark data")
-    check(commit.records == len(df), "the pristine dataset's records")
+    h.check(commit.records == len(df), "the pristine dataset's records")
     (work / "migrations" / NAME).mkdir(parents=True)
     (work / "migrations" / NAME / "0001_cast_clicks.py").write_text(CAST_SCRIPT.lstrip(), encoding="utf-8")
     return pristine
@@ -445,15 +406,15 @@ def make_inputs(cfg: Config, work: Path, chosen: set[str]) -> Inputs:
         if "jsonl" in chosen:
             inp.jsonl = work / "table.jsonl"
             write_jsonl(inp.df, inp.jsonl)
-            page_cache(inp.jsonl)
+            h.page_cache(inp.jsonl)
         if chosen & {"tfrecord", "add", "cast"}:
             inp.pristine = build_pristine(inp.df, work)
         if "tfrecord" in chosen:
             inp.tfrecord = work / "table.tfrecord"
             with Catalog.open(inp.pristine) as cat:
                 cat.dataset(NAME).export(inp.tfrecord)
-            page_cache(inp.tfrecord)
-        log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
+            h.page_cache(inp.tfrecord)
+        h.log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
     if "tensor" in chosen:
         inp.images = make_images(cfg.images)
     return inp
@@ -512,27 +473,21 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
 
 @dataclass
 class Outcome:
-    rows: list[Versus]  # the target's row, then the CPU row
+    rows: list[h.Versus]  # the target's row, then the CPU row
     seconds: dict[str, dict[str, list[float]]]  # side -> wall / cpu -> seconds a run
     size: StatsSize | None
     profile: Callable[[], str]
 
 
 def run_case(cfg: Config, case: Case, work: Path) -> Outcome:
-    log(f"[{case.key}] {case.title} ...")
+    h.log(f"[{case.key}] {case.title} ...")
     started = time.perf_counter()
     sides = {"on": Side(case, True, work), "off": Side(case, False, work)}
     t = cfg.race({name: side.contender() for name, side in sides.items()})
     cpu = {name: side.cpu for name, side in sides.items()}
-    head = versus(case.key, case.title, "rec/s", case.records, t["on"], t["off"], target=TARGET)
-    cpu_row = versus(
-        f"{case.key}-cpu", f"(info) {case.key}: the same, CPU time", "rec/s", case.records,
-        Timing("on", cpu["on"]), Timing("off", cpu["off"]),
-    )  # fmt: skip
-    log(
-        f"[{case.key}] off/on {head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {head.rounds} "
-        f"rounds; CPU {cpu_row.ratio():.2f}x) in {time.perf_counter() - started:.0f} s"
-    )
+    head = h.versus(case.key, case.title, "rec/s", case.records, t["on"], t["off"], target=TARGET)
+    cpu_row = h.cpu_row(case.key, f"(info) {case.key}: the same, CPU time", case.records, cpu, "on", "off")
+    h.log_race(case.key, head, started, "off/on ", cpu_row)
     seconds = {name: {"wall": t[name].times, "cpu": cpu[name]} for name in sides}
     return Outcome([head, cpu_row], seconds, sides["on"].size, sides["on"].profile)
 
@@ -540,7 +495,7 @@ def run_case(cfg: Config, case: Case, work: Path) -> Outcome:
 # --------------------------------------------------------------------------- report
 
 
-def added(r: Versus, pick: Callable[[list[float]], float] = min) -> str:
+def added(r: h.Versus, pick: Callable[[list[float]], float] = min) -> str:
     ratio = r.ratio(pick)
     if ratio is None:
         return "—"
@@ -548,7 +503,7 @@ def added(r: Versus, pick: Callable[[list[float]], float] = min) -> str:
     return f"{0.0 if round(percent) == 0 else percent:+.0f}%"  # no "-0%"
 
 
-def overhead_table(rows: list[Versus]) -> str:
+def overhead_table(rows: list[h.Versus]) -> str:
     lines = [
         "| case | statistics on | statistics off | ratio off / on | statistics add | target | met? |",
         "|---|---:|---:|---:|---:|---:|:---:|",
@@ -558,8 +513,8 @@ def overhead_table(rows: list[Versus]) -> str:
         target = "—" if r.target is None else f">= {r.target:.2f}x (<= +15%)"
         met = {None: "—", True: "yes", False: "**NO**"}[r.met()]
         lines.append(
-            f"| {r.benchmark} | {on:.2f} s ({fmt_rate(r.catalog_rate(), r.unit)}) | {off:.2f} s "
-            f"({fmt_rate(r.peer_rate(), r.unit)}) | {'—' if ratio is None else f'{ratio:.2f}x'} | {added(r)} "
+            f"| {r.benchmark} | {on:.2f} s ({h.fmt_rate(r.catalog_rate(), r.unit)}) | {off:.2f} s "
+            f"({h.fmt_rate(r.peer_rate(), r.unit)}) | {'—' if ratio is None else f'{ratio:.2f}x'} | {added(r)} "
             f"| {target} | {met} |"
         )
     return "\n".join(lines)
@@ -590,7 +545,7 @@ def size_tables(outcomes: dict[str, Outcome]) -> str:
     return "\n".join(lines)
 
 
-def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[Versus]:
+def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], elapsed: float) -> list[h.Versus]:
     print(overhead_table(results))
     print(
         "\nratio = time with statistics off / time with statistics on (best round of each side); statistics add "
@@ -598,11 +553,9 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
         "rows compare the sides' CPU seconds (`time.process_time`, plus the statistics helper process's). "
         f"Total time {elapsed:.0f} s."
     )
-    print(
-        "\nfrom the medians instead of the best rounds (a noise gauge; rounds in parentheses): " + median_line(results)
-    )
+    h.print_medians(results)
     print("\nSeconds per run (`time.perf_counter`; CPU: `time.process_time` plus the statistics helper's):\n")
-    print(seconds_table({k: o.seconds for k, o in outcomes.items()}, "case", "statistics", share=False))
+    print(h.seconds_table({k: o.seconds for k, o in outcomes.items()}, "case", "statistics", share=False))
     print(
         "\nStatistics in the manifest (`SELECT length(data) FROM shard_stats`, the live shards of the warm-up run):\n"
     )
@@ -612,31 +565,26 @@ def print_results(results: list[Versus], outcomes: dict[str, Outcome], elapsed: 
         "mean over shards; its uncompressed JSON in parentheses. A blob is the features' JSON compressed together, "
         "so it is a little smaller than their sum."
     )
-    return versus_missed(results)
+    return h.versus_missed(results)
 
 
 def header(cfg: Config, quick: bool) -> dict[str, Any]:
-    info = machine_header(
-        numpy=np.__version__,
-        pandas=pd.__version__,
-        datasketches=dist_version("datasketches"),
-        protobuf=protobuf_version(),
-        sqlite=sqlite3.sqlite_version,
-        crc32c=dist_version("crc32c"),
-    )
-    print_header(
+    return h.start_report(
         "TFRecord Catalog: statistics on vs off (appends and migrations)",
-        info,
-        f"temp catalogs on {info['tmp_fs']}",
-        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; best of {cfg.repeats} "
-        f"to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s) after a warm-up round",
+        dict(
+            numpy=np.__version__,
+            pandas=pd.__version__,
+            datasketches=h.dist_version("datasketches"),
+            **h.format_versions(),
+        ),
+        f"mode: {'quick' if quick else 'full'}: {cfg.rows:,} rows, {cfg.images:,} tensors; {cfg.rounds()} "
+        "after a warm-up round",
         "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
         f"tags int64[None] (0-{MAX_TAGS} values); label int64 with {len(CLASSES)} names",
         f"tensors: image uint8{list(IMAGE_SHAPE)} (`encoding: tensor`, random pixels), label int64 with names",
         "every run: a new catalog, or a fresh copy of the dataset to migrate (made, and the last one removed, "
         "untimed), then `os.sync()`, recycled page-cache memory and `gc.collect()`, untimed",
     )
-    return info
 
 
 def run_all(cfg: Config, work: Path, chosen: set[str]) -> dict[str, Outcome]:
@@ -644,21 +592,19 @@ def run_all(cfg: Config, work: Path, chosen: set[str]) -> dict[str, Outcome]:
     print("- inputs: " + ("; ".join(inp.describe()) or "tensors only") + "\n", flush=True)
     runs = work / "runs"
     runs.mkdir()
-    gc.collect()
-    gc.freeze()  # the inputs live for the whole run: out of every collection
+    h.freeze()
     return {case.key: run_case(cfg, case, runs) for case in cases_of(inp, cfg, chosen)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(
+    parser = h.arg_parser(
         __doc__, "100,000 rows and 10,000 tensors", "minimum timed rounds per comparison (default 3)",
         "the statistics-on side",
     )  # fmt: skip
     parser.add_argument("--only", metavar="CASES", help=f"comma-separated cases ({','.join(SECTIONS)}); default all")
     args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    chosen = set(args.only.split(",")) if args.only else set(SECTIONS)
-    check(chosen <= set(SECTIONS), f"--only takes {', '.join(SECTIONS)}")
+    cfg = h.chosen_config(args, QUICK, FULL)
+    chosen = h.chosen_sections(args.only, SECTIONS)
     started = time.perf_counter()
     info = header(cfg, args.quick)
     with tempfile.TemporaryDirectory(prefix="bench_stats_", dir="/tmp") as d:
@@ -667,11 +613,11 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - started
         print_results(results, outcomes, elapsed)
         profiles = {key: o.profile for key, o in outcomes.items()}
-        texts = versus_profiles(args.profile, results, profiles, "statistics on, cProfile")
+        texts = h.versus_profiles(args.profile, results, profiles, "statistics on, cProfile")
     if args.json:
         sizes = {k: None if o.size is None else o.size.__dict__ for k, o in outcomes.items()}
         seconds = {k: o.seconds for k, o in outcomes.items()}
-        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], seconds=seconds,
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], seconds=seconds,
                      stats_sizes=sizes, elapsed_seconds=elapsed, profiles=texts)  # fmt: skip
     return 0
 

@@ -29,27 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import (
-    LABELED_SCHEMA,
-    Contender,
-    Timing,
-    Versus,
-    arg_parser,
-    cache_tree,
-    check,
-    chosen_config,
-    import_tensorflow,
-    labeled_rows,
-    log,
-    machine_header,
-    median_line,
-    print_header,
-    race,
-    skip_shard_fsync,
-    versus,
-    versus_table,
-    write_report,
-)
+from benchmarks import harness as h
 from catalog import Catalog, Dataset
 from catalog.readers.tfdata import SHUFFLE_BUFFER, SHUFFLE_CYCLE
 from catalog.schema import to_tf_feature_spec
@@ -65,13 +45,10 @@ IMAGE_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Config:
+@dataclass
+class Config(h.Racing):
     small_records: int
     images: int
-    repeats: int
-    budget: float  # seconds of timed rounds a comparison may take beyond ``repeats``
-    max_rounds: int
 
 
 FULL = Config(small_records=1_000_000, images=200_000, repeats=5, budget=60.0, max_rounds=9)
@@ -80,15 +57,15 @@ QUICK = Config(small_records=100_000, images=20_000, repeats=3, budget=8.0, max_
 
 def build(cat: Catalog, cfg: Config) -> tuple[Dataset, Dataset]:
     """The two datasets, each in SHARDS shards (file fsyncs off: setup only)."""
-    small = cat.register("small", LABELED_SCHEMA)
+    small = cat.register("small", h.LABELED_SCHEMA)
     with small.writer(shard_records=-(-cfg.small_records // SHARDS)) as w:
-        skip_shard_fsync(w)
-        for row in labeled_rows(cfg.small_records):
+        h.skip_shard_fsync(w)
+        for row in h.labeled_rows(cfg.small_records):
             w.write(row)
     images = cat.register("images", IMAGE_SCHEMA)
     rng = np.random.default_rng(0)
     with images.writer(shard_records=-(-cfg.images // SHARDS)) as w:
-        skip_shard_fsync(w)
+        h.skip_shard_fsync(w)
         for start in range(0, cfg.images, 10_000):
             pixels = rng.integers(0, 256, (min(10_000, cfg.images - start), 32, 32, 3), dtype=np.uint8)
             for i, image in enumerate(pixels):
@@ -155,10 +132,10 @@ def consume(make: Callable[[], Any]) -> Callable[[], tuple[int, float]]:
 def same_values(tf: Any, ds: Dataset, ours: Any, theirs: Any) -> None:
     """In dataset order both sides give the same batches, value for value (the first few)."""
     for (a, la), (b, lb) in zip(ours.take(4), theirs.take(4), strict=True):
-        check(np.array_equal(la.numpy(), lb.numpy()), f"{ds.name}: labels differ")
-        check(set(a) == set(b), f"{ds.name}: features differ")
+        h.check(np.array_equal(la.numpy(), lb.numpy()), f"{ds.name}: labels differ")
+        h.check(set(a) == set(b), f"{ds.name}: features differ")
         for name in a:
-            check(np.array_equal(a[name].numpy(), b[name].numpy()), f"{ds.name}: feature {name!r} differs")
+            h.check(np.array_equal(a[name].numpy(), b[name].numpy()), f"{ds.name}: feature {name!r} differs")
 
 
 def settle() -> None:
@@ -168,28 +145,28 @@ def settle() -> None:
     time.sleep(SETTLE_SECONDS)
 
 
-def duel(cfg: Config, records: int, ours: Callable[[], Any], theirs: Callable[[], Any]) -> dict[str, Timing]:
+def duel(cfg: Config, records: int, ours: Callable[[], Any], theirs: Callable[[], Any]) -> dict[str, h.Timing]:
     """One comparison of two pipelines in its own race: each side follows the other in turn.
     Returns each side's wall-clock rounds, and its CPU times as "<side> cpu"."""
-    cpu = {"ours": Timing("ours cpu"), "theirs": Timing("theirs cpu")}
+    cpu = {"ours": h.Timing("ours cpu"), "theirs": h.Timing("theirs cpu")}
 
     def counted(side: str) -> Callable[[object, bool], None]:
         def finish(out: object, warmup: bool) -> None:
             assert isinstance(out, tuple)
             n, seconds = out
-            check(n == records, f"a pipeline gave {n} records, not {records}")
+            h.check(n == records, f"a pipeline gave {n} records, not {records}")
             if not warmup:
                 cpu[side].times.append(seconds)
 
         return finish
 
     sides = {"ours": consume(ours), "theirs": consume(theirs)}
-    contenders = {k: Contender(run, finish=counted(k), settle=settle) for k, run in sides.items()}
-    wall = race(contenders, cfg.repeats, cfg.budget, cfg.max_rounds)
+    contenders = {k: h.Contender(run, finish=counted(k), settle=settle) for k, run in sides.items()}
+    wall = cfg.race(contenders)
     return {**wall, "ours cpu": cpu["ours"], "theirs cpu": cpu["theirs"]}
 
 
-def compare(tf: Any, ds: Dataset, cfg: Config, what: str) -> list[Versus]:
+def compare(tf: Any, ds: Dataset, cfg: Config, what: str) -> list[h.Versus]:
     records = ds.info().records
     same_values(tf, ds, catalog_side(ds, False)(), hand_written(tf, ds, "")())
     rows = []
@@ -198,29 +175,28 @@ def compare(tf: Any, ds: Dataset, cfg: Config, what: str) -> list[Versus]:
         ("shuffled", True, "same", "shuffled", 0.95),
         ("issue", True, "issue", "shuffled, vs shuffle(1024) (info)", None),
     ):
-        log(f"[{ds.name}] {title}: {records:,} records ...")
+        h.log(f"[{ds.name}] {title}: {records:,} records ...")
         t = duel(cfg, records, catalog_side(ds, shuffle), hand_written(tf, ds, peer))
         rows.append(
-            versus(f"{ds.name}-{key}", f"{what}, {title}", "rec/s", records, t["ours"], t["theirs"], target=target)
+            h.versus(f"{ds.name}-{key}", f"{what}, {title}", "rec/s", records, t["ours"], t["theirs"], target=target)
         )
         if target is not None:  # the CPU each side spent: what another process's load disturbs least
             name = f"{what}, {title}, per CPU second (info)"
-            rows.append(versus(f"{ds.name}-{key}-cpu", name, "rec/s", records, t["ours cpu"], t["theirs cpu"]))
+            rows.append(h.versus(f"{ds.name}-{key}-cpu", name, "rec/s", records, t["ours cpu"], t["theirs cpu"]))
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__, "100k small records and 20k images, fewer rounds", "minimum timed rounds")
-    args = parser.parse_args(argv)
-    cfg = chosen_config(args, QUICK, FULL)
-    tf = import_tensorflow()
+    args, cfg = h.options(argv, QUICK, FULL, __doc__, "100k small records and 20k images, fewer rounds",
+                          "minimum timed rounds")  # fmt: skip
+    tf = h.import_tensorflow()
     started = time.perf_counter()
-    info = machine_header(tensorflow=tf.__version__, numpy=np.__version__)
+    info = h.machine_header(tensorflow=tf.__version__, numpy=np.__version__)
     with tempfile.TemporaryDirectory(prefix="bench_tf_dataset_") as d:
         cat = Catalog.init(Path(d) / "cat")
         small, images = build(cat, cfg)
-        cache_tree(Path(d))
-        print_header(
+        h.cache_tree(Path(d))
+        h.print_header(
             "ds.tf_dataset against the same tf.data pipeline by hand",
             info,
             f"mode: {'quick' if args.quick else 'full'}: {cfg.small_records:,} Examples of ~140 bytes (id, label, "
@@ -231,10 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = compare(tf, small, cfg, "small Examples") + compare(tf, images, cfg, "32x32x3 images")
         cat.close()
     elapsed = time.perf_counter() - started
-    print(versus_table(rows, "by hand"))
-    print(f"\nmedian rounds: {median_line(rows)}\n\nrun time {elapsed:.0f} s")
+    print(h.versus_table(rows, "by hand"))
+    print(f"\nmedian rounds: {h.median_line(rows)}\n\nrun time {elapsed:.0f} s")
     if args.json:
-        write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], elapsed_seconds=elapsed)
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in rows], elapsed_seconds=elapsed)
     return 0
 
 

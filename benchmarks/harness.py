@@ -1,12 +1,14 @@
-"""The benchmarks' shared harness: the one module every benchmark imports.
+"""The benchmarks' shared harness: the one module every benchmark imports (``from benchmarks
+import harness as h``), so that a benchmark module holds its own cases only.
 
 Output (progress on stderr, the report on stdout), the machine header, options and the JSON
-report, timing (interleaved rounds in a rotating order, cProfile), the two result tables
-(catalog against a peer, and the measured/target table), the shared workloads, TensorFlow as
-the peer, worker processes started behind a common start line, and throwaway servers
-(PostgreSQL from the machine's own binaries, moto's S3: those of the test suite,
-``tests/servers.py``). It uses the catalog's public API only, except ``skip_shard_fsync``
-(see there).
+report, timing (interleaved rounds in a rotating order, with a warm-up, ``race``, or without,
+``alternate``; a contender with a new output every run, ``Side``; cProfile), the two result
+tables (catalog against a peer, and the measured/target table), the shared workloads,
+TensorFlow as the peer, the CLI in process, worker processes started behind a common start
+line, and throwaway servers (PostgreSQL from the machine's own binaries, moto's S3: those of
+the test suite, ``tests/servers.py``). It uses the catalog's public API only, except
+``skip_shard_fsync`` (see there).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ import os
 import platform
 import pstats
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -179,6 +182,19 @@ def print_header(title: str, info: dict[str, Any], *lines: str) -> None:
     sys.stdout.flush()
 
 
+def start_report(title: str, versions: dict[str, Any], *lines: str, where: str = "temp catalogs") -> dict[str, Any]:
+    """The machine header with ``versions``, printed under ``title``: where ``where`` lives (/tmp's
+    file system) first, then ``lines``. Returns the header (the JSON report's "machine")."""
+    info = machine_header(**versions)
+    print_header(title, info, f"{where} on {info['tmp_fs']}", *lines)
+    return info
+
+
+def format_versions() -> dict[str, str]:
+    """The versions under the catalog's own encoding, manifest and checksums."""
+    return {"protobuf": protobuf_version(), "sqlite": sqlite3.sqlite_version, "crc32c": dist_version("crc32c")}
+
+
 def arg_parser(
     doc: str | None, quick: str, repeats: str | None = None, profiled: str | None = None
 ) -> argparse.ArgumentParser:
@@ -198,6 +214,22 @@ def arg_parser(
             help=f"cProfile {profiled} of missed targets (default), of every target, or of none",
         )
     return parser
+
+
+def chosen_sections(only: str | None, sections: tuple[str, ...]) -> set[str]:
+    """The sections ``--only`` names (all of them without it); a name not among them stops the run."""
+    chosen = set(only.split(",")) if only else set(sections)
+    check(chosen <= set(sections), f"--only takes {', '.join(sections)}")
+    return chosen
+
+
+def options(
+    argv: list[str] | None, quick_config: Config, full_config: Config, *parser_args: Any, **parser_kw: Any
+) -> tuple[argparse.Namespace, Config]:
+    """The command line (the options of ``arg_parser(*parser_args, **parser_kw)``) and the
+    workload it picks (see chosen_config)."""
+    args = arg_parser(*parser_args, **parser_kw).parse_args(argv)
+    return args, chosen_config(args, quick_config, full_config)
 
 
 def chosen_config(args: argparse.Namespace, quick: Config, full: Config) -> Config:
@@ -268,16 +300,61 @@ def _timed_once(c: Contender) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
-class Racing:
-    """A benchmark's Config (a dataclass declaring ``repeats``, ``budget`` and ``max_rounds``)
-    that races contenders with its own settings."""
+class Side:
+    """A contender whose every run gets a new output: ``prepare`` makes it, ``run`` is the
+    timed call (its CPU seconds, ``time.process_time``, kept but for the warm-up's), ``check``
+    looks at the warm-up's output, ``discard`` removes each output after its run."""
 
-    repeats: int
-    budget: float
-    max_rounds: int
+    def __init__(self) -> None:
+        self.runs = 0
+        self.cpu: list[float] = []
+
+    def prepare(self) -> None:
+        pass
+
+    def run(self) -> object:
+        raise NotImplementedError
+
+    def check(self, out: object) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+    def settle(self) -> None:
+        sync_and_collect()
+
+    def timed(self) -> object:
+        c0 = time.process_time()
+        out = self.run()
+        if self.runs:  # the warm-up run is not timed
+            self.cpu.append(time.process_time() - c0)
+        self.runs += 1
+        return out
+
+    def finish(self, out: object, first: bool) -> None:
+        if first:
+            self.check(out)
+        self.discard()
+
+    def contender(self) -> Contender:
+        return Contender(run=self.timed, prepare=self.prepare, finish=self.finish, settle=self.settle)
+
+
+@dataclass(kw_only=True)
+class Racing:
+    """The base of a benchmark's Config that races contenders with its own settings."""
+
+    repeats: int  # timed rounds per comparison, at least
+    budget: float  # seconds a comparison may spend on extra rounds (fast ones get more)
+    max_rounds: int = 9
 
     def race(self, contenders: dict[str, Contender]) -> dict[str, Timing]:
         return race(contenders, self.repeats, self.budget, self.max_rounds)
+
+    def rounds(self) -> str:
+        """The header's words for it."""
+        return f"best of {self.repeats} to {self.max_rounds} interleaved rounds (as many as fit in {self.budget:g} s)"
 
 
 def race(
@@ -305,6 +382,27 @@ def race(
     return timings
 
 
+def alternate(
+    runs: Mapping[str, Callable[[int], object]], rounds: int, settle: Callable[[], object] = _nothing
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Every side once a round for ``rounds`` rounds, the order rotating every round, ``settle``
+    untimed before each run; no warm-up (the caller's). ``runs[side](k)`` is the k-th run of
+    all. Returns each side's wall seconds and CPU seconds (this process's) per run."""
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    k = 0
+    for rnd in range(rounds):
+        for name in rotation(list(runs), rnd):
+            settle()
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            runs[name](k)
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+            k += 1
+    return wall, cpu
+
+
 def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list[float], object]:
     """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (gc.collect() before each)."""
     out: object = None
@@ -317,6 +415,54 @@ def timed(fn: Callable[[], object], repeats: int, warmup: int = 1) -> tuple[list
         out = fn()
         times.append(time.perf_counter() - t0)
     return times, out
+
+
+def freeze() -> None:
+    """Collect, then move what is left (the inputs, TensorFlow's modules: what lives for the whole
+    run) out of every later collection, so the timed runs' collections do not walk it."""
+    gc.collect()
+    gc.freeze()
+
+
+def verdict(checks: dict[str, bool], passed: str = "") -> tuple[bool, str]:
+    """(every check true, the words for it): ``passed`` (or the checks' names) or the failed ones."""
+    bad = [k for k, ok in checks.items() if not ok]
+    return not bad, (passed or "; ".join(checks) + ": all passed") if not bad else "FAILED: " + ", ".join(bad)
+
+
+def cli_in_process(root: Path, *args: str) -> Callable[[], str]:
+    """``catalog --catalog root ARGS`` in this process through typer's CliRunner (Catalog.open
+    included in every call); returns its stdout, stops the run if it fails."""
+    from typer.testing import CliRunner
+
+    from catalog.cli import app
+
+    runner = CliRunner()
+    argv = ["--catalog", str(root), *args]
+
+    def run() -> str:
+        res = runner.invoke(app, argv)
+        check(res.exit_code == 0, f"catalog {' '.join(args)} exited {res.exit_code}: {res.output[-500:]}")
+        return res.stdout
+
+    return run
+
+
+def profile_run(
+    prepare: Callable[[], object],
+    settle: Callable[[], object],
+    run: Callable[[], object],
+    discard: Callable[[], object],
+    profiler: Callable[[Callable[[], object]], str] | None = None,
+) -> str:
+    """One ``run`` under cProfile (or ``profiler``), its new catalog or file made (``prepare``),
+    the machine settled, and the output removed (``discard``) outside the profile."""
+    prepare()
+    settle()
+    try:
+        return (profiler or profile_text)(run)
+    finally:
+        discard()
 
 
 def profile_text(fn: Callable[[], object], top: int = 25) -> str:
@@ -365,6 +511,13 @@ def opened(root: Path) -> Iterator[Catalog]:
         yield cat
     finally:
         cat.close()
+
+
+def remove_catalog(cat: Catalog | None) -> None:
+    """A run's new catalog closed and its folder removed (untimed, after the run)."""
+    if cat is not None:
+        cat.close()
+        shutil.rmtree(cat.root)
 
 
 class FreshCatalog:
@@ -486,6 +639,45 @@ def median_line(rows: list[Versus]) -> str:
     return "; ".join(parts)
 
 
+def print_medians(rows: list[Versus], gauge: bool = True) -> None:
+    """The median line under a race table; with ``gauge``, saying it is a noise gauge."""
+    what = "a noise gauge; rounds in parentheses" if gauge else "rounds in parentheses"
+    print(f"\nfrom the medians instead of the best rounds ({what}): " + median_line(rows))
+
+
+def cpu_row(key: str, title: str, work: float, cpu: dict[str, list[float]], ours: str, peer: str) -> Versus:
+    """The ``(info)`` row setting the two sides' CPU seconds (``cpu[side]``) against each other."""
+    return versus(f"{key}-cpu", title, "rec/s", work, Timing(ours, cpu[ours]), Timing(peer, cpu[peer]))
+
+
+def log_race(key: str, head: Versus, started: float, before: str = "", cpu: Versus | None = None) -> None:
+    """A race's progress line: its ratio, the median one, its rounds (and its CPU row's ratio)."""
+    rounds = f"{head.rounds} rounds" + ("" if cpu is None else f"; CPU {cpu.ratio():.2f}x")
+    log(
+        f"[{key}] {before}{head.ratio():.2f}x (median {head.ratio(statistics.median):.2f}x, {rounds}) "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
+
+
+class TwoSides:
+    """A result row of two sides' runs (seconds): ``ratio`` and ``median_ratio`` of ``ours``
+    against ``base``, from ``rate(side, pick)``."""
+
+    ours = ""
+    base = "local"
+
+    def rate(self, side: str, pick: Callable[[list[float]], float] = min) -> float:
+        raise NotImplementedError
+
+    @property
+    def ratio(self) -> float:
+        return self.rate(self.ours) / self.rate(self.base)
+
+    @property
+    def median_ratio(self) -> float:
+        return self.rate(self.ours, statistics.median) / self.rate(self.base, statistics.median)
+
+
 def seconds_table(seconds: dict[str, dict[str, dict[str, list[float]]]], row: str, side: str, share: bool) -> str:
     """Each side's wall and CPU seconds per run (``seconds[row][side]["wall" | "cpu"]``), best and
     median; with ``share``, the share of a core the CPU seconds are (above 100%: threads, such
@@ -576,6 +768,10 @@ class Report:
         sys.stdout.flush()
         return missed
 
+    def conclude(self, started: float, choice: str, note: str = "") -> dict[str, str]:
+        """The table, then the profiles ``choice`` names (see print_profiles); returns their texts."""
+        return self.print_profiles(choice, self.summary(started, note))
+
     def print_profiles(self, choice: str, missed: list[Result]) -> dict[str, str]:
         """cProfile the catalog side of the rows ``choice`` names (all, missed, none); rows
         sharing one profile function run it once. Returns the texts by benchmark."""
@@ -594,6 +790,11 @@ class Report:
             print(f"### {r.benchmark}: {p.what}\n\n```\n{texts[r.benchmark]}\n```\n")
             sys.stdout.flush()
         return texts
+
+    def write(self, args: argparse.Namespace, machine: dict[str, Any], config: Any, **extra: Any) -> None:
+        """The JSON report of the rows (see write_report), when ``--json PATH`` asks for one."""
+        if args.json:
+            write_report(args.json, machine, args.quick, config, [asdict(r) for r in self.results], **extra)
 
     def close(self) -> None:
         for c in self.catalogs:
@@ -634,17 +835,23 @@ def versus_profiles(
 
 # --------------------------------------------------------------------------- workloads
 
+
+def four_features(text: str, vec: int) -> dict[str, Any]:
+    """The schema of the shared workloads' rows: id, the string feature ``text``, score, vec[``vec``]."""
+    return {
+        "features": {
+            "id": {"dtype": "int64"},
+            text: {"dtype": "string"},
+            "score": {"dtype": "float32"},
+            "vec": {"dtype": "float32", "shape": [vec]},
+        }
+    }
+
+
 # "labeled": small tf.train.Examples of about 140 bytes (the format, migrate and dask benchmarks).
 LABELED_VEC = 16
 LABELS = [f"class_{i:03d}" for i in range(100)]
-LABELED_SCHEMA: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "label": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [LABELED_VEC]},
-    }
-}
+LABELED_SCHEMA = four_features("label", LABELED_VEC)
 
 
 def labeled_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -657,14 +864,7 @@ def labeled_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
 
 # "text": rows with a free-text field (the catalog, load, S3 and scale benchmarks).
 TEXT_VEC = 8
-TEXT_SCHEMA: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "text": {"dtype": "string"},
-        "score": {"dtype": "float32"},
-        "vec": {"dtype": "float32", "shape": [TEXT_VEC]},
-    }
-}
+TEXT_SCHEMA = four_features("text", TEXT_VEC)
 WORDS = [
     "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
     "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi",
