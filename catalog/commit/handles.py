@@ -138,8 +138,8 @@ class CatalogHandle:
         """Before a commit: every new shard is still there. A gc that wrongly took a writer's
         files must not leave the manifest pointing at nothing (nor a moved adopted file)."""
         for s in shards:
-            if s.location is None and not self.store.exists(s.path):
-                raise StorageError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
+            if s.location is None and not self.store.exists(s.rel):
+                raise StorageError(f"{self.shard_url(s.rel)}: shard vanished before commit; nothing registered")
             if s.location is not None:
                 size = location_size(s.location)
                 if size is None:

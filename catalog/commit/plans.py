@@ -21,9 +21,9 @@ from catalog.storage.fileio import FileIO, file_io
 class PlannedShard:
     """Records ``start`` to ``stop`` of one registered shard (its whole facts as registered)."""
 
-    url: str  # a local path, or a URL in an object store (an adopted shard's own file)
+    path: str  # absolute: a local path, or a URL in an object store (an adopted shard's own file)
     rel: str  # "<dataset>/<file>", relative to the data area
-    index_url: str  # where its record index is (or will be): the data area's index tree
+    index_path: str  # absolute: where its record index is (or will be): the data area's index tree
     records: int
     bytes: int
     checksum: str
@@ -43,7 +43,7 @@ class PlannedShard:
     def io(self) -> FileIO:
         """What reads its file (storage.fileio, chosen by ``url``): readers open, stat and read
         ranges of it through this, never by looking at the URL themselves."""
-        return file_io(self.url)
+        return file_io(self.path)
 
 
 @dataclass(frozen=True)

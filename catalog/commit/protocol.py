@@ -269,7 +269,7 @@ def _write_shards(
     rows: list[dict[str, Any]] = [
         {
             "dataset_id": ds.id,
-            "path": s.file.path,
+            "path": s.file.rel,
             "records": s.file.records,
             "bytes": s.file.bytes,
             "checksum": s.file.checksum,
@@ -288,7 +288,7 @@ def _write_shards(
     ]
     if rows:
         conn.execute(_INSERT_SHARD, rows)
-        stats = [{"path": s.file.path, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
+        stats = [{"path": s.file.rel, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
         if stats:
             conn.execute(_INSERT_STATS, stats)
     # The rows as listed (SHARD_INFO_COLUMNS' names): no field list of ShardInfo's to keep here.

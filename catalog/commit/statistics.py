@@ -111,8 +111,8 @@ def readable(data: bytes | None, path: str, records: int) -> DatasetStats | None
 class Unprofiled:
     """A live shard without statistics, and the schema its records follow."""
 
-    path: str  # "<dataset>/<file>"
-    url: str  # where its bytes are
+    rel: str  # "<dataset>/<file>", relative to the data area
+    path: str  # absolute: where its bytes are (a local path, or a URL)
     records: int
     bytes: int
     schema: Schema
@@ -276,7 +276,7 @@ def drift_check(ds: DatasetHandle, files: list[ShardFile], split: str, spec: Dri
     records, else of every split)."""
     if any(f.stats is None for f in files):
         raise CheckError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
-    new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
+    new = merged(DatasetStats.from_bytes(f.stats or b"", f.rel) for f in files)
     here = ds.info()  # the splits from the manifest's totals: one merge, of the split's or of all
     side = split if split in (here.splits or {}) else None
     current = version_stats(ds, here.version, side)

@@ -34,8 +34,14 @@ VersionRef = int | str | None
 
 @dataclass(slots=True)
 class ShardInfo:
-    path: str  # absolute
-    relpath: str
+    """The public view of a registered shard (``Dataset.shards``, a ``Commit``'s shards, the
+    ``--json`` listings): its facts and its version range (``added_version`` to
+    ``removed_version``). ``path`` is where it is read (absolute); ``relpath`` is the public
+    spelling of what the rest of the catalog calls ``rel`` (a property here): its
+    ``<dataset>/<file>`` relative to the data area, the manifest's ``shards.path``."""
+
+    path: str  # absolute: a local path, or a URL (an adopted shard: its own file)
+    relpath: str  # "<dataset>/<file>", relative to the data area: public name, kept (see ``rel``)
     records: int
     bytes: int
     checksum: str
@@ -47,6 +53,11 @@ class ShardInfo:
     index_checksum: str | None = None  # of its record index; None: not indexed yet (`catalog index`)
     source: str | None = None  # input path or URL, "rows", or "<kind> of version N"; None: from before format 5
     location: str | None = None  # adopted in place (``path`` is then this): never deleted by the catalog
+
+    @property
+    def rel(self) -> str:
+        """``relpath`` in the catalog's one vocabulary (ARCHITECTURE.md, "Shards: one vocabulary")."""
+        return self.relpath
 
     def to_json(self) -> dict[str, Any]:
         return {
