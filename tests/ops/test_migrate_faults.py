@@ -160,9 +160,9 @@ def commit_before(ch):
     n = state["commits"]
     state["commits"] += 1
     if kill == "before_commit":  # every new shard published; no transaction yet
-        hold(kill, {"files": [s.file.path for s in ch.add]})
+        hold(kill, {"files": [s.file.rel for s in ch.add]})
     if n in gates.get("commit", []):
-        gate("commit-%d" % n, {"files": [s.file.path for s in ch.add]})
+        gate("commit-%d" % n, {"files": [s.file.rel for s in ch.add]})
     state["in_commit"] = kill == "in_commit"
 
 
