@@ -10,40 +10,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from catalog import manifest as mf
-from catalog.commit.handles import DatasetHandle, load_schema
+from catalog.commit.handles import DatasetHandle, LiveShard, live_values, load_schema
 from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.schema import Schema
-from catalog.storage.fileio import FileIO, file_io
 
 
-@dataclass(frozen=True)
-class PlannedShard:
-    """Records ``start`` to ``stop`` of one registered shard (its whole facts as registered)."""
+@dataclass(frozen=True, kw_only=True)
+class PlannedShard(LiveShard):
+    """What a reader reads of one live shard: records ``start`` to ``stop`` of it (a split
+    spec may take part of it), and where its record index is. A LiveShard plus that range:
+    picklable like the rest of a ReadPlan, so readers in other processes carry it."""
 
-    path: str  # absolute: a local path, or a URL in an object store (an adopted shard's own file)
-    rel: str  # "<dataset>/<file>", relative to the data area
     index_path: str  # absolute: where its record index is (or will be): the data area's index tree
-    records: int
-    bytes: int
-    checksum: str
-    compression: str
-    index_checksum: str | None  # None: no record index registered yet
-    split: str
     start: int
     stop: int
-    adopted: bool = False  # its own file, outside the data area (``catalog adopt``)
-    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
 
     @property
     def count(self) -> int:
         return self.stop - self.start
-
-    @property
-    def io(self) -> FileIO:
-        """What reads its file (storage.fileio, chosen by ``url``): readers open, stat and read
-        ranges of it through this, never by looking at the URL themselves."""
-        return file_io(self.path)
 
 
 @dataclass(frozen=True)
@@ -73,12 +58,9 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))
     store = ds.catalog.store
     shards = [
-        PlannedShard(
-            store.shard_url(r.path, r.location), r.path, store.index_url(r.path), r.records, r.bytes, r.checksum,
-            r.compression, r.index_checksum, r.split, 0, r.records, r.location is not None, r.fingerprint,
-        )
+        PlannedShard(*live_values(store.shard_url, r), index_path=store.index_url(r.path), start=0, stop=r.records)
         for r in rows
-    ]  # fmt: skip
+    ]
     if split is not None:
         shards = list(_select(shards, resolve(split, split_counts(shards))))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)

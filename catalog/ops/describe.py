@@ -83,8 +83,8 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
     """Statistics for the shards live at ``version`` that have none: one read of each (every
     record's CRC checked), registered a shard at a time, so an interruption keeps what is done."""
     report = ComputeReport(ds.name)
-    for shard in shards_without_stats(ds, version):
-        tally = Tally(shard.schema)
+    for shard, schema in shards_without_stats(ds, version):
+        tally = Tally(schema)
         check_named(shard.path, shard.checksum, shard.fingerprint, shard.adopted)
         for batch in shard_batches(shard.path, shard.bytes):
             tally.add_records(batch)
