@@ -30,7 +30,11 @@ OWNED = "owned"
 
 @dataclass(frozen=True)
 class ShardFile:
-    """A written shard file's facts, as it is published and before it is registered."""
+    """A written shard file's facts, as it is published and before it is registered: what the
+    storage layer knows of it (its ``rel``, facts, provenance, statistics), nothing of a
+    dataset's versions. A commit registers it as a ``commit.changes.NewShard``; once
+    registered it is read back as a ``LiveShard`` or a public ``ShardInfo`` (ARCHITECTURE.md,
+    "Shards: one vocabulary")."""
 
     rel: str  # "<dataset>/<file>", relative to the data area, "/"-separated
     records: int
