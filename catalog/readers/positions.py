@@ -259,7 +259,7 @@ class RecordReader:
             if len(data) != e - s:  # cut since it was opened
                 planned = self.shards[i]
                 short = f"{counted(s + len(data), 'byte')} (a read at byte {s} came back short)"
-                raise CorruptShardError(planned.url, "size", counted(planned.bytes, "byte"), short)
+                raise CorruptShardError(planned.path, "size", counted(planned.bytes, "byte"), short)
         return got
 
     def _check(
