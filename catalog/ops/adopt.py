@@ -64,7 +64,8 @@ from catalog.words import counted
 
 @dataclass(frozen=True)
 class Scanned:
-    """One input file as its adoption's read found it."""
+    """One input file as its adoption's read found it: not a shard yet (no ``rel``); ``_take``
+    makes its ``ShardFile``."""
 
     location: str  # where the bytes are: the file's real path (links resolved), or its URL
     source: str  # the input as named (absolute)
