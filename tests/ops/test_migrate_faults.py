@@ -148,7 +148,7 @@ def job(j):
         gate("job-%d" % n, {"source": getattr(j, "source", None)})
     result = original_job(j)
     if kill == "mid_write" and n == 1:  # the 2nd job's shard is published; more jobs to go
-        hold(kill, {"file": result.path})
+        hold(kill, {"file": result.rel})
     return result
 
 
