@@ -67,7 +67,8 @@ class NewShard:
     """A shard file a commit registers, and where it goes: its read order (``seq``; None:
     after everything live, in the order given, as an append's), the schema version its
     records are in (None: the dataset's at the commit) and its split (a rewrite's keeps its
-    source's)."""
+    source's). Apart from the ``ShardFile`` it wraps: these are the commit's decisions, not
+    facts of the file the storage layer wrote."""
 
     file: ShardFile
     seq: int | None = None

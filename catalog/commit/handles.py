@@ -41,7 +41,7 @@ from catalog.errors import (
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.schema import Schema
 from catalog.storage import ShardFile, location_size, store_for
-from catalog.storage.fileio import located
+from catalog.storage.fileio import FileIO, file_io, located
 from catalog.words import counted
 
 # A ShardInfo's columns after its absolute path, in its field order: the shards columns of its
@@ -138,8 +138,8 @@ class CatalogHandle:
         """Before a commit: every new shard is still there. A gc that wrongly took a writer's
         files must not leave the manifest pointing at nothing (nor a moved adopted file)."""
         for s in shards:
-            if s.location is None and not self.store.exists(s.path):
-                raise StorageError(f"{self.shard_url(s.path)}: shard vanished before commit; nothing registered")
+            if s.location is None and not self.store.exists(s.rel):
+                raise StorageError(f"{self.shard_url(s.rel)}: shard vanished before commit; nothing registered")
             if s.location is not None:
                 size = location_size(s.location)
                 if size is None:
@@ -573,19 +573,43 @@ def commit_of(name: str, r: Any, shards: list[ShardInfo] | None = None, duplicat
 
 @dataclass(frozen=True)
 class LiveShard:
+    """A registered shard live at a snapshot's version, as the operations that rewrite a
+    version see it (compact, rewrite, restore, migrate): its row ``id`` (what a commit
+    retires), its read order (``seq``) and schema version, and where it is read. Internal;
+    callers get a :class:`ShardInfo`, readers a ``PlannedShard`` (this, plus a record range)."""
+
     id: int
-    path: str  # absolute: a local path, or a URL
+    path: str  # absolute: a local path, or a URL (an adopted shard: its own file)
     records: int
     bytes: int
     checksum: str
     compression: str
     schema_version: int
     seq: int
-    rel: str  # "<dataset>/<file>", as the manifest has it
+    rel: str  # "<dataset>/<file>", relative to the data area: the manifest's shards.path
     split: str = DEFAULT_SPLIT
     index_checksum: str | None = None  # of its record index (storage.index); None: none yet
     location: str | None = None  # adopted in place: its own file (``path`` is then this)
     fingerprint: str | None = None  # what the content check compares its file with (storage.content)
+
+    @property
+    def adopted(self) -> bool:
+        """Its own file, outside the data area (``catalog adopt``)."""
+        return self.location is not None
+
+    @property
+    def io(self) -> FileIO:
+        """What reads its file (storage.fileio, chosen by ``path``): readers open, stat and read
+        ranges of it through this, never by looking at the location themselves."""
+        return file_io(self.path)
+
+
+def live_values(url: Callable[[str, str | None], str], r: Any) -> tuple[Any, ...]:
+    """A LiveShard's fields, in order, from a shards row (``url``: the store's shard_url)."""
+    return (
+        r.id, url(r.path, r.location), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq,
+        r.path, r.split, r.index_checksum, r.location, r.fingerprint,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -607,22 +631,5 @@ def snapshot(ds: DatasetHandle, version: VersionRef = None) -> Snapshot:
         rows = conn.execute(query).all()
         schema = load_schema(conn, ds.id, sv)
     url = ds.catalog.store.shard_url
-    shards = [
-        LiveShard(
-            r.id,
-            url(r.path, r.location),
-            r.records,
-            r.bytes,
-            r.checksum,
-            r.compression,
-            r.schema_version,
-            r.seq,
-            r.path,
-            r.split,
-            r.index_checksum,
-            r.location,
-            r.fingerprint,
-        )
-        for r in rows
-    ]
+    shards = [LiveShard(*live_values(url, r)) for r in rows]
     return Snapshot(v, sv, schema, shards)

@@ -11,32 +11,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from catalog import manifest as mf
-from catalog.commit.handles import DatasetHandle, load_schema
+from catalog.commit.handles import DatasetHandle, LiveShard, live_values, load_schema
 from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.errors import UsageError
 from catalog.schema import Schema
 from catalog.storage.cache import ShardCache, cached
-from catalog.storage.fileio import FileIO, file_io
+from catalog.storage.fileio import FileIO
 
 
-@dataclass(frozen=True)
-class PlannedShard:
-    """Records ``start`` to ``stop`` of one registered shard (its whole facts as registered)."""
+@dataclass(frozen=True, kw_only=True)
+class PlannedShard(LiveShard):
+    """What a reader reads of one live shard: records ``start`` to ``stop`` of it (a split
+    spec may take part of it), and where its record index is. A LiveShard plus that range:
+    picklable like the rest of a ReadPlan, so readers in other processes carry it."""
 
-    url: str  # a local path, or a URL in an object store (an adopted shard's own file)
-    rel: str  # "<dataset>/<file>", relative to the data area
-    index_url: str  # where its record index is (or will be): the data area's index tree
-    records: int
-    bytes: int
-    checksum: str
-    compression: str
-    index_checksum: str | None  # None: no record index registered yet
-    split: str
+    index_path: str  # absolute: where its record index is (or will be): the data area's index tree
     start: int
     stop: int
-    adopted: bool = False  # its own file, outside the data area (``catalog adopt``)
-    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
     cache: ShardCache | None = None  # where a copy of a remote shard is kept on this host (storage.cache)
 
     @property
@@ -45,10 +37,9 @@ class PlannedShard:
 
     @property
     def io(self) -> FileIO:
-        """What reads its file (storage.fileio, chosen by ``url``): readers open, stat and read
-        ranges of it through this, never by looking at the URL themselves. With a ``cache``,
-        a remote shard is read from its local copy (fetched once, checked whole)."""
-        return cached(file_io(self.url), self.cache, self.url, self.checksum, self.bytes)
+        """What reads its file (storage.fileio, chosen by ``path``), as a LiveShard's; with a
+        ``cache``, a remote shard is read from its local copy (fetched once, checked whole)."""
+        return cached(super().io, self.cache, self.path, self.checksum, self.bytes)
 
 
 @dataclass(frozen=True)
@@ -78,12 +69,9 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))
     store = ds.catalog.store
     shards = [
-        PlannedShard(
-            store.shard_url(r.path, r.location), r.path, store.index_url(r.path), r.records, r.bytes, r.checksum,
-            r.compression, r.index_checksum, r.split, 0, r.records, r.location is not None, r.fingerprint,
-        )
+        PlannedShard(*live_values(store.shard_url, r), index_path=store.index_url(r.path), start=0, stop=r.records)
         for r in rows
-    ]  # fmt: skip
+    ]
     if split is not None:
         shards = list(_select(shards, resolve(split, split_counts(shards))))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)

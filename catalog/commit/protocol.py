@@ -299,12 +299,12 @@ def _replace_files(
             update(SHARDS)
             .where(SHARDS.c.id == r.id)
             .values(
-                path=f.path, records=f.records, bytes=f.bytes, checksum=f.checksum, compression=f.compression,
+                path=f.rel, records=f.records, bytes=f.bytes, checksum=f.checksum, compression=f.compression,
                 index_checksum=f.index_checksum, location=None, fingerprint=f.fingerprint,
             )
         )  # fmt: skip
         if f.stats:
-            conn.execute(_INSERT_STATS, [{"path": f.path, "dataset_id": ds.id, "data": f.stats}])
+            conn.execute(_INSERT_STATS, [{"path": f.rel, "dataset_id": ds.id, "data": f.stats}])
 
 
 def _restate_commits(conn: Connection, dataset_id: int, old: Any, file: ShardFile | None, new: int) -> None:
@@ -348,7 +348,7 @@ def _write_shards(
     rows: list[dict[str, Any]] = [
         {
             "dataset_id": ds.id,
-            "path": s.file.path,
+            "path": s.file.rel,
             "records": s.file.records,
             "bytes": s.file.bytes,
             "checksum": s.file.checksum,
@@ -367,7 +367,7 @@ def _write_shards(
     ]
     if rows:
         conn.execute(_INSERT_SHARD, rows)
-        stats = [{"path": s.file.path, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
+        stats = [{"path": s.file.rel, "dataset_id": ds.id, "data": s.file.stats} for s in ch.add if s.file.stats]
         if stats:
             conn.execute(_INSERT_STATS, stats)
     # The rows as listed (SHARD_INFO_COLUMNS' names): no field list of ShardInfo's to keep here.

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from catalog import manifest as mf
-from catalog.commit.handles import DatasetHandle, live_at, load_schema
+from catalog.commit.handles import DatasetHandle, LiveShard, live_at, live_values, load_schema
 from catalog.commit.values import SHARD_CHUNK, VersionRef
 from catalog.errors import CatalogError, CheckError, SplitNotFoundError, UsageError
 from catalog.manifest import COMMITS, SHARD_STATS, SHARDS
@@ -107,35 +107,20 @@ def readable(data: bytes | None, path: str, records: int) -> DatasetStats | None
     return found if found.records == records else None
 
 
-@dataclass(frozen=True)
-class Unprofiled:
-    """A live shard without statistics, and the schema its records follow."""
-
-    path: str  # "<dataset>/<file>"
-    url: str  # where its bytes are
-    records: int
-    bytes: int
-    schema: Schema
-    checksum: str = ""
-    fingerprint: str | None = None  # what the content check compares its file with (storage.content)
-    adopted: bool = False
-
-
-def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[Unprofiled]:
-    """The shards live at ``version`` that have no statistics (or damaged ones)."""
+def shards_without_stats(ds: DatasetHandle, version: VersionRef = None) -> list[tuple[LiveShard, Schema]]:
+    """The shards live at ``version`` that have no statistics (or damaged ones), each with
+    the schema its records follow."""
     url = ds.catalog.store.shard_url
-    names = ("path", "location", "records", "bytes", "schema_version")
-    columns = (*(SHARDS.c[k] for k in names), SHARD_STATS.c.data, SHARDS.c.checksum, SHARDS.c.fingerprint)
     with mf.read_txn(ds.catalog.engine) as conn:
         v, _sv = ds._live(conn, version)[:2]
         query = (
             live_at(conn, ds.id, v)
-            .with_only_columns(*columns)
+            .add_columns(SHARD_STATS.c.data)
             .join_from(SHARDS, SHARD_STATS, SHARD_STATS.c.path == SHARDS.c.path, isouter=True)
         )
-        rows = [r for r in conn.execute(query) if readable(r[5], r[0], r[2]) is None]
-        schemas = {sv: load_schema(conn, ds.id, sv) for sv in {r[4] for r in rows}}
-    return [Unprofiled(r[0], url(r[0], r[1]), r[2], r[3], schemas[r[4]], r[6], r[7], r[1] is not None) for r in rows]
+        rows = [r for r in conn.execute(query) if readable(r.data, r.path, r.records) is None]
+        schemas = {sv: load_schema(conn, ds.id, sv) for sv in {r.schema_version for r in rows}}
+    return [(LiveShard(*live_values(url, r)), schemas[r.schema_version]) for r in rows]
 
 
 def stored_stats(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, DatasetStats]:
@@ -276,7 +261,7 @@ def drift_check(ds: DatasetHandle, files: list[ShardFile], split: str, spec: Dri
     records, else of every split)."""
     if any(f.stats is None for f in files):
         raise CheckError(f"dataset {ds.name!r}: --check needs statistics, and this catalog computes none")
-    new = merged(DatasetStats.from_bytes(f.stats or b"", f.path) for f in files)
+    new = merged(DatasetStats.from_bytes(f.stats or b"", f.rel) for f in files)
     here = ds.info()  # the splits from the manifest's totals: one merge, of the split's or of all
     side = split if split in (here.splits or {}) else None
     current = version_stats(ds, here.version, side)

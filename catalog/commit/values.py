@@ -39,8 +39,16 @@ def iso(t: datetime) -> str:
 
 @dataclass(slots=True)
 class ShardInfo(JsonReport):
-    path: str  # absolute
-    relpath: str = field(metadata=HIDDEN)
+    """The public view of a registered shard (``Dataset.shards``, a ``Commit``'s shards, the
+    ``--json`` listings): its facts and its version range (``added_version`` to
+    ``removed_version``). ``path`` is where it is read (absolute); ``relpath`` is the public
+    spelling of what the rest of the catalog calls ``rel`` (a property here): its
+    ``<dataset>/<file>`` relative to the data area, the manifest's ``shards.path``."""
+
+    path: str  # absolute: a local path, or a URL (an adopted shard: its own file)
+    relpath: str = field(
+        metadata=HIDDEN
+    )  # "<dataset>/<file>", relative to the data area: public name, kept (see ``rel``)
     records: int
     bytes: int
     checksum: str
@@ -53,6 +61,11 @@ class ShardInfo(JsonReport):
     source: str | None = None  # input path or URL, "rows", or "<kind> of version N"; None: from before format 5
     # adopted in place (``path`` is then this): never deleted by the catalog; shown as whether it is
     location: str | None = field(default=None, metadata=shown("external", convert=lambda v: v is not None))
+
+    @property
+    def rel(self) -> str:
+        """``relpath`` in the catalog's one vocabulary (ARCHITECTURE.md, "Shards: one vocabulary")."""
+        return self.relpath
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,8 @@ COMMITS = Table(
     UniqueConstraint("dataset_id", "token"),
 )
 
+# A registered shard: its facts and its version range. ``path`` is its ``rel`` in code
+# ("<dataset>/<file>", relative to the data area; ARCHITECTURE.md, "Shards: one vocabulary").
 SHARDS = Table(
     "shards",
     METADATA,

@@ -64,7 +64,8 @@ from catalog.words import counted
 
 @dataclass(frozen=True)
 class Scanned:
-    """One input file as its adoption's read found it."""
+    """One input file as its adoption's read found it: not a shard yet (no ``rel``); ``_take``
+    makes its ``ShardFile``."""
 
     location: str  # where the bytes are: the file's real path (links resolved), or its URL
     source: str  # the input as named (absolute)
@@ -309,7 +310,7 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
         results = run_ingest_jobs(w, adopt_job, jobs, progress, executor)
         for files, (_path, split) in zip(results, p.inputs, strict=True):
             sink.take(files)  # every job's first: abort() then removes their indexes, whatever fails next
-            w.splits.update((f.path, split) for f in files)
+            w.splits.update((f.rel, split) for f in files)
         for files, (path, _split) in zip(results, p.inputs, strict=True):
             _check_count(p, path, sum(f.records for f in files))
         return
@@ -320,7 +321,7 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
             progress(found.bytes)
         if not found.records:
             continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
-        w.splits[_take(sink, found).path] = split
+        w.splits[_take(sink, found).rel] = split
 
 
 def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> None:
@@ -338,4 +339,4 @@ def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -
     for i, (path, split) in enumerate(p.inputs):
         made = sink.shards[starts[i] : starts[i + 1]]
         _check_count(p, path, sum(f.records for f in made))
-        w.splits.update((f.path, split) for f in made)
+        w.splits.update((f.rel, split) for f in made)

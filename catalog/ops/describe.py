@@ -81,16 +81,16 @@ def compute_stats(ds: DatasetHandle, version: VersionRef = None, progress: Progr
     """Statistics for the shards live at ``version`` that have none: one read of each (every
     record's CRC checked), registered a shard at a time, so an interruption keeps what is done."""
     report = ComputeReport(ds.name)
-    for shard in shards_without_stats(ds, version):
-        tally = Tally(shard.schema)
-        check_named(shard.url, shard.checksum, shard.fingerprint, shard.adopted)
-        for batch in shard_batches(shard.url, shard.bytes):
+    for shard, schema in shards_without_stats(ds, version):
+        tally = Tally(schema)
+        check_named(shard.path, shard.checksum, shard.fingerprint, shard.adopted)
+        for batch in shard_batches(shard.path, shard.bytes):
             tally.add_records(batch)
-        result = tally.result(functools.partial(shard_batches, shard.url, shard.bytes))
+        result = tally.result(functools.partial(shard_batches, shard.path, shard.bytes))
         if result.records != shard.records:
             found = f"{counted(result.records, 'record')} read, {shard.records} registered"
-            raise CorruptShardError(shard.url, message=f"{shard.url}: {found}; run `catalog verify`")
-        if register_stats(ds, {shard.path: result.to_bytes()}):
+            raise CorruptShardError(shard.path, message=f"{shard.path}: {found}; run `catalog verify`")
+        if register_stats(ds, {shard.rel: result.to_bytes()}):
             report.computed += 1
             report.records += shard.records
         if progress is not None:

@@ -93,7 +93,7 @@ def _export_to(selected: ReadPlan, f: IO[bytes], compression: str, progress: Pro
     if compression == "none" and whole:
         buf = bytearray(CHECKSUM_CHUNK)  # framing concatenates: copy bytes, checking each shard's checksum
         for s in selected.shards:
-            copy_verified(s.url, s.bytes, s.checksum, f, 0, buf)
+            copy_verified(s.path, s.bytes, s.checksum, f, 0, buf)
             if progress:
                 progress(s.bytes)
         return

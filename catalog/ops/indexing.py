@@ -120,7 +120,7 @@ class _Indexer:
             if not self.fallback:
                 if isinstance(e, CatalogError):
                     raise
-                raise write_error(s.index_url, e) from e
+                raise write_error(s.index_path, e) from e
             self.writable = False  # a read-only data area: the rest in memory too
             return
         keep = offsets if self.fallback and self.offsets is not None else None
@@ -148,7 +148,7 @@ class _Indexer:
                     self.offsets[s.rel] = offsets
                 continue
             if got != checksum:  # another indexer read other bytes: the shard changed under us
-                raise CorruptShardError(s.url, "record index", got, checksum)
+                raise CorruptShardError(s.path, "record index", got, checksum)
             self.found[s.rel] = got
             self.records += s.records
             self.bytes += s.records * OFFSET.itemsize
@@ -156,9 +156,9 @@ class _Indexer:
 
 def _scan(s: PlannedShard) -> np.ndarray:
     try:
-        return load_offsets(s.url, s.index_url, s.records, s.bytes, None)  # one read, CRCs and count checked
+        return load_offsets(s.path, s.index_path, s.records, s.bytes, None)  # one read, CRCs and count checked
     except FileNotFoundError as e:
-        raise shard_missing(s.url) from e
+        raise shard_missing(s.path) from e
 
 
 def _register(cat: CatalogHandle, pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -249,7 +249,7 @@ def dali_indexes(ds: DatasetHandle, directory: str | os.PathLike[str], version: 
     for s in read_plan.shards:
         if s.compression != "none":
             raise UsageError(
-                f"{s.url}: {s.compression}-compressed; DALI's TFRecord reader takes uncompressed files only "
+                f"{s.path}: {s.compression}-compressed; DALI's TFRecord reader takes uncompressed files only "
                 f"(`catalog export {ds.name} FILE` writes the version as one)"
             )
     out = Path(directory)
@@ -265,10 +265,10 @@ def dali_indexes(ds: DatasetHandle, directory: str | os.PathLike[str], version: 
         offsets = computed.get(s.rel)
         if offsets is None:
             assert s.index_checksum is not None  # ensure_indexes registered it, or computed it
-            offsets = read_index(s.index_url, s.records, s.bytes, s.index_checksum)
-        target = out / dali_name(s.url)
+            offsets = read_index(s.index_path, s.records, s.bytes, s.index_checksum)
+        target = out / dali_name(s.path)
         _write_dali(target, offsets, s.bytes)
-        report.files.append((s.url, str(target)))
+        report.files.append((s.path, str(target)))
         report.records += s.records
     if report.files:
         fsync_dir(out)

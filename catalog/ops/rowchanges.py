@@ -35,7 +35,7 @@ from catalog.commit.changes import (
     RetireShards,
     adding,
 )
-from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, load_schema, snapshot
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, live_values, load_schema, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
@@ -516,14 +516,7 @@ def _retired_shards(ds: DatasetHandle) -> list[LiveShard]:
             .where(SHARDS.c.dataset_id == ds.id, SHARDS.c.removed_version.is_not(None), SHARDS.c.collected_at.is_(None))
             .order_by(SHARDS.c.id)
         ).all()
-    url = ds.catalog.store.shard_url
-    return [
-        LiveShard(
-            r.id, url(r.path, r.location), r.records, r.bytes, r.checksum, r.compression, r.schema_version, r.seq,
-            r.path, r.split, r.index_checksum, r.location, r.fingerprint,
-        )
-        for r in rows
-    ]  # fmt: skip
+    return [LiveShard(*live_values(ds.catalog.store.shard_url, r)) for r in rows]
 
 
 def _schemas(ds: DatasetHandle, versions: set[int]) -> dict[int, Schema]:

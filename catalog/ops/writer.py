@@ -200,7 +200,7 @@ class Writer:
             shards = self.sink.close()
         except FileNotFoundError as e:  # a temp file removed under us (by gc, once our intent was dead)
             raise StorageError(f"{e.filename}: shard vanished before commit; nothing registered") from e
-        added = [NewShard(s, split=self.splits.get(s.path, self.split)) for s in shards]
+        added = [NewShard(s, split=self.splits.get(s.rel, self.split)) for s in shards]
         report = self._checked(shards)
         change = Change(
             APPEND, self.read_version, self.ds.schema_version, self.message, self.author, self.intent.id,

@@ -34,7 +34,7 @@ def stream_plan(plan: ReadPlan, start: int = 0) -> Iterator[tuple[str, int, list
     for shard in plan.shards:
         if first + shard.count > start:
             for index, batch in stream_shard(shard, max(start - first, 0)):
-                yield shard.url, index, batch
+                yield shard.path, index, batch
         first += shard.count
 
 

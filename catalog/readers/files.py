@@ -50,17 +50,17 @@ def check_content(shard: PlannedShard, facts: Facts) -> None:
     if shard.io.verified:
         return
     if isinstance(facts, os.stat_result):
-        content.check_local(shard.url, facts, shard.checksum, shard.fingerprint, shard.adopted)
+        content.check_local(shard.path, facts, shard.checksum, shard.fingerprint, shard.adopted)
     else:
-        content.check_object(shard.url, facts, shard.checksum, shard.fingerprint, shard.adopted)
+        content.check_object(shard.path, facts, shard.checksum, shard.fingerprint, shard.adopted)
 
 
 def check_file(shard: PlannedShard) -> None:
     """A shard's size and content checked by its name (one stat or HEAD), for readers that
     hand the file to another library (TensorFlow) or open it later."""
-    size, facts = file_facts(shard.url)
+    size, facts = file_facts(shard.path)
     if size != shard.bytes:
-        raise size_mismatch(shard.url, shard.bytes, size)
+        raise size_mismatch(shard.path, shard.bytes, size)
     check_content(shard, facts)
 
 
@@ -68,17 +68,17 @@ def open_checked(shard: PlannedShard) -> IO[bytes]:
     """A registered shard opened (open_shard's rules: a regular file, no symbolic link), its
     size and content checked before any read: one fstat, or one HEAD on an object store."""
     reader = shard.io
-    facts = file_facts(shard.url)[1] if reader.remote else None  # a HEAD first: an open does not give it
+    facts = file_facts(shard.path)[1] if reader.remote else None  # a HEAD first: an open does not give it
     try:
-        f = reader.open(shard.url)
+        f = reader.open(shard.path)
     except (FileNotFoundError, ObjectMissingError) as e:
-        raise shard_missing(shard.url) from e
+        raise shard_missing(shard.path) from e
     try:
         if facts is None:
-            facts = reader.stat(shard.url, f)
+            facts = reader.stat(shard.path, f)
         size = facts_size(facts)
         if size != shard.bytes:
-            raise size_mismatch(shard.url, shard.bytes, size)
+            raise size_mismatch(shard.path, shard.bytes, size)
         check_content(shard, facts)
     except BaseException:
         f.close()
@@ -97,7 +97,7 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
     try:
         with open_checked(shard) as f:
             if first and compression is None and shard.index_checksum is not None:
-                offsets = read_index(shard.index_url, shard.records, shard.bytes, shard.index_checksum)
+                offsets = read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum)
                 pos, at = first, int(offsets[first])
                 f.seek(at)
             for batch in read_record_batches(f, compression):
@@ -109,6 +109,6 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
                 if pos >= shard.stop and shard.stop < shard.records:
                     return  # a slice ending inside the shard: its size was checked, not its count
     except CorruptRecordError as e:
-        raise damaged_shard(shard.url, e, at) from e
+        raise damaged_shard(shard.path, e, at) from e
     if pos != shard.records:
-        raise CorruptShardError(shard.url, "records", shard.records, pos)
+        raise CorruptShardError(shard.path, "records", shard.records, pos)

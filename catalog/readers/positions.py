@@ -224,14 +224,14 @@ class RecordReader:
     def where_one(self, position: int) -> tuple[str, int]:
         """(shard location, index within the shard) of dataset position ``position``."""
         i = bisect.bisect_right(self._firsts, position) - 1
-        return self.shards[i].url, position - self._firsts[i] + self._starts[i]
+        return self.shards[i].path, position - self._firsts[i] + self._starts[i]
 
     def where_of(self, positions: np.ndarray) -> Callable[[int], tuple[str, int]]:
         """For decode errors: (shard location, index within the shard) of ``positions[i]``."""
 
         def where(i: int) -> tuple[str, int]:
             shard, rec = self.locate(positions[i : i + 1])
-            return self.shards[int(shard[0])].url, int(rec[0])
+            return self.shards[int(shard[0])].path, int(rec[0])
 
         return where
 
@@ -259,7 +259,7 @@ class RecordReader:
             if len(data) != e - s:  # cut since it was opened
                 planned = self.shards[i]
                 short = f"{counted(s + len(data), 'byte')} (a read at byte {s} came back short)"
-                raise CorruptShardError(planned.url, "size", counted(planned.bytes, "byte"), short)
+                raise CorruptShardError(planned.path, "size", counted(planned.bytes, "byte"), short)
         return got
 
     def _check(
@@ -286,7 +286,7 @@ class RecordReader:
             raise self._damaged(int(shard[j]), int(recs[j]), int(offsets[j]), found)
 
     def _damaged(self, i: int, rec: int, offset: int, found: str) -> CorruptShardError:
-        return CorruptShardError(self.shards[i].url, f"record {rec} (byte {offset})", "an intact record", found)
+        return CorruptShardError(self.shards[i].path, f"record {rec} (byte {offset})", "an intact record", found)
 
     def _header_crcs(self, lengths: np.ndarray) -> np.ndarray:
         """The masked CRC each record's header holds for its length (few distinct lengths)."""
@@ -325,11 +325,11 @@ class RecordReader:
             self._file(i, None)  # opened, its size and content checked
         try:
             offsets = load_offsets(
-                planned.url, planned.index_url, planned.records, planned.bytes, planned.index_checksum
+                planned.path, planned.index_path, planned.records, planned.bytes, planned.index_checksum
             )
         except CorruptRecordError as e:
-            raise damaged_shard(planned.url, e) from e
-        return _Shard(planned.url, np.append(offsets.astype(np.int64), np.int64(planned.bytes)), remote)
+            raise damaged_shard(planned.path, e) from e
+        return _Shard(planned.path, np.append(offsets.astype(np.int64), np.int64(planned.bytes)), remote)
 
     def _file(self, i: int, shard: _Shard | None) -> IO[bytes]:
         """Local shard ``i`` (or its inflated copy) open for positional reads; a shard is
@@ -339,7 +339,7 @@ class RecordReader:
         if f is not None:
             files.move_to_end(i)
             return f
-        if shard is not None and shard.path != self.shards[i].url:
+        if shard is not None and shard.path != self.shards[i].path:
             f = open_shard(shard.path)
         else:
             f = open_checked(self.shards[i])
@@ -363,8 +363,7 @@ class RecordReader:
         offsets = w.offsets()
         if len(offsets) != planned.records:
             inflated = counted(len(offsets), "record")
-            raise CorruptShardError(
-                planned.url, message=f"{planned.url}: inflated {inflated}, {planned.records} registered"
-            )
+            message = f"{planned.path}: inflated {inflated}, {planned.records} registered"
+            raise CorruptShardError(planned.path, message=message)
         shard = local.inflated[i] = _Shard(str(path), np.append(offsets.astype(np.int64), np.int64(w.bytes)), False)
         return shard

@@ -35,7 +35,7 @@ class DataSource:
         compressed = next((s for s in plan.shards if s.compression != "none"), None)
         if compressed is not None:
             raise UsageError(
-                f"{compressed.url}: a {compressed.compression}-compressed shard cannot be read at an offset, so "
+                f"{compressed.path}: a {compressed.compression}-compressed shard cannot be read at an offset, so "
                 f"dataset {plan.dataset!r} has no random access: read it with ds.torch() or ds.batches(), which "
                 f"read compressed shards front to back, or store it uncompressed: `catalog compact {plan.dataset} "
                 "--compression none`"

@@ -178,7 +178,7 @@ def _copy(shard: PlannedShard) -> PlannedShard:
     io = shard.io
     if not isinstance(io, CachedFileIO):
         return shard
-    return replace(shard, url=io.local_copy(), cache=None, adopted=False, fingerprint=OWNED)
+    return replace(shard, path=io.local_copy(), cache=None, location=None, fingerprint=OWNED)
 
 
 def check_sizes(shards: Sequence[PlannedShard]) -> None:
@@ -186,7 +186,7 @@ def check_sizes(shards: Sequence[PlannedShard]) -> None:
     the manifest, one stat (or HEAD) per file: a shard grown, cut or rewritten is a
     CorruptShardError before anything is read. HEADs to an object store go out a few at a
     time: a round trip each would add up."""
-    registered = {s.url: s for s in shards}  # a split spec may name two ranges of one shard
+    registered = {s.path: s for s in shards}  # a split spec may name two ranges of one shard
     remote = [url for url, shard in registered.items() if shard.io.remote]
     heads: dict[str, tuple[int, Facts]] = {}
     if remote:
@@ -254,14 +254,14 @@ def _in_order(tf: Any, shards: list[PlannedShard], count_each: bool) -> Any:
     run: list[PlannedShard] = []
     for s in [*shards, None]:
         if run and (s is None or not _whole(s) or s.compression != run[0].compression):
-            files = tf.constant([r.url for r in run], tf.string)
+            files = tf.constant([r.path for r in run], tf.string)
             records = tf.data.TFRecordDataset(files, compression_type=TF_COMPRESSION[run[0].compression])
             pieces.append(_counted(tf, records, _count(run), count_each))
             run = []
         if s is not None and _whole(s):
             run.append(s)
         elif s is not None:
-            records = tf.data.TFRecordDataset(s.url, compression_type=TF_COMPRESSION[s.compression])
+            records = tf.data.TFRecordDataset(s.path, compression_type=TF_COMPRESSION[s.compression])
             pieces.append(_counted(tf, records.skip(s.start).take(s.count), s.count, count_each))
     if not pieces:
         return tf.data.Dataset.from_tensor_slices(tf.constant([], tf.string))
@@ -284,7 +284,7 @@ def _mixed(tf: Any, shards: list[PlannedShard], seed: int | None, count_each: bo
     thread about a fifth of its speed."""
     ranges = tf.data.Dataset.from_tensor_slices(
         (
-            tf.constant([s.url for s in shards], tf.string),
+            tf.constant([s.path for s in shards], tf.string),
             tf.constant([TF_COMPRESSION[s.compression] for s in shards], tf.string),
             tf.constant([s.start for s in shards], tf.int64),
             tf.constant([s.count for s in shards], tf.int64),

@@ -27,8 +27,9 @@ _index_inside = INDEX_PATH_RE.fullmatch
 
 @dataclass(frozen=True)
 class StoredFile:
-    """A file found in the data area by a listing: registered or not, the catalog's or not
-    (a shard's facts are :class:`ShardFile`'s). A spool file is one too, by its local path."""
+    """A file found in the data area by a listing: registered or not, the catalog's or not, a
+    shard or not (a shard's facts are :class:`ShardFile`'s, a registered one's ``LiveShard``'s).
+    A spool file is one too, by its local path."""
 
     rel: str  # "<dataset>/<file>" (a spool file: its local path)
     size: int

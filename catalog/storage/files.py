@@ -29,9 +29,13 @@ OWNED = "owned"
 
 @dataclass(frozen=True)
 class ShardFile:
-    """A written shard file's facts, as it is published and before it is registered."""
+    """A written shard file's facts, as it is published and before it is registered: what the
+    storage layer knows of it (its ``rel``, facts, provenance, statistics), nothing of a
+    dataset's versions. A commit registers it as a ``commit.changes.NewShard``; once
+    registered it is read back as a ``LiveShard`` or a public ``ShardInfo`` (ARCHITECTURE.md,
+    "Shards: one vocabulary")."""
 
-    path: str  # relative to the data area, "/"-separated
+    rel: str  # "<dataset>/<file>", relative to the data area, "/"-separated
     records: int
     bytes: int
     checksum: str  # "crc32c:" + 8 hex digits of the whole file
@@ -39,7 +43,7 @@ class ShardFile:
     index_checksum: str | None = None  # its record index (storage.index), when one was written
     source: str | None = None  # where its records came from (see the manifest's shards.source)
     linked: bool = False  # the input file itself, hard linked (append --link), not a copy
-    location: str | None = None  # adopted in place: the file's own path or URL (``path`` is no file)
+    location: str | None = None  # adopted in place: the file's own path or URL (``rel`` names no file)
     fingerprint: str = OWNED  # what the content check compares its file with (storage.content)
     # Its records' statistics (catalog.stats.DatasetStats.to_bytes), None: not computed.
     stats: builtins.bytes | None = field(default=None, repr=False)

@@ -300,7 +300,7 @@ class ShardSink:
         """Shards published by jobs under this sink's intent: registered with its own at
         commit, in this order, and removed by abort() like its own."""
         for f in files:
-            self.placed.append(f.path)
+            self.placed.append(f.rel)
             self.shards.append(f)
 
     def _finish(self) -> None:

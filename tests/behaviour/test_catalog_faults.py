@@ -82,7 +82,7 @@ elif stage == "mid_write":  # the 2nd shard has records in its temp file, not fs
 elif stage == "before_commit":  # every shard renamed and its directory fsynced; no transaction yet
     def on_point(name, info):
         if name == "commit.before":
-            hold({"shards": [s.file.path for s in info["change"].add]})
+            hold({"shards": [s.file.rel for s in info["change"].add]})
 
     faults.install(on_point)
 elif stage == "in_commit":  # inside the commit transaction, every row written, COMMIT not yet sent
@@ -529,7 +529,7 @@ def test_shard_deleted_before_commit_fails_and_registers_nothing(root: Path) -> 
             for r in rows(list(range(100, 125))):
                 w.write(r)
             assert w.sink is not None
-            first = cat.shard_path(w.sink.shards[0].path)
+            first = cat.shard_path(w.sink.shards[0].rel)
             first.unlink()
         assert assert_consistent(cat) == hist
         assert data_files(cat) == before == registered(cat)

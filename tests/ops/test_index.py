@@ -612,7 +612,7 @@ def test_ensure_indexes_registers_or_falls_back_to_memory(
     assert after == before
     assert sorted(offsets) == [s.rel for s in before.shards[1:]]
     for s in before.shards[1:]:
-        assert offsets[s.rel].tolist() == [o for o, _ in framing(Path(s.url).read_bytes())]
+        assert offsets[s.rel].tolist() == [o for o, _ in framing(Path(s.path).read_bytes())]
     monkeypatch.undo()
 
     # A read-only manifest: the same (the published files stay, owned by their shards).

@@ -148,7 +148,7 @@ def job(j):
         gate("job-%d" % n, {"source": getattr(j, "source", None)})
     result = original_job(j)
     if kill == "mid_write" and n == 1:  # the 2nd job's shard is published; more jobs to go
-        hold(kill, {"file": result.path})
+        hold(kill, {"file": result.rel})
     return result
 
 
@@ -160,9 +160,9 @@ def commit_before(ch):
     n = state["commits"]
     state["commits"] += 1
     if kill == "before_commit":  # every new shard published; no transaction yet
-        hold(kill, {"files": [s.file.path for s in ch.add]})
+        hold(kill, {"files": [s.file.rel for s in ch.add]})
     if n in gates.get("commit", []):
-        gate("commit-%d" % n, {"files": [s.file.path for s in ch.add]})
+        gate("commit-%d" % n, {"files": [s.file.rel for s in ch.add]})
     state["in_commit"] = kill == "in_commit"
 
 

@@ -120,7 +120,7 @@ def plan_columns(ds: Dataset, version: int | None = None, split: str | None = No
     rp = plan(ds, version, split)
     records: list[bytes] = []
     for s in rp.shards:
-        shard = [r for batch in shard_batches(s.url, s.bytes) for r in batch]
+        shard = [r for batch in shard_batches(s.path, s.bytes) for r in batch]
         records.extend(shard[s.start : s.stop])
     return rp.schema().decode_batch(records)
 
