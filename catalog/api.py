@@ -679,11 +679,14 @@ class Dataset(DatasetHandle):
         shards = derive.source_shards(snap, split, self)
         target = derive.target_schema(self, op, snap, given, split)
         about = description or f"{op.describe()} of {self.name} version {snap.version}"
-        dst = self.catalog._register_for_inputs(into, target, about, self.compression)
+        cat = self.catalog
+        if not isinstance(cat, Catalog):  # (a Dataset is made by its Catalog)
+            raise TypeError(f"a Dataset of a {type(cat).__name__}")
+        dst = cat._register_for_inputs(into, target, about, self.compression)
         try:
             return derive.run(self, dst, op, snap, shards, split, **run)
         except BaseException as e:
-            self.catalog._undo_register(dst, e)
+            cat._undo_register(dst, e)
             raise
 
     def _other(self, name: str) -> Dataset:
