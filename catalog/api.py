@@ -629,6 +629,7 @@ class Dataset(DatasetHandle):
         description: str = "",
         message: str = "",
         author: str | None = None,
+        token: str | None = None,
         workers: int | None = None,
         executor: Executor | None = None,
         progress: Progress | None = None,
@@ -636,10 +637,11 @@ class Dataset(DatasetHandle):
         """A new dataset ``into`` of the rows ``where`` matches (a predicate, or a function of a
         row; of a batch of columns with ``batched``), at ``version`` (default current), every
         split's or ``split``'s, in their order, with this schema (class names and all); its
-        lineage names this dataset, the version read and the predicate. All or nothing."""
+        lineage names this dataset, the version read and the predicate. All or nothing;
+        ``token``: a retry with it answers with the first run's commit."""
         op = derive.Operation(derive.FILTER, where=rowchanges.checked_where(self, where), batched=batched)
         run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
-        return self._derive(op, into, None, version, split, description, run)
+        return self._derive(op, into, None, version, split, description, run | {"token": token})
 
     def map(
         self,
@@ -653,6 +655,7 @@ class Dataset(DatasetHandle):
         description: str = "",
         message: str = "",
         author: str | None = None,
+        token: str | None = None,
         workers: int | None = None,
         executor: Executor | None = None,
         progress: Progress | None = None,
@@ -668,20 +671,22 @@ class Dataset(DatasetHandle):
         given = None if schema is None else _as_schema(schema)
         op = derive.Operation(derive.MAP, fn=fn, batched=batched)
         run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
-        return self._derive(op, into, given, version, split, description, run)
+        return self._derive(op, into, given, version, split, description, run | {"token": token})
 
     def _derive(
         self, op: derive.Operation, into: str, given: Schema | None, version: VersionRef, split: str | None,
         description: str, run: dict[str, Any],
     ) -> derive.DeriveReport:  # fmt: skip
         validate_name(into)
+        cat = self.catalog
+        if not isinstance(cat, Catalog):  # (a Dataset is made by its Catalog)
+            raise TypeError(f"a Dataset of a {type(cat).__name__}")
+        if run["token"] is not None and (prior := cat.committed(into, run["token"])) is not None:
+            return derive.DeriveReport(into, self.name, prior.read_version, "", prior.version, duplicate=True)
         snap = snapshot(self, version)
         shards = derive.source_shards(snap, split, self)
         target = derive.target_schema(self, op, snap, given, split)
         about = description or f"{op.describe()} of {self.name} version {snap.version}"
-        cat = self.catalog
-        if not isinstance(cat, Catalog):  # (a Dataset is made by its Catalog)
-            raise TypeError(f"a Dataset of a {type(cat).__name__}")
         dst = cat._register_for_inputs(into, target, about, self.compression)
         try:
             return derive.run(self, dst, op, snap, shards, split, **run)

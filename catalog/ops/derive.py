@@ -235,11 +235,13 @@ class DeriveReport:
     split: str | None = None
     seconds: float = 0.0
     refreshed: bool = False
+    duplicate: bool = False  # a retry with the token of a derivation that committed
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("dataset", "source", "source_version", "operation", "version")}
         out |= {"records_read": self.records_read, "records": self.records, "shards": self.shards}
-        return out | {"split": self.split, "seconds": round(self.seconds, 3), "refreshed": self.refreshed}
+        out |= {"split": self.split, "seconds": round(self.seconds, 3), "refreshed": self.refreshed}
+        return out | {"duplicate": self.duplicate}
 
 
 def source_shards(snap: Snapshot, split: str | None, ds: DatasetHandle) -> list[LiveShard]:
@@ -316,6 +318,7 @@ def run(
     *,
     message: str = "",
     author: str | None = None,
+    token: str | None = None,
     workers: int | None = None,
     executor: Executor | None = None,
     progress: Progress | None = None,
@@ -337,7 +340,9 @@ def run(
         row = lineage_row(src, op, snap.version, split)
         text = message or f"{op.describe()}, from {src.name} version {snap.version}"
         change = Change(DERIVE, dst.version, dst.schema_version, text, author or default_author(), intent.id)
-        committed = commit(dst, change.with_updates(adding(added), RecordLineage(row)))
+        change = change.with_updates(adding(added), RecordLineage(row))
+        change.token = token
+        committed = commit(dst, change)
     report.version, report.shards = committed.version, len(added)
     report.records_read, report.records = sum(s.records for s in shards), sum(n for n, _f in results)
     report.seconds = time.monotonic() - start
