@@ -32,7 +32,14 @@ from catalog.commit.intents import Intent
 from catalog.commit.plans import plan
 from catalog.commit.protocol import commit
 from catalog.commit.values import Progress, default_author
-from catalog.errors import CatalogError, RowChangeError, SplitNotFoundError, UsageError, ValidationError
+from catalog.errors import (
+    CatalogError,
+    RowChangeError,
+    SchemaError,
+    SplitNotFoundError,
+    UsageError,
+    ValidationError,
+)
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import COMMITS, LINEAGE, SHARDS
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where
@@ -267,7 +274,10 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     if not rows:
         raise UsageError(f"map: {src.name!r} has no row to infer the output schema from: give schema=")
     outputs = _first_outputs(op, snap.schema, rows)
-    inferred = Schema.infer(outputs)
+    try:
+        inferred = Schema.infer(outputs)
+    except SchemaError as e:
+        raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
     if not inferred.features:
         raise UsageError("map: its first outputs hold no feature: give schema= or return rows with values")
     return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
