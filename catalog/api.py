@@ -16,7 +16,7 @@ import numpy as np
 from catalog import directory
 from catalog import manifest as mf
 from catalog.commit import tags
-from catalog.commit.handles import CatalogHandle, DatasetHandle
+from catalog.commit.handles import CatalogHandle, DatasetHandle, snapshot
 from catalog.commit.plans import ReadPlan, plan, with_cache
 from catalog.commit.protocol import create_dataset, drop_dataset, token_commit
 from catalog.commit.values import (
@@ -33,7 +33,7 @@ from catalog.inputs import STDIN, InputOptions, expand, given_paths, reads_folde
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.ops import adopt as adoption
-from catalog.ops import describe, indexing, ingest, maintenance, provision, rewrite, rowchanges
+from catalog.ops import derive, describe, indexing, ingest, maintenance, provision, rewrite, rowchanges
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
 from catalog.ops.options import AdoptOptions, AppendOptions, WriteOptions
@@ -616,6 +616,108 @@ class Dataset(DatasetHandle):
     export = export_dataset
     delete = rowchanges.delete  # ds.delete("label = 'cat'"): rows gone, a new version
     update = rowchanges.update  # ds.update("id = 7", set={"label": 2})
+
+    # ---- datasets derived from this one (see derive.py)
+    def filter(
+        self,
+        where: str | Callable[..., Any],
+        into: str,
+        *,
+        version: VersionRef = None,
+        split: str | None = None,
+        batched: bool = False,
+        description: str = "",
+        message: str = "",
+        author: str | None = None,
+        token: str | None = None,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        progress: Progress | None = None,
+    ) -> derive.DeriveReport:
+        """A new dataset ``into`` of the rows ``where`` matches (a predicate, or a function of a
+        row; of a batch of columns with ``batched``), at ``version`` (default current), every
+        split's or ``split``'s, in their order, with this schema (class names and all); its
+        lineage names this dataset, the version read and the predicate. All or nothing;
+        ``token``: a retry with it answers with the first run's commit."""
+        op = derive.Operation(derive.FILTER, where=rowchanges.checked_where(self, where), batched=batched)
+        run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
+        return self._derive(op, into, None, version, split, description, run | {"token": token})
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        into: str,
+        *,
+        schema: Schema | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        batched: bool = False,
+        version: VersionRef = None,
+        split: str | None = None,
+        description: str = "",
+        message: str = "",
+        author: str | None = None,
+        token: str | None = None,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        progress: Progress | None = None,
+    ) -> derive.DeriveReport:
+        """A new dataset ``into`` of ``fn`` applied to every row (a dict in, a dict out: new,
+        changed or dropped features), or with ``batched`` to every batch of columns (a dict of
+        columns out, as many rows or not), in this dataset's order, splits kept. ``schema``:
+        the output's, else inferred from the first outputs (features passing through keep
+        their declaration: class names, image metadata) and then enforced. ``fn`` runs in
+        worker processes: a module's function, which lineage names (and refresh imports)."""
+        if not callable(fn):
+            raise UsageError(f"map takes a function of a row, not {type(fn).__name__}")
+        given = None if schema is None else _as_schema(schema)
+        op = derive.Operation(derive.MAP, fn=fn, batched=batched)
+        run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
+        return self._derive(op, into, given, version, split, description, run | {"token": token})
+
+    def _derive(
+        self, op: derive.Operation, into: str, given: Schema | None, version: VersionRef, split: str | None,
+        description: str, run: dict[str, Any],
+    ) -> derive.DeriveReport:  # fmt: skip
+        validate_name(into)
+        cat = self.catalog
+        if not isinstance(cat, Catalog):  # (a Dataset is made by its Catalog)
+            raise TypeError(f"a Dataset of a {type(cat).__name__}")
+        if run["token"] is not None and (prior := cat.committed(into, run["token"])) is not None:
+            return derive.DeriveReport(into, self.name, prior.read_version, "", prior.version, duplicate=True)
+        snap = snapshot(self, version)
+        shards = derive.source_shards(snap, split, self)
+        target = derive.target_schema(self, op, snap, given, split)
+        about = description or f"{op.describe()} of {self.name} version {snap.version}"
+        dst = cat._register_for_inputs(into, target, about, self.compression)
+        try:
+            return derive.run(self, dst, op, snap, shards, split, **run)
+        except BaseException as e:
+            cat._undo_register(dst, e)
+            raise
+
+    def _other(self, name: str) -> Dataset:
+        """Dataset ``name`` of this one's catalog."""
+        return Dataset(self.catalog, *self.catalog.dataset_row(name))
+
+    def lineage(self) -> list[derive.LineageEntry]:
+        """Where this dataset came from: its derivation, its source's, and so on back to a
+        dataset that was not derived (empty: this one was not)."""
+        return derive.chain(self, self._other)
+
+    def refresh(
+        self,
+        *,
+        message: str = "",
+        author: str | None = None,
+        workers: int | None = None,
+        executor: Executor | None = None,
+        progress: Progress | None = None,
+    ) -> derive.DeriveReport:
+        """Apply this derived dataset's filter or map to the rows its source appended since
+        the version it read (one commit); refused when the source changed otherwise."""
+        return derive.refresh(
+            self, self._other, message=message, author=author, workers=workers, executor=executor,
+            progress=progress,
+        )  # fmt: skip
 
     # ---- statistics (see describe.py): ds.stats(version, split, features), kept by the manifest;
     # ds.compute_stats() for shards that have none; ds.compare_stats("train", "validation")

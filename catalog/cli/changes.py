@@ -1,21 +1,39 @@
 """Verbs that change rows: delete and update (catalog/ops/rowchanges.py), each a new version
-of the same dataset in which only the shards holding a match were rewritten."""
+of the same dataset in which only the shards holding a match were rewritten; and verbs that
+derive new datasets: filter, map, refresh and lineage (catalog/ops/derive.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
 from catalog.cli.generated import takes
-from catalog.cli.options import AsJson, DatasetName, DryRun, ExecutorKind, Scheduler, Workers, parse_defaults
+from catalog.cli.options import (
+    AsJson,
+    DatasetName,
+    DryRun,
+    ExecutorKind,
+    Scheduler,
+    Version,
+    Workers,
+    parse_defaults,
+)
 from catalog.cli.output import Output, counted
 
 if TYPE_CHECKING:
-    from catalog.ops.options import DeleteOptions, UpdateOptions
+    from catalog.ops.derive import DeriveReport
+    from catalog.ops.options import (
+        DeleteOptions,
+        FilterOptions,
+        MapOptions,
+        RefreshOptions,
+        UpdateOptions,
+    )
     from catalog.ops.rowchanges import RowChangeReport
 
 Where = Annotated[
@@ -116,3 +134,112 @@ def _erased(report: RowChangeReport, where: str) -> Iterator[str]:
         f"{name}: erased {rows} ({report.rows} in the current version) from {where}: version {report.version} "
         f"({counted(report.records_after, 'record')}); {counted(report.files_removed, 'old file')} deleted"
     )
+
+
+# --------------------------------------------------------------------------- derived datasets
+
+Into = Annotated[str, typer.Argument(help="The new dataset's name.")]
+
+
+@verb
+@takes("FilterOptions", "name into where version split message author token workers executor scheduler as_json")
+def filter(
+    name: Annotated[str, typer.Argument(help="The source dataset.")],
+    into: Into,
+    options: FilterOptions,
+    where: Where,
+    version: Version = None,
+    workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    as_json: AsJson = False,
+) -> Output:
+    """A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."""
+    src = open_catalog().dataset(name)
+    with (
+        executor_of(executor, scheduler, workers) as ex,
+        progress_bar(f"filter {name}", src.info(version).records, unit="records") as progress,
+    ):
+        report = src.filter(
+            where, into, version=version, workers=workers, executor=ex, progress=progress, **asdict(options)
+        )  # fmt: skip
+    return Output(text=_derived(report), json=report.to_json)
+
+
+@verb
+@takes(
+    "MapOptions", "name into fn schema batched version split message author token workers executor scheduler as_json"
+)
+def map(
+    name: Annotated[str, typer.Argument(help="The source dataset.")],
+    into: Into,
+    options: MapOptions,
+    fn: Annotated[str, typer.Option("--fn", metavar="MODULE:FUNCTION", help="A function of a row returning a row.")],
+    schema: Annotated[
+        Path | None,
+        typer.Option("--schema", help="The output's schema JSON file (default: inferred from the first outputs)."),
+    ] = None,
+    version: Version = None,
+    workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    as_json: AsJson = False,
+) -> Output:
+    """A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage."""
+    from catalog.ops.derive import load_function
+
+    src = open_catalog().dataset(name)
+    function = load_function(fn)
+    with (
+        executor_of(executor, scheduler, workers) as ex,
+        progress_bar(f"map {name}", src.info(version).records, unit="records") as progress,
+    ):
+        report = src.map(
+            function, into, schema=schema, version=version, workers=workers, executor=ex, progress=progress,
+            **asdict(options),
+        )  # fmt: skip
+    return Output(text=_derived(report), json=report.to_json)
+
+
+@verb
+@takes("RefreshOptions", "name message author workers executor scheduler as_json", hidden="token")
+def refresh(
+    name: DatasetName,
+    options: RefreshOptions,
+    workers: Workers = None,
+    executor: ExecutorKind = "local",
+    scheduler: Scheduler = None,
+    as_json: AsJson = False,
+) -> Output:
+    """Apply a derived dataset's filter or map to the rows its source appended since it was made."""
+    ds = open_catalog().dataset(name)
+    fields = {k: v for k, v in asdict(options).items() if k != "token"}
+    with executor_of(executor, scheduler, workers) as ex:
+        report = ds.refresh(workers=workers, executor=ex, **fields)
+    return Output(text=_derived(report), json=report.to_json)
+
+
+@verb
+def lineage(name: DatasetName, as_json: AsJson = False) -> Output:
+    """Where a dataset came from: its derivation, its source's, back to a dataset that was not derived."""
+    chain = open_catalog().dataset(name).lineage()
+    if not chain:
+        text = [f"{name}: not derived from another dataset"]
+    else:
+        text = [f"{e.dataset} version {e.version} <- {e.describe()}" for e in chain]
+    return Output(text=text, json=lambda: [e.to_json() for e in chain])
+
+
+def _derived(report: DeriveReport) -> Iterator[str]:
+    name = report.dataset
+    if report.duplicate:
+        yield f"{name}: already committed (token seen before) as version {report.version}"
+    elif report.version is None:
+        yield f"{name}: up to date with {report.source} version {report.source_version}: nothing committed"
+    else:
+        made = "refreshed" if report.refreshed else "made"
+        yield (
+            f"{name}: {made} version {report.version}: {counted(report.records, 'record')} in "
+            f"{counted(report.shards, 'shard')} from {counted(report.records_read, 'record')} of {report.source} "
+            f"version {report.source_version} ({report.operation})"
+        )

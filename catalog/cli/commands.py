@@ -42,6 +42,10 @@ for name, fn in [
     ("export", rewrites.export),
     ("delete", changes.delete),
     ("update", changes.update),
+    ("filter", changes.filter),
+    ("map", changes.map),
+    ("lineage", changes.lineage),
+    ("refresh", changes.refresh),
 ]:
     app.command(name, cls=getattr(fn, "command", None))(fn)  # a verb of catalog.cli.generated.takes: its class
 

@@ -143,17 +143,23 @@ def show(
     no_shards: Annotated[bool, typer.Option("--no-shards", help="Leave out the shard list.")] = False,
 ) -> Output:
     """Show a dataset: version, schema, totals and shards."""
+    from catalog.ops.derive import lineage
+
     ds = open_catalog().dataset(name)
     info = ds.info(version)
+    made = lineage(ds, info.version)[:1]  # how this version's rows were derived, if they were
     shards: Iterator[ShardInfo] = iter(()) if no_shards else ds.iter_shards(info.version)
     rows = None if no_shards else ("shards", (s.to_json() for s in shards))
-    return Output(text=_show_text(info, shards), json=info.to_json, rows=rows)
+    with_lineage = (lambda: info.to_json() | {"lineage": made[0].to_json()}) if made else info.to_json
+    return Output(text=_show_text(info, shards, [e.describe() for e in made]), json=with_lineage, rows=rows)
 
 
-def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo]) -> Iterator[str]:
+def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo], derived: list[str]) -> Iterator[str]:
     yield f"dataset:        {info.name}"
     if info.description:
         yield f"description:    {info.description}"
+    for how in derived:
+        yield f"derived:        {how} (catalog lineage {info.name})"
     yield f"version:        {info.version}"
     yield f"schema version: {info.schema_version}"
     yield f"records:        {info.records}"

@@ -30,11 +30,12 @@ class Kind(str, Enum):
     DELETE = "delete"  # rows a predicate matched removed: their shards rewritten without them
     UPDATE = "update"  # features of the rows a predicate matched set anew
     ERASE = "erase"  # rows a predicate matched removed from every version that held them
+    DERIVE = "derive"  # a dataset's rows made from another's (filter, map): new records, as an append's
 
     @property
     def adds_records(self) -> bool:
         """Its new shards hold new records (an append); a rewrite's hold those it retires."""
-        return self is Kind.APPEND
+        return self in (Kind.APPEND, Kind.DERIVE)
 
     def expired(self, dataset: str) -> str:
         """The line for a commit whose write intent gc revoked meanwhile."""
@@ -59,7 +60,7 @@ class Kind(str, Enum):
 
 
 APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
-DELETE, UPDATE, ERASE = Kind.DELETE, Kind.UPDATE, Kind.ERASE
+DELETE, UPDATE, ERASE, DERIVE = Kind.DELETE, Kind.UPDATE, Kind.ERASE, Kind.DERIVE
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,13 @@ class RevertMigrations:
 
 
 @dataclass(frozen=True)
+class RecordLineage:
+    """A lineage row of a derived dataset (without its dataset, version and time)."""
+
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Replacement:
     """A registered shard's file swapped for a copy without some of its records: the row ``id``
     (whose file is ``rel`` when planned) keeps its versions, place and split; ``file`` None: no
@@ -138,7 +146,16 @@ class ReplaceShards:
     items: tuple[Replacement, ...]
 
 
-Update = AddShards | RetireShards | SetSchema | SetCompression | RecordMigration | RevertMigrations | ReplaceShards
+Update = (
+    AddShards
+    | RetireShards
+    | SetSchema
+    | SetCompression
+    | RecordMigration
+    | RevertMigrations
+    | ReplaceShards
+    | RecordLineage
+)
 
 
 # ---- requirements: what the dataset must be for the commit to go in
@@ -220,6 +237,7 @@ class Change:
     new_schema = _Part(SetSchema, lambda u: u.schema, None)
     new_compression = _Part(SetCompression, lambda u: u.compression, None)
     migration = _Part(RecordMigration, lambda u: u.row, None)
+    lineage = _Part(RecordLineage, lambda u: u.row, None)
     revert_after = _Part(RevertMigrations, lambda u: u.after, None)
     expect_live = _Part(RequireLive, lambda u: u.ids, None)
 

@@ -28,7 +28,17 @@ from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHan
 from catalog.commit.intents import DELETE_INTENT
 from catalog.commit.values import COMMIT_RETRIES, Commit, ShardInfo, manifest_text
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
-from catalog.manifest import APPLIED_MIGRATIONS, COMMITS, DATASETS, SCHEMA_VERSIONS, SHARD_STATS, SHARDS, TAGS, utcnow
+from catalog.manifest import (
+    APPLIED_MIGRATIONS,
+    COMMITS,
+    DATASETS,
+    LINEAGE,
+    SCHEMA_VERSIONS,
+    SHARD_STATS,
+    SHARDS,
+    TAGS,
+    utcnow,
+)
 from catalog.schema import Schema
 from catalog.storage import ShardFile
 
@@ -123,6 +133,8 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         shards = _write_shards(conn, ds, ch, retired, new, schema_version)
         _replace_files(conn, ds, ch.replaced, replaced_rows, new)
         _record_migration(conn, ds.id, ch, schema_version, new, now)
+        if ch.lineage is not None:
+            conn.execute(insert(LINEAGE).values(dataset_id=ds.id, version=new, created_at=now, **ch.lineage))
     done = _commit_value(ds, values, shards, retired)
     faults.point("commit.after", commit=done)
     return done
@@ -461,7 +473,7 @@ def drop_dataset(cat: CatalogHandle, ds_id: int, only_at: int | None = None) -> 
 
 
 def _delete_dataset(conn: Connection, ds_id: int) -> None:
-    for table in (SHARD_STATS, SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS):
+    for table in (SHARD_STATS, SHARDS, COMMITS, SCHEMA_VERSIONS, APPLIED_MIGRATIONS, TAGS, LINEAGE):
         conn.execute(delete(table).where(table.c.dataset_id == ds_id))
     conn.execute(delete(DATASETS).where(DATASETS.c.id == ds_id))
 

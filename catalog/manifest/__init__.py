@@ -45,6 +45,7 @@ from catalog.manifest.tables import (
     FORMAT_VERSION,
     ID_CHUNK,
     INTENTS,
+    LINEAGE,
     META,
     METADATA,
     MOVED_TO,
@@ -64,7 +65,7 @@ __all__ = [
     # tables
     "FORMAT_VERSION", "SEQ_BITS", "DEFAULT_SPLIT", "ID_CHUNK", "MOVED_TO", "utcnow", "METADATA",
     "META", "DATASETS", "SCHEMA_VERSIONS", "COMMITS", "SHARDS", "SHARD_STATS", "APPLIED_MIGRATIONS",
-    "TAGS", "INTENTS",
+    "TAGS", "INTENTS", "LINEAGE",
     # processes, urls, the writers' queue
     "host_and_pid", "process_identity", "process_is_dead", "abandoned",
     "PASSWORD_QUERY_KEY", "normalize_url", "safe_url", "has_password", "redact",

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -27,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-FORMAT_VERSION = 8  # the manifest's own schema version: one step per older format in upgrades.UPGRADES
+FORMAT_VERSION = 9  # the manifest's own schema version: one step per older format in upgrades.UPGRADES
 # A shard's read order: appended shards get (commit version << SEQ_BITS) + index in the
 # commit; a rewritten shard (migration, compaction, restore) takes the seq of the shard it
 # replaces, so order survives rewrites that commit after newer appends.
@@ -216,6 +217,28 @@ TAGS = Table(
     _req("created_at", DateTime),
     _req("author", String(256), default=""),
     UniqueConstraint("dataset_id", "name"),
+)
+
+# Format 9. Where a derived dataset came from (`filter`, `map`): one row per commit that made or
+# refreshed it, naming the source (by name, and its id when it was made), the version read, the
+# operation, its predicate or the function's qualified name and a hash of its code.
+LINEAGE = Table(
+    "lineage",
+    METADATA,
+    _id(),
+    _dataset_id(),
+    _req("version", Integer),  # the derived dataset's commit this row is of
+    _req("source", String(256)),
+    _opt("source_id", Integer),
+    _req("source_version", Integer),
+    _req("operation", String(16)),  # "filter" or "map"
+    _opt("predicate", Text),  # a filter's --where text; None: a function (``function``)
+    _opt("function", Text),  # "module:qualname" of a map's (or a filter's) function
+    _opt("code_hash", String(80)),  # "sha256:" of the function's source (or bytecode)
+    _opt("split", String(64)),  # the source's split read; None: every split
+    _req("batched", Boolean, default=False),
+    _req("created_at", DateTime),
+    Index("ix_lineage_dataset", "dataset_id", "version"),
 )
 
 # A writer at work: gc leaves files under a live intent alone, whatever their age.

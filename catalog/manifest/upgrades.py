@@ -77,6 +77,11 @@ def _upgrade_7_to_8(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE shards ADD COLUMN fingerprint VARCHAR(160)")
 
 
+def _upgrade_8_to_9(conn: Connection) -> None:
+    """Format 9: derived datasets' lineage, in its own table (create_all made it): none for
+    the datasets made before."""
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
 UPGRADES: dict[int, Callable[[Connection], None]] = {
     1: _upgrade_1_to_2,
@@ -86,6 +91,7 @@ UPGRADES: dict[int, Callable[[Connection], None]] = {
     5: _upgrade_5_to_6,
     6: _upgrade_6_to_7,
     7: _upgrade_7_to_8,
+    8: _upgrade_8_to_9,
 }
 
 

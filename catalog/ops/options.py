@@ -209,3 +209,30 @@ class DeleteOptions(RowChangeOptions):
 @dataclass(frozen=True)
 class UpdateOptions(RowChangeOptions):
     """``update``'s."""
+
+
+@dataclass(frozen=True)
+class DeriveOptions(CommitOptions):
+    """A derivation's (``filter``, ``map``): the source's ``split`` it reads (None: every
+    split); ``token``: a retry with it answers with the derived dataset's first commit."""
+
+    split: str | None = option(None, "--split", metavar="SPLIT", help="Read this split only (default: every split).")
+
+
+@dataclass(frozen=True)
+class FilterOptions(DeriveOptions):
+    """``filter``'s."""
+
+
+@dataclass(frozen=True)
+class MapOptions(DeriveOptions):
+    """``map``'s: ``batched``, the function takes a batch of columns and returns one."""
+
+    batched: bool = option(
+        False, "--batched", help="The function takes a batch of columns (a dict of arrays) and returns one."
+    )
+
+
+@dataclass(frozen=True)
+class RefreshOptions(CommitOptions):
+    """``refresh``'s: a commit's options."""

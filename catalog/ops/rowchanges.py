@@ -468,7 +468,7 @@ def delete(
     if purge and split is not None:
         raise UsageError("delete --purge erases from every split and version: give no --split")
     options = CommitOptions(token, message, author)
-    change = RowChange(DELETE, _checked(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
+    change = RowChange(DELETE, checked_where(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
     return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
 
 
@@ -492,11 +492,11 @@ def update(
     updated row is checked against the schema. Only the shards holding a match are rewritten."""
     sets = _check_sets(snapshot(ds).schema, set)
     options = CommitOptions(token, message, author)
-    change = RowChange(UPDATE, _checked(ds, where), batched, sets, split, dry_run, options)
+    change = RowChange(UPDATE, checked_where(ds, where), batched, sets, split, dry_run, options)
     return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
 
 
-def _checked(ds: DatasetHandle, where: Where) -> Where:
+def checked_where(ds: DatasetHandle, where: Where) -> Where:
     """``where`` checked against the dataset's schema now (a predicate's error before any work)."""
     if isinstance(where, str):
         Predicate(where, snapshot(ds).schema)

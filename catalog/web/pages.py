@@ -84,6 +84,7 @@ def dataset_page(
         "history_page": newest,
         "diff": _diff(ds, diff) if diff else None,
         "shards": {**at, "items": items},
+        "lineage": [{**e.to_json(), "text": e.describe()} for e in ds.lineage()],  # derived: back to its sources
     }
 
 

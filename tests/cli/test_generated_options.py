@@ -34,6 +34,9 @@ VERBS = {
     "restore": (opts.RestoreOptions, {"author"}),
     "delete": (opts.DeleteOptions, set()),
     "update": (opts.UpdateOptions, set()),
+    "filter": (opts.FilterOptions, set()),
+    "map": (opts.MapOptions, set()),
+    "refresh": (opts.RefreshOptions, {"token"}),
 }
 # Each API method of a verb: its options type, and the fields it does not take (it sets them).
 METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
@@ -49,6 +52,9 @@ METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
     (Dataset.restore, opts.RestoreOptions, set()),
     (Dataset.delete, opts.DeleteOptions, set()),
     (Dataset.update, opts.UpdateOptions, set()),
+    (Dataset.filter, opts.FilterOptions, set()),
+    (Dataset.map, opts.MapOptions, set()),
+    (Dataset.refresh, opts.RefreshOptions, {"token"}),  # a refresh is asked again, not retried
 ]
 
 

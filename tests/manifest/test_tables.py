@@ -30,7 +30,7 @@ def test_utcnow_is_naive_utc() -> None:
 def test_the_format_lists_its_tables_and_a_step_to_each_version() -> None:
     assert {t.name for t in METADATA.sorted_tables} == {
         "catalog_meta", "datasets", "schema_versions", "commits", "shards", "shard_stats",
-        "applied_migrations", "tags", "write_intents",
+        "applied_migrations", "tags", "write_intents", "lineage",
     }  # fmt: skip
     assert max(UPGRADES) + 1 == FORMAT_VERSION
     assert 0 < ID_CHUNK < 32766  # under SQLite's bound-parameter limit

@@ -1,0 +1,518 @@
+"""New datasets derived from others: ``filter`` (the rows a predicate matches) and ``map`` (a
+function of each row, or of each batch of columns with ``batched``).
+
+Each source shard is read once and makes at most one shard of the new dataset, on the executor,
+in the source's order whatever the worker count; splits carry over. The new dataset's first
+commit (kind "derive") holds every shard and its lineage (the manifest's ``lineage`` table):
+the source and the version read, the operation, its predicate or the function's qualified name
+and a hash of its code. :func:`refresh` applies the recorded operation to the rows the source
+appended since. A failure names the source shard and record; nothing is registered then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import select
+
+from catalog import manifest as mf
+from catalog.commit.changes import DERIVE, Change, NewShard, RecordLineage, adding
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
+from catalog.commit.intents import Intent
+from catalog.commit.plans import plan
+from catalog.commit.protocol import commit
+from catalog.commit.values import Progress, default_author
+from catalog.errors import (
+    CatalogError,
+    RowChangeError,
+    SchemaError,
+    SplitNotFoundError,
+    UsageError,
+    ValidationError,
+)
+from catalog.executors import executor_for, run_jobs
+from catalog.manifest import COMMITS, LINEAGE, SHARDS
+from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where
+from catalog.readers.batches import rows
+from catalog.schema import Feature, Schema
+from catalog.schema.frames import column_batches
+from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
+from catalog.storage.content import check_named
+from catalog.words import counted
+
+FILTER, MAP = "filter", "map"
+INFER_ROWS = 1000  # a map's schema, when not given, is inferred from its outputs of this many rows
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What a derivation does to the source's rows (picklable: module-level functions only)."""
+
+    kind: str  # FILTER or MAP
+    where: Where | None = None  # a filter's predicate (text) or function of a row
+    fn: Callable[..., Any] | None = None  # a map's function of a row (or of a batch)
+    batched: bool = False
+
+    def describe(self) -> str:
+        if self.kind == FILTER:
+            return f"filter where {describe_where(self.where or '')}"
+        return f"map {function_name(self.fn)}" + (" (batched)" if self.batched else "")
+
+
+def function_name(fn: Any) -> str:
+    """ "module:qualname", how lineage names a function (and how refresh imports it again)."""
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def code_hash(fn: Any) -> str | None:
+    """ "sha256:" of a function's source (else of its bytecode and constants); None: no function."""
+    if fn is None or isinstance(fn, str):
+        return None
+    try:
+        text = inspect.getsource(fn).encode()
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        text = repr((code.co_code, code.co_consts)).encode() if code is not None else repr(fn).encode()
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+def load_function(name: str, what: str = "--fn") -> Callable[..., Any]:
+    """The function ``module:qualname`` names (`catalog map --fn`, a refresh of a map); the
+    working directory is searched first, as ``python -m`` does."""
+    module, colon, qualname = name.partition(":")
+    if not colon or not module or not qualname:
+        raise UsageError(f"{what} {name!r}: name a function as module:function (e.g. features:add_length)")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except ImportError as e:
+        raise UsageError(f"{what} {name!r}: cannot import {module!r} ({e})") from None
+    except AttributeError:
+        raise UsageError(f"{what} {name!r}: module {module!r} has no {qualname!r}") from None
+    if not callable(found):
+        raise UsageError(f"{what} {name!r}: not a function but a {type(found).__name__}")
+    return found
+
+
+# --------------------------------------------------------------------------- the workers
+
+
+@dataclass(frozen=True)
+class DeriveJob:
+    """One source shard into (at most) one shard of the new dataset."""
+
+    op: Operation
+    source_schema: dict[str, Any]
+    target_schema: dict[str, Any]
+    source: str  # the shard's absolute path or URL
+    records: int
+    size: int
+    compression: str  # of the new shard: the new dataset's
+    data_root: str
+    dataset: str  # the new dataset
+    prefix: str
+    statistics: bool
+    checksum: str
+    fingerprint: str | None
+    adopted: bool
+
+
+class _Program:
+    """A job's operation made ready in its worker: the schemas, the filter's test."""
+
+    def __init__(self, job: DeriveJob) -> None:
+        self.op = job.op
+        self.source = Schema.from_json(job.source_schema)
+        self.target = Schema.from_json(job.target_schema) if job.op.kind == MAP else self.source
+        filtering = job.op.kind == FILTER
+        self.test = _Compiled(RowProgram(job.source_schema, job.op.where or "", job.op.batched)) if filtering else None
+
+    @property
+    def by_row(self) -> bool:
+        """A map of each row: its errors name the record."""
+        return self.op.kind == MAP and not self.op.batched
+
+    def one(self, record: bytes) -> bytes:
+        """A row map's output record of one source record."""
+        return self.target.encode(_row_of(self.op.fn(self.source.decode(record))))  # type: ignore[misc]
+
+    def outputs(self, records: list[bytes]) -> Iterator[bytes]:
+        """The new dataset's records made from ``records`` (a batch of one source shard)."""
+        if self.test is not None:
+            mask = self.test.mask(records)
+            yield from (r for r, keep in zip(records, mask.tolist(), strict=True) if keep)
+            return
+        out = self.op.fn(self.source.decode_batch(records))  # type: ignore[misc]
+        for columns, n in column_batches(out, self.target.features):
+            yield from self.target.encode_columns(columns, n)
+
+
+def _row_of(out: Any) -> Mapping[str, Any]:
+    if not isinstance(out, Mapping):
+        raise UsageError(f"map's function must return a row (a dict of feature values), got {type(out).__name__}")
+    return out
+
+
+def derive_shard(job: DeriveJob) -> tuple[int, ShardFile | None]:
+    """Module-level (picklable) worker: (records written, the new shard; None when none)."""
+    try:
+        program = _Program(job)
+    except CatalogError as e:
+        raise RowChangeError(str(e)) from None
+    check_named(job.source, job.checksum, job.fingerprint, job.adopted)
+    clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
+    target = program.target if job.statistics else None
+    sink = ShardSink(
+        job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=target
+    )
+    written = 0
+    try:
+        written = _write(job, program, sink)
+    except BaseException:
+        sink.abort()
+        raise
+    shards = sink.close()
+    return written, (shards[0] if shards else None)
+
+
+def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
+    written = read = 0
+    for batch in shard_batches(job.source, job.size):
+        if program.by_row:
+            for i, record in enumerate(batch):
+                try:
+                    sink.write(program.one(record))
+                except Exception as e:
+                    raise _failed(job, read + i, 1, e) from None
+            written += len(batch)
+        else:
+            try:
+                for record in program.outputs(batch):
+                    sink.write(record)
+                    written += 1
+            except Exception as e:
+                raise _failed(job, read, len(batch), e) from None
+        read += len(batch)
+    if read != job.records:
+        raise RowChangeError(f"{job.source}: {counted(read, 'record')} read, {job.records} registered")
+    return written
+
+
+def _failed(job: DeriveJob, first: int, n: int, e: Exception) -> RowChangeError:
+    """One line naming the source shard and the record (or a batch's records) that failed."""
+    what = "filter" if job.op.kind == FILTER else "map"
+    at = f"record {first}" if n == 1 else f"records {first}-{first + n - 1}"
+    if isinstance(e, ValidationError):
+        row = f"row {e.record}: " if e.record is not None and n > 1 else ""
+        feature = f"feature {e.feature!r}: " if e.feature else ""
+        return RowChangeError(f"{job.source}: {at}: {what}'s output: {row}{feature}{e.reason}")
+    if isinstance(e, CatalogError):
+        return RowChangeError(f"{job.source}: {at}: {e}")
+    return RowChangeError(f"{job.source}: {at}: {what}'s function raised {type(e).__name__}: {e}")
+
+
+# --------------------------------------------------------------------------- plan and commit
+
+
+@dataclass
+class DeriveReport:
+    """What a filter, map or refresh made: the new dataset's ``version`` (None: nothing to do)."""
+
+    dataset: str
+    source: str
+    source_version: int
+    operation: str  # Operation.describe()
+    version: int | None = None
+    records_read: int = 0
+    records: int = 0  # written
+    shards: int = 0  # written
+    split: str | None = None
+    seconds: float = 0.0
+    refreshed: bool = False
+    duplicate: bool = False  # a retry with the token of a derivation that committed
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("dataset", "source", "source_version", "operation", "version")}
+        out |= {"records_read": self.records_read, "records": self.records, "shards": self.shards}
+        out |= {"split": self.split, "seconds": round(self.seconds, 3), "refreshed": self.refreshed}
+        return out | {"duplicate": self.duplicate}
+
+
+def source_shards(snap: Snapshot, split: str | None, ds: DatasetHandle) -> list[LiveShard]:
+    """The shards of ``snap`` a derivation reads: every split's, or ``split``'s."""
+    if split is None:
+        return list(snap.shards)
+    shards = [s for s in snap.shards if s.split == split]
+    if not shards and split not in {s.split for s in snap.shards}:
+        have = ", ".join(sorted({s.split for s in snap.shards})) or "none"
+        raise SplitNotFoundError(f"dataset {ds.name!r} has no split {split!r} (splits: {have})")
+    return shards
+
+
+def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Schema | None, split: str | None) -> Schema:
+    """A filter's: the source's, whole (class names, image metadata...). A map's: ``given``, or
+    inferred from its outputs of the first rows, each feature that passes through unchanged
+    (same name, dtype and shape) keeping the source's declaration."""
+    if op.kind == FILTER:
+        return snap.schema
+    if given is not None:
+        return given
+    rows = list(itertools.islice(_rows(src, snap, split), INFER_ROWS))
+    if not rows:
+        raise UsageError(f"map: {src.name!r} has no row to infer the output schema from: give schema=")
+    outputs = _first_outputs(op, snap.schema, rows)
+    try:
+        inferred = Schema.infer(outputs)
+    except SchemaError as e:
+        raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
+    if not inferred.features:
+        raise UsageError("map: its first outputs hold no feature: give schema= or return rows with values")
+    return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
+
+
+def _rows(src: DatasetHandle, snap: Snapshot, split: str | None) -> Iterator[dict[str, Any]]:
+
+    return rows(plan(src, snap.version, split), None)
+
+
+def _first_outputs(op: Operation, schema: Schema, rows: list[dict[str, Any]]) -> Any:
+    try:
+        if op.batched:
+            return op.fn(schema.decode_batch([schema.encode(r) for r in rows]))  # type: ignore[misc]
+        return [_row_of(op.fn(r)) for r in rows]  # type: ignore[misc]
+    except CatalogError:
+        raise
+    except Exception as e:
+        raised = f"{type(e).__name__}: {e}"
+        raise RowChangeError(f"map: inferring its schema from the first rows: its function raised {raised}") from None
+
+
+def _kept(source: Feature | None, inferred: Feature) -> Feature:
+    same = source is not None and (source.dtype, source.shape) == (inferred.dtype, inferred.shape)
+    if source is not None and same and source.tensor == inferred.tensor:
+        return replace(source, name=inferred.name, optional=inferred.optional or source.optional)
+    return inferred
+
+
+def lineage_row(src: DatasetHandle, op: Operation, source_version: int, split: str | None) -> dict[str, Any]:
+    """The lineage a derivation records (without the dataset, version and time)."""
+    text = op.where if isinstance(op.where, str) else None
+    fn = op.fn if op.kind == MAP else (op.where if not isinstance(op.where, str) else None)
+    return {
+        "source": src.name, "source_id": src.id, "source_version": source_version, "operation": op.kind,
+        "predicate": text, "function": None if fn is None else function_name(fn), "code_hash": code_hash(fn),
+        "split": split, "batched": op.batched,
+    }  # fmt: skip
+
+
+def run(
+    src: DatasetHandle,
+    dst: DatasetHandle,
+    op: Operation,
+    snap: Snapshot,
+    shards: list[LiveShard],
+    split: str | None,
+    *,
+    message: str = "",
+    author: str | None = None,
+    token: str | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> DeriveReport:
+    """Derive ``shards`` of ``src`` (at ``snap``) into ``dst`` (registered with the target
+    schema): one job per shard, one commit of every new shard and the lineage row."""
+    start = time.monotonic()
+    report = DeriveReport(dst.name, src.name, snap.version, op.describe(), split=split)
+    origin = f"{op.kind} of {src.name} version {snap.version}"
+    with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
+        jobs = [_job(src, dst, op, snap, s, intent.prefix(i)) for i, s in enumerate(shards)]
+        done = (lambda job, _r: progress(job.records)) if progress else None
+        results = run_jobs(derive_shard, jobs, ex, intent, done)
+        added = [
+            NewShard(replace(f, source=origin), None, None, s.split)
+            for s, (_n, f) in zip(shards, results, strict=True)
+            if f
+        ]
+        row = lineage_row(src, op, snap.version, split)
+        text = message or f"{op.describe()}, from {src.name} version {snap.version}"
+        change = Change(DERIVE, dst.version, dst.schema_version, text, author or default_author(), intent.id)
+        change = change.with_updates(adding(added), RecordLineage(row))
+        change.token = token
+        committed = commit(dst, change)
+    report.version, report.shards = committed.version, len(added)
+    report.records_read, report.records = sum(s.records for s in shards), sum(n for n, _f in results)
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _job(src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, s: LiveShard, prefix: str) -> DeriveJob:
+    cat = dst.catalog
+    return DeriveJob(
+        op, snap.schema.to_json(), dst.schema.to_json(), s.path, s.records, s.bytes, dst.compression,
+        cat.store.root, dst.name, prefix, cat.statistics, s.checksum, s.fingerprint, s.location is not None,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- lineage and refresh
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    """One lineage row: ``dataset`` version ``version`` was made from ``source`` version
+    ``source_version`` by ``operation`` (its ``predicate``, or ``function`` and ``code_hash``)."""
+
+    dataset: str
+    version: int
+    source: str
+    source_id: int | None
+    source_version: int
+    operation: str
+    predicate: str | None
+    function: str | None
+    code_hash: str | None
+    split: str | None
+    batched: bool
+
+    def describe(self) -> str:
+        how = f"where {self.predicate}" if self.predicate is not None else f"{self.function}"
+        split = f" (split {self.split})" if self.split else ""
+        return f"{self.operation} of {self.source} version {self.source_version}{split}: {how}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def lineage(ds: DatasetHandle, at: int | None = None) -> list[LineageEntry]:
+    """``ds``'s lineage rows, newest first (``at``: those of versions up to it)."""
+    query = select(LINEAGE).where(LINEAGE.c.dataset_id == ds.id).order_by(LINEAGE.c.version.desc())
+    if at is not None:
+        query = query.where(LINEAGE.c.version <= at)
+    with mf.read_txn(ds.catalog.engine) as conn:
+        rows_ = conn.execute(query).all()
+    return [
+        LineageEntry(
+            ds.name, r.version, r.source, r.source_id, r.source_version, r.operation, r.predicate, r.function,
+            r.code_hash, r.split, bool(r.batched),
+        )
+        for r in rows_
+    ]  # fmt: skip
+
+
+def chain(ds: DatasetHandle, open_dataset: Callable[[str], DatasetHandle]) -> list[LineageEntry]:
+    """The derivations back from ``ds`` to its first source (a source dropped, or made anew
+    under its name since, ends the chain: its entry is the last)."""
+    out: list[LineageEntry] = []
+    current, at = ds, None
+    seen = set()
+    while (found := lineage(current, at)) and len(out) < 256:
+        entry = found[0]
+        out.append(entry)
+        if (entry.source, entry.source_version) in seen:
+            break
+        seen.add((entry.source, entry.source_version))
+        try:
+            current = open_dataset(entry.source)
+        except CatalogError:
+            break
+        if entry.source_id is not None and current.id != entry.source_id:
+            break
+        at = entry.source_version
+    return out
+
+
+def appended_since(src: DatasetHandle, entry: LineageEntry, snap: Snapshot) -> list[LiveShard]:
+    """The source's shards added after the version the lineage read, when appends are all
+    that happened since (else one line: the derivation must be made again)."""
+    if snap.schema_version != _schema_version_at(src, entry.source_version):
+        raise UsageError(f"refresh: {src.name!r} changed schema since version {entry.source_version}: derive it again")
+    with mf.read_txn(src.catalog.engine) as conn:
+        retired = conn.execute(
+            select(SHARDS.c.id).where(SHARDS.c.dataset_id == src.id, SHARDS.c.removed_version > entry.source_version)
+        ).first()
+        if retired is not None:
+            raise UsageError(
+                f"refresh: {src.name!r} changed more than by appends since version {entry.source_version} "
+                "(a delete, update, compaction, migration or restore): derive it again"
+            )
+        newer = select(SHARDS.c.id).where(SHARDS.c.dataset_id == src.id, SHARDS.c.added_version > entry.source_version)
+        new = {r.id for r in conn.execute(newer)}
+    return [s for s in snap.shards if s.id in new and (entry.split is None or s.split == entry.split)]
+
+
+def _schema_version_at(src: DatasetHandle, version: int) -> int | None:
+    with mf.read_txn(src.catalog.engine) as conn:
+        found = conn.execute(
+            select(COMMITS.c.schema_version).where(COMMITS.c.dataset_id == src.id, COMMITS.c.version == version)
+        ).scalar()
+    return None if found is None else int(found)
+
+
+def operation_of(entry: LineageEntry, dataset: str) -> Operation:
+    """The operation a lineage row recorded, to apply again (a function imported by its name,
+    refused when its code changed since)."""
+    if entry.predicate is not None:
+        return Operation(FILTER, where=entry.predicate, batched=entry.batched)
+    if entry.function is None:
+        raise UsageError(f"refresh: the lineage of {dataset!r} names no predicate and no function")
+    fn = load_function(entry.function, "refresh")
+    if code_hash(fn) != entry.code_hash:
+        raise UsageError(
+            f"refresh: {entry.function} changed since {dataset!r} was derived (its code hash differs): derive it again"
+        )
+    if entry.operation == FILTER:
+        return Operation(FILTER, where=fn, batched=entry.batched)
+    return Operation(MAP, fn=fn, batched=entry.batched)
+
+
+def refresh(
+    dst: DatasetHandle,
+    open_dataset: Callable[[str], DatasetHandle],
+    *,
+    message: str = "",
+    author: str | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> DeriveReport:
+    """Apply ``dst``'s recorded operation to the rows its source appended since the version it
+    read, in one commit (with a new lineage row); nothing when the source did not move."""
+    found = lineage(dst)
+    if not found:
+        raise UsageError(f"refresh: {dst.name!r} was not derived from another dataset: nothing to refresh")
+    entry = found[0]
+    src = _source_of(entry, open_dataset)
+    op = operation_of(entry, dst.name)
+    snap = snapshot(src)
+    if snap.version == entry.source_version:
+        return DeriveReport(dst.name, src.name, snap.version, op.describe(), split=entry.split, refreshed=True)
+    shards = appended_since(src, entry, snap)
+    report = run(
+        src, dst, op, snap, shards, entry.split, message=message, author=author, workers=workers, executor=executor,
+        progress=progress,
+    )  # fmt: skip
+    report.refreshed = True
+    return report
+
+
+def _source_of(entry: LineageEntry, open_dataset: Callable[[str], DatasetHandle]) -> DatasetHandle:
+    try:
+        src = open_dataset(entry.source)
+    except CatalogError:
+        raise UsageError(f"refresh: its source {entry.source!r} is gone (dropped): nothing to refresh from") from None
+    if entry.source_id is not None and src.id != entry.source_id:
+        raise UsageError(f"refresh: {entry.source!r} was dropped and made anew since: derive it again")
+    return src

@@ -1,0 +1,185 @@
+"""filter and map into new datasets, lineage and refresh (catalog/ops/derive.py): the derived
+rows equal those computed here from the source's rows, in order, whatever the worker count;
+failures name the source shard and record and leave no dataset behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from catalog import Catalog
+from catalog.errors import DatasetNotFoundError, RowChangeError, SchemaError, UsageError
+from catalog.ops import derive
+
+SCHEMA = {
+    "features": {
+        "id": {"dtype": "int64", "shape": []},
+        "label": {"dtype": "int64", "shape": [], "names": ["cat", "dog", "bird"]},
+        "name": {"dtype": "string", "shape": []},
+        "score": {"dtype": "float32", "shape": [], "optional": True},
+    }
+}
+
+
+def _rows(start: int, n: int) -> list[dict[str, Any]]:
+    return [
+        {"id": i, "label": i % 3, "name": f"n{i}", "score": None if i % 4 == 0 else i / 10}
+        for i in range(start, start + n)
+    ]
+
+
+def _source(tmp_path: Any, **kw: Any) -> tuple[Any, Any]:
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("src", SCHEMA, **kw)
+    for k, split in enumerate(["train", "train", "test", "train"]):
+        ds.append_rows(_rows(k * 10, 10), split=split)
+    return cat, cat.dataset("src")
+
+
+def with_length(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "label": row["label"], "length": len(row["name"])}
+
+
+def doubled(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    keep = batch["id"] % 2 == 0  # fewer rows out than in: a batched map may
+    return {"id": batch["id"][keep] * 2, "label": batch["label"][keep]}
+
+
+def fails_on_13(row: dict[str, Any]) -> dict[str, Any]:
+    if row["id"] == 13:
+        raise KeyError("no such thing")
+    return {"id": row["id"]}
+
+
+def wrong_type(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "x": "text" if row["id"] == 21 else 1}
+
+
+def test_filter_keeps_the_matching_rows_in_order_with_the_schema_and_splits(tmp_path, backend):
+    cat, src = _source(tmp_path)
+    read = list(src.read())
+    report = src.filter("label = 'dog' OR score IS NULL", into="dogs")
+    dogs = cat.dataset("dogs")
+    expected = [r["id"] for r in read if r["label"] == 1 or r["score"] is None]
+    assert [r["id"] for r in dogs.read()] == expected and report.records == len(expected)
+    assert dogs.schema.to_json() == src.schema.to_json()  # class names and all
+    assert [r["id"] for r in dogs.read(split="test")] == [i for i in expected if 20 <= i < 30]
+    assert dogs.history()[-1].kind == "derive"
+
+
+def test_worker_count_changes_nothing(tmp_path):
+    cat, src = _source(tmp_path)
+    src.filter("id > 3", into="one", workers=1)
+    src.filter("id > 3", into="two", workers=2)
+    one = [Path(s.path).read_bytes() for s in cat.dataset("one").shards()]
+    two = [Path(s.path).read_bytes() for s in cat.dataset("two").shards()]
+    assert one == two and [s.split for s in cat.dataset("one").shards()] == [
+        s.split for s in cat.dataset("two").shards()
+    ]
+
+
+def test_filter_a_version_and_a_split(tmp_path):
+    cat, src = _source(tmp_path)
+    src.append_rows(_rows(100, 5))
+    src.filter("id >= 0", into="old", version=5, split="train")
+    assert [r["id"] for r in cat.dataset("old").read()] == [*range(20), *range(30, 40)]
+
+
+def test_map_by_row_infers_the_schema_and_keeps_what_passes_through(tmp_path):
+    cat, src = _source(tmp_path)
+    report = src.map(with_length, into="lens", workers=2)
+    lens = cat.dataset("lens")
+    assert list(lens.read())[:2] == [{"id": 0, "label": 0, "length": 2}, {"id": 1, "label": 1, "length": 2}]
+    assert lens.schema.features["label"].names == ("cat", "dog", "bird")
+    assert report.records == 40 and [s.split for s in lens.shards()] == ["train", "train", "test", "train"]
+    entry = lens.lineage()[0]
+    assert (entry.operation, entry.function, entry.source, entry.source_version) == (
+        "map", f"{__name__}:with_length", "src", 5,
+    )  # fmt: skip
+    assert entry.code_hash is not None and entry.code_hash.startswith("sha256:")
+
+
+def test_map_batched_and_with_a_given_schema(tmp_path):
+    cat, src = _source(tmp_path)
+    given = {"features": {"id": {"dtype": "int64", "shape": []}, "label": {"dtype": "int64", "shape": []}}}
+    src.map(doubled, into="dbl", batched=True, schema=given)
+    assert [r["id"] for r in cat.dataset("dbl").read()] == [i * 2 for i in range(40) if i % 2 == 0]
+
+
+def test_a_failing_function_names_shard_and_record_and_leaves_no_dataset(tmp_path):
+    cat, src = _source(tmp_path)
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: record 3: map's function raised KeyError: 'no such thing'"):
+        src.map(fails_on_13, into="bad", schema={"features": {"id": {"dtype": "int64", "shape": []}}})
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("bad")
+    two = {"features": {"id": {"dtype": "int64", "shape": []}, "x": {"dtype": "int64", "shape": []}}}
+    with pytest.raises(RowChangeError, match=r"record 1: map's output: feature 'x': "):
+        src.map(wrong_type, into="bad", schema=two)
+    with pytest.raises(SchemaError, match=r"map's first outputs: feature 'x': values of different types.*give schema="):
+        src.map(wrong_type, into="bad")
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("bad")
+    assert not list((tmp_path / "cat" / "data").glob("bad/*.tfrecord"))
+
+
+def test_bad_requests_are_one_line(tmp_path):
+    _cat, src = _source(tmp_path)
+    src.filter("id = 1", into="taken")
+    with pytest.raises(Exception, match="dataset 'taken' already exists"):
+        src.filter("id = 2", into="taken")
+    with pytest.raises(UsageError, match="map takes a function of a row, not str"):
+        src.map("id", into="x")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"--fn 'nomodule_zz:f': cannot import 'nomodule_zz'"):
+        derive.load_function("nomodule_zz:f")
+    with pytest.raises(UsageError, match="name a function as module:function"):
+        derive.load_function("justaname")
+
+
+def test_lineage_chains_back_and_refresh_applies_the_operation_to_appended_rows(tmp_path):
+    cat, src = _source(tmp_path)
+    src.filter("label = 'dog'", into="dogs", token="t-dogs")
+    again = src.filter("label = 'dog'", into="dogs", token="t-dogs")
+    assert again.duplicate and again.version == 2
+    cat.dataset("dogs").map(with_length, into="dog_lens")
+    chain = cat.dataset("dog_lens").lineage()
+    assert [(e.dataset, e.operation, e.source) for e in chain] == [
+        ("dog_lens", "map", "dogs"),
+        ("dogs", "filter", "src"),
+    ]
+
+    src.append_rows(_rows(40, 6))
+    dogs = cat.dataset("dogs")
+    report = dogs.refresh()
+    assert report.refreshed and report.records == 2
+    assert [r["id"] for r in dogs.read()] == [i for i in range(46) if i % 3 == 1]
+    assert dogs.refresh().version is None  # up to date: nothing committed
+    assert dogs.lineage()[0].source_version == src.info().version
+
+
+def test_refresh_is_refused_when_the_source_changed_otherwise_or_the_function_did(tmp_path, monkeypatch):
+    cat, src = _source(tmp_path)
+    src.filter("id > 5", into="big")
+    src.map(with_length, into="lens")
+    src.delete("id = 7")
+    with pytest.raises(UsageError, match=r"changed more than by appends since version 5 .*derive it again"):
+        cat.dataset("big").refresh()
+    monkeypatch.setattr(derive, "code_hash", lambda fn: "sha256:other")
+    with pytest.raises(UsageError, match=f"{__name__}:with_length changed since 'lens' was derived"):
+        cat.dataset("lens").refresh()
+    with pytest.raises(UsageError, match="'src' was not derived from another dataset"):
+        src.refresh()
+
+
+def test_compressed_sources_and_tensorflow_reads_the_derived_files(tmp_path, tf):
+    cat, src = _source(tmp_path, compression="gzip")
+    src.filter("id < 12", into="small")
+    small = cat.dataset("small")
+    assert {s.compression for s in small.shards()} == {"gzip"}
+    ids = []
+    for s in small.shards():
+        for raw in tf.data.TFRecordDataset(s.path, compression_type="GZIP"):
+            ids.append(tf.train.Example.FromString(raw.numpy()).features.feature["id"].int64_list.value[0])
+    assert ids == list(range(12))
