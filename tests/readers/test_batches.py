@@ -25,7 +25,7 @@ def test_stream_plan_starts_anywhere(pinned: ReadPlan) -> None:
     assert [(index, len(batch)) for _url, index, batch in stream_plan(pinned)] == [(0, 3), (0, 3), (0, 3), (0, 1)]
     pieces = list(stream_plan(pinned, start=4))
     assert [(index, len(batch)) for _url, index, batch in pieces] == [(1, 2), (0, 3), (0, 1)]  # mid-shard, then whole
-    assert pieces[0][0] == pinned.shards[1].url
+    assert pieces[0][0] == pinned.shards[1].path
     assert list(stream_plan(pinned, start=N)) == []
     assert len(list(records(pinned))) == N
 

@@ -28,7 +28,7 @@ def test_window_narrows_a_plan_to_its_records(dataset: Dataset) -> None:
     pinned = plan(dataset)
     narrowed = window(pinned, 2, 7)
     assert [(s.start, s.stop) for s in narrowed.shards] == [(2, 3), (0, 3), (0, 1)]
-    assert [s.url for s in narrowed.shards] == [s.url for s in pinned.shards[:3]]
+    assert [s.path for s in narrowed.shards] == [s.path for s in pinned.shards[:3]]
     empty = window(pinned, 5, 5)
     assert len(empty.shards) == 1 and empty.shards[0].start == empty.shards[0].stop  # none, from its first shard
 

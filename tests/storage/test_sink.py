@@ -27,12 +27,12 @@ def test_records_roll_into_numbered_shards_at_the_record_limit(tmp_path: Path) -
     sink.write_many([b"r0", b"r1", b"r2", b"r3", b"r4"])
     assert sink.records == 5
     shards = sink.close()
-    assert [s.path for s in shards] == [f"ds/{INTENT}-0000{i}.tfrecord" for i in range(3)]
+    assert [s.rel for s in shards] == [f"ds/{INTENT}-0000{i}.tfrecord" for i in range(3)]
     assert [s.records for s in shards] == [2, 2, 1]
-    assert _records(tmp_path / shards[2].path) == [b"r4"]
+    assert _records(tmp_path / shards[2].rel) == [b"r4"]
     for s in shards:
-        assert (s.bytes, s.checksum) == file_checksum(tmp_path / s.path)
-        assert s.index_checksum is not None and (tmp_path / index_rel(s.path)).exists()
+        assert (s.bytes, s.checksum) == file_checksum(tmp_path / s.rel)
+        assert s.index_checksum is not None and (tmp_path / index_rel(s.rel)).exists()
         assert s.source == "input.jsonl" and s.compression == "none"
 
 
@@ -51,7 +51,7 @@ def test_a_compressed_sink_writes_no_index(tmp_path: Path) -> None:
     sink.write_many([b"a", b"b"])
     [shard] = sink.close()
     assert shard.compression == "gzip" and shard.index_checksum is None
-    assert [r for batch in read_record_batches(tmp_path / shard.path, "gzip") for r in batch] == [b"a", b"b"]
+    assert [r for batch in read_record_batches(tmp_path / shard.rel, "gzip") for r in batch] == [b"a", b"b"]
 
 
 def test_abort_and_clear_attempt_remove_every_file_of_the_writer(tmp_path: Path) -> None:
