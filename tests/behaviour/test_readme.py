@@ -21,6 +21,7 @@ RUN_SECTIONS = {
     "Splits and tags": "test_splits_and_tags_section",
     "Schema migrations": "test_schema_migrations_section",
     "Python API": "test_python_api_section",
+    "Changing rows and deriving datasets": "test_changing_rows_section",
     "The schema's JSON form": "test_schema_json_section",
     "Running at scale": "test_running_at_scale_section",
 }
@@ -207,6 +208,10 @@ def test_cli_section(tmp_path: Path, psql_table: dict[str, str]) -> None:
             # a new migration is a template: its example AddField is commented out
             "catalog migrate demo --dry-run": "sed -i 's/# AddField/AddField/' migrations/demo/0001_add_height.py",
             "catalog stats demo --split validation": "catalog append demo val.jsonl --split validation > /dev/null",
+            # the function the map names, in the working directory (README's comment says its shape)
+            "catalog map demo lens": 'printf \'def add_length(row):\\n    return {"id": row["id"], '
+            '"length": len(row["text"])}\\n\' > features.py',
+            "catalog refresh dogs": "catalog append demo rows.jsonl --allow-duplicate > /dev/null",
         },
         instead={"catalog serve": serve_briefly("catalog serve")},
         swap={"/data/tfx/examples/": f"{tmp_path}/tfx/examples/"},
@@ -359,6 +364,38 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
         names=program,
     )
     assert section.run(section_blocks("Python API")) == 5
+
+
+def test_changing_rows_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The section's fragment, on a dataset of the features it names; ``add_length`` is a
+    module's function (worker processes import it by name), as the section says it must be."""
+    from catalog import Catalog
+
+    (tmp_path / "lengths.py").write_text('def add_length(row):\n    return {**row, "length": len(row["user"])}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from lengths import add_length  # type: ignore[import-not-found]
+
+    cat = Catalog.init(tmp_path / "cat")
+    schema = {
+        "features": {
+            "id": {"dtype": "int64"}, "label": {"dtype": "int64", "names": ["cat", "dog"]},
+            "score": {"dtype": "float32"}, "user": {"dtype": "string"},
+        }
+    }  # fmt: skip
+    ds = cat.register("pets", schema)
+    for start in (0, 50):
+        ds.append_rows(
+            [{"id": i, "label": i % 2, "score": i / 100, "user": f"u-{i}"} for i in range(start, start + 50)]
+        )
+    ds.append_rows([{"id": 100, "label": 0, "score": 0.1, "user": "u-1234"}])
+    section = Section(
+        tmp_path, cli_env(tmp_path), names={"cat": cat, "ds": cat.dataset("pets"), "add_length": add_length}
+    )
+    assert section.run(section_blocks("Changing rows and deriving datasets")) == 1
+    pets = cat.dataset("pets")
+    assert [r["id"] for r in pets.read() if r["label"] == 0 and r["score"] < 0.2] == []
+    assert not any(r["user"] == "u-1234" for v in range(1, pets.info().version + 1) for r in pets.read(v))
+    assert [e.operation for e in cat.dataset("lens").lineage()] == ["map"]
 
 
 @pytest.fixture
