@@ -5,9 +5,10 @@ derive new datasets: filter, map, refresh and lineage (catalog/ops/derive.py).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -45,6 +46,21 @@ Where = Annotated[
         "AND, OR, NOT, parentheses; 'quoted' text.",
     ),
 ]
+
+
+@contextmanager
+def _jobs(
+    label: str, records: int, executor: str, scheduler: str | None, workers: int | None, needed: bool = True
+) -> Iterator[dict[str, Any]]:
+    """How a verb's per-shard jobs run, as the library's keywords: where (no executor for a
+    dry run: it starts no cluster) and a progress bar of records on a terminal."""
+    with (
+        executor_of(executor, scheduler, workers, needed=needed) as ex,
+        progress_bar(label, records, unit="records") as progress,
+    ):
+        yield {"workers": workers, "executor": ex, "progress": progress}
+
+
 Sets = Annotated[
     list[str],
     typer.Option("--set", metavar="FEATURE=VALUE", help="A feature and its new value (repeat for more)."),
@@ -70,11 +86,8 @@ def delete(
 ) -> Output:
     """Delete the rows that match --where: a new version in which only the shards holding a match are rewritten."""
     ds = open_catalog().dataset(name)
-    with (
-        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
-        progress_bar(f"delete from {name}", ds.info().records, unit="records") as progress,
-    ):
-        report = ds.delete(where, dry_run=dry_run, workers=workers, executor=ex, progress=progress, **asdict(options))
+    with _jobs(f"delete from {name}", ds.info().records, executor, scheduler, workers, not dry_run) as run:
+        report = ds.delete(where, dry_run=dry_run, **run, **asdict(options))
     return Output(text=_text(report), json=report.to_json)
 
 
@@ -96,13 +109,8 @@ def update(
 
     ds = open_catalog().dataset(name)
     values = parse_sets(ds.schema, parse_defaults(sets, "--set"))
-    with (
-        executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
-        progress_bar(f"update {name}", ds.info().records, unit="records") as progress,
-    ):
-        report = ds.update(
-            where, values, dry_run=dry_run, workers=workers, executor=ex, progress=progress, **asdict(options)
-        )  # fmt: skip
+    with _jobs(f"update {name}", ds.info().records, executor, scheduler, workers, not dry_run) as run:
+        report = ds.update(where, values, dry_run=dry_run, **run, **asdict(options))
     return Output(text=_text(report), json=report.to_json)
 
 
@@ -156,13 +164,8 @@ def filter(
 ) -> Output:
     """A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."""
     src = open_catalog().dataset(name)
-    with (
-        executor_of(executor, scheduler, workers) as ex,
-        progress_bar(f"filter {name}", src.info(version).records, unit="records") as progress,
-    ):
-        report = src.filter(
-            where, into, version=version, workers=workers, executor=ex, progress=progress, **asdict(options)
-        )  # fmt: skip
+    with _jobs(f"filter {name}", src.info(version).records, executor, scheduler, workers) as run:
+        report = src.filter(where, into, version=version, **run, **asdict(options))
     return Output(text=_derived(report), json=report.to_json)
 
 
@@ -190,14 +193,8 @@ def map(
 
     src = open_catalog().dataset(name)
     function = load_function(fn)
-    with (
-        executor_of(executor, scheduler, workers) as ex,
-        progress_bar(f"map {name}", src.info(version).records, unit="records") as progress,
-    ):
-        report = src.map(
-            function, into, schema=schema, version=version, workers=workers, executor=ex, progress=progress,
-            **asdict(options),
-        )  # fmt: skip
+    with _jobs(f"map {name}", src.info(version).records, executor, scheduler, workers) as run:
+        report = src.map(function, into, schema=schema, version=version, **run, **asdict(options))
     return Output(text=_derived(report), json=report.to_json)
 
 
@@ -214,8 +211,8 @@ def refresh(
     """Apply a derived dataset's filter or map to the rows its source appended since it was made."""
     ds = open_catalog().dataset(name)
     fields = {k: v for k, v in asdict(options).items() if k != "token"}
-    with executor_of(executor, scheduler, workers) as ex:
-        report = ds.refresh(workers=workers, executor=ex, **fields)
+    with _jobs(f"refresh {name}", 0, executor, scheduler, workers) as run:
+        report = ds.refresh(**run, **fields)
     return Output(text=_derived(report), json=report.to_json)
 
 

@@ -100,3 +100,19 @@ def test_update_needs_a_set_and_a_where(root: Path) -> None:
     assert code == 2 and "Missing option '--set'" in err
     code, _out, err = _run("delete", "pets")
     assert code == 2 and "Missing option '--where'" in err
+
+
+def test_the_lines_say_what_a_report_holds() -> None:
+    from catalog.cli.changes import _derived, _text
+    from catalog.ops.derive import DeriveReport
+    from catalog.ops.rowchanges import RowChangeReport
+
+    erased = RowChangeReport("d", "delete", "id = 1", False, 4, 5, rows=1, shards=2, shards_read=3, purge=True)
+    erased.erased, erased.files_removed, erased.records_after = 3, 2, 9
+    assert list(_text(erased)) == [
+        "d: erased 3 rows (1 in the current version) from 2 of 3 shards: version 5 (9 records); 2 old files deleted"
+    ]
+    made = DeriveReport("dst", "src", 7, "filter where id > 1", 2, records_read=10, records=4, shards=1)
+    assert list(_derived(made)) == [
+        "dst: made version 2: 4 records in 1 shard from 10 records of src version 7 (filter where id > 1)"
+    ]
