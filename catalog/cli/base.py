@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from catalog.cli.options import Jobs
 from catalog.cli.output import Output, emit, visible
 from catalog.errors import CatalogError, Interrupted
 
@@ -197,3 +198,14 @@ def executor_of(
 
     check_executor(kind, scheduler)
     return open_executor(kind, scheduler, workers, jobs) if needed else nullcontext(None)
+
+
+@contextmanager
+def running(jobs: Jobs, label: str, records: int, needed: bool = True) -> Iterator[dict[str, Any]]:
+    """The library's keywords for where a verb's jobs run: the executor (none when ``needed``
+    is False: a dry run starts no cluster) and a progress bar of ``records`` on a terminal."""
+    with (
+        executor_of(jobs.executor, jobs.scheduler, jobs.workers, needed=needed) as ex,
+        progress_bar(label, records, unit="records") as progress,
+    ):
+        yield {"workers": jobs.workers, "executor": ex, "progress": progress}

@@ -5,23 +5,20 @@ derive new datasets: filter, map, refresh and lineage (catalog/ops/derive.py).""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from catalog.cli.base import executor_of, open_catalog, progress_bar, verb
+from catalog.cli.base import open_catalog, running, verb
 from catalog.cli.generated import takes
 from catalog.cli.options import (
     AsJson,
     DatasetName,
     DryRun,
-    ExecutorKind,
-    Scheduler,
+    Jobs,
     Version,
-    Workers,
     parse_defaults,
 )
 from catalog.cli.output import Output, counted
@@ -48,19 +45,6 @@ Where = Annotated[
 ]
 
 
-@contextmanager
-def _jobs(
-    label: str, records: int, executor: str, scheduler: str | None, workers: int | None, needed: bool = True
-) -> Iterator[dict[str, Any]]:
-    """How a verb's per-shard jobs run, as the library's keywords: where (no executor for a
-    dry run: it starts no cluster) and a progress bar of records on a terminal."""
-    with (
-        executor_of(executor, scheduler, workers, needed=needed) as ex,
-        progress_bar(label, records, unit="records") as progress,
-    ):
-        yield {"workers": workers, "executor": ex, "progress": progress}
-
-
 Sets = Annotated[
     list[str],
     typer.Option("--set", metavar="FEATURE=VALUE", help="A feature and its new value (repeat for more)."),
@@ -71,37 +55,36 @@ Sets = Annotated[
 @takes(
     "DeleteOptions",
     "name where split purge rewrite_adopted message author token dry_run workers executor scheduler as_json",
+    jobs=True,
 )
 def delete(
     name: DatasetName,
     options: DeleteOptions,
+    jobs: Jobs,
     where: Where,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say how many rows in how many shards would go; write nothing.")
     ] = False,
-    workers: Workers = None,
-    executor: ExecutorKind = "local",
-    scheduler: Scheduler = None,
     as_json: AsJson = False,
 ) -> Output:
     """Delete the rows that match --where: a new version in which only the shards holding a match are rewritten."""
     ds = open_catalog().dataset(name)
-    with _jobs(f"delete from {name}", ds.info().records, executor, scheduler, workers, not dry_run) as run:
+    with running(jobs, f"delete from {name}", ds.info().records, needed=not dry_run) as run:
         report = ds.delete(where, dry_run=dry_run, **run, **asdict(options))
     return Output(text=_text(report), json=report.to_json)
 
 
 @verb
-@takes("UpdateOptions", "name sets where split message author token dry_run workers executor scheduler as_json")
+@takes(
+    "UpdateOptions", "name sets where split message author token dry_run workers executor scheduler as_json", jobs=True
+)
 def update(
     name: DatasetName,
     options: UpdateOptions,
+    jobs: Jobs,
     sets: Sets,
     where: Where,
     dry_run: DryRun = False,
-    workers: Workers = None,
-    executor: ExecutorKind = "local",
-    scheduler: Scheduler = None,
     as_json: AsJson = False,
 ) -> Output:
     """Set features of the rows that match --where: a new version; only the shards holding a match are rewritten."""
@@ -109,7 +92,7 @@ def update(
 
     ds = open_catalog().dataset(name)
     values = parse_sets(ds.schema, parse_defaults(sets, "--set"))
-    with _jobs(f"update {name}", ds.info().records, executor, scheduler, workers, not dry_run) as run:
+    with running(jobs, f"update {name}", ds.info().records, needed=not dry_run) as run:
         report = ds.update(where, values, dry_run=dry_run, **run, **asdict(options))
     return Output(text=_text(report), json=report.to_json)
 
@@ -150,42 +133,42 @@ Into = Annotated[str, typer.Argument(help="The new dataset's name.")]
 
 
 @verb
-@takes("FilterOptions", "name into where version split message author token workers executor scheduler as_json")
+@takes(
+    "FilterOptions", "name into where version split message author token workers executor scheduler as_json", jobs=True
+)
 def filter(
     name: Annotated[str, typer.Argument(help="The source dataset.")],
     into: Into,
     options: FilterOptions,
+    jobs: Jobs,
     where: Where,
     version: Version = None,
-    workers: Workers = None,
-    executor: ExecutorKind = "local",
-    scheduler: Scheduler = None,
     as_json: AsJson = False,
 ) -> Output:
     """A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."""
     src = open_catalog().dataset(name)
-    with _jobs(f"filter {name}", src.info(version).records, executor, scheduler, workers) as run:
+    with running(jobs, f"filter {name}", src.info(version).records) as run:
         report = src.filter(where, into, version=version, **run, **asdict(options))
     return Output(text=_derived(report), json=report.to_json)
 
 
 @verb
 @takes(
-    "MapOptions", "name into fn schema batched version split message author token workers executor scheduler as_json"
+    "MapOptions",
+    "name into fn schema batched version split message author token workers executor scheduler as_json",
+    jobs=True,
 )
 def map(
     name: Annotated[str, typer.Argument(help="The source dataset.")],
     into: Into,
     options: MapOptions,
+    jobs: Jobs,
     fn: Annotated[str, typer.Option("--fn", metavar="MODULE:FUNCTION", help="A function of a row returning a row.")],
     schema: Annotated[
         Path | None,
         typer.Option("--schema", help="The output's schema JSON file (default: inferred from the first outputs)."),
     ] = None,
     version: Version = None,
-    workers: Workers = None,
-    executor: ExecutorKind = "local",
-    scheduler: Scheduler = None,
     as_json: AsJson = False,
 ) -> Output:
     """A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage."""
@@ -193,25 +176,23 @@ def map(
 
     src = open_catalog().dataset(name)
     function = load_function(fn)
-    with _jobs(f"map {name}", src.info(version).records, executor, scheduler, workers) as run:
+    with running(jobs, f"map {name}", src.info(version).records) as run:
         report = src.map(function, into, schema=schema, version=version, **run, **asdict(options))
     return Output(text=_derived(report), json=report.to_json)
 
 
 @verb
-@takes("RefreshOptions", "name message author workers executor scheduler as_json", hidden="token")
+@takes("RefreshOptions", "name message author workers executor scheduler as_json", hidden="token", jobs=True)
 def refresh(
     name: DatasetName,
     options: RefreshOptions,
-    workers: Workers = None,
-    executor: ExecutorKind = "local",
-    scheduler: Scheduler = None,
+    jobs: Jobs,
     as_json: AsJson = False,
 ) -> Output:
     """Apply a derived dataset's filter or map to the rows its source appended since it was made."""
     ds = open_catalog().dataset(name)
     fields = {k: v for k, v in asdict(options).items() if k != "token"}
-    with _jobs(f"refresh {name}", 0, executor, scheduler, workers) as run:
+    with running(jobs, f"refresh {name}", 0) as run:
         report = ds.refresh(**run, **fields)
     return Output(text=_derived(report), json=report.to_json)
 

@@ -23,7 +23,7 @@ import typer
 from typer.core import TyperCommand
 from typer.main import get_params_convertors_ctx_param_name_from_function
 
-from catalog.cli.options import LibraryChoice, compressions, parse_bytes
+from catalog.cli.options import ExecutorKind, Jobs, LibraryChoice, Scheduler, Workers, compressions, parse_bytes
 
 if TYPE_CHECKING:
     from catalog.ops.options import CommitOptions, Flag
@@ -119,27 +119,44 @@ def placed(layout: tuple[str, ...], fields: tuple[str, ...], own: Container[str]
     return [*layout, *(n for n in fields if n not in layout and n not in hidden)]
 
 
+def _job_parameters() -> list[inspect.Parameter]:
+    """``--workers``, ``--executor`` and ``--scheduler``: where a verb's per-shard jobs run."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return [
+        inspect.Parameter("workers", kind, annotation=Workers, default=None),
+        inspect.Parameter("executor", kind, annotation=ExecutorKind, default="local"),
+        inspect.Parameter("scheduler", kind, annotation=Scheduler, default=None),
+    ]
+
+
 def takes(
-    options: str, layout: str, hidden: str = "", base: type[TyperCommand] = TyperCommand
+    options: str, layout: str, hidden: str = "", base: type[TyperCommand] = TyperCommand, jobs: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A verb that takes the options type named ``options`` (catalog.ops.options): each of its
     fields is a flag of the verb, but the ``hidden`` ones (they keep their defaults). Its body
     takes the options object, built from the flags given, as ``options``. ``layout`` names its
     parameters in the help's order, its own and the fields'; a field it does not name comes
-    after them. ``base``: the command class (a TyperCommand) the generated one extends."""
+    after them. ``base``: the command class (a TyperCommand) the generated one extends.
+    ``jobs``: the verb runs per-shard jobs: it has ``--workers``, ``--executor`` and
+    ``--scheduler``, and its body takes them as ``jobs`` (:class:`catalog.cli.options.Jobs`)."""
     settings = {"options": options, "layout": tuple(layout.split()), "withheld": frozenset(hidden.split())}
+    made = ("options", "jobs")  # the body's parameters this decorator builds
 
     def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(body)
-        mine = [_evaluated(body, p) for name, p in own.parameters.items() if name != "options"]
+        mine = [_evaluated(body, p) for name, p in own.parameters.items() if name not in made]
+        extra = _job_parameters() if jobs else []
 
         @functools.wraps(body)
         def verb(**given: Any) -> Any:
+            run = {p.name: given.pop(p.name) for p in extra}
             values = {n: given.pop(n) for n in list(given) if n not in own.parameters}
-            return body(**given, options=options_type(options)(**values))
+            built = {"jobs": Jobs(**run)} if jobs else {}
+            return body(**given, options=options_type(options)(**values), **built)
 
-        verb.__signature__ = own.replace(parameters=mine)  # type: ignore[attr-defined]
-        verb.__annotations__ = {k: v for k, v in body.__annotations__.items() if k != "options"}
+        verb.__signature__ = own.replace(parameters=mine + extra)  # type: ignore[attr-defined]
+        verb.__annotations__ = {k: v for k, v in body.__annotations__.items() if k not in made}
+        verb.__annotations__ |= {p.name: p.annotation for p in extra}
         verb.command = type(f"{body.__name__}_command", (OptionsCommand, base), settings)  # type: ignore[attr-defined]
         return verb
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -163,6 +164,16 @@ Workers = Annotated[
 def workers_option(what: str) -> Any:
     """A verb's own ``--workers`` option: how many of ``what`` it runs at once, one by default."""
     return typer.Option("--workers", min=1, help=f"{what} at once (default: 1).")
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """Where a verb's per-shard jobs run: its ``--workers``, ``--executor`` and ``--scheduler``
+    (a verb of catalog.cli.generated.takes with ``jobs``; catalog.cli.base.running)."""
+
+    workers: int | None = None
+    executor: str = "local"
+    scheduler: str | None = None
 
 
 # Where per-shard jobs run (migrate, compact, verify, append): see catalog.executors.
