@@ -253,6 +253,13 @@ class _StartOver(Exception):
     """Shards the change rewrote were retired meanwhile: plan again from the new version."""
 
 
+def _start_over_if_migrated(ds: DatasetHandle, snap: Snapshot) -> None:
+    """A migration committed meanwhile (the commit refused a change planned on the schema
+    version before it): start again on the migrated shards, as after any rewrite."""
+    if snapshot(ds).schema_version != snap.schema_version:
+        raise _StartOver from None
+
+
 @dataclass(frozen=True)
 class RowChange:
     """A delete or update as asked: the program's parts and how to run and commit it."""
@@ -384,6 +391,9 @@ def _attempt(
             committed = commit(ds, _change(change, snap, hit, intent.id, report))
         except LiveChanged:
             raise _StartOver from None  # inside the intent's block: its files go with it
+        except CommitConflictError:
+            _start_over_if_migrated(ds, snap)
+            raise
         if committed.duplicate:  # a twin with the token committed meanwhile
             intent.settle(None, intent.discard_files)
         report.version, report.duplicate = committed.version, committed.duplicate
@@ -610,6 +620,9 @@ def erase(
             committed = commit(ds, made)
         except LiveChanged:
             raise _StartOver from None
+        except CommitConflictError:
+            _start_over_if_migrated(ds, snap)
+            raise
     report.version, report.duplicate = committed.version, committed.duplicate
     if not committed.duplicate:
         report.files_removed = _remove_old(ds, hit)

@@ -281,3 +281,44 @@ def test_worker_processes_give_the_same_result(tmp_path):
     ds = _dataset(tmp_path, shards=4, per=5)
     report = ds.delete("id IN (1, 6, 11, 16)", workers=2)
     assert _ids(ds) == [i for i in range(20) if i not in (1, 6, 11, 16)] and report.shards == 4
+
+
+def test_a_migration_landing_during_a_delete_makes_it_start_again_on_the_migrated_shards(tmp_path, monkeypatch):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    real = rowchanges.commit
+    calls = []
+
+    def migrate_first(handle: Any, change: Any) -> Any:
+        calls.append(change.schema_version)
+        if len(calls) == 1:
+            Catalog.open(tmp_path / "cat").dataset("d").migrate(add=["extra:int64=7"])
+        return real(handle, change)
+
+    monkeypatch.setattr(rowchanges, "commit", migrate_first)
+    report = ds.delete("id = 3")
+    assert calls == [1, 2] and report.rows == 1
+    rows = list(Catalog.open(tmp_path / "cat").dataset("d").read())
+    assert [r["id"] for r in rows] == [0, 1, 2, 4, 5, 6, 7, 8, 9] and {r["extra"] for r in rows} == {7}
+
+
+SEQUENCE_SCHEMA = {
+    "features": {"id": {"dtype": "int64", "shape": []}},
+    "sequence_features": {"tokens": {"dtype": "int64"}},
+}
+
+
+def test_sequence_examples_are_deleted_filtered_and_updated_by_their_context(tmp_path, tf):
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("seq", SEQUENCE_SCHEMA)
+    ds.append_rows([{"id": i, "tokens": [[i]] * (i % 4)} for i in range(12)])
+    ds.delete("id IN (1, 5) OR len(tokens) = 3")  # 3, 7 and 11 have three steps
+    assert [r["id"] for r in ds.read()] == [0, 2, 4, 6, 8, 9, 10]
+    ds.update("id = 2", set={"id": 20})
+    ds.filter("len(tokens) >= 1", into="some")
+    some = cat.dataset("some")
+    assert [(r["id"], len(r["tokens"])) for r in some.read()] == [(20, 2), (6, 2), (9, 1), (10, 2)]
+    ids = []
+    for s in some.shards():
+        for raw in tf.data.TFRecordDataset(s.path):
+            ids.append(tf.train.SequenceExample.FromString(raw.numpy()).context.feature["id"].int64_list.value[0])
+    assert ids == [20, 6, 9, 10]
