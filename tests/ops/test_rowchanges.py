@@ -322,3 +322,65 @@ def test_sequence_examples_are_deleted_filtered_and_updated_by_their_context(tmp
         for raw in tf.data.TFRecordDataset(s.path):
             ids.append(tf.train.SequenceExample.FromString(raw.numpy()).context.feature["id"].int64_list.value[0])
     assert ids == [20, 6, 9, 10]
+
+
+KILLED = r"""
+import os, signal, sys
+from catalog import Catalog, faults
+
+root, point, verb = sys.argv[1:4]
+
+def on_point(name, info):
+    if name == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+faults.install(on_point)
+ds = Catalog.open(root).dataset("d")
+if verb == "delete":  # (workers=1: in this process, the one killed)
+    ds.delete("id IN (2, 12)", workers=1)
+elif verb == "update":
+    ds.update("id IN (2, 12)", set={"name": "changed"}, workers=1)
+else:
+    ds.filter("id IN (2, 12)", into="picked", workers=1)
+"""
+
+
+@pytest.mark.parametrize("verb", ["delete", "update", "filter"])
+@pytest.mark.parametrize("point", ["intent.recorded", "shard.closing", "commit.before", "commit.after"])
+def test_a_kill_at_any_point_leaves_the_old_state_or_the_new_one(tmp_path, verb, point):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from catalog.errors import DatasetNotFoundError
+
+    ds = _dataset(tmp_path, shards=2, per=10)
+    before = list(ds.read())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", KILLED, str(tmp_path / "cat"), point, verb], env=env, timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    cat = Catalog.open(tmp_path / "cat")
+    cat.gc(grace=timedelta(0))  # the dead writer's files go
+    assert cat.verify().ok
+    ds = cat.dataset("d")
+    done = point == "commit.after"
+    if verb == "filter":
+        assert ds.info().version == 3 and list(ds.read()) == before
+        if done:
+            assert [r["id"] for r in cat.dataset("picked").read()] == [2, 12]
+        else:
+            with pytest.raises(DatasetNotFoundError):
+                cat.dataset("picked")  # a derivation that never committed is no dataset
+            assert ds.filter("id IN (2, 12)", into="picked").records == 2  # and its name is free
+    elif not done:
+        assert ds.info().version == 3 and list(ds.read()) == before
+    elif verb == "delete":
+        assert [r["id"] for r in ds.read()] == [r["id"] for r in before if r["id"] not in (2, 12)]
+    else:
+        assert [r["name"] for r in ds.read() if r["id"] in (2, 12)] == ["changed", "changed"]
+    registered = {s.path for v in range(1, ds.info().version + 1) for s in ds.shards(v)}
+    if verb == "filter":
+        registered |= {s.path for s in cat.dataset("picked").shards()}
+    assert {str(p) for p in (tmp_path / "cat" / "data").rglob("*.tfrecord")} <= registered  # nothing half-done left
