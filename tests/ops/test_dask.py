@@ -182,6 +182,29 @@ def test_compact_on_dask_writes_the_bytes_of_a_local_compact(tmp_path: Path, clu
     assert on_dask.verify().problems == []
 
 
+def tripled(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"] * 3, "s": row["s"]}
+
+
+def test_delete_filter_and_map_on_dask_give_what_local_ones_give(tmp_path: Path, cluster: Cluster) -> None:
+    on_dask, local = make(tmp_path / "a"), make(tmp_path / "b")
+
+    def run() -> None:
+        with open_executor("dask", cluster.address) as ex:
+            on_dask.dataset("d").delete("id IN (3, 31)", executor=ex)
+            on_dask.dataset("d").filter("id < 40", into="f", executor=ex)
+            on_dask.dataset("d").map(tripled, into="m", executor=ex)
+
+    names = cluster.task_names(run)
+    assert names.count("change_shard") == 12 and names.count("derive_shard") == 24
+    local.dataset("d").delete("id IN (3, 31)", workers=1)
+    local.dataset("d").filter("id < 40", into="f", workers=1)
+    local.dataset("d").map(tripled, into="m", workers=1)
+    for name in ("d", "f", "m"):
+        assert [canon(r) for r in on_dask.dataset(name).read()] == [canon(r) for r in local.dataset(name).read()]
+    assert [r["id"] for r in on_dask.dataset("m").read()][:4] == [0, 3, 6, 12]
+
+
 def damage(cat: Catalog) -> None:
     """One shard flipped, one missing, one cut short, one stray file (and retired shards to check too)."""
     cat.dataset("d").migrate(add=["h:int64=1"])  # version 3: twelve shards retired, twelve new
