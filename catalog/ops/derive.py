@@ -42,7 +42,7 @@ from catalog.errors import (
 )
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import COMMITS, LINEAGE, SHARDS
-from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where
+from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
 from catalog.schema import Feature, Schema
 from catalog.schema.frames import column_batches
@@ -338,6 +338,7 @@ def run(
     start = time.monotonic()
     report = DeriveReport(dst.name, src.name, snap.version, op.describe(), split=split)
     origin = f"{op.kind} of {src.name} version {snap.version}"
+    executor, workers = where_jobs_run(op, executor=executor, workers=workers)
     with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
         jobs = [_job(src, dst, op, snap, s, intent.prefix(i)) for i, s in enumerate(shards)]
         done = (lambda job, _r: progress(job.records)) if progress else None

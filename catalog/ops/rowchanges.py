@@ -13,6 +13,7 @@ few times, then fail in one line; either way nothing half done is ever visible.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
@@ -331,7 +332,8 @@ def run_row_change(
     for _round in range(ROUNDS):
         snap = snapshot(ds)
         shards = _in_split(ds, snap, change.split)
-        with executor_for(executor, workers, max(len(shards), 1)) as ex:
+        ex_given, n = where_jobs_run(change.where, change.sets, executor=executor, workers=workers)
+        with executor_for(ex_given, n, max(len(shards), 1)) as ex:
             try:
                 if change.purge:
                     report = erase(ds, change, change.rewrite_adopted, ex, progress)
@@ -345,6 +347,19 @@ def run_row_change(
         f"shards of {ds.name!r} kept being rewritten (compact, migrate, delete) during this "
         f"{change.kind.value}: nothing was registered; run it again"
     )
+
+
+def where_jobs_run(
+    *functions: Any, executor: Executor | None, workers: int | None
+) -> tuple[Executor | None, int | None]:
+    """``executor`` and ``workers`` as given, or this process alone when a function the jobs
+    call cannot go to other processes (a lambda, a nested function: pickle refuses them), so
+    that it runs all the same, one shard after another."""
+    try:
+        pickle.dumps(functions)
+    except Exception:  # PicklingError, AttributeError, TypeError: pickle's refusals vary
+        return None, 1
+    return executor, workers
 
 
 def _in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[LiveShard]:

@@ -183,3 +183,12 @@ def test_compressed_sources_and_tensorflow_reads_the_derived_files(tmp_path, tf)
         for raw in tf.data.TFRecordDataset(s.path, compression_type="GZIP"):
             ids.append(tf.train.Example.FromString(raw.numpy()).features.feature["id"].int64_list.value[0])
     assert ids == list(range(12))
+
+
+def test_a_lambda_runs_in_this_process_whatever_the_workers(tmp_path):
+    cat, src = _source(tmp_path)
+    report = src.map(lambda r: {"id": r["id"] + 1}, into="plus", workers=2)
+    assert report.records == 40 and [r["id"] for r in cat.dataset("plus").read()][:3] == [1, 2, 3]
+    assert src.delete(lambda r: r["id"] == 5, workers=2).rows == 1
+    with pytest.raises(UsageError, match=r"refresh .*<lambda>.*has no"):
+        cat.dataset("plus").refresh()  # lineage names it, but a lambda cannot be imported again
