@@ -80,7 +80,7 @@ def test_the_words_per_type() -> None:
     assert {"path", "relpath"} <= names(ShardInfo)
     # A planned shard is a live one plus a record range and where its index is.
     assert issubclass(PlannedShard, LiveShard)
-    assert names(PlannedShard) - names(LiveShard) == {"index_path", "start", "stop"}
+    assert names(PlannedShard) - names(LiveShard) == {"index_path", "start", "stop", "cache"}  # cache: a reader's
 
 
 def test_shard_info_rel_is_relpath_and_its_json_keeps_its_keys() -> None:

@@ -53,16 +53,16 @@ def test_shards_written_without_statistics_are_found_and_registered_once(cat: Ca
     d.append_rows([{"x": 1}])  # with statistics
     cat.statistics = False
     d.append_rows([{"x": 2}, {"x": 3}])  # without
-    missing = shards_without_stats(d)
+    missing = [shard for shard, _schema in shards_without_stats(d)]
     assert [(m.records, m.adopted) for m in missing] == [(2, False)]
     counted = version_stats(d)
     assert (counted.complete, counted.missing_shards, counted.missing_records) == (False, 1, 2)
     computed = DatasetStats(records=2).to_bytes()
-    assert register_stats(d, {missing[0].path: computed, "d/not-a-shard.tfrecord": computed}) == 1
-    assert register_stats(d, {missing[0].path: computed}) == 0  # already has good ones
+    assert register_stats(d, {missing[0].rel: computed, "d/not-a-shard.tfrecord": computed}) == 1
+    assert register_stats(d, {missing[0].rel: computed}) == 0  # already has good ones
     assert register_stats(d, {}) == 0
     assert shards_without_stats(d) == []
-    assert stored_stats(d, [missing[0].path])[missing[0].path].records == 2
+    assert stored_stats(d, [missing[0].rel])[missing[0].rel].records == 2
 
 
 def test_stored_statistics_that_do_not_read_back_are_as_good_as_none() -> None:
