@@ -30,6 +30,7 @@ class Kind(str, Enum):
     DELETE = "delete"  # rows a predicate matched removed: their shards rewritten without them
     UPDATE = "update"  # features of the rows a predicate matched set anew
     ERASE = "erase"  # rows a predicate matched removed from every version that held them
+    DEDUP = "dedup"  # every record but the first of each key (or content) removed
 
     @property
     def adds_records(self) -> bool:
@@ -59,7 +60,7 @@ class Kind(str, Enum):
 
 
 APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
-DELETE, UPDATE, ERASE = Kind.DELETE, Kind.UPDATE, Kind.ERASE
+DELETE, UPDATE, ERASE, DEDUP = Kind.DELETE, Kind.UPDATE, Kind.ERASE, Kind.DEDUP
 
 
 @dataclass(frozen=True)
