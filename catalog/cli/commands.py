@@ -42,6 +42,7 @@ for name, fn in [
     ("export", rewrites.export),
     ("delete", changes.delete),
     ("update", changes.update),
+    ("dedup", changes.dedup),
 ]:
     app.command(name, cls=getattr(fn, "command", None))(fn)  # a verb of catalog.cli.generated.takes: its class
 

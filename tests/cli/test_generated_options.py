@@ -34,6 +34,7 @@ VERBS = {
     "restore": (opts.RestoreOptions, {"author"}),
     "delete": (opts.DeleteOptions, set()),
     "update": (opts.UpdateOptions, set()),
+    "dedup": (opts.DedupOptions, set()),
 }
 # Each API method of a verb: its options type, and the fields it does not take (it sets them).
 METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
@@ -49,6 +50,7 @@ METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
     (Dataset.restore, opts.RestoreOptions, set()),
     (Dataset.delete, opts.DeleteOptions, set()),
     (Dataset.update, opts.UpdateOptions, set()),
+    (Dataset.dedup, opts.DedupOptions, set()),
 ]
 
 
