@@ -101,7 +101,9 @@ def update(
 
 
 @verb
-@takes("DedupOptions", "name key content split per_split message author token dry_run workers executor scheduler as_json")
+@takes(
+    "DedupOptions", "name key content split per_split message author token dry_run workers executor scheduler as_json"
+)
 def dedup(
     name: DatasetName,
     options: DedupOptions,
