@@ -33,7 +33,7 @@ from catalog.inputs import STDIN, InputOptions, expand, given_paths, reads_folde
 from catalog.inputs.infer import check_options, infer_inputs
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.ops import adopt as adoption
-from catalog.ops import derive, describe, indexing, ingest, maintenance, provision, rewrite, rowchanges
+from catalog.ops import dedup, derive, describe, indexing, ingest, maintenance, provision, rewrite, rowchanges
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
 from catalog.ops.options import AdoptOptions, AppendOptions, WriteOptions
@@ -616,6 +616,7 @@ class Dataset(DatasetHandle):
     export = export_dataset
     delete = rowchanges.delete  # ds.delete("label = 'cat'"): rows gone, a new version
     update = rowchanges.update  # ds.update("id = 7", set={"label": 2})
+    dedup = dedup.dedup  # ds.dedup("id"): the first record of each key kept, a new version
 
     # ---- datasets derived from this one (see derive.py)
     def filter(

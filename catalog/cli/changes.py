@@ -1,6 +1,7 @@
-"""Verbs that change rows: delete and update (catalog/ops/rowchanges.py), each a new version
-of the same dataset in which only the shards holding a match were rewritten; and verbs that
-derive new datasets: filter, map, refresh and lineage (catalog/ops/derive.py)."""
+"""Verbs that change rows: delete and update (catalog/ops/rowchanges.py) and dedup
+(catalog/ops/dedup.py), each a new version of the same dataset in which only the shards
+holding a match were rewritten; and verbs that derive new datasets: filter, map, refresh and
+lineage (catalog/ops/derive.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from catalog.cli.output import Output, counted
 if TYPE_CHECKING:
     from catalog.ops.derive import DeriveReport
     from catalog.ops.options import (
+        DedupOptions,
         DeleteOptions,
         FilterOptions,
         MapOptions,
@@ -43,8 +45,17 @@ Where = Annotated[
         "AND, OR, NOT, parentheses; 'quoted' text.",
     ),
 ]
-
-
+Key = Annotated[
+    str | None,
+    typer.Option(
+        "--key",
+        metavar="FEATURE[,FEATURE...]",
+        help="The features whose values make a row's identity (absent equals absent; NaN equals NaN).",
+    ),
+]
+Content = Annotated[
+    bool, typer.Option("--content", help="Whole-record identity: the serialized record's bytes, instead of --key.")
+]
 Sets = Annotated[
     list[str],
     typer.Option("--set", metavar="FEATURE=VALUE", help="A feature and its new value (repeat for more)."),
@@ -95,6 +106,44 @@ def update(
     with running(jobs, f"update {name}", ds.info().records, needed=not dry_run) as run:
         report = ds.update(where, values, dry_run=dry_run, **run, **asdict(options))
     return Output(text=_text(report), json=report.to_json)
+
+
+@verb
+@takes(
+    "DedupOptions",
+    "name key content split per_split message author token dry_run workers executor scheduler as_json",
+    jobs=True,
+)
+def dedup(
+    name: DatasetName,
+    options: DedupOptions,
+    jobs: Jobs,
+    key: Key = None,
+    content: Content = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say how many duplicate rows in how many shards would go; write nothing.")
+    ] = False,
+    as_json: AsJson = False,
+) -> Output:
+    """Remove duplicate rows: the first row of each --key (or --content) in dataset order is kept; a new version in
+    which only the shards holding a duplicate are rewritten. Equality is by a 128-bit hash of the key."""
+    ds = open_catalog().dataset(name)
+    with running(jobs, f"dedup {name}", ds.info().records) as run:
+        report = ds.dedup(key, content=content, dry_run=dry_run, **run, **asdict(options))
+    return Output(text=_deduped(report), json=report.to_json)
+
+
+def _deduped(report: RowChangeReport) -> Iterator[str]:
+    name, rows = report.dataset, counted(report.rows, "duplicate row")
+    where = f"{report.shards} of {counted(report.shards_read, 'shard')}"
+    if report.duplicate:
+        yield f"{name}: already committed (token seen before) as version {report.version}"
+    elif not report.rows:
+        yield f"{name}: no duplicate rows ({report.where}): nothing committed"
+    elif report.dry_run:
+        yield f"{name}: would remove {rows} in {where} (version {report.read_version}); nothing written"
+    else:
+        yield f"{name}: removed {rows} in {where}: version {report.version} ({counted(report.records_after, 'record')})"
 
 
 def _text(report: RowChangeReport) -> Iterator[str]:

@@ -42,6 +42,7 @@ for name, fn in [
     ("export", rewrites.export),
     ("delete", changes.delete),
     ("update", changes.update),
+    ("dedup", changes.dedup),
     ("filter", changes.filter),
     ("map", changes.map),
     ("lineage", changes.lineage),

@@ -31,6 +31,7 @@ class Kind(str, Enum):
     UPDATE = "update"  # features of the rows a predicate matched set anew
     ERASE = "erase"  # rows a predicate matched removed from every version that held them
     DERIVE = "derive"  # a dataset's rows made from another's (filter, map): new records, as an append's
+    DEDUP = "dedup"  # every record but the first of each key (or content) removed
 
     @property
     def adds_records(self) -> bool:
@@ -60,7 +61,7 @@ class Kind(str, Enum):
 
 
 APPEND, MIGRATE, COMPACT, RESTORE = Kind.APPEND, Kind.MIGRATE, Kind.COMPACT, Kind.RESTORE
-DELETE, UPDATE, ERASE, DERIVE = Kind.DELETE, Kind.UPDATE, Kind.ERASE, Kind.DERIVE
+DELETE, UPDATE, ERASE, DERIVE, DEDUP = Kind.DELETE, Kind.UPDATE, Kind.ERASE, Kind.DERIVE, Kind.DEDUP
 
 
 @dataclass(frozen=True)

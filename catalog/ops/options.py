@@ -236,3 +236,16 @@ class MapOptions(DeriveOptions):
 @dataclass(frozen=True)
 class RefreshOptions(CommitOptions):
     """``refresh``'s: a commit's options."""
+
+
+@dataclass(frozen=True)
+class DedupOptions(RowChangeOptions):
+    """``dedup``'s: the ``split`` whose rows it looks at (None: every split), and ``per_split``:
+    a row duplicates only rows of its own split (default: the first of a key across splits)."""
+
+    split: str | None = option(
+        None, "--split", metavar="SPLIT", help="Dedup this split's rows only (default: every split)."
+    )
+    per_split: bool = option(
+        False, "--per-split", help="Keep the first row of each key in each split (default: the first across splits)."
+    )

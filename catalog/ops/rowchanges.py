@@ -25,6 +25,7 @@ from sqlalchemy import select
 
 from catalog import manifest as mf
 from catalog.commit.changes import (
+    DEDUP,
     DELETE,
     ERASE,
     UPDATE,
@@ -62,6 +63,7 @@ from catalog.words import counted
 
 ROUNDS = 5  # fresh starts after shards were retired under the change, before giving up
 Where = str | Callable[..., Any]
+MaskOf = Callable[[int, int, list[bytes]], np.ndarray]  # (batch number, its first record, records) -> drop mask
 
 
 def describe_where(where: Where) -> str:
@@ -78,7 +80,7 @@ class RowProgram:
     worker processes)."""
 
     schema: dict[str, Any]  # the dataset's schema (JSON) at the snapshot
-    where: Where
+    where: Where | None  # None: the records to drop are the job's ``drop`` (a scan found them)
     batched: bool = False  # ``where`` is a function of a batch of columns: one bool per row
     sets: tuple[tuple[str, Any], ...] = ()  # an update's (feature, value or function of the row)
 
@@ -100,6 +102,20 @@ class RowJob:
     checksum: str
     fingerprint: str | None
     adopted: bool
+    drop: str | None = None  # a file of the positions (uint32) of the records to drop: see Drops
+
+
+@dataclass(frozen=True)
+class Drops:
+    """A shard's records to drop, found by a scan before any rewrite (dedup's duplicates): a
+    file of their positions within the shard, as uint32 in any order; the file (not the
+    positions) goes to the worker, so a job stays small whatever the count."""
+
+    count: int
+    path: str
+
+
+DropScan = Callable[[DatasetHandle, Snapshot, list[LiveShard], Executor | None, Progress | None], list[Drops | None]]
 
 
 @dataclass(frozen=True)
@@ -122,13 +138,15 @@ class _Compiled:
         fn = self.program.where
         if self.predicate is not None:
             return self.predicate.mask(self.schema.decode_batch(records))
+        if not callable(fn):  # a scan's drops: change_shard reads them, never a mask
+            raise TypeError("no where to test")
         if self.program.batched:
-            mask = np.asarray(fn(self.schema.decode_batch(records)))  # type: ignore[operator]
+            mask = np.asarray(fn(self.schema.decode_batch(records)))
             if mask.shape != (len(records),) or mask.dtype != bool:
                 got = f"{mask.dtype} of shape {mask.shape}"
                 raise UsageError(f"where(batch) must return one bool per row ({len(records)}), got {got}")
             return mask
-        return np.fromiter((bool(fn(self.schema.decode(r))) for r in records), dtype=bool, count=len(records))  # type: ignore[operator]
+        return np.fromiter((bool(fn(self.schema.decode(r))) for r in records), dtype=bool, count=len(records))
 
     def updated(self, record: bytes) -> bytes:
         row = self.schema.decode(record)
@@ -169,19 +187,31 @@ def change_shard(job: RowJob) -> RowOutcome:
     except CatalogError as e:
         raise RowChangeError(str(e)) from None
     check_named(job.source, job.checksum, job.fingerprint, job.adopted)
+    if job.drop is not None:  # the positions are known: one read, the rewrite's
+        drop = np.zeros(job.records, dtype=bool)
+        drop[np.fromfile(job.drop, dtype="<u4").astype(np.int64)] = True
+        matched = int(drop.sum())
+        mask_of: MaskOf = lambda _i, first, batch: drop[first : first + len(batch)]  # noqa: E731
+    else:
+        masks = _masks(job, compiled)
+        matched = int(sum(int(m.sum()) for m in masks))
+        mask_of = lambda i, _first, _batch: masks[i]  # noqa: E731
+    if matched == 0 or job.dry_run:
+        return RowOutcome(matched, None)
+    return RowOutcome(matched, _rewrite(job, compiled, mask_of))
+
+
+def _masks(job: RowJob, compiled: _Compiled) -> list[np.ndarray]:
     masks = []
     for first, batch in _batches(job):
         try:
             masks.append(compiled.mask(batch))
         except Exception as e:
             raise _failed(job, first, e, "where") from None
-    matched = int(sum(int(m.sum()) for m in masks))
-    if matched == 0 or job.dry_run:
-        return RowOutcome(matched, None)
-    return RowOutcome(matched, _rewrite(job, compiled, masks))
+    return masks
 
 
-def _rewrite(job: RowJob, compiled: _Compiled, masks: list[np.ndarray]) -> ShardFile | None:
+def _rewrite(job: RowJob, compiled: _Compiled, mask_of: MaskOf) -> ShardFile | None:
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     schema = compiled.schema if job.statistics else None
     sink = ShardSink(
@@ -189,8 +219,8 @@ def _rewrite(job: RowJob, compiled: _Compiled, masks: list[np.ndarray]) -> Shard
     )
     updating = bool(job.program.sets)
     try:
-        for (first, batch), mask in zip(_batches(job), masks, strict=True):
-            _write_batch(sink, compiled, job, first, batch, mask, updating)
+        for i, (first, batch) in enumerate(_batches(job)):
+            _write_batch(sink, compiled, job, first, batch, mask_of(i, first, batch), updating)
     except BaseException:
         sink.abort()
         raise
@@ -239,6 +269,8 @@ class RowChangeReport:
     purge: bool = False  # an erasure: the rows gone from every version that held them
     erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
     files_removed: int = 0  # an erasure's old files deleted
+    key: list[str] = field(default_factory=list)  # a dedup's key features (none: --content)
+    per_split: bool = False  # a dedup's: duplicates within a split only
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("dataset", "operation", "where", "dry_run", "read_version", "version")}
@@ -247,6 +279,8 @@ class RowChangeReport:
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
         if self.purge:
             out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
+        if self.operation == "dedup":
+            out |= {"key": self.key or None, "content": not self.key, "per_split": self.per_split}
         return out | ({"set": self.sets} if self.operation == "update" else {})
 
 
@@ -274,6 +308,7 @@ class RowChange:
     options: CommitOptions = field(default_factory=CommitOptions)
     purge: bool = False  # a delete that erases: see erase()
     rewrite_adopted: bool = False  # an erasure may stop reading files the catalog does not own
+    scan: DropScan | None = None  # finds the records to drop before any rewrite (``where`` then only names it)
 
 
 def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -392,11 +427,15 @@ def _attempt(
 ) -> RowChangeReport:
     """One pass: every shard's matches, the rewrites of those with any, one commit."""
     report = _report(ds, change, snap, shards)
+    drops = change.scan(ds, snap, shards, ex, progress) if change.scan is not None else None
+    if drops is not None:
+        progress = None  # the scan read every record: the rewrites' records are not counted again
     if change.dry_run:  # no intent, no file: a dry run writes nothing, not even to the manifest
-        _tally(report, change, list(zip(shards, _run(ds, change, snap, shards, None, ex, progress), strict=True)))
+        outcomes = _run(ds, change, snap, shards, None, ex, progress, drops)
+        _tally(report, change, list(zip(shards, outcomes, strict=True)))
         return report
     with Intent.of(ds) as intent:
-        outcomes = _run(ds, change, snap, shards, intent, ex, progress)
+        outcomes = _run(ds, change, snap, shards, intent, ex, progress, drops)
         hit = [(s, o) for s, o in zip(shards, outcomes, strict=True) if o.matched]
         _tally(report, change, hit)
         if not hit:
@@ -423,27 +462,38 @@ def _run(
     intent: Intent | None,
     ex: Executor | None,
     progress: Progress | None,
+    drops: list[Drops | None] | None = None,
 ) -> list[RowOutcome]:
-    program = RowProgram(snap.schema.to_json(), change.where, change.batched, change.sets)
+    """Each shard's outcome; with ``drops`` (a scan's), jobs only for the shards holding some."""
+    where = change.where if drops is None else None
+    program = RowProgram(snap.schema.to_json(), where, change.batched, change.sets)
     root, on = ds.catalog.store.root, ds.catalog.statistics
 
-    def job(i: int, s: LiveShard) -> RowJob:
+    def job(i: int, s: LiveShard, drop: str | None = None) -> RowJob:
         prefix = intent.prefix(i) if intent is not None else ""
         return RowJob(
             program, s.path, s.records, s.bytes, s.compression, root, ds.name, prefix, on, change.dry_run,
-            s.checksum, s.fingerprint, s.location is not None,
+            s.checksum, s.fingerprint, s.location is not None, drop,
         )  # fmt: skip
 
-    jobs = [job(i, s) for i, s in enumerate(shards)]
     done = (lambda job, _r: progress(job.records)) if progress else None
-    return run_jobs(change_shard, jobs, ex, intent, done)
+    if drops is None:
+        return run_jobs(change_shard, [job(i, s) for i, s in enumerate(shards)], ex, intent, done)
+    out = [RowOutcome(d.count if d is not None else 0, None) for d in drops]
+    todo = [(i, d) for i, d in enumerate(drops) if d is not None]
+    if change.dry_run or not todo:
+        return out
+    jobs = [job(i, shards[i], d.path) for i, d in todo]
+    for (i, _d), outcome in zip(todo, run_jobs(change_shard, jobs, ex, intent, done), strict=True):
+        out[i] = outcome
+    return out
 
 
 def _tally(report: RowChangeReport, change: RowChange, hit: list[tuple[LiveShard, RowOutcome]]) -> None:
     hit = [(s, o) for s, o in hit if o.matched]
     report.rows = sum(o.matched for _, o in hit)
     report.shards = len(hit)
-    if change.kind is DELETE:
+    if change.kind in (DELETE, DEDUP):
         report.records_after = report.records_before - report.rows
 
 
@@ -456,6 +506,8 @@ def _change(
     rows = counted(report.rows, "row")
     verb = "deleted" if change.kind is DELETE else f"set {', '.join(report.sets)} in"
     message = opts.message or f"{change.kind.value} where {report.where}: {verb} {rows}"
+    if change.kind is DEDUP:
+        message = opts.message or f"dedup by {report.where}: removed {counted(report.rows, 'duplicate row')}"
     author = opts.author or default_author()
     retired = RetireShards(frozenset(s.id for s, _ in hit))
     made = Change(change.kind, snap.version, snap.schema_version, message, author, intent, (adding(added), retired), ())

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         partial_path,
         publish_new,
         publish_written,
+        spill_dir,
     )
     from catalog.storage.remote import FsspecStore
     from catalog.storage.sink import UNLIMITED, ShardSink, clear_attempt
@@ -121,6 +122,7 @@ _HOMES = {
     "publish_new": "catalog.storage.partial",
     "publish_written": "catalog.storage.partial",
     "shard_batches": "catalog.storage.files",
+    "spill_dir": "catalog.storage.partial",
     "shard_missing": "catalog.storage.files",
     "size_mismatch": "catalog.storage.files",
     "shard_name": "catalog.storage.names",
@@ -176,6 +178,7 @@ __all__ = [
     "publish_new",
     "publish_written",
     "shard_batches",
+    "spill_dir",
     "shard_missing",
     "size_mismatch",
     "shard_name",

@@ -6,6 +6,10 @@ and a finished one takes a name that must still be free: a file someone created 
 meanwhile is never replaced. With ``--force`` (``force=True``) a finished one replaces the
 file there in one rename: until then that file is untouched, so a failed, interrupted or
 killed write leaves it as it was.
+
+A spill directory (:func:`spill_dir`: work files too large for memory, dedup's hash
+partitions) is named the same way and removed when its block ends, or, after a SIGKILL, by
+the next one made beside it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from catalog.errors import StorageError
@@ -42,10 +49,31 @@ def _process_start(pid: int) -> int | None:
     return int(text.rpartition(")")[2].split()[19])  # field 22; the name in (...) may hold spaces
 
 
+def _own_prefix() -> str:
+    pid = os.getpid()
+    return f"{PARTIAL_PREFIX}{_machine_tag()}-{pid}-{_process_start(pid) or 0}-"
+
+
 def partial_path(target: Path) -> Path:
     """Where to write ``target`` before publishing it (see PARTIAL_PREFIX)."""
-    pid = os.getpid()
-    return target.with_name(f"{PARTIAL_PREFIX}{_machine_tag()}-{pid}-{_process_start(pid) or 0}-{target.name}.tmp")
+    return target.with_name(f"{_own_prefix()}{target.name}.tmp")
+
+
+@contextlib.contextmanager
+def spill_dir(parent: Path, what: str) -> Iterator[Path]:
+    """A new directory of this process's own in ``parent`` (made if need be) for work files
+    too large for memory, removed with its files when the block ends; those left by processes
+    of this machine that are gone are removed first."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        clear_dead_partials(parent)
+        path = Path(tempfile.mkdtemp(prefix=f"{_own_prefix()}{what}-", dir=parent))
+    except OSError as e:
+        raise StorageError(f"{parent}: cannot make a spill directory: {e.strerror or e}") from e
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def clear_dead_partials(directory: Path) -> None:
@@ -55,6 +83,9 @@ def clear_dead_partials(directory: Path) -> None:
         for entry in entries:
             m = _PARTIAL_RE.fullmatch(entry.name)
             if m and m[1] == tag and _process_start(int(m[2])) != int(m[3]):
+                if entry.is_dir(follow_symlinks=False):  # a spill directory
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
 

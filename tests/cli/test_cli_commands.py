@@ -14,7 +14,7 @@ runner = CliRunner()
 VERBS = [
     "inspect", "demo", "init", "register", "list", "show", "append", "adopt", "drop", "backup",
     "copy-manifest", "upgrade", "cat", "stats", "serve", "verify", "history", "tag", "tags", "gc",
-    "index", "migrate", "restore", "compact", "export", "delete", "update", "filter", "map", "lineage",
+    "index", "migrate", "restore", "compact", "export", "delete", "update", "dedup", "filter", "map", "lineage",
     "refresh", "migrations",
 ]  # fmt: skip
 

@@ -37,6 +37,7 @@ VERBS = {
     "filter": (opts.FilterOptions, set()),
     "map": (opts.MapOptions, set()),
     "refresh": (opts.RefreshOptions, {"token"}),
+    "dedup": (opts.DedupOptions, set()),
 }
 # Each API method of a verb: its options type, and the fields it does not take (it sets them).
 METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
@@ -55,6 +56,7 @@ METHODS: list[tuple[Callable[..., Any], type[opts.CommitOptions], set[str]]] = [
     (Dataset.filter, opts.FilterOptions, set()),
     (Dataset.map, opts.MapOptions, set()),
     (Dataset.refresh, opts.RefreshOptions, {"token"}),  # a refresh is asked again, not retried
+    (Dataset.dedup, opts.DedupOptions, set()),
 ]
 
 

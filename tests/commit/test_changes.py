@@ -31,7 +31,9 @@ SCHEMA = Schema.from_json({"features": {"x": {"dtype": "int64"}}})
 
 
 def test_kinds_are_the_text_history_stores() -> None:
-    assert [k.value for k in Kind] == ["append", "migrate", "compact", "restore", "delete", "update", "erase", "derive"]
+    assert [k.value for k in Kind] == [
+        "append", "migrate", "compact", "restore", "delete", "update", "erase", "derive", "dedup",
+    ]  # fmt: skip
     assert APPEND == "append" and MIGRATE == "migrate"  # what fault hooks and history compare
     assert [k.adds_records for k in (APPEND, MIGRATE, COMPACT, RESTORE)] == [True, False, False, False]
 

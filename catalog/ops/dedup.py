@@ -1,0 +1,302 @@
+"""dedup: a new version of a dataset in which every record but the first of each key is gone.
+
+A record's identity is its key features' values (``key``), or with ``content`` the record's
+serialized bytes. The first occurrence in dataset order (the order ``ds.read()`` gives: shards
+in read order, records in file order) is kept, across shards and splits, or within each split
+(``per_split``). Only the shards holding a duplicate are rewritten, by the row changes'
+machinery (catalog/ops/rowchanges.py: the rewrite jobs, the one commit, the fresh start when
+shards were replaced meanwhile, tokens, dry runs); this module finds the duplicates.
+
+Equality is by a 128-bit hash (BLAKE2b, 16-byte digest) of the key's canonical bytes: two
+different keys are taken for equal with probability about n^2 / 2^129 for n records
+(1e-20 for a billion), far below the chance of a disk error; keys are not compared
+themselves. The canonical bytes of a feature's value (prefix-free, so a key of several
+features is one string): absent (an optional feature without a value) is a value of its own
+(two rows both lacking it are equal); numbers as their schema's type (int64, float32), their
+shape included, floats by value: every NaN equals every NaN and -0.0 equals 0.0 (as pandas'
+``drop_duplicates``); text and bytes as their bytes; lists element by element. With
+``content`` the record's bytes are hashed as they are (two records with the same values
+written in another field order differ).
+
+Bounded memory whatever the dataset's size, an external hash partitioning:
+  1. one job per shard on the executor reads it and writes its records' (hash, shard,
+     position) entries, 24 bytes each, into one file in the catalog's spill directory
+     (``<catalog>/.spill``, removed at the end), ordered by partition (hash mod P, P chosen
+     so that a partition holds about PARTITION_ENTRIES entries: 8M, 192 MB);
+  2. the partitions one at a time: each shard file's part read, sorted by (hash, shard,
+     position), every entry but the first of its hash marked; each shard's positions to drop
+     appended to a file of its own, which its rewrite job reads.
+Memory is bounded by one shard's entries (phase 1, per worker) and one partition (phase 2).
+The workers write to the spill directory: on a Dask cluster it must be shared with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from catalog.commit.changes import DEDUP
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
+from catalog.commit.values import Progress
+from catalog.errors import CatalogError, FeatureNotFoundError, RowChangeError, UsageError
+from catalog.executors import run_jobs
+from catalog.ops.options import CommitOptions
+from catalog.ops.rowchanges import Drops, RowChange, RowChangeReport, run_row_change
+from catalog.schema import Schema
+from catalog.schema.features import Feature
+from catalog.storage import shard_batches, spill_dir
+from catalog.storage.content import check_named
+from catalog.words import counted
+
+PARTITION_ENTRIES = 8_000_000  # entries of one phase-2 partition, at most about (24 bytes each)
+SPILL = ".spill"  # in the catalog's directory
+ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("shard", "<u4"), ("index", "<u4")])
+_NUMPY: dict[str, np.dtype[Any]] = {"int64": np.dtype("<i8"), "float32": np.dtype("<f4")}
+_MAX_RECORDS = 1 << 32  # a position is a uint32
+
+
+@dataclass(frozen=True)
+class HashJob:
+    """One shard's phase 1: its records' entries into ``out``, ordered by partition."""
+
+    schema: dict[str, Any]
+    key: tuple[str, ...]  # () : the record's bytes
+    prefix: bytes  # hashed before each key: the split's name with per_split, else nothing
+    source: str
+    records: int
+    size: int
+    checksum: str
+    fingerprint: str | None
+    adopted: bool
+    ordinal: int  # the shard's place in dataset order
+    partitions: int
+    out: str
+
+
+def hash_shard(job: HashJob) -> list[int]:
+    """Module-level (picklable) worker: writes the shard's entries; the count per partition."""
+    try:
+        schema = Schema.from_json(job.schema)
+    except CatalogError as e:
+        raise RowChangeError(str(e)) from None
+    check_named(job.source, job.checksum, job.fingerprint, job.adopted)
+    digests = bytearray()
+    at = 0
+    for batch in shard_batches(job.source, job.size):
+        try:
+            digests += _digests(schema, job.key, job.prefix, batch)
+        except CatalogError as e:
+            raise RowChangeError(f"{job.source}: records from {at}: {e}") from None
+        at += len(batch)
+    if at != job.records:
+        read = counted(at, "record")
+        raise RowChangeError(f"{job.source}: {read} read, {job.records} registered; run `catalog verify`")
+    hashes = np.frombuffer(bytes(digests), dtype="<u8").reshape(-1, 2)
+    entries = np.empty(at, dtype=ENTRY)
+    entries["h1"], entries["h2"] = hashes[:, 0], hashes[:, 1]
+    entries["shard"], entries["index"] = job.ordinal, np.arange(at, dtype=np.uint32)
+    part = entries["h1"] % np.uint64(job.partitions)
+    entries[np.argsort(part, kind="stable")].tofile(job.out)
+    return [int(n) for n in np.bincount(part.astype(np.int64), minlength=job.partitions)]
+
+
+def _digests(schema: Schema, key: tuple[str, ...], prefix: bytes, records: list[bytes]) -> bytes:
+    """The 16-byte digests of ``records``' keys, one after the other."""
+    if key:
+        columns = schema.decode_batch(records)
+        features = schema.all_features
+        per = [column_keys(columns[name], features[name]) for name in key]
+        keys: Sequence[bytes] = per[0] if len(per) == 1 else [b"".join(parts) for parts in zip(*per, strict=True)]
+    else:
+        keys = records
+    blake = hashlib.blake2b
+    return b"".join([blake(prefix + k, digest_size=16).digest() for k in keys])
+
+
+def column_keys(column: np.ndarray, feature: Feature) -> list[bytes]:
+    """Each row's canonical bytes of ``feature``'s value (see the module's docstring); a
+    column of numbers (no row absent) at once, else value by value."""
+    dtype = _NUMPY.get(feature.dtype)
+    if dtype is None or column.dtype == object:
+        return [canonical(v, dtype) for v in column]
+    rows = _canonical_floats(np.ascontiguousarray(column, dtype=dtype))
+    head = _array_head(rows.shape[1:])
+    flat = rows.reshape(len(rows), -1)
+    if flat.shape[1] == 0:
+        return [head] * len(rows)
+    return [head + b for b in flat.view(f"V{flat.shape[1] * dtype.itemsize}").ravel().tolist()]
+
+
+def canonical(value: Any, dtype: np.dtype[Any] | None) -> bytes:
+    """One value's canonical bytes: 0 absent, 1 text or bytes, 2 a list, 3 an array of numbers."""
+    if value is None:
+        return b"\x00"
+    if isinstance(value, str):
+        value = value.encode()
+    if isinstance(value, bytes | bytearray):
+        return b"\x01" + struct.pack("<Q", len(value)) + bytes(value)
+    if dtype is not None or (isinstance(value, np.ndarray) and value.dtype != object):
+        try:
+            array = np.asarray(value, dtype=dtype)
+        except ValueError:  # ragged (a sequence feature's steps of different lengths): item by item
+            array = None
+        if array is not None and array.dtype != object:
+            array = _canonical_floats(np.ascontiguousarray(array))
+            return _array_head(array.shape) + array.tobytes()
+    items = list(value)
+    return b"\x02" + struct.pack("<Q", len(items)) + b"".join(canonical(v, dtype) for v in items)
+
+
+def _array_head(shape: tuple[int, ...]) -> bytes:
+    return b"\x03" + struct.pack(f"<B{len(shape)}Q", len(shape), *shape)
+
+
+def _canonical_floats(array: np.ndarray) -> np.ndarray:
+    """Floats by value: -0.0 as 0.0, every NaN as one NaN."""
+    if array.dtype.kind != "f":
+        return array
+    array = array + array.dtype.type(0)  # (-0.0 + 0.0 is 0.0; a new array, the column is not changed)
+    array[np.isnan(array)] = np.nan
+    return array
+
+
+# --------------------------------------------------------------------------- phase 2
+
+
+def non_first(entries: np.ndarray) -> np.ndarray:
+    """The entries of a partition that are not the first of their hash in dataset order."""
+    order = np.lexsort((entries["index"], entries["shard"], entries["h2"], entries["h1"]))
+    ordered = entries[order]
+    same = (ordered["h1"][1:] == ordered["h1"][:-1]) & (ordered["h2"][1:] == ordered["h2"][:-1])
+    return ordered[1:][same]
+
+
+def _partition(outs: list[str], counts: np.ndarray, starts: np.ndarray, p: int) -> np.ndarray:
+    """Partition ``p``'s entries, from each shard's file the part it holds."""
+    parts = [
+        np.fromfile(out, dtype=ENTRY, count=int(counts[s, p]), offset=int(starts[s, p]) * ENTRY.itemsize)
+        for s, out in enumerate(outs)
+        if counts[s, p]
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=ENTRY)
+
+
+def _append_drops(gone: np.ndarray, folder: Path, dropped: np.ndarray) -> None:
+    """Add each shard's positions in ``gone`` to its drop file, and count them."""
+    gone = gone[np.argsort(gone["shard"], kind="stable")]
+    shards, firsts, counts = np.unique(gone["shard"], return_index=True, return_counts=True)
+    for s, a, n in zip(shards.tolist(), firsts.tolist(), counts.tolist(), strict=True):
+        with open(folder / f"drop-{s}.u4", "ab") as f:
+            f.write(gone["index"][a : a + n].astype("<u4").tobytes())
+        dropped[s] += n
+
+
+def find_drops(outs: list[str], counts: np.ndarray, folder: Path) -> list[Drops | None]:
+    """Phase 2: per shard, its records that are not the first of their key (see the module's docstring)."""
+    starts = np.cumsum(counts, axis=1) - counts
+    dropped = np.zeros(len(outs), dtype=np.int64)
+    for p in range(counts.shape[1]):
+        gone = non_first(_partition(outs, counts, starts, p))
+        if len(gone):
+            _append_drops(gone, folder, dropped)
+    return [Drops(int(n), str(folder / f"drop-{s}.u4")) if n else None for s, n in enumerate(dropped.tolist())]
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """dedup's scan (a rowchanges.DropScan): phases 1 and 2 over the shards of a snapshot."""
+
+    key: tuple[str, ...]
+    per_split: bool
+    spill: Path
+
+    def __call__(
+        self,
+        ds: DatasetHandle,
+        snap: Snapshot,
+        shards: list[LiveShard],
+        ex: Executor | None,
+        progress: Progress | None,
+    ) -> list[Drops | None]:
+        folder = Path(_fresh(self.spill))
+        total = sum(s.records for s in shards)
+        partitions = max(1, -(-total // max(1, PARTITION_ENTRIES)))
+        jobs = [self._job(snap, s, i, partitions, folder) for i, s in enumerate(shards)]
+        done = (lambda job, _r: progress(job.records)) if progress else None
+        counts = run_jobs(hash_shard, jobs, ex, None, done)
+        table = np.array(counts, dtype=np.int64).reshape(len(jobs), partitions)
+        return find_drops([job.out for job in jobs], table, folder)
+
+    def _job(self, snap: Snapshot, s: LiveShard, i: int, partitions: int, folder: Path) -> HashJob:
+        if s.records >= _MAX_RECORDS:
+            raise RowChangeError(f"{s.path}: {s.records} records, more than dedup handles in one shard (2^32)")
+        prefix = s.split.encode() + b"\x00" if self.per_split else b""
+        return HashJob(
+            snap.schema.to_json(), self.key, prefix, s.path, s.records, s.bytes, s.checksum, s.fingerprint,
+            s.location is not None, i, partitions, str(folder / f"hashes-{i}.bin"),
+        )  # fmt: skip
+
+
+def _fresh(spill: Path) -> str:
+    """A new folder in ``spill`` for one scan (a fresh start scans again)."""
+    n = sum(1 for _ in spill.iterdir())
+    folder = spill / f"scan-{n}"
+    folder.mkdir()
+    return str(folder)
+
+
+def key_of(schema: Schema, key: str | Sequence[str] | None, content: bool) -> tuple[str, ...]:
+    """The key's feature names, each in the schema (() with ``content``)."""
+    if content:
+        if key:
+            raise UsageError("dedup: give a key (--key FEATURE[,FEATURE...]) or content (--content), not both")
+        return ()
+    names = tuple(n.strip() for n in key.split(",")) if isinstance(key, str) else tuple(key or ())
+    if not names or not all(names):
+        raise UsageError("dedup: give a key (--key FEATURE[,FEATURE...]) or whole-record identity (--content)")
+    known = schema.all_features
+    for name in names:
+        if name not in known:
+            raise FeatureNotFoundError(f"dedup: no feature {name!r} in the schema (it has {', '.join(known)})")
+    return names
+
+
+def dedup(
+    ds: DatasetHandle,
+    key: str | Sequence[str] | None = None,
+    *,
+    content: bool = False,
+    split: str | None = None,
+    per_split: bool = False,
+    dry_run: bool = False,
+    message: str = "",
+    author: str | None = None,
+    token: str | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> RowChangeReport:
+    """A new version without duplicates: of each ``key`` (a feature name, several as a list or
+    "a,b"; or with ``content``, the whole record's bytes) only the first record in dataset
+    order is kept, across splits, or within each with ``per_split``; ``split``: that split's
+    rows only. Only the shards holding a duplicate are rewritten; the rows left keep their
+    order. Equality is by a 128-bit hash of the key (see the module's docstring: absent values
+    equal, NaN equals NaN); memory stays bounded (hash partitions spilled to disk).
+    ``dry_run``: count the duplicates, write nothing to the data area or the manifest; none:
+    no commit (``version`` None). ``token``: a retry of a dedup that committed reports it."""
+    names = key_of(snapshot(ds).schema, key, content)
+    described = f"key {','.join(names)}" if names else "content"
+    options = CommitOptions(token, message, author)
+    with spill_dir(ds.catalog.root / SPILL, "dedup") as spill:
+        scan = _Scan(names, per_split, spill)
+        change = RowChange(DEDUP, described, split=split, dry_run=dry_run, options=options, scan=scan)
+        report = run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+    report.key, report.per_split = list(names), per_split
+    return report
