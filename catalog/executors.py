@@ -25,6 +25,7 @@ from concurrent.futures import (
     CancelledError,
     Executor,
     Future,
+    InvalidStateError,
     ProcessPoolExecutor,
     wait,
 )
@@ -213,7 +214,29 @@ def make_executor(workers: int | None, jobs: int) -> Executor | None:
     # still get their jobs pickled, touch no database and import migration scripts themselves.
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    _quiet_broken_pool_race()
     return ProcessPoolExecutor(n, mp_context=context, initializer=_worker_setup, initargs=(os.getpid(),))
+
+
+def _quiet_broken_pool_race() -> None:
+    """Before Python 3.12, a process pool whose workers exit on a Ctrl-C (see _worker_setup)
+    sets an exception on every job it had, also on the ones run_jobs cancelled meanwhile, and
+    its manager thread dies of that InvalidStateError: a thread traceback printed after the
+    one line the CLI says. Nothing is lost then (the jobs were given up); the thread's death
+    is not reported. Installed once; any other thread's exception goes to the hook before."""
+    before = threading.excepthook
+    if getattr(before, "quiets_pool_race", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if not (isinstance(args.exc_value, InvalidStateError) and type(args.thread).__module__ == PROCESS_MODULE):
+            before(args)
+
+    hook.quiets_pool_race = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
+PROCESS_MODULE = "concurrent.futures.process"  # where the pool's manager thread's class lives
 
 
 def _worker_setup(parent: int) -> None:

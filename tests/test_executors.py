@@ -38,3 +38,24 @@ finally:
 def test_pool_workers_keep_the_sigint_disposition_they_were_started_with(disposition: str, said: str) -> None:
     res = subprocess.run([sys.executable, "-c", CHILD, disposition], capture_output=True, text=True, timeout=120)
     assert (res.returncode, res.stdout.strip()) == (0, said), res.stderr[-2000:]
+
+
+def test_a_pool_broken_by_ctrl_c_prints_no_thread_traceback(monkeypatch) -> None:
+    """Python < 3.12's pool manager thread dies of InvalidStateError when a Ctrl-C breaks the
+    pool after run_jobs cancelled futures: quieted; any other thread's exception still shown."""
+    import threading
+    from concurrent.futures import InvalidStateError
+
+    from catalog import executors
+
+    seen: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args.exc_value))
+    executors._quiet_broken_pool_race()
+    executors._quiet_broken_pool_race()  # installed once
+
+    manager = type("_ExecutorManagerThread", (threading.Thread,), {"__module__": "concurrent.futures.process"})()
+    other = threading.Thread()
+    race, unrelated = InvalidStateError("CANCELLED: <Future>"), ValueError("a bug elsewhere")
+    for exc, thread in ((race, manager), (unrelated, manager), (race, other)):
+        threading.excepthook(threading.ExceptHookArgs((type(exc), exc, None, thread)))
+    assert seen == [unrelated, race]
