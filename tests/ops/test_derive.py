@@ -183,3 +183,33 @@ def test_compressed_sources_and_tensorflow_reads_the_derived_files(tmp_path, tf)
         for raw in tf.data.TFRecordDataset(s.path, compression_type="GZIP"):
             ids.append(tf.train.Example.FromString(raw.numpy()).features.feature["id"].int64_list.value[0])
     assert ids == list(range(12))
+
+
+def _program(schema: dict[str, Any]) -> Any:
+    op = derive.Operation(derive.MAP, fn=with_length)
+    return derive._Program(
+        derive.DeriveJob(op, schema, schema, "src", 0, 0, "none", "", "dst", "p", False, "", None, False)
+    )
+
+
+def test_a_row_map_decodes_a_batch_into_the_rows_decode_makes_one_by_one():
+    schema = {"features": {**SCHEMA["features"], "raw": {"dtype": "bytes", "optional": True}}}
+    schema["features"]["kept"] = {"dtype": "int64", "default": 7}
+    program = _program(schema)
+    rows = [{**r, "raw": None if r["id"] % 3 else b"\x00x"} for r in _rows(0, 12)] + [
+        {"id": 99, "label": 2, "name": "é"}
+    ]
+    records = [program.source.encode(r | ({"kept": 1} if r["id"] == 5 else {})) for r in rows]
+    one_by_one = [program.source.decode(r) for r in records]
+    batched = program.rows(records)
+    assert batched == one_by_one
+    assert [{k: type(v) for k, v in r.items()} for r in batched] == [
+        {k: type(v) for k, v in r.items()} for r in one_by_one
+    ]
+
+
+def test_a_row_map_of_tensors_or_of_a_bad_batch_decodes_record_by_record():
+    program = _program({"features": {"id": {"dtype": "int64"}, "vec": {"dtype": "float32", "shape": [2]}}})
+    assert program.rows([program.source.encode({"id": 1, "vec": [0.5, 1.5]})]) is None
+    program = _program(SCHEMA)
+    assert program.rows([program.source.encode({"id": 1, "label": 0, "name": "a"}), b"not a record"]) is None
