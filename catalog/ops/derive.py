@@ -18,7 +18,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -165,15 +165,29 @@ class _Program:
         values = [c.tolist() if c.dtype != object else list(c) for c in columns.values()]
         return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
-    def outputs(self, records: list[bytes]) -> Iterator[bytes]:
-        """The new dataset's records made from ``records`` (a batch of one source shard)."""
+    def write_batch(self, sink: ShardSink, records: list[bytes]) -> int:
+        """A filter's or a batched map's records made from ``records`` (a batch of one source
+        shard) written to ``sink``; returns how many."""
         if self.test is not None:
             mask = self.test.mask(records)
-            yield from (r for r, keep in zip(records, mask.tolist(), strict=True) if keep)
-            return
+            kept = [r for r, keep in zip(records, mask.tolist(), strict=True) if keep]
+            sink.write_many(kept)
+            return len(kept)
         out = self.op.fn(self.source.decode_batch(records))  # type: ignore[misc]
-        for columns, n in column_batches(out, self.target.features):
-            yield from self.target.encode_columns(columns, n)
+        return sum(self.encode_into(sink, columns, n) for columns, n in column_batches(out, self.target.features))
+
+    def encode_into(self, sink: ShardSink, columns: Mapping[str, Sequence[Any]], n: int) -> int:
+        """``n`` rows given as columns encoded and written: the statistics take the columns (and
+        the encoded entries), not the records decoded again. A default the output lacked counts
+        as present, as in the records decoded (appends count it as filled: ``filled`` is not asked)."""
+        entries: dict[str, Sequence[bytes]] = {}
+        records = self.target.encode_columns(columns, n, None, entries if sink.tallying else None)
+        sink.write_encoded(records, columns, {}, entries, _no_beat)
+        return n
+
+
+def _no_beat() -> None:
+    """The jobs' heartbeat is the executor's (run_jobs), not the sink's."""
 
 
 def _row_of(out: Any) -> Mapping[str, Any]:
@@ -212,9 +226,7 @@ def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
             written += len(batch)
         else:
             try:
-                for record in program.outputs(batch):
-                    sink.write(record)
-                    written += 1
+                written += program.write_batch(sink, batch)
             except Exception as e:
                 raise _failed(job, read, len(batch), e) from None
         read += len(batch)
@@ -224,12 +236,43 @@ def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
 
 
 def _write_rows(job: DeriveJob, program: _Program, sink: ShardSink, batch: list[bytes], read: int) -> None:
-    """A row map of one batch (its first record the shard's ``read``-th): errors name the record."""
+    """A row map of one batch (its first record the shard's ``read``-th): errors name the record,
+    the first that fails (its function raising, or its output not encoding), as record by record."""
     rows = program.rows(batch)
-    fn, encode, write = program.op.fn, program.target.encode, sink.write
-    for i, record in enumerate(batch):
+    if rows is None:
+        for i, record in enumerate(batch):
+            try:
+                sink.write(program.one(record))
+            except Exception as e:
+                raise _failed(job, read + i, 1, e) from None
+        return
+    outputs: list[Any] = []
+    failure: Exception | None = None
+    try:
+        for row in rows:
+            outputs.append(program.op.fn(row))  # type: ignore[misc]
+    except Exception as e:
+        failure = e  # after the outputs before it: one of them may fail first
+    _write_outputs(job, program, sink, outputs, read)
+    if failure is not None:
+        raise _failed(job, read + len(outputs), 1, failure) from None
+
+
+def _write_outputs(job: DeriveJob, program: _Program, sink: ShardSink, outputs: list[Any], read: int) -> None:
+    """A row map's outputs encoded a feature at a time (encode_columns) when they are dicts of
+    the target's features; else, or when one does not encode, row by row, for the error."""
+    features = program.target.features
+    if all(type(o) is dict and o.keys() <= features.keys() for o in outputs):
+        columns = {name: [o.get(name) for o in outputs] for name in features}
         try:
-            write(program.one(record) if rows is None else encode(_row_of(fn(rows[i]))))  # type: ignore[misc]
+            program.encode_into(sink, columns, len(outputs))
+            return
+        except ValidationError:
+            pass  # nothing written: encode_columns raised before write_encoded
+    encode, write = program.target.encode, sink.write
+    for i, out in enumerate(outputs):
+        try:
+            write(encode(_row_of(out)))
         except Exception as e:
             raise _failed(job, read + i, 1, e) from None
 
