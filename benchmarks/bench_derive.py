@@ -21,8 +21,11 @@ side in interleaved rounds whose order rotates:
   every round, so it computes and writes its result (a filter's: the indices of the kept rows,
   which is how ``datasets`` materializes one; a map's: the new table) every time.
 
-Each comparison's peer is Hugging Face's faster way (row by row or batched) at the same
-process count. Only the RATIOS are meaningful. Progress goes to stderr, the report to stdout.
+A filter is set against Hugging Face's filter by a function of a row and batched (its fast
+path), and, for information, batched then ``flatten_indices`` (the kept rows copied, as the
+catalog writes them); a map against the same kind of map (row or batched); each at the same
+process count; and the catalog with 2 workers against itself with 1. Only the RATIOS are
+meaningful. Progress goes to stderr, the report to stdout; see benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -202,8 +205,15 @@ def hf_options(num_proc: int, cache: str) -> dict[str, Any]:
     return {"num_proc": None if num_proc == 1 else num_proc, "load_from_cache_file": False, "cache_file_name": cache}
 
 
-def hf_filter(num_proc: int, batched: bool) -> Callable[[Any, str], Any]:
+def hf_filter(num_proc: int, batched: bool, flat: bool = False) -> Callable[[Any, str], Any]:
+    """``Dataset.filter`` (its result: the kept rows' indices over the source's table); with
+    ``flat``, then ``flatten_indices``: the kept rows copied into a table of their own, as the
+    catalog's filter writes them (an information row: not what a user of ``datasets`` must do)."""
+
     def call(ds: Any, cache: str) -> Any:
+        if flat:
+            out = hf_filter(num_proc, batched)(ds, cache)
+            return out.flatten_indices(cache_file_name=cache + ".flat", num_proc=None if num_proc == 1 else num_proc)
         if batched:
             return ds.filter(
                 hf_keep_batch, batched=True, input_columns=["label", "score"], **hf_options(num_proc, cache)
@@ -293,12 +303,15 @@ def bench_filter(b: Bench) -> list[h.Versus]:
     for p in (1, 2):
         contenders[f"hf{p}"] = b.peer(hf_filter(p, False), theirs)
         contenders[f"hf{p}-batched"] = b.peer(hf_filter(p, True), theirs)
+        contenders[f"hf{p}-flat"] = b.peer(hf_filter(p, True, flat=True), theirs)
     t = b.cfg.race(contenders)
     rows = []
     for w in (1, 2):
         what = f"filter `{PREDICATE}`, workers={w} vs `Dataset.filter`, num_proc={w}"
         rows.append(b.row(f"filter-{w}", f"{what}, a function of a row", t[f"cat{w}"], t[f"hf{w}"]))
         rows.append(b.row(f"filter-{w}-batched", f"{what}, batched", t[f"cat{w}"], t[f"hf{w}-batched"]))
+        flat = f"(info) {what}, batched, then `flatten_indices` (the kept rows copied)"
+        rows.append(b.row(f"filter-{w}-flat", flat, t[f"cat{w}"], t[f"hf{w}-flat"], None))
     rows.append(b.row("filter-2v1", "filter, workers=2 vs workers=1", t["cat2"], t["cat1"], 1.0))
     return rows
 
@@ -337,6 +350,7 @@ def profiles(b: Bench) -> dict[str, Callable[[], str]]:
     out = {}
     for w in (1, 2):
         out[f"filter-{w}"] = out[f"filter-{w}-batched"] = out["filter-2v1"] = profiler(b, catalog_filter(1))
+        out[f"filter-{w}-flat"] = out["filter-1"]
         out[f"map-{w}"] = out["map-2v1"] = profiler(b, catalog_map(1, False))
         out[f"map-batched-{w}"] = out["map-batched-2v1"] = profiler(b, catalog_map(1, True))
     return out
