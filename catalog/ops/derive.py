@@ -139,7 +139,7 @@ class _Program:
         self.target = Schema.from_json(job.target_schema) if job.op.kind == MAP else self.source
         filtering = job.op.kind == FILTER
         self.test = _Compiled(RowProgram(job.source_schema, job.op.where or "", job.op.batched)) if filtering else None
-        self.scalar = all(f.is_scalar for f in self.source.features.values())
+        self.scalar = not self.source.sequence and all(f.is_scalar for f in self.source.features.values())
 
     @property
     def by_row(self) -> bool:

@@ -233,6 +233,9 @@ def test_a_row_map_of_tensors_or_of_a_bad_batch_decodes_record_by_record():
     assert program.rows([program.source.encode({"id": 1, "vec": [0.5, 1.5]})]) is None
     program = _program(SCHEMA)
     assert program.rows([program.source.encode({"id": 1, "label": 0, "name": "a"}), b"not a record"]) is None
+    steps = {"features": {"id": {"dtype": "int64"}}, "sequence_features": {"tok": {"dtype": "int64"}}}
+    program = _program(steps)
+    assert program.rows([program.source.encode({"id": 1, "tok": [[1], [2]]})]) is None
 
 
 def test_a_maps_statistics_are_those_of_its_records_decoded(tmp_path):
