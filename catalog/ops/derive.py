@@ -159,7 +159,7 @@ class _Program:
             return None
         try:
             columns = self.source.decode_batch(records)
-        except CatalogError:
+        except Exception:  # (a record that is no Example, say)
             return None
         names = list(columns)
         values = [c.tolist() if c.dtype != object else list(c) for c in columns.values()]
@@ -174,16 +174,22 @@ class _Program:
             sink.write_many(kept)
             return len(kept)
         out = self.op.fn(self.source.decode_batch(records))  # type: ignore[misc]
-        return sum(self.encode_into(sink, columns, n) for columns, n in column_batches(out, self.target.features))
+        written = 0
+        for columns, n in column_batches(out, self.target.features):
+            records, entries = self.encoded(columns, n, sink.tallying)
+            sink.write_encoded(records, columns, {}, entries, _no_beat)
+            written += n
+        return written
 
-    def encode_into(self, sink: ShardSink, columns: Mapping[str, Sequence[Any]], n: int) -> int:
-        """``n`` rows given as columns encoded and written: the statistics take the columns (and
-        the encoded entries), not the records decoded again. A default the output lacked counts
-        as present, as in the records decoded (appends count it as filled: ``filled`` is not asked)."""
+    def encoded(
+        self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
+    ) -> tuple[list[bytes], dict[str, Sequence[bytes]]]:
+        """The records of ``n`` rows given as columns, and (``tallying``) each feature's entries,
+        which ``ShardSink.write_encoded`` gives the statistics instead of the records decoded
+        again. A default an output lacked counts as present there, as in a record decoded
+        (appends count it as filled: ``filled`` is not asked)."""
         entries: dict[str, Sequence[bytes]] = {}
-        records = self.target.encode_columns(columns, n, None, entries if sink.tallying else None)
-        sink.write_encoded(records, columns, {}, entries, _no_beat)
-        return n
+        return self.target.encode_columns(columns, n, None, entries if tallying else None), entries
 
 
 def _no_beat() -> None:
@@ -262,13 +268,18 @@ def _write_outputs(job: DeriveJob, program: _Program, sink: ShardSink, outputs: 
     """A row map's outputs encoded a feature at a time (encode_columns) when they are dicts of
     the target's features; else, or when one does not encode, row by row, for the error."""
     features = program.target.features
-    if all(type(o) is dict and o.keys() <= features.keys() for o in outputs):
+    if outputs and all(type(o) is dict and o.keys() <= features.keys() for o in outputs):
         columns = {name: [o.get(name) for o in outputs] for name in features}
         try:
-            program.encode_into(sink, columns, len(outputs))
+            records, entries = program.encoded(columns, len(outputs), sink.tallying)
+        except Exception:
+            records = None  # one does not encode: row by row, for its error
+        if records is not None:
+            try:
+                sink.write_encoded(records, columns, {}, entries, _no_beat)
+            except Exception as e:
+                raise _failed(job, read, len(outputs), e) from None
             return
-        except ValidationError:
-            pass  # nothing written: encode_columns raised before write_encoded
     encode, write = program.target.encode, sink.write
     for i, out in enumerate(outputs):
         try:
