@@ -18,7 +18,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -139,6 +139,7 @@ class _Program:
         self.target = Schema.from_json(job.target_schema) if job.op.kind == MAP else self.source
         filtering = job.op.kind == FILTER
         self.test = _Compiled(RowProgram(job.source_schema, job.op.where or "", job.op.batched)) if filtering else None
+        self.scalar = not self.source.sequence and all(f.is_scalar for f in self.source.features.values())
 
     @property
     def by_row(self) -> bool:
@@ -149,15 +150,50 @@ class _Program:
         """A row map's output record of one source record."""
         return self.target.encode(_row_of(self.op.fn(self.source.decode(record))))  # type: ignore[misc]
 
-    def outputs(self, records: list[bytes]) -> Iterator[bytes]:
-        """The new dataset's records made from ``records`` (a batch of one source shard)."""
+    def rows(self, records: list[bytes]) -> list[dict[str, Any]] | None:
+        """The rows of ``records`` as ``Schema.decode`` makes them, decoded a batch at a time
+        (one columnar parse instead of one per record: most of a row map's time otherwise);
+        None when a feature is not a scalar (its values' types differ between the two) or the
+        batch fails to decode (the record-at-a-time path then names the record)."""
+        if not self.scalar:
+            return None
+        try:
+            columns = self.source.decode_batch(records)
+        except Exception:  # (a record that is no Example, say)
+            return None
+        names = list(columns)
+        values = [c.tolist() if c.dtype != object else list(c) for c in columns.values()]
+        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+    def write_batch(self, sink: ShardSink, records: list[bytes]) -> int:
+        """A filter's or a batched map's records made from ``records`` (a batch of one source
+        shard) written to ``sink``; returns how many."""
         if self.test is not None:
             mask = self.test.mask(records)
-            yield from (r for r, keep in zip(records, mask.tolist(), strict=True) if keep)
-            return
+            kept = [r for r, keep in zip(records, mask.tolist(), strict=True) if keep]
+            sink.write_many(kept)
+            return len(kept)
         out = self.op.fn(self.source.decode_batch(records))  # type: ignore[misc]
+        written = 0
         for columns, n in column_batches(out, self.target.features):
-            yield from self.target.encode_columns(columns, n)
+            records, entries = self.encoded(columns, n, sink.tallying)
+            sink.write_encoded(records, columns, {}, entries, _no_beat)
+            written += n
+        return written
+
+    def encoded(
+        self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
+    ) -> tuple[list[bytes], dict[str, Sequence[bytes]]]:
+        """The records of ``n`` rows given as columns, and (``tallying``) each feature's entries,
+        which ``ShardSink.write_encoded`` gives the statistics instead of the records decoded
+        again. A default an output lacked counts as present there, as in a record decoded
+        (appends count it as filled: ``filled`` is not asked)."""
+        entries: dict[str, Sequence[bytes]] = {}
+        return self.target.encode_columns(columns, n, None, entries if tallying else None), entries
+
+
+def _no_beat() -> None:
+    """The jobs' heartbeat is the executor's (run_jobs), not the sink's."""
 
 
 def _row_of(out: Any) -> Mapping[str, Any]:
@@ -192,23 +228,64 @@ def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
     written = read = 0
     for batch in shard_batches(job.source, job.size):
         if program.by_row:
-            for i, record in enumerate(batch):
-                try:
-                    sink.write(program.one(record))
-                except Exception as e:
-                    raise _failed(job, read + i, 1, e) from None
+            _write_rows(job, program, sink, batch, read)
             written += len(batch)
         else:
             try:
-                for record in program.outputs(batch):
-                    sink.write(record)
-                    written += 1
+                written += program.write_batch(sink, batch)
             except Exception as e:
                 raise _failed(job, read, len(batch), e) from None
         read += len(batch)
     if read != job.records:
         raise RowChangeError(f"{job.source}: {counted(read, 'record')} read, {job.records} registered")
     return written
+
+
+def _write_rows(job: DeriveJob, program: _Program, sink: ShardSink, batch: list[bytes], read: int) -> None:
+    """A row map of one batch (its first record the shard's ``read``-th): errors name the record,
+    the first that fails (its function raising, or its output not encoding), as record by record."""
+    rows = program.rows(batch)
+    if rows is None:
+        for i, record in enumerate(batch):
+            try:
+                sink.write(program.one(record))
+            except Exception as e:
+                raise _failed(job, read + i, 1, e) from None
+        return
+    outputs: list[Any] = []
+    failure: Exception | None = None
+    try:
+        for row in rows:
+            outputs.append(program.op.fn(row))  # type: ignore[misc]
+    except Exception as e:
+        failure = e  # after the outputs before it: one of them may fail first
+    _write_outputs(job, program, sink, outputs, read)
+    if failure is not None:
+        raise _failed(job, read + len(outputs), 1, failure) from None
+
+
+def _write_outputs(job: DeriveJob, program: _Program, sink: ShardSink, outputs: list[Any], read: int) -> None:
+    """A row map's outputs encoded a feature at a time (encode_columns) when they are dicts of
+    the target's features; else, or when one does not encode, row by row, for the error."""
+    features = program.target.features
+    if outputs and all(type(o) is dict and o.keys() <= features.keys() for o in outputs):
+        columns = {name: [o.get(name) for o in outputs] for name in features}
+        try:
+            records, entries = program.encoded(columns, len(outputs), sink.tallying)
+        except Exception:
+            records = None  # one does not encode: row by row, for its error
+        if records is not None:
+            try:
+                sink.write_encoded(records, columns, {}, entries, _no_beat)
+            except Exception as e:
+                raise _failed(job, read, len(outputs), e) from None
+            return
+    encode, write = program.target.encode, sink.write
+    for i, out in enumerate(outputs):
+        try:
+            write(encode(_row_of(out)))
+        except Exception as e:
+            raise _failed(job, read + i, 1, e) from None
 
 
 def _failed(job: DeriveJob, first: int, n: int, e: Exception) -> RowChangeError:

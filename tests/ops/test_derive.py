@@ -125,6 +125,26 @@ def test_a_failing_function_names_shard_and_record_and_leaves_no_dataset(tmp_pat
     assert not list((tmp_path / "cat" / "data").glob("bad/*.tfrecord"))
 
 
+def bad_output_then_raises(row: dict[str, Any]) -> dict[str, Any]:
+    if row["id"] == 15:
+        raise ValueError("late")
+    return {"id": row["id"], "x": "text" if row["id"] in (13, 14) else 1}
+
+
+def test_a_row_map_names_the_first_record_that_fails_however_it_fails(tmp_path):
+    _cat, src = _source(tmp_path)
+    two = {"features": {"id": {"dtype": "int64", "shape": []}, "x": {"dtype": "int64", "shape": []}}}
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: record 3: map's output: feature 'x': "):
+        src.map(bad_output_then_raises, into="bad", schema=two, workers=1)
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: record 2: map's output: feature 'extra': not in the schema"):
+        src.map(with_extra_at_12, into="bad", schema=two, workers=1)
+    assert not list((tmp_path / "cat" / "data").glob("bad/*.tfrecord"))
+
+
+def with_extra_at_12(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "x": 1} | ({"extra": 1} if row["id"] == 12 else {})
+
+
 def test_bad_requests_are_one_line(tmp_path):
     _cat, src = _source(tmp_path)
     src.filter("id = 1", into="taken")
@@ -192,3 +212,57 @@ def test_a_lambda_runs_in_this_process_whatever_the_workers(tmp_path):
     assert src.delete(lambda r: r["id"] == 5, workers=2).rows == 1
     with pytest.raises(UsageError, match=r"refresh .*<lambda>.*has no"):
         cat.dataset("plus").refresh()  # lineage names it, but a lambda cannot be imported again
+
+
+def _program(schema: dict[str, Any]) -> Any:
+    op = derive.Operation(derive.MAP, fn=with_length)
+    return derive._Program(
+        derive.DeriveJob(op, schema, schema, "src", 0, 0, "none", "", "dst", "p", False, "", None, False)
+    )
+
+
+def test_a_row_map_decodes_a_batch_into_the_rows_decode_makes_one_by_one():
+    schema = {"features": {**SCHEMA["features"], "raw": {"dtype": "bytes", "optional": True}}}
+    schema["features"]["kept"] = {"dtype": "int64", "default": 7}
+    program = _program(schema)
+    rows = [{**r, "raw": None if r["id"] % 3 else b"\x00x"} for r in _rows(0, 12)] + [
+        {"id": 99, "label": 2, "name": "é"}
+    ]
+    records = [program.source.encode(r | ({"kept": 1} if r["id"] == 5 else {})) for r in rows]
+    one_by_one = [program.source.decode(r) for r in records]
+    batched = program.rows(records)
+    assert batched == one_by_one
+    assert [{k: type(v) for k, v in r.items()} for r in batched] == [
+        {k: type(v) for k, v in r.items()} for r in one_by_one
+    ]
+
+
+def test_a_row_map_of_tensors_or_of_a_bad_batch_decodes_record_by_record():
+    program = _program({"features": {"id": {"dtype": "int64"}, "vec": {"dtype": "float32", "shape": [2]}}})
+    assert program.rows([program.source.encode({"id": 1, "vec": [0.5, 1.5]})]) is None
+    program = _program(SCHEMA)
+    assert program.rows([program.source.encode({"id": 1, "label": 0, "name": "a"}), b"not a record"]) is None
+    steps = {"features": {"id": {"dtype": "int64"}}, "sequence_features": {"tok": {"dtype": "int64"}}}
+    program = _program(steps)
+    assert program.rows([program.source.encode({"id": 1, "tok": [[1], [2]]})]) is None
+
+
+def test_a_maps_statistics_are_those_of_its_records_decoded(tmp_path):
+    cat, src = _source(tmp_path)
+    schema = {
+        "features": {"id": {"dtype": "int64"}, "length": {"dtype": "int64"}, "d": {"dtype": "int64", "default": 4}}
+    }
+    src.map(with_length_only, into="row", schema=schema, workers=1)
+    src.map(doubled_ids, into="batch", schema=schema, batched=True, workers=1)
+    for name, n in (("row", 40), ("batch", 40)):
+        features = {f["feature"]: f for f in cat.dataset(name).stats().to_json()["features"]}
+        assert (features["d"]["present"], features["d"]["filled"]) == (n, 0)  # the default is in every record
+        assert features["length"]["values"]["max"] == 3 and features["id"]["present"] == n
+
+
+def with_length_only(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "length": len(row["name"])}
+
+
+def doubled_ids(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"id": batch["id"] * 2, "length": np.array([len(t) for t in batch["name"]])}
