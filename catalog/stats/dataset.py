@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.errors import ManifestError
+from catalog.schema.predicates import Range
 from catalog.stats.sketches import FeatureStats
 
 STATS_FORMAT = 1  # of the stored blob
@@ -34,6 +35,19 @@ class DatasetStats:
                 self.features[name] = FeatureStats.from_json(name, fs.to_json())  # a copy
             else:
                 mine.merge(fs)
+
+    def ranges(self) -> dict[str, Range]:
+        """Per feature, what a predicate may rule these records out by (Predicate.may_match):
+        (min, max, records without a value, records). min and max are kept only where they
+        bound every value exactly: one finite number a record (a scalar with no NaN or
+        infinity among its values, which the range leaves out); else None (unknown)."""
+        out: dict[str, Range] = {}
+        for name, fs in self.features.items():
+            v = fs.values
+            exact = fs.numeric and not (fs.nans or fs.infs) and v.count == fs.records - fs.missing
+            lo, hi = (v.min, v.max) if exact and v.count else (None, None)
+            out[name] = (lo, hi, fs.missing, fs.records)
+        return out
 
     def to_bytes(self) -> bytes:
         features = {name: f.to_json() for name, f in self.features.items()}
