@@ -277,7 +277,7 @@ def rows(cfg: Config, t: dict[str, Any], n: int) -> list[Versus]:
                "rec/s", work, t["eight"].times, work, peer, target=20.0),
         Versus("(8 / 1 shards)", "(info) delete in 8 shards vs in 1 (the cost of the shards touched)",
                "rec/s", work, t["eight"].times, work, t["one"].times),
-        Versus("(vs batched peer)", "(info) delete in 1 shard vs tf.data batches + tf.io.parse_example(id) + numpy mask",
+        Versus("(vs batched peer)", "(info) delete in 1 shard vs tf.data batches + parse_example(id) + numpy mask",
                "rec/s", work, t["one"].times, work, t["batched"].times),
     ]  # fmt: skip
 

@@ -39,7 +39,7 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, load_sche
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
-from catalog.commit.statistics import stored_stats
+from catalog.commit.statistics import stored_feature_ranges
 from catalog.commit.values import Progress, default_author
 from catalog.errors import (
     CatalogError,
@@ -367,8 +367,8 @@ def _to_read(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[
         return shards
     predicate = Predicate(change.where, snap.schema)
     current = [s.rel for s in shards if s.schema_version == snap.schema_version]
-    known = stored_stats(ds, current) if current else {}
-    return [s for s in shards if (found := known.get(s.rel)) is None or predicate.may_match(found.ranges())]
+    known = stored_feature_ranges(ds, current) if current else {}
+    return [s for s in shards if (found := known.get(s.rel)) is None or predicate.may_match(found)]
 
 
 def _report(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[LiveShard]) -> RowChangeReport:

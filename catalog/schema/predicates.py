@@ -474,7 +474,6 @@ class _Binder:
 
         return run
 
-
     # ---- what a shard's ranges allow (Predicate.may_match): (may be true, may be false) of
     # some record, conservative: "cannot" only when no value in the range could make it so
     def judge(self, node: Node) -> Judge:

@@ -317,3 +317,17 @@ def test_may_match_without_ranges_or_with_inexact_ones_says_maybe():
     assert predicate.may_match({"x": (0.1, 1.0, 0, 10)}) is True  # 0.1 is no float32 value
     assert predicate.may_match({"x": (0.5, 1.0, 0, 10)}) is False
     assert predicate.may_match({"id": (0, 3, 0, 0)}) is False  # no records: nothing matches
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(rows, min_size=0, max_size=12))
+def test_ranges_read_from_stored_statistics_are_the_statistics_ranges(written):
+    from catalog.stats import Tally
+    from catalog.stats.dataset import stored_ranges
+
+    tally = Tally(SCHEMA, helper=False)
+    tally.add_records([SCHEMA.encode(row) for row in written])
+    stats = tally.result()
+    assert stored_ranges(stats.to_bytes(), len(written)) == stats.ranges()
+    assert stored_ranges(stats.to_bytes(), len(written) + 1) is None  # not this shard's count
+    assert stored_ranges(b"damaged", len(written)) is None
