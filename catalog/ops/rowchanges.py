@@ -365,7 +365,10 @@ def _to_read(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[
     version's features) is always read."""
     if not isinstance(change.where, str):
         return shards
-    predicate = Predicate(change.where, snap.schema)
+    try:
+        predicate = Predicate(change.where, snap.schema)
+    except CatalogError as e:  # a schema migrated since it was checked: as the workers would say
+        raise RowChangeError(str(e)) from None
     current = [s.rel for s in shards if s.schema_version == snap.schema_version]
     known = stored_feature_ranges(ds, current) if current else {}
     return [s for s in shards if (found := known.get(s.rel)) is None or predicate.may_match(found)]
