@@ -84,6 +84,10 @@ class Config(Racing):
     budget: float  # seconds a comparison may spend on extra rounds
     max_rounds: int = 10
 
+    @property
+    def per_shard(self) -> int:
+        return -(-self.rows // self.shards)  # the last shard may hold fewer
+
 
 FULL = Config(rows=500_000, shards=64, repeats=3, budget=0.0)  # about 1 GB
 QUICK = Config(rows=32_000, shards=64, repeats=3, budget=2.0)  # about 64 MB
@@ -102,7 +106,7 @@ def build(cfg: Config, root: Path) -> tuple[Catalog, Dataset]:
     pool = [rng.bytes(PAYLOAD) for _ in range(64)]
     scores = rng.random(cfg.rows).astype(np.float32).tolist()
     encode = ds.schema.encode
-    with ds.writer(message="benchmark data", shard_records=cfg.rows // cfg.shards) as w:
+    with ds.writer(message="benchmark data", shard_records=cfg.per_shard) as w:
         skip_shard_fsync(w)
         for i in range(cfg.rows):
             w.write_record(encode({"id": i, "label": i % 10, "score": scores[i], "payload": pool[i % 64]}))
@@ -116,7 +120,7 @@ def build(cfg: Config, root: Path) -> tuple[Catalog, Dataset]:
 
 def doomed(cfg: Config, shards: list[int]) -> list[int]:
     """0.1% of the rows, as ids spread evenly over the rows of ``shards``."""
-    per_shard = cfg.rows // cfg.shards
+    per_shard = cfg.per_shard
     n = max(len(shards), round(cfg.rows * SHARE))
     ids: list[int] = []
     for k, s in enumerate(shards):
