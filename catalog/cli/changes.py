@@ -155,7 +155,7 @@ def _text(report: RowChangeReport) -> Iterator[str]:
         yield f"{name}: no row matches {report.where}: nothing committed"
         return
     done = {"delete": "deleted", "update": "updated"}[verb]
-    where = f"{report.shards} of {counted(report.shards_read, 'shard')}"
+    where = f"{report.shards} of {counted(report.shards_total, 'shard')}"
     if report.purge:
         yield from _erased(report, where)
         return

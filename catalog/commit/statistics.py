@@ -16,7 +16,9 @@ from catalog.commit.values import SHARD_CHUNK, VersionRef
 from catalog.errors import CatalogError, CheckError, SplitNotFoundError, UsageError
 from catalog.manifest import COMMITS, SHARD_STATS, SHARDS
 from catalog.schema import Feature, Schema
+from catalog.schema.predicates import Range
 from catalog.stats import DatasetStats, merged
+from catalog.stats.dataset import stored_ranges
 from catalog.stats.drift import Violation, measure
 from catalog.storage import ShardFile
 
@@ -138,6 +140,25 @@ def stored_stats(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, DatasetSt
             )
             for path, data, records in conn.execute(query):
                 found = readable(data, path, records)
+                if found is not None:
+                    out[path] = found
+    return out
+
+
+def stored_feature_ranges(ds: DatasetHandle, paths: Iterable[str]) -> dict[str, dict[str, Range]]:
+    """:func:`stored_stats`' ranges (``DatasetStats.ranges``) alone, read without building any
+    sketch: what a delete rules shards out by."""
+    wanted = list(paths)
+    out: dict[str, dict[str, Range]] = {}
+    with mf.read_txn(ds.catalog.engine) as conn:
+        for i in range(0, len(wanted), mf.ID_CHUNK):
+            query = (
+                select(SHARD_STATS.c.path, SHARD_STATS.c.data, SHARDS.c.records)
+                .join_from(SHARD_STATS, SHARDS, SHARDS.c.path == SHARD_STATS.c.path)
+                .where(SHARD_STATS.c.path.in_(wanted[i : i + mf.ID_CHUNK]))
+            )
+            for path, data, records in conn.execute(query):
+                found = stored_ranges(data, records) if data is not None else None
                 if found is not None:
                     out[path] = found
     return out

@@ -41,6 +41,7 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, live_valu
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
+from catalog.commit.statistics import stored_feature_ranges
 from catalog.commit.values import Progress, default_author
 from catalog.errors import (
     CatalogError,
@@ -134,10 +135,11 @@ class _Compiled:
         self.predicate = Predicate(where, self.schema) if isinstance(where, str) else None
 
     def mask(self, records: list[bytes]) -> np.ndarray:
-        """True for the records the change applies to (a predicate's error names no record yet)."""
+        """True for the records the change applies to (a predicate's error names no record yet).
+        A predicate's features alone are decoded: the rest (a 2 KiB payload) is not its business."""
         fn = self.program.where
         if self.predicate is not None:
-            return self.predicate.mask(self.schema.decode_batch(records))
+            return self.predicate.mask(self.schema.decode_batch(records, columns=self.predicate.features))
         if not callable(fn):  # a scan's drops: change_shard reads them, never a mask
             raise TypeError("no where to test")
         if self.program.batched:
@@ -259,7 +261,8 @@ class RowChangeReport:
     version: int | None = None
     rows: int = 0  # matched: deleted or updated
     shards: int = 0  # holding a match
-    shards_read: int = 0
+    shards_read: int = 0  # read to find matches (the others' statistics ruled them out)
+    shards_total: int = 0  # in the change's scope (the split's, or all live ones)
     records_before: int = 0
     records_after: int = 0
     seconds: float = 0.0
@@ -275,6 +278,7 @@ class RowChangeReport:
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("dataset", "operation", "where", "dry_run", "read_version", "version")}
         out |= {"rows": self.rows, "shards": self.shards, "shards_read": self.shards_read}
+        out |= {"shards_total": self.shards_total}
         out |= {"records_before": self.records_before, "records_after": self.records_after}
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
         if self.purge:
@@ -367,13 +371,16 @@ def run_row_change(
     for _round in range(ROUNDS):
         snap = snapshot(ds)
         shards = _in_split(ds, snap, change.split)
+        todo = shards if change.purge else _to_read(ds, change, snap, shards)
+        if progress is not None and len(todo) < len(shards):
+            progress(sum(s.records for s in shards) - sum(s.records for s in todo))  # ruled out: done
         ex_given, n = where_jobs_run(change.where, change.sets, executor=executor, workers=workers)
-        with executor_for(ex_given, n, max(len(shards), 1)) as ex:
+        with executor_for(ex_given, n, max(len(todo), 1)) as ex:
             try:
                 if change.purge:
                     report = erase(ds, change, change.rewrite_adopted, ex, progress)
                 else:
-                    report = _attempt(ds, change, snap, shards, ex, progress)
+                    report = _attempt(ds, change, snap, (shards, todo), ex, progress)
             except _StartOver:
                 continue
         report.seconds = time.monotonic() - start
@@ -408,12 +415,28 @@ def _in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[Live
     return shards
 
 
+def _to_read(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[LiveShard]) -> list[LiveShard]:
+    """The shards a predicate may match in: those its statistics (each feature's min, max and
+    nulls) do not rule out are read, the rest need not be. A function as ``where``, a shard
+    without statistics, or one written in another schema version (its statistics name that
+    version's features) is always read."""
+    if change.scan is not None or not isinstance(change.where, str):  # (a dedup's "where" is its key's words)
+        return shards
+    try:
+        predicate = Predicate(change.where, snap.schema)
+    except CatalogError as e:  # a schema migrated since it was checked: as the workers would say
+        raise RowChangeError(str(e)) from None
+    current = [s.rel for s in shards if s.schema_version == snap.schema_version]
+    known = stored_feature_ranges(ds, current) if current else {}
+    return [s for s in shards if (found := known.get(s.rel)) is None or predicate.may_match(found)]
+
+
 def _report(ds: DatasetHandle, change: RowChange, snap: Snapshot, shards: list[LiveShard]) -> RowChangeReport:
     records = sum(s.records for s in snap.shards)
     return RowChangeReport(
         ds.name, change.kind.value, describe_where(change.where), change.dry_run, snap.version,
-        shards_read=len(shards), records_before=records, records_after=records, split=change.split,
-        sets=[name for name, _ in change.sets], purge=change.purge,
+        shards_read=len(shards), shards_total=len(shards), records_before=records, records_after=records,
+        split=change.split, sets=[name for name, _ in change.sets], purge=change.purge,
     )  # fmt: skip
 
 
@@ -421,12 +444,15 @@ def _attempt(
     ds: DatasetHandle,
     change: RowChange,
     snap: Snapshot,
-    shards: list[LiveShard],
+    planned: tuple[list[LiveShard], list[LiveShard]],
     ex: Executor | None,
     progress: Progress | None,
 ) -> RowChangeReport:
-    """One pass: every shard's matches, the rewrites of those with any, one commit."""
-    report = _report(ds, change, snap, shards)
+    """One pass: the matches of every shard to read (``planned``: all the shards, and those to
+    read), the rewrites of those with any, one commit."""
+    everything, shards = planned
+    report = _report(ds, change, snap, everything)
+    report.shards_read = len(shards)
     drops = change.scan(ds, snap, shards, ex, progress) if change.scan is not None else None
     if drops is not None:
         progress = None  # the scan read every record: the rewrites' records are not counted again

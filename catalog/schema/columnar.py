@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +181,7 @@ class _Batch:
         self.slow = np.zeros(self.n, dtype=bool)
         self.absent: dict[str, Arr] | None = None  # filled in when a caller asks (see decode_batch)
         self.ragged: Ragged | None = None  # the same
+        self.wanted: frozenset[str] | None = None  # the features to extract (None: all)
         # Unaligned little-endian words starting at every byte: one gather reads 4 or 8 bytes.
         self.w32 = np.ndarray((len(self.buf) - 3,), dtype="<u4", buffer=self.buf, strides=(1,))
         self.w64 = np.ndarray((len(self.buf) - 7,), dtype="<u8", buffer=self.buf, strides=(1,))
@@ -723,23 +724,38 @@ def _fits(feat: Feature, shape: list[int], nbytes: int) -> bool:
 
 
 def decode_batch(
-    codec: RowCodec, records: Iterable[bytes], absent: dict[str, Arr] | None = None, ragged: Ragged | None = None
+    codec: RowCodec,
+    records: Iterable[bytes],
+    absent: dict[str, Arr] | None = None,
+    ragged: Ragged | None = None,
+    columns: Collection[str] | None = None,
 ) -> dict[str, Arr]:
     """The columns of ``records`` (one array per feature), as :meth:`RowCodec.decode_batch_generic`
     returns them, with the same errors, parsed a batch at a time. ``absent``, when given,
     receives for each feature with a default which records lacked it (and read the default);
     ``ragged``, when given, receives instead of their columns (left out of the result) some
     variable-length int64 and float32 features: all their values in one array, in record
-    order, and each record's count (what the statistics take: no array made a record)."""
+    order, and each record's count (what the statistics take: no array made a record).
+
+    ``columns``, when given, names the features wanted: only theirs are extracted (a
+    predicate's few scalars, not a 2 KiB payload beside them). The values are those of a full
+    decode; a record whose other features are malformed may then decode without the error
+    a full decode raises (those features are not looked at), never with other values."""
     recs = records if isinstance(records, list) else list(records)
     if not recs or not codec.features or not _bytes_like(recs):
-        return codec.decode_batch_generic(recs, absent=absent)
+        return _only(codec.decode_batch_generic(recs, absent=absent), columns)
     plan = _plan(codec)
     batch = _Batch(recs, plan.pad)
     if not batch.ok:
-        return codec.decode_batch_generic(recs, absent=absent)
+        return _only(codec.decode_batch_generic(recs, absent=absent), columns)
     batch.absent, batch.ragged = absent, ragged
+    batch.wanted = None if columns is None else frozenset(columns)
     return _with_slow(codec, batch, plan, recs.__getitem__)
+
+
+def _only(out: dict[str, Arr], columns: Collection[str] | None) -> dict[str, Arr]:
+    """The columns named (all: None) of a decode's result."""
+    return out if columns is None else {name: out[name] for name in out if name in columns}
 
 
 def spans_pad(codec: RowCodec) -> int:
@@ -776,7 +792,7 @@ def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[in
                 column[i] = piece  # one by one: numpy must not make equal-length arrays one 2-D array
         if batch.ragged is not None:
             batch.ragged.clear()
-            out = {name: out[name] for name in plan.features}  # in the schema's order, as ever
+            out = {name: out[name] for name in plan.features if name in out}  # in the schema's order, as ever
         lacked: dict[str, Arr] | None = None if batch.absent is None else {}
         redone = codec.decode_batch_generic([record(i) for i in slow], slow, absent=lacked)
         for name, column in out.items():
@@ -794,17 +810,22 @@ def _bytes_like(records: list[Any]) -> bool:
 
 
 def _fast_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr]:
-    found: list[tuple[Arr, Values]] = []
-    for col, spans in zip(plan.columns, _entries(batch, plan), strict=True):
+    found: dict[int, tuple[Arr, Values]] = {}  # by column
+    wanted = batch.wanted
+    for i, (col, spans) in enumerate(zip(plan.columns, _entries(batch, plan), strict=True)):
+        if wanted is not None and col.feat.name not in wanted:
+            continue  # not extracted: its values are the costly part (a bytes object a record)
         if len(spans) == 1:
             rec, fs, fe = spans[0]
         elif spans:
             rec, fs, fe = (np.concatenate(part) for part in zip(*spans, strict=True))
         else:
             rec = fs = fe = np.zeros(0, dtype=np.int64)
-        found.append(_EXTRACT[col.kind](batch, col, rec, fs, fe))
+        found[i] = _EXTRACT[col.kind](batch, col, rec, fs, fe)
     out: dict[str, Arr] = {}
     for name, feat in plan.features.items():
+        if wanted is not None and name not in wanted:
+            continue
         i = plan.index[name.encode("utf-8")]
         col = plan.columns[i]
         r, values = found[i]

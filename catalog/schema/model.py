@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -283,18 +283,25 @@ class Schema:
         return row
 
     def decode_batch(
-        self, records: Iterable[bytes], absent: dict[str, np.ndarray] | None = None, ragged: Ragged | None = None
+        self,
+        records: Iterable[bytes],
+        absent: dict[str, np.ndarray] | None = None,
+        ragged: Ragged | None = None,
+        columns: Collection[str] | None = None,
     ) -> dict[str, np.ndarray]:
         """Decode records into columnar numpy arrays (one array per feature); a sequence
         feature's column holds each record's steps (an object array: ragged). ``absent``,
         when given, receives for each feature with a default which records lacked it;
         ``ragged``, when given, receives instead of their columns (not in the result) some
         variable-length int64 and float32 features: all their values in one array and each
-        record's count (columnar.decode_batch)."""
+        record's count (columnar.decode_batch). ``columns``: only these features' columns,
+        the others not extracted (nor checked: columnar.decode_batch)."""
         if not self.sequence:
-            return decode_batch(self._codec, records, absent, ragged)
+            return decode_batch(self._codec, records, absent, ragged, columns)
         parts = [split_record(r) for r in records]
-        out = decode_batch(self._codec, [c for c, _l in parts], absent, ragged)
+        out = decode_batch(self._codec, [c for c, _l in parts], absent, ragged, columns)
+        if columns is not None and not any(name in columns for name in self.sequence):
+            return out  # no steps wanted: none decoded
         rows = []
         for i, (_c, lists) in enumerate(parts):
             try:

@@ -53,6 +53,12 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 }  # fmt: skip
 Batch = Mapping[str, np.ndarray]
 Truth = tuple[np.ndarray, np.ndarray]  # (where it is true, where it is false); neither: unknown (an absent value)
+# What some records' statistics say of a feature: (least value, greatest value, how many records
+# lack a value (null), how many records); min and max None when unknown (only nulls, or no
+# exact range kept: texts, NaNs). See Predicate.may_match.
+Range = tuple[Any, Any, int, int]
+Ranges = Mapping[str, Range]
+Possible = tuple[bool, bool]  # (some record may make it true, some record may make it false)
 
 
 @dataclass(frozen=True)
@@ -468,6 +474,133 @@ class _Binder:
 
         return run
 
+    # ---- what a shard's ranges allow (Predicate.may_match): (may be true, may be false) of
+    # some record, conservative: "cannot" only when no value in the range could make it so
+    def judge(self, node: Node) -> Judge:
+        if isinstance(node, Logic):
+            parts = [self.judge(p) for p in node.parts]
+            return _judge_logic(node.op, parts)
+        kind = self.operand(node.operand)
+        name = node.operand.feature
+        if isinstance(node, Null):
+            return _judge_null(name, node.negated)
+        if node.operand.length or kind.kind not in ("int", "float"):
+            return _judge_known(name, lambda _lo, _hi: (True, True))  # no range kept of these
+        if isinstance(node, Member):
+            values = [self.literal(node.operand, kind, v) for v in node.values]
+            if kind.kind == "int":
+                values = [int(v) for v in values if _exact_int(v)]
+            return _judge_known(name, _member_possible(values, kind.kind, node.negated))
+        value = self.literal(node.operand, kind, node.value)
+        return _judge_known(name, _compare_possible(node.op, value, kind.kind))
+
+
+Judge = Callable[[Ranges], Possible]
+_UNKNOWN: Possible = (True, True)
+
+
+def _judge_logic(op: str, parts: Sequence[Judge]) -> Judge:
+    """AND: true only if every part may be, false if any may be; OR the reverse; NOT swaps."""
+
+    def run(ranges: Ranges) -> Possible:
+        found = [p(ranges) for p in parts]
+        if op == "not":
+            return found[0][1], found[0][0]
+        trues, falses = [t for t, _ in found], [f for _, f in found]
+        return (all(trues), any(falses)) if op == "and" else (any(trues), all(falses))
+
+    return run
+
+
+def _judge_null(name: str, negated: bool) -> Judge:
+    def run(ranges: Ranges) -> Possible:
+        if name not in ranges:
+            return _UNKNOWN
+        _lo, _hi, nulls, count = ranges[name]
+        null, valued = nulls > 0, nulls < count  # a record with no value, one with a value
+        return (valued, null) if negated else (null, valued)
+
+    return run
+
+
+def _judge_known(name: str, possible: Callable[[Any, Any], Possible]) -> Judge:
+    """A test of the known values: none known (all null, or no record), neither true nor false."""
+
+    def run(ranges: Ranges) -> Possible:
+        if name not in ranges:
+            return _UNKNOWN
+        lo, hi, nulls, count = ranges[name]
+        if count - nulls <= 0:
+            return False, False
+        if lo is None or hi is None:
+            return _UNKNOWN
+        return possible(lo, hi)
+
+    return run
+
+
+def _ends(lo: Any, hi: Any, kind: str) -> np.ndarray | None:
+    """[lo, hi] as the feature's values are held (int64, float32); None when they cannot be
+    exactly (a range of another type than the feature's: unknown, never a guess)."""
+    if kind == "int":
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX for v in (lo, hi))
+        return np.array([lo, hi], dtype=np.int64) if ok else None
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi)):
+        return None
+    ends = np.array([lo, hi], dtype=np.float32)
+    return ends if ends.tolist() == [lo, hi] else None  # not float32 values: not this feature's
+
+
+def _test(kind: str, op: str, value: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """The test the evaluator applies to a column (Binder.compare's), over any values."""
+    if kind == "int":
+        return lambda values: _int_compare(values, op, value)
+    compare = _COMPARE[op]
+    return lambda values: np.asarray(compare(values, value), dtype=bool)
+
+
+def _compare_possible(op: str, value: Any, kind: str) -> Callable[[Any, Any], Possible]:
+    """For < <= > >=, the truth over [lo, hi] is monotone: its two ends bound every value's.
+    For =, a value in [lo, hi] may equal it, and only a range of that one value is never
+    unequal; != is its opposite (no NaN among the values: such ranges are not kept)."""
+    if op in ("<", "<=", ">", ">="):
+        test = _test(kind, op, value)
+
+        def ordered(lo: Any, hi: Any) -> Possible:
+            ends = _ends(lo, hi, kind)
+            if ends is None:
+                return _UNKNOWN
+            holds = test(ends)
+            return bool(holds.any()), not bool(holds.all())
+
+        return ordered
+    above, below, equal = _test(kind, ">=", value), _test(kind, "<=", value), _test(kind, "=", value)
+
+    def equality(lo: Any, hi: Any) -> Possible:
+        ends = _ends(lo, hi, kind)
+        if ends is None:
+            return _UNKNOWN
+        may_equal = bool(below(ends[:1])[0]) and bool(above(ends[1:])[0])
+        all_equal = lo == hi and bool(equal(ends[:1])[0])
+        return (may_equal, not all_equal) if op in ("=", "==") else (not all_equal, may_equal)
+
+    return equality
+
+
+def _member_possible(values: list[Any], kind: str, negated: bool) -> Callable[[Any, Any], Possible]:
+    """IN: true if a listed value lies in [lo, hi]; false unless the range is one listed value."""
+    choices = np.array(values, dtype=np.int64 if kind == "int" else np.float32)
+
+    def member(lo: Any, hi: Any) -> Possible:
+        ends = _ends(lo, hi, kind)
+        if ends is None:
+            return _UNKNOWN
+        inside = bool(((choices >= ends[0]) & (choices <= ends[1])).any())
+        all_in = lo == hi and bool(np.isin(ends[:1], choices)[0])
+        return (not all_in, inside) if negated else (inside, not all_in)
+
+    return member
+
 
 def _exact_int(v: Any) -> bool:
     if isinstance(v, float):
@@ -501,7 +634,9 @@ class Predicate:
     def __init__(self, text: str, schema: Schema) -> None:
         self.text = text
         binder = _Binder(text, schema)
-        self._run = binder.bind(parse(text))
+        tree = parse(text)
+        self._run = binder.bind(tree)
+        self._judge = binder.judge(tree)
         self.features = tuple(sorted(binder.used))
 
     def __repr__(self) -> str:
@@ -511,6 +646,14 @@ class Predicate:
         """True for each row of ``batch`` the expression holds for (false or unknown: False)."""
         holds, _ = self._run(batch)
         return holds
+
+    def may_match(self, ranges: Ranges) -> bool:
+        """False only when no record whose features lie in ``ranges`` can match: a shard its
+        statistics rule out need not be read. ``ranges``: per feature, (min, max, nulls,
+        count) of its values (see :data:`Range`); a feature not in it, or of which only
+        some is known, may hold anything, so AND, OR and NOT give False only when sure."""
+        may_be_true, _ = self._judge(ranges)
+        return may_be_true
 
     def matches(self, row: Mapping[str, Any]) -> bool:
         return bool(self.mask({name: _one(row[name]) for name in self.features})[0])

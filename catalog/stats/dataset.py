@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.errors import ManifestError
+from catalog.schema.predicates import Range
 from catalog.stats.sketches import FeatureStats
 
 STATS_FORMAT = 1  # of the stored blob
@@ -35,6 +36,15 @@ class DatasetStats:
             else:
                 mine.merge(fs)
 
+    def ranges(self) -> dict[str, Range]:
+        """Per feature, what a predicate may rule these records out by (Predicate.may_match):
+        see :func:`feature_range`."""
+        counts = ("records", "missing", "nans", "infs")
+        return {
+            name: feature_range({"kind": fs.kind, "values": fs.values.to_json(), **{k: getattr(fs, k) for k in counts}})
+            for name, fs in self.features.items()
+        }
+
     def to_bytes(self) -> bytes:
         features = {name: f.to_json() for name, f in self.features.items()}
         body = {"format": STATS_FORMAT, "records": self.records, "features": features}
@@ -59,3 +69,27 @@ def merged(parts: Iterable[DatasetStats]) -> DatasetStats:
     for part in parts:
         out.merge(part)
     return out
+
+
+def feature_range(obj: dict[str, Any]) -> Range:
+    """(min, max, records without a value, records) of one feature's statistics (their JSON
+    form, ``FeatureStats.to_json``). min and max are kept only where they bound every value
+    exactly: one finite number a record (a scalar with no NaN or infinity among its values,
+    which the range leaves out); else None (unknown)."""
+    v, records, missing = obj["values"], int(obj["records"]), int(obj.get("missing", 0))
+    numeric = obj["kind"] in ("int", "float") and not (obj.get("nans", 0) or obj.get("infs", 0))
+    exact = numeric and int(v["count"]) == records - missing and v["count"] > 0
+    return (v["min"], v["max"], missing, records) if exact else (None, None, missing, records)
+
+
+def stored_ranges(data: bytes, records: int) -> dict[str, Range] | None:
+    """:meth:`DatasetStats.ranges` of stored statistics, read without building their sketches
+    (most of what reading them costs: a delete looks at every shard's); None when they do not
+    read back, or do not count ``records`` (as the manifest's readers treat them)."""
+    try:
+        body: dict[str, Any] = json.loads(zlib.decompress(data))
+        if body.get("format") != STATS_FORMAT or int(body["records"]) != records:
+            return None
+        return {name: feature_range(f) for name, f in body["features"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
+        return None

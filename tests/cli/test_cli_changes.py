@@ -107,7 +107,7 @@ def test_the_lines_say_what_a_report_holds() -> None:
     from catalog.ops.derive import DeriveReport
     from catalog.ops.rowchanges import RowChangeReport
 
-    erased = RowChangeReport("d", "delete", "id = 1", False, 4, 5, rows=1, shards=2, shards_read=3, purge=True)
+    erased = RowChangeReport("d", "delete", "id = 1", False, 4, 5, rows=1, shards=2, shards_total=3, purge=True)
     erased.erased, erased.files_removed, erased.records_after = 3, 2, 9
     assert list(_text(erased)) == [
         "d: erased 3 rows (1 in the current version) from 2 of 3 shards: version 5 (9 records); 2 old files deleted"

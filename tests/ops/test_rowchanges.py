@@ -384,3 +384,82 @@ def test_a_kill_at_any_point_leaves_the_old_state_or_the_new_one(tmp_path, verb,
     if verb == "filter":
         registered |= {s.path for s in cat.dataset("picked").shards()}
     assert {str(p) for p in (tmp_path / "cat" / "data").rglob("*.tfrecord")} <= registered  # nothing half-done left
+
+
+# --------------------------------------------------------------------------- data skipping
+
+
+def _damage_middle(path: str) -> bytes:
+    """Overwrite bytes inside a shard (same size): reading it would fail its checksum or
+    framing. Returns what was there."""
+    with open(path, "r+b") as f:
+        f.seek(20)
+        was = f.read(16)
+        f.seek(20)
+        f.write(b"\xff" * 16)
+    return was
+
+
+def _mend(path: str, was: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(20)
+        f.write(was)
+
+
+def test_shards_whose_statistics_rule_out_a_match_are_not_read(tmp_path, backend):
+    ds = _dataset(tmp_path)  # ids 0-9, 10-19, 20-29, 30-39, one shard each
+    shards = ds.shards()
+    damaged = {s.path: _damage_middle(s.path) for s in (shards[0], shards[1], shards[3])}  # never read
+    dry = ds.delete("id IN (21, 25, 1000) OR id < -3", dry_run=True)
+    assert (dry.rows, dry.shards, dry.shards_read, dry.shards_total) == (2, 1, 1, 4)
+
+    report = ds.delete("id IN (21, 25, 1000) OR id < -3")
+
+    assert (report.rows, report.shards, report.shards_read, report.shards_total) == (2, 1, 1, 4)
+    assert report.to_json()["shards_read"] == 1 and report.to_json()["shards_total"] == 4
+    assert _live_paths(ds) - {s.path for s in shards} != set()  # shard 2 rewritten
+    assert {s.path for s in (shards[0], shards[1], shards[3])} <= _live_paths(ds)
+    assert ds.shards()[2].records == 8
+    for path, was in damaged.items():
+        _mend(path, was)
+    assert _ids(ds) == [i for i in range(40) if i not in (21, 25)]
+
+
+def test_shards_without_statistics_are_read(tmp_path, backend):
+    cat = Catalog.init(tmp_path / "cat")
+    cat.statistics = False
+    ds = cat.register("d", SCHEMA)
+    for start in (0, 10, 20):
+        ds.append_rows(_rows(start, 10))
+    report = ds.delete("id = 15")
+    assert (report.rows, report.shards, report.shards_read) == (1, 1, 3)
+    assert _ids(ds) == [i for i in range(30) if i != 15]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "id IN (3, 17, 35)",
+        "id >= 29 AND id < 31",
+        "NOT id > 5",
+        "score = 1.5",
+        "score IS NULL AND id > 25",
+        "score > 2.5 OR label = 'bird'",
+        "NOT (score < 3.5)",
+        "id != 12",
+        "id NOT IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)",
+        "name = 'n7' AND id < 100",
+        "len(tags) = 2 AND id > 30",
+    ],
+)
+def test_skipping_finds_what_reading_everything_finds(tmp_path, where):
+    ds = _dataset(tmp_path)
+    written = list(ds.read())
+    predicate = rowchanges.Predicate(where, ds.schema)
+    expected = [r["id"] for r in written if predicate.matches(r)]
+
+    report = ds.delete(where, dry_run=True)
+    scanned = ds.delete(predicate.matches, dry_run=True, workers=1)  # a function: no skipping
+
+    assert report.rows == scanned.rows == len(expected)
+    assert scanned.shards_read == 4 and report.shards_read <= 4

@@ -692,3 +692,54 @@ def test_joined_lists_with_a_repeated_and_a_missing_key() -> None:
         want = [[3, 3, 3] if r is whole else [7] if r is twice else [4] for r in records]
         assert [value.tolist() for value in columns["v"]] == want
         assert absent["v"].tolist() == [r is lacking for r in records]
+
+
+# --------------------------------------------------------------------------- a projection (columns=)
+
+
+def check_projection(schema: Schema, records: Sequence[bytes], columns: Sequence[str]) -> None:
+    """decode_batch(columns=...) gives the full decode's columns of those features, in the
+    schema's order; it raises only where the full decode raises (the other features are not
+    looked at, so it may decode records the full decode refuses)."""
+    full = outcome(lambda: schema.decode_batch(list(records)))
+    part = outcome(lambda: schema.decode_batch(list(records), columns=columns))
+    if part[0] == "error":
+        assert full[0] == "error", part
+    if full[0] == "ok":
+        assert part[0] == "ok", part
+        assert list(part[1]) == [name for name in full[1] if name in columns]
+        for name in part[1]:
+            same(part[1][name], full[1][name], name)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas_and_rows(), st.data())
+def test_a_projection_decodes_the_full_decodes_columns(case: tuple[Schema, list[dict[str, Any]]], data: Any) -> None:
+    schema, rows = case
+    try:
+        records = [schema.encode(r) for r in rows]
+    except (ValidationError, CodecError):
+        assume(False)
+    columns = data.draw(st.lists(st.sampled_from(list(schema.features)), unique=True))
+    check_projection(schema, records, columns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(LONG_BATCH) - 1), EDITS, st.lists(st.sampled_from(list(RICH.features)), unique=True))
+def test_a_projection_of_corrupted_records(index: int, edits: list[tuple[str, int, int]], columns: list[str]) -> None:
+    records = list(LONG_BATCH)
+    records[index] = _damage(records[index], edits)
+    check_projection(RICH, records, columns)
+
+
+def test_a_projection_does_not_look_at_the_other_features() -> None:
+    """A long vector (another feature) fails the full decode, not a decode of ids and labels."""
+    records = [*BASIC_RECORDS, _with(3, vec=wire.float_feature([1.0] * 5))]
+    with pytest.raises(ValidationError, match="vec"):
+        BASIC.decode_batch(records)
+    got = BASIC.decode_batch(records, columns=["label", "id"])
+    assert list(got) == ["id", "label"]  # the schema's order
+    want = BASIC.decode_batch(BASIC_RECORDS[:12] + BASIC_RECORDS[3:4])
+    same(got["id"], want["id"], "id")
+    same(got["label"], want["label"], "label")
+    assert BASIC.decode_batch(records, columns=[]) == {}

@@ -236,3 +236,98 @@ def test_a_float32_feature_finds_the_values_written_as_the_literal():
 def test_predicates_read_only_the_features_they_name():
     p = Predicate("label = 'dog' OR len(v) > 2 AND o IS NOT NULL", SCHEMA)
     assert p.features == ("label", "o", "v")
+
+
+# ---- may_match: what a shard's statistics rule out (data skipping)
+
+
+def _ranges(written: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ranges a shard of these rows has: its statistics, as a writer tallies them."""
+    from catalog.stats import Tally
+
+    tally = Tally(SCHEMA, helper=False)
+    tally.add_records([SCHEMA.encode(row) for row in written])
+    return tally.result().ranges()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(rows, min_size=1, max_size=12), expressions)
+def test_may_match_never_rules_out_rows_that_match(written, expression):
+    text, _reference = expression
+    predicate = Predicate(text, SCHEMA)
+    if predicate.mask(_batch(SCHEMA, written)).any():
+        assert predicate.may_match(_ranges(written)), text
+
+
+RANGES = {"id": (1000, 2000, 0, 10), "x": (0.5, 3.0, 0, 10), "o": (None, None, 10, 10), "p": (1, 4, 3, 10)}
+RANGE_SCHEMA = Schema.from_json(
+    {
+        "features": {
+            "id": {"dtype": "int64"},
+            "x": {"dtype": "float32"},
+            "o": {"dtype": "int64", "optional": True},
+            "p": {"dtype": "int64", "optional": True},
+            "s": {"dtype": "string"},
+            "t": {"dtype": "string", "shape": [None]},
+        }
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "may"),
+    [
+        ("id IN (5, 9)", False),
+        ("id IN (5, 1500)", True),
+        ("id = 3", False),
+        ("id = 1000", True),
+        ("id < 1000", False),
+        ("id <= 1000", True),
+        ("NOT id < 5000", False),
+        ("id != 1000", True),
+        ("id NOT IN (5)", True),
+        ("id = 1500.5", True),  # conservative: no integer is 1500.5, but it lies in the range
+        ("x > 3", False),
+        ("x >= 3", True),
+        ("x = 0.1", False),
+        ("o IS NULL", True),
+        ("o IS NOT NULL", False),
+        ("o = 3", False),  # no value at all: unknown, never true
+        ("NOT o = 3", False),
+        ("p IS NULL AND p IS NOT NULL", True),  # conservative: each part may hold, of some record
+        ("p > 4 OR p IS NULL", True),
+        ("p > 4", False),
+        ("id = 5 OR x > 1", True),
+        ("id = 5 AND x > 1", False),
+        ("s = 'a'", True),  # no range kept of texts
+        ("s = 'a' AND id = 5", False),
+        ("s = 'a' OR id = 5", True),
+        ("len(t) > 2", True),  # nor of lengths
+    ],
+)
+def test_may_match_rules_out_only_what_the_ranges_exclude(text, may):
+    assert Predicate(text, RANGE_SCHEMA).may_match(RANGES) is may
+
+
+def test_may_match_without_ranges_or_with_inexact_ones_says_maybe():
+    predicate = Predicate("id = 5 AND x < 0", RANGE_SCHEMA)
+    assert predicate.may_match({}) is True
+    assert predicate.may_match({"id": (None, None, 0, 10)}) is True
+    assert predicate.may_match({"id": (1.5, 9.0, 0, 10)}) is True  # not int64 values: not trusted
+    assert predicate.may_match({"x": (0.1, 1.0, 0, 10)}) is True  # 0.1 is no float32 value
+    assert predicate.may_match({"x": (0.5, 1.0, 0, 10)}) is False
+    assert predicate.may_match({"id": (0, 3, 0, 0)}) is False  # no records: nothing matches
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(rows, min_size=0, max_size=12))
+def test_ranges_read_from_stored_statistics_are_the_statistics_ranges(written):
+    from catalog.stats import Tally
+    from catalog.stats.dataset import stored_ranges
+
+    tally = Tally(SCHEMA, helper=False)
+    tally.add_records([SCHEMA.encode(row) for row in written])
+    stats = tally.result()
+    assert stored_ranges(stats.to_bytes(), len(written)) == stats.ranges()
+    assert stored_ranges(stats.to_bytes(), len(written) + 1) is None  # not this shard's count
+    assert stored_ranges(b"damaged", len(written)) is None
