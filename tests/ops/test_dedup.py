@@ -15,6 +15,7 @@ from catalog import Catalog, RecordWriter
 from catalog.errors import FeatureNotFoundError, UsageError
 from catalog.ops import dedup as dd
 from catalog.ops import rowchanges
+from tests.catalogs import made
 
 SCHEMA = {
     "features": {
@@ -44,14 +45,7 @@ def _rows(start: int, n: int) -> list[dict[str, Any]]:
 
 
 def _dataset(root: Path, shards: int = 3, per: int = 10, splits: tuple[str, ...] = ("train",), **kw: Any) -> Any:
-    cat = Catalog.init(root / "cat")
-    ds = cat.register("d", SCHEMA, **kw)
-    n = 0
-    for split in splits:
-        for _ in range(shards):
-            ds.append_rows(_rows(n, per), split=split)
-            n += per
-    return cat.dataset("d")
+    return made(root, SCHEMA, _rows, shards, per, splits, **kw)
 
 
 def _frozen(value: Any) -> Any:

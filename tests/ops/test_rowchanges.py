@@ -13,6 +13,7 @@ import pytest
 from catalog import Catalog
 from catalog.errors import CommitConflictError, PredicateError, RowChangeError, SplitNotFoundError, UsageError
 from catalog.ops import rowchanges
+from tests.catalogs import made
 
 SCHEMA = {
     "features": {
@@ -39,14 +40,7 @@ def _rows(start: int, n: int) -> list[dict[str, Any]]:
 
 
 def _dataset(root: Path, shards: int = 4, per: int = 10, splits: tuple[str, ...] = ("train",), **kw: Any) -> Any:
-    cat = Catalog.init(root / "cat")
-    ds = cat.register("d", SCHEMA, **kw)
-    n = 0
-    for split in splits:
-        for _ in range(shards):
-            ds.append_rows(_rows(n, per), split=split)
-            n += per
-    return cat.dataset("d")
+    return made(root, SCHEMA, _rows, shards, per, splits, **kw)
 
 
 def _ids(ds: Any, version: int | None = None, split: str | None = None) -> list[int]:
