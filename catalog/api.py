@@ -685,7 +685,7 @@ class Dataset(DatasetHandle):
         if run["token"] is not None and (prior := cat.committed(into, run["token"])) is not None:
             return derive.DeriveReport(into, self.name, prior.read_version, "", prior.version, duplicate=True)
         snap = snapshot(self, version)
-        shards = derive.source_shards(snap, split, self)
+        shards = rowchanges.shards_in_split(self, snap, split)
         target = derive.target_schema(self, op, snap, given, split)
         about = description or f"{op.describe()} of {self.name} version {snap.version}"
         dst = cat._register_for_inputs(into, target, about, self.compression)

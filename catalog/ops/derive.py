@@ -36,7 +36,6 @@ from catalog.errors import (
     CatalogError,
     RowChangeError,
     SchemaError,
-    SplitNotFoundError,
     UsageError,
     ValidationError,
 )
@@ -326,17 +325,6 @@ class DeriveReport:
         out |= {"records_read": self.records_read, "records": self.records, "shards": self.shards}
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "refreshed": self.refreshed}
         return out | {"duplicate": self.duplicate}
-
-
-def source_shards(snap: Snapshot, split: str | None, ds: DatasetHandle) -> list[LiveShard]:
-    """The shards of ``snap`` a derivation reads: every split's, or ``split``'s."""
-    if split is None:
-        return list(snap.shards)
-    shards = [s for s in snap.shards if s.split == split]
-    if not shards and split not in {s.split for s in snap.shards}:
-        have = ", ".join(sorted({s.split for s in snap.shards})) or "none"
-        raise SplitNotFoundError(f"dataset {ds.name!r} has no split {split!r} (splits: {have})")
-    return shards
 
 
 def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Schema | None, split: str | None) -> Schema:

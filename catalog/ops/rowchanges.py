@@ -370,7 +370,7 @@ def run_row_change(
     start = time.monotonic()
     for _round in range(ROUNDS):
         snap = snapshot(ds)
-        shards = _in_split(ds, snap, change.split)
+        shards = shards_in_split(ds, snap, change.split)
         todo = shards if change.purge else _to_read(ds, change, snap, shards)
         if progress is not None and len(todo) < len(shards):
             progress(sum(s.records for s in shards) - sum(s.records for s in todo))  # ruled out: done
@@ -404,7 +404,9 @@ def where_jobs_run(
     return executor, workers
 
 
-def _in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[LiveShard]:
+def shards_in_split(ds: DatasetHandle, snap: Snapshot, split: str | None) -> list[LiveShard]:
+    """The shards of ``snap`` a row change or a derivation reads: every split's, or ``split``'s
+    (a name the dataset never had: one line naming the splits it has)."""
     if split is None:
         return list(snap.shards)
     validate_split(split)
