@@ -17,7 +17,7 @@ from catalog import directory
 from catalog import manifest as mf
 from catalog.commit import tags
 from catalog.commit.handles import CatalogHandle, DatasetHandle, snapshot
-from catalog.commit.plans import ReadPlan, plan, with_cache
+from catalog.commit.plans import CacheKeywords, ReadPlan, plan, with_cache
 from catalog.commit.protocol import create_dataset, drop_dataset, token_commit
 from catalog.commit.values import (
     Commit,
@@ -36,10 +36,20 @@ from catalog.ops import adopt as adoption
 from catalog.ops import dedup, derive, describe, indexing, ingest, maintenance, provision, rewrite, rowchanges
 from catalog.ops.export import export_dataset
 from catalog.ops.migrations import runner
-from catalog.ops.options import AdoptOptions, AppendOptions, WriteOptions
+from catalog.ops.options import (
+    AdoptKeywords,
+    AdoptOptions,
+    AppendOptions,
+    RunKeywords,
+    Unpack,
+    VerbKeywords,
+    WriteOptions,
+    check_keywords,
+)
 from catalog.ops.writer import Writer, drift
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
+from catalog.readers.order import OrderKeywords
 from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
 from catalog.schema import Schema
@@ -196,36 +206,23 @@ class Catalog(CatalogHandle):
         drop_dataset(self, ds.id, only_at=ds.version)
 
     def adopt(
-        self,
-        name: str,
-        paths: Iterable[str | os.PathLike[str]],
-        *,
-        split: str | None = None,
-        copy: bool = False,
-        link: bool = False,
-        description: str = "",
-        token: str | None = None,
-        message: str = "",
-        author: str | None = None,
-        allow_duplicate: bool = False,
-        progress: Progress | None = None,
-        executor: Executor | None = None,
+        self, name: str, paths: Iterable[str | os.PathLike[str]], *, description: str = "", **kw: Unpack[AdoptKeywords]
     ) -> Commit:
         """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
         with the schema of a TFDS directory's ``features.json`` (its description too), else the
         schema inferred from every record of the files (and the compression they share, if they
         share one), and dropped again when the adoption fails: all or nothing."""
-        opts = AdoptOptions.taking(locals())
+        check_keywords("adopt", kw, AdoptKeywords)
         paths = given_paths(paths)
         validate_name(name)
-        _one_way(copy, link)
+        opts = _adopt_options(kw)
         try:
             ds = self.dataset(name)
         except DatasetNotFoundError:
             pass
         else:
-            return ds._adopt(adoption.plan(paths, split), opts, progress, executor)
-        todo = adoption.plan(paths, split)
+            return ds._adopt(adoption.plan(paths, opts.split), opts, kw)
+        todo = adoption.plan(paths, opts.split)
         if todo.tfds is not None:
             schema, description = todo.tfds.schema, description or todo.tfds.description
         else:
@@ -234,7 +231,7 @@ class Catalog(CatalogHandle):
             raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, schema, description, todo.compression())
         try:
-            return ds._adopt(todo, opts, progress, executor)
+            return ds._adopt(todo, opts, kw)
         except BaseException as e:
             self._undo_register(ds, e)
             raise
@@ -281,9 +278,12 @@ class Catalog(CatalogHandle):
         return indexing.index_catalog(self, names, version, progress)
 
 
-def _one_way(copy: bool, link: bool) -> None:
-    if copy and link:
+def _adopt_options(kw: AdoptKeywords) -> AdoptOptions:
+    """An adoption's options from its keywords: ``copy`` or ``link``, not both."""
+    opts = AdoptOptions.taking(kw)
+    if opts.copy and opts.link:
         raise UsageError("adopt takes --copy or --link, not both")
+    return opts
 
 
 def _link_report(w: Writer, inputs: Sequence[Path]) -> Commit:
@@ -417,20 +417,7 @@ class Dataset(DatasetHandle):
         assert w.commit is not None
         return _link_report(w, [p for p, _ in inputs]) if link else w.commit
 
-    def adopt(
-        self,
-        paths: Iterable[str | os.PathLike[str]],
-        *,
-        split: str | None = None,
-        copy: bool = False,
-        link: bool = False,
-        token: str | None = None,
-        message: str = "",
-        author: str | None = None,
-        allow_duplicate: bool = False,
-        progress: Progress | None = None,
-        executor: Executor | None = None,
-    ) -> Commit:
+    def adopt(self, paths: Iterable[str | os.PathLike[str]], **kw: Unpack[AdoptKeywords]) -> Commit:
         """Register existing TFRecord files (any compression; files, folders, globs) as shards
         of ``split`` (default train) where they are, in one commit, after one read of each that
         checks every record against the schema, counts, checksums and indexes it: nothing is
@@ -441,15 +428,13 @@ class Dataset(DatasetHandle):
         copying what cannot be linked. An input already in the dataset (the same bytes as a
         live shard) is refused unless ``allow_duplicate``. With ``executor`` and several files,
         each file is read by a job on it (in place only)."""
-        opts = AdoptOptions.taking(locals())
-        _one_way(copy, link)
-        return self._adopt(adoption.plan(paths, split), opts, progress, executor)
+        check_keywords("adopt", kw, AdoptKeywords)
+        opts = _adopt_options(kw)
+        return self._adopt(adoption.plan(paths, opts.split), opts, kw)
 
-    def _adopt(
-        self, todo: adoption.Plan, opts: AdoptOptions, progress: Progress | None, executor: Executor | None
-    ) -> Commit:
+    def _adopt(self, todo: adoption.Plan, opts: AdoptOptions, kw: AdoptKeywords) -> Commit:
         """:meth:`adopt` of planned inputs (Catalog.adopt plans them once, for a new dataset too)."""
-        copy, link = opts.copy, opts.link
+        copy, link, progress = opts.copy, opts.link, kw.get("progress")
         if not (copy or link):
             adoption.refuse_data_area(todo, self.catalog.store)
         with Writer(self, opts.writing(todo.split)) as w:
@@ -457,7 +442,7 @@ class Dataset(DatasetHandle):
                 if copy or link:
                     adoption.bring_in(w, todo, link, progress)
                 else:
-                    adoption.adopt_files(w, todo, progress, executor)
+                    adoption.adopt_files(w, todo, progress, kw.get("executor"))
                 if w.records == 0:  # raised inside: the writer registers nothing
                     raise AppendError(f"{todo.named()}: no records in the input: nothing committed")
         assert w.commit is not None
@@ -497,21 +482,17 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
-        *,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        **cache: Unpack[CacheKeywords],
     ) -> DataSource:
         """Random access: ``len(src)``, ``src[i]`` (a row), ``src[[i, j]]`` or ``src[a:b]`` (a
         columnar batch), ``src.records(indices)`` (raw bytes). A ``torch.utils.data.Dataset``
         for any sampler, and a grain ``RandomAccessDataSource``. Needs uncompressed shards."""
-        return DataSource(self._indexed_plan(version, split, cache_dir, cache_limit), columns)
+        return DataSource(self._indexed_plan(version, split, cache, "source"), columns)
 
-    def _indexed_plan(
-        self, version: VersionRef, split: str | None, cache_dir: str | os.PathLike[str] | None, cache_limit: int | None
-    ) -> ReadPlan:
+    def _indexed_plan(self, version: VersionRef, split: str | None, cache: CacheKeywords, reader: str) -> ReadPlan:
         """The read plan, every shard it reads by position indexed first (built here, in this
         process, where missing): workers then load offsets instead of scanning shards."""
-        return indexing.ensure_indexes(self, with_cache(plan(self, version, split), cache_dir, cache_limit))
+        return indexing.ensure_indexes(self, with_cache(plan(self, version, split), cache, reader))
 
     def torch(
         self,
@@ -525,9 +506,7 @@ class Dataset(DatasetHandle):
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[[Any], Any] | None = None,
-        *,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        **cache: Unpack[CacheKeywords],
     ) -> Any:
         """A ``torch.utils.data.IterableDataset``: partitioned across ranks and DataLoader
         workers, shuffled by (seed, epoch), resumable (``set_epoch``, ``state_dict``,
@@ -537,7 +516,7 @@ class Dataset(DatasetHandle):
         require_torch()
         options: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "seed": seed, "columns": columns}
         options |= {"drop_last": drop_last, "rank": rank, "world_size": world_size, "transform": transform}
-        return torch_dataset(self._indexed_plan(version, split, cache_dir, cache_limit), **options)
+        return torch_dataset(self._indexed_plan(version, split, cache, "torch"), **options)
 
     def batches(
         self,
@@ -554,8 +533,7 @@ class Dataset(DatasetHandle):
         *,
         samples: int = 0,
         pad: bool = False,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        **cache: Unpack[CacheKeywords],
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
         ``rank``'s share of epoch ``epoch``: ds.torch()'s partition and order, for NumPy/JAX
@@ -565,18 +543,12 @@ class Dataset(DatasetHandle):
         A SequenceExample dataset's sequence features are ragged (an object array of each
         record's steps), or with ``pad`` padded arrays ``(rows, steps, ...)`` with each
         record's number of steps in ``<name>/length``."""
-        options: dict[str, Any] = {
-            "shuffle": shuffle,
-            "seed": seed,
-            "epoch": epoch,
-            "rank": rank,
-            "world_size": world_size,
-        }
-        options |= {"drop_last": drop_last, "samples": samples}
-        pinned = with_cache(plan(self, version, split), cache_dir, cache_limit)
+        order = OrderKeywords(shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world_size=world_size)
+        order |= {"drop_last": drop_last, "samples": samples}
+        pinned = with_cache(plan(self, version, split), cache, "batches")
         if shuffle or world_size > 1 or samples:  # read by position: each shard's index, made here once
             pinned = indexing.ensure_indexes(self, pinned)
-        out = readers.batches(pinned, batch_size, columns, **options)
+        out = readers.batches(pinned, batch_size, columns, **order)
         steps = pinned.schema().sequence
         if pad and steps:
             return (pad_batch(steps, batch) for batch in out)
@@ -587,23 +559,19 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
-        *,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        **cache: Unpack[CacheKeywords],
     ) -> Iterator[dict[str, Any]]:
         """Rows (dicts per the schema of that version), in dataset order."""
-        return readers.rows(with_cache(plan(self, version, split), cache_dir, cache_limit), columns)
+        return readers.rows(with_cache(plan(self, version, split), cache, "read"), columns)
 
     def records(
         self,
         version: VersionRef = None,
         split: str | None = None,
-        *,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        **cache: Unpack[CacheKeywords],
     ) -> Iterator[bytes]:
         """The raw serialized records, in dataset order, CRC-checked."""
-        return readers.records(with_cache(plan(self, version, split), cache_dir, cache_limit))
+        return readers.records(with_cache(plan(self, version, split), cache, "records"))
 
     # ---- rewrites: the operations themselves, bound as methods (see rewrite.py, export.py
     # and catalog/migrations/runner.py for their parameters)
@@ -628,21 +596,16 @@ class Dataset(DatasetHandle):
         split: str | None = None,
         batched: bool = False,
         description: str = "",
-        message: str = "",
-        author: str | None = None,
-        token: str | None = None,
-        workers: int | None = None,
-        executor: Executor | None = None,
-        progress: Progress | None = None,
+        **kw: Unpack[VerbKeywords],
     ) -> derive.DeriveReport:
         """A new dataset ``into`` of the rows ``where`` matches (a predicate, or a function of a
         row; of a batch of columns with ``batched``), at ``version`` (default current), every
         split's or ``split``'s, in their order, with this schema (class names and all); its
         lineage names this dataset, the version read and the predicate. All or nothing;
         ``token``: a retry with it answers with the first run's commit."""
+        check_keywords("filter", kw, VerbKeywords)
         op = derive.Operation(derive.FILTER, where=rowchanges.checked_where(self, where), batched=batched)
-        run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
-        return self._derive(op, into, None, version, split, description, run | {"token": token})
+        return self._derive(op, into, None, version, split, description, kw)
 
     def map(
         self,
@@ -654,12 +617,7 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         description: str = "",
-        message: str = "",
-        author: str | None = None,
-        token: str | None = None,
-        workers: int | None = None,
-        executor: Executor | None = None,
-        progress: Progress | None = None,
+        **kw: Unpack[VerbKeywords],
     ) -> derive.DeriveReport:
         """A new dataset ``into`` of ``fn`` applied to every row (a dict in, a dict out: new,
         changed or dropped features), or with ``batched`` to every batch of columns (a dict of
@@ -667,22 +625,23 @@ class Dataset(DatasetHandle):
         the output's, else inferred from the first outputs (features passing through keep
         their declaration: class names, image metadata) and then enforced. ``fn`` runs in
         worker processes: a module's function, which lineage names (and refresh imports)."""
+        check_keywords("map", kw, VerbKeywords)
         if not callable(fn):
             raise UsageError(f"map takes a function of a row, not {type(fn).__name__}")
         given = None if schema is None else _as_schema(schema)
         op = derive.Operation(derive.MAP, fn=fn, batched=batched)
-        run = {"message": message, "author": author, "workers": workers, "executor": executor, "progress": progress}
-        return self._derive(op, into, given, version, split, description, run | {"token": token})
+        return self._derive(op, into, given, version, split, description, kw)
 
     def _derive(
         self, op: derive.Operation, into: str, given: Schema | None, version: VersionRef, split: str | None,
-        description: str, run: dict[str, Any],
+        description: str, kw: VerbKeywords,
     ) -> derive.DeriveReport:  # fmt: skip
         validate_name(into)
         cat = self.catalog
         if not isinstance(cat, Catalog):  # (a Dataset is made by its Catalog)
             raise TypeError(f"a Dataset of a {type(cat).__name__}")
-        if run["token"] is not None and (prior := cat.committed(into, run["token"])) is not None:
+        token = kw.get("token")
+        if token is not None and (prior := cat.committed(into, token)) is not None:
             return derive.DeriveReport(into, self.name, prior.read_version, "", prior.version, duplicate=True)
         snap = snapshot(self, version)
         shards = rowchanges.shards_in_split(self, snap, split)
@@ -690,7 +649,7 @@ class Dataset(DatasetHandle):
         about = description or f"{op.describe()} of {self.name} version {snap.version}"
         dst = cat._register_for_inputs(into, target, about, self.compression)
         try:
-            return derive.run(self, dst, op, snap, shards, split, **run)
+            return derive.run(self, dst, op, snap, shards, split, **kw)
         except BaseException as e:
             cat._undo_register(dst, e)
             raise
@@ -704,21 +663,11 @@ class Dataset(DatasetHandle):
         dataset that was not derived (empty: this one was not)."""
         return derive.chain(self, self._other)
 
-    def refresh(
-        self,
-        *,
-        message: str = "",
-        author: str | None = None,
-        workers: int | None = None,
-        executor: Executor | None = None,
-        progress: Progress | None = None,
-    ) -> derive.DeriveReport:
+    def refresh(self, **kw: Unpack[RunKeywords]) -> derive.DeriveReport:
         """Apply this derived dataset's filter or map to the rows its source appended since
         the version it read (one commit); refused when the source changed otherwise."""
-        return derive.refresh(
-            self, self._other, message=message, author=author, workers=workers, executor=executor,
-            progress=progress,
-        )  # fmt: skip
+        check_keywords("refresh", kw, RunKeywords)
+        return derive.refresh(self, self._other, **kw)
 
     # ---- statistics (see describe.py): ds.stats(version, split, features), kept by the manifest;
     # ds.compute_stats() for shards that have none; ds.compare_stats("train", "validation")

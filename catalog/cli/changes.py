@@ -53,6 +53,7 @@ Key = Annotated[
         help="The features whose values make a row's identity (absent equals absent; NaN equals NaN).",
     ),
 ]
+DEDUP_DRY_RUN = "Say how many duplicate rows in how many shards would go; write nothing."
 Content = Annotated[
     bool, typer.Option("--content", help="Whole-record identity: the serialized record's bytes, instead of --key.")
 ]
@@ -76,7 +77,6 @@ def delete(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say how many rows in how many shards would go; write nothing.")
     ] = False,
-    as_json: AsJson = False,
 ) -> Output:
     """Delete the rows that match --where: a new version in which only the shards holding a match are rewritten."""
     ds = open_catalog().dataset(name)
@@ -96,7 +96,6 @@ def update(
     sets: Sets,
     where: Where,
     dry_run: DryRun = False,
-    as_json: AsJson = False,
 ) -> Output:
     """Set features of the rows that match --where: a new version; only the shards holding a match are rewritten."""
     from catalog.ops.rowchanges import parse_sets
@@ -120,10 +119,7 @@ def dedup(
     jobs: Jobs,
     key: Key = None,
     content: Content = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say how many duplicate rows in how many shards would go; write nothing.")
-    ] = False,
-    as_json: AsJson = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=DEDUP_DRY_RUN)] = False,
 ) -> Output:
     """Remove duplicate rows: the first row of each --key (or --content) in dataset order is kept; a new version in
     which only the shards holding a duplicate are rewritten. Equality is by a 128-bit hash of the key."""
@@ -192,7 +188,6 @@ def filter(
     jobs: Jobs,
     where: Where,
     version: Version = None,
-    as_json: AsJson = False,
 ) -> Output:
     """A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."""
     src = open_catalog().dataset(name)
@@ -218,7 +213,6 @@ def map(
         typer.Option("--schema", help="The output's schema JSON file (default: inferred from the first outputs)."),
     ] = None,
     version: Version = None,
-    as_json: AsJson = False,
 ) -> Output:
     """A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage."""
     from catalog.ops.derive import load_function
@@ -236,7 +230,6 @@ def refresh(
     name: DatasetName,
     options: RefreshOptions,
     jobs: Jobs,
-    as_json: AsJson = False,
 ) -> Output:
     """Apply a derived dataset's filter or map to the rows its source appended since it was made."""
     ds = open_catalog().dataset(name)

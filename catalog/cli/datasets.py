@@ -61,7 +61,6 @@ def register(
         bool, typer.Option("--infer", help="Infer the schema from every record of the inputs, then append them.")
     ] = False,
     compression: Annotated[str, compression_option("How its shards are stored.")] = "none",
-    as_json: AsJson = False,
     default: Defaults = None,
     fill_missing: FillMissing = False,
 ) -> Output:
@@ -218,7 +217,6 @@ def append(
     inputs: Inputs,
     options: AppendOptions,
     fmt: FormatOption = "auto",
-    as_json: AsJson = False,
     workers: Annotated[int | None, workers_option("Inputs validated and written")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
@@ -269,7 +267,6 @@ def adopt(
     ],
     options: AdoptOptions,
     description: Annotated[str, typer.Option("--description", help="A new dataset's description.")] = "",
-    as_json: AsJson = False,
     workers: Annotated[int | None, workers_option("Files read")] = None,
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,

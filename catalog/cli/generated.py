@@ -23,7 +23,7 @@ import typer
 from typer.core import TyperCommand
 from typer.main import get_params_convertors_ctx_param_name_from_function
 
-from catalog.cli.options import ExecutorKind, Jobs, LibraryChoice, Scheduler, Workers, compressions, parse_bytes
+from catalog.cli.options import AsJson, ExecutorKind, Jobs, LibraryChoice, Scheduler, Workers, compressions, parse_bytes
 
 if TYPE_CHECKING:
     from catalog.ops.options import CommitOptions, Flag
@@ -119,6 +119,11 @@ def placed(layout: tuple[str, ...], fields: tuple[str, ...], own: Container[str]
     return [*layout, *(n for n in fields if n not in layout and n not in hidden)]
 
 
+def _json_parameter() -> inspect.Parameter:
+    """``--json``: every verb that commits can print its report as JSON (read by ``verb``)."""
+    return inspect.Parameter("as_json", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=AsJson, default=False)
+
+
 def _job_parameters() -> list[inspect.Parameter]:
     """``--workers``, ``--executor`` and ``--scheduler``: where a verb's per-shard jobs run."""
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -138,18 +143,22 @@ def takes(
     parameters in the help's order, its own and the fields'; a field it does not name comes
     after them. ``base``: the command class (a TyperCommand) the generated one extends.
     ``jobs``: the verb runs per-shard jobs: it has ``--workers``, ``--executor`` and
-    ``--scheduler``, and its body takes them as ``jobs`` (:class:`catalog.cli.options.Jobs`)."""
+    ``--scheduler``, and its body takes them as ``jobs`` (:class:`catalog.cli.options.Jobs`).
+    Every such verb has ``--json`` (``as_json``, which ``catalog.cli.base.verb`` reads: the
+    body does not take it)."""
     settings = {"options": options, "layout": tuple(layout.split()), "withheld": frozenset(hidden.split())}
     made = ("options", "jobs")  # the body's parameters this decorator builds
 
     def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
         own = inspect.signature(body)
         mine = [_evaluated(body, p) for name, p in own.parameters.items() if name not in made]
-        extra = _job_parameters() if jobs else []
+        job_parameters = _job_parameters() if jobs else []
+        extra = [*job_parameters, _json_parameter()]
 
         @functools.wraps(body)
         def verb(**given: Any) -> Any:
-            run = {p.name: given.pop(p.name) for p in extra}
+            given.pop("as_json")
+            run = {p.name: given.pop(p.name) for p in job_parameters}
             values = {n: given.pop(n) for n in list(given) if n not in own.parameters}
             built = {"jobs": Jobs(**run)} if jobs else {}
             return body(**given, options=options_type(options)(**values), **built)

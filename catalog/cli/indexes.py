@@ -17,18 +17,14 @@ if TYPE_CHECKING:
     from catalog.ops.indexing import DaliReport, IndexReport
 
 
+DALI = "Also write NVIDIA DALI's index file of each shard (one dataset) into DIR, as <shard file>.idx."
+
+
 @verb
 def index(
     names: Annotated[list[str] | None, typer.Argument(help="Datasets (default: all).")] = None,
     version: Version = None,
-    dali: Annotated[
-        Path | None,
-        typer.Option(
-            "--dali",
-            metavar="DIR",
-            help="Also write NVIDIA DALI's index file of each shard (one dataset) into DIR, as <shard file>.idx.",
-        ),
-    ] = None,
+    dali: Annotated[Path | None, typer.Option("--dali", metavar="DIR", help=DALI)] = None,
     as_json: AsJson = False,
 ) -> Output:
     """Give shards without a record index (older catalogs, --link) one: a read per shard, idempotent."""

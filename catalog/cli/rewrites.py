@@ -57,7 +57,6 @@ def migrate(
     ] = None,
     drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
     rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
-    as_json: AsJson = False,
 ) -> Output:
     """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
@@ -145,7 +144,6 @@ def restore(
             "--version", parser=parse_version, metavar="N|TAG", help="The version (number or tag) to bring back."
         ),
     ],
-    as_json: AsJson = False,
 ) -> Output:
     """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
     ds = open_catalog().dataset(name)
@@ -177,7 +175,6 @@ def compact(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
     dry_run: DryRun = False,
-    as_json: AsJson = False,
 ) -> Output:
     """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)

@@ -24,6 +24,9 @@ SPARKS = " ▁▂▃▄▅▆▇█"
 DRIFT_SHOWN = 0.1  # an L-infinity distance above this is marked (TFDV's usual threshold)
 
 
+COMPARE = "Compare two versions, tags or splits (SPLIT@VERSION for a split of another version)."
+
+
 @verb
 def stats(
     name: DatasetName,
@@ -37,14 +40,7 @@ def stats(
     compute: Annotated[
         bool, typer.Option("--compute", help="First compute the statistics of shards that have none (one read each).")
     ] = False,
-    compare: Annotated[
-        tuple[str, str] | None,
-        typer.Option(
-            "--compare",
-            metavar="A B",
-            help="Compare two versions, tags or splits (SPLIT@VERSION for a split of another version).",
-        ),
-    ] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option("--compare", metavar="A B", help=COMPARE)] = None,
     as_json: AsJson = False,
 ) -> Output:
     """Feature statistics of a version or split, kept by the manifest (no data read)."""

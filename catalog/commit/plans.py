@@ -8,13 +8,14 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, live_values, load_schema
 from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.errors import UsageError
+from catalog.keywords import check_keywords
 from catalog.schema import Schema
 from catalog.storage.cache import ShardCache, cached
 from catalog.storage.fileio import FileIO
@@ -77,15 +78,27 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)
 
 
-def with_cache(pinned: ReadPlan, cache_dir: str | os.PathLike[str] | None, cache_limit: int | None = None) -> ReadPlan:
+class CacheKeywords(TypedDict, total=False):
+    """Every reader's ``**cache`` keywords: shards on an object store are read from whole
+    copies kept in ``cache_dir`` (at most ``cache_limit`` bytes of them), fetched once per
+    host (storage/cache.py). Both None by default: read where they are."""
+
+    cache_dir: str | os.PathLike[str] | None
+    cache_limit: int | None
+
+
+def with_cache(pinned: ReadPlan, cache: CacheKeywords, reader: str) -> ReadPlan:
     """``pinned`` reading its remote shards from copies kept in ``cache_dir`` (at most
-    ``cache_limit`` bytes of them: storage.cache); as it is without a ``cache_dir``."""
+    ``cache_limit`` bytes of them: storage.cache); as it is without a ``cache_dir``.
+    ``cache``: the ``**cache`` keywords of ``reader`` (a method's name), checked here."""
+    check_keywords(reader, cache, CacheKeywords)
+    cache_dir, cache_limit = cache.get("cache_dir"), cache.get("cache_limit")
     if cache_dir is None:
         if cache_limit is not None:
             raise UsageError("cache_limit needs a cache_dir")
         return pinned
-    cache = ShardCache.at(cache_dir, cache_limit)
-    return replace(pinned, shards=tuple(replace(s, cache=cache) for s in pinned.shards))
+    kept = ShardCache.at(cache_dir, cache_limit)
+    return replace(pinned, shards=tuple(replace(s, cache=kept) for s in pinned.shards))
 
 
 def split_counts(shards: list[PlannedShard]) -> dict[str, int]:

@@ -47,7 +47,7 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.values import Progress
 from catalog.errors import CatalogError, FeatureNotFoundError, RowChangeError, UsageError
 from catalog.executors import run_jobs
-from catalog.ops.options import CommitOptions
+from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.ops.rowchanges import Drops, RowChange, RowChangeReport, run_row_change
 from catalog.schema import Schema
 from catalog.schema.features import Feature
@@ -276,12 +276,7 @@ def dedup(
     split: str | None = None,
     per_split: bool = False,
     dry_run: bool = False,
-    message: str = "",
-    author: str | None = None,
-    token: str | None = None,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+    **run: Unpack[VerbKeywords],
 ) -> RowChangeReport:
     """A new version without duplicates: of each ``key`` (a feature name, several as a list or
     "a,b"; or with ``content``, the whole record's bytes) only the first record in dataset
@@ -291,12 +286,13 @@ def dedup(
     equal, NaN equals NaN); memory stays bounded (hash partitions spilled to disk).
     ``dry_run``: count the duplicates, write nothing to the data area or the manifest; none:
     no commit (``version`` None). ``token``: a retry of a dedup that committed reports it."""
+    check_keywords("dedup", run, VerbKeywords)
     names = key_of(snapshot(ds).schema, key, content)
     described = f"key {','.join(names)}" if names else "content"
-    options = CommitOptions(token, message, author)
+    options = CommitOptions.taking(run)
     with spill_dir(ds.catalog.root / SPILL, "dedup") as spill:
         scan = _Scan(names, per_split, spill)
         change = RowChange(DEDUP, described, split=split, dry_run=dry_run, options=options, scan=scan)
-        report = run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+        report = run_row_change(ds, change, **jobs_of(run))
     report.key, report.per_split = list(names), per_split
     return report

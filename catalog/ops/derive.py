@@ -19,7 +19,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,7 +30,7 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.plans import plan
 from catalog.commit.protocol import commit
-from catalog.commit.values import Progress, default_author
+from catalog.commit.values import default_author
 from catalog.errors import (
     CatalogError,
     RowChangeError,
@@ -41,6 +40,7 @@ from catalog.errors import (
 )
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import COMMITS, LINEAGE, SHARDS
+from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
 from catalog.schema import Feature, Schema
@@ -390,20 +390,15 @@ def run(
     snap: Snapshot,
     shards: list[LiveShard],
     split: str | None,
-    *,
-    message: str = "",
-    author: str | None = None,
-    token: str | None = None,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+    **kw: Unpack[VerbKeywords],
 ) -> DeriveReport:
     """Derive ``shards`` of ``src`` (at ``snap``) into ``dst`` (registered with the target
     schema): one job per shard, one commit of every new shard and the lineage row."""
     start = time.monotonic()
     report = DeriveReport(dst.name, src.name, snap.version, op.describe(), split=split)
     origin = f"{op.kind} of {src.name} version {snap.version}"
-    executor, workers = where_jobs_run(op, executor=executor, workers=workers)
+    opts, progress = CommitOptions.taking(kw), kw.get("progress")
+    executor, workers = where_jobs_run(op, executor=kw.get("executor"), workers=kw.get("workers"))
     with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
         jobs = [_job(src, dst, op, snap, s, intent.prefix(i)) for i, s in enumerate(shards)]
         done = (lambda job, _r: progress(job.records)) if progress else None
@@ -414,10 +409,10 @@ def run(
             if f
         ]
         row = lineage_row(src, op, snap.version, split)
-        text = message or f"{op.describe()}, from {src.name} version {snap.version}"
-        change = Change(DERIVE, dst.version, dst.schema_version, text, author or default_author(), intent.id)
+        text = opts.message or f"{op.describe()}, from {src.name} version {snap.version}"
+        change = Change(DERIVE, dst.version, dst.schema_version, text, opts.author or default_author(), intent.id)
         change = change.with_updates(adding(added), RecordLineage(row))
-        change.token = token
+        change.token = opts.token
         committed = commit(dst, change)
     report.version, report.shards = committed.version, len(added)
     report.records_read, report.records = sum(s.records for s in shards), sum(n for n, _f in results)
@@ -545,14 +540,7 @@ def operation_of(entry: LineageEntry, dataset: str) -> Operation:
 
 
 def refresh(
-    dst: DatasetHandle,
-    open_dataset: Callable[[str], DatasetHandle],
-    *,
-    message: str = "",
-    author: str | None = None,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+    dst: DatasetHandle, open_dataset: Callable[[str], DatasetHandle], **kw: Unpack[RunKeywords]
 ) -> DeriveReport:
     """Apply ``dst``'s recorded operation to the rows its source appended since the version it
     read, in one commit (with a new lineage row); nothing when the source did not move."""
@@ -566,10 +554,7 @@ def refresh(
     if snap.version == entry.source_version:
         return DeriveReport(dst.name, src.name, snap.version, op.describe(), split=entry.split, refreshed=True)
     shards = appended_since(src, entry, snap)
-    report = run(
-        src, dst, op, snap, shards, entry.split, message=message, author=author, workers=workers, executor=executor,
-        progress=progress,
-    )  # fmt: skip
+    report = run(src, dst, op, snap, shards, entry.split, **kw)
     report.refreshed = True
     return report
 

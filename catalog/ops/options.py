@@ -9,7 +9,7 @@ CLI's flags of the verbs that take it are generated from it (``catalog.cli.gener
 ``tests/cli/test_generated_options.py`` fails until the API methods of the verb take it as a
 keyword of the same name, type and default.
 
-Stdlib only: the CLI reads these fields to parse a verb's arguments and show its help, which
+Stdlib only (and catalog.keywords): the CLI reads these fields to parse a verb's arguments and show its help, which
 must not load the library (the manifest, NumPy). What follows from the options (the shard
 sizes a writer uses, its drift check) is the writer's (catalog/ops/writer.py).
 """
@@ -18,7 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from catalog.keywords import Unpack, check_keywords
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from catalog.commit.values import Progress
+
+__all__ = ["Unpack", "check_keywords"]  # re-exported for the methods that take the keyword sets below
 
 # catalog.manifest.DEFAULT_SPLIT, not imported: the manifest is SQLAlchemy, which a verb's
 # --help does not load (tests/cli/test_generated_options.py holds them equal).
@@ -62,6 +71,57 @@ def flag_of(options: type[CommitOptions], name: str) -> Flag:
 # The flags several types share, each said once.
 TOKEN = "Idempotency token: a retry is a no-op."
 AUTHOR = "Commit author (default: user name)."
+
+
+class JobKeywords(TypedDict, total=False):
+    """Where a verb's per-shard jobs run and what they report: ``workers`` (processes on this
+    machine, None: one per core), an ``executor`` of your own (Dask's, say), and ``progress``
+    (called with the input bytes each job processed). Each None by default.
+
+    These keyword sets are taken as ``**kw: Unpack[...]`` (PEP 692) by the methods of the
+    verbs, so that a keyword is declared once; the options type of the verb gives the
+    defaults of its fields (:meth:`CommitOptions.taking`)."""
+
+    workers: int | None
+    executor: Executor | None
+    progress: Progress | None
+
+
+class RunKeywords(JobKeywords, total=False):
+    """A verb's that runs jobs and commits what they made: the jobs', the commit's ``message``
+    and ``author`` (see :class:`CommitOptions`)."""
+
+    message: str
+    author: str | None
+
+
+class VerbKeywords(RunKeywords, total=False):
+    """:class:`RunKeywords` and ``token`` (a retry with it answers with the first commit)."""
+
+    token: str | None
+
+
+class AdoptKeywords(TypedDict, total=False):
+    """An adoption's keywords (``Catalog.adopt``, ``Dataset.adopt``): :class:`AdoptOptions`'
+    fields, ``progress`` and an ``executor`` reading each file in a job."""
+
+    split: str | None
+    copy: bool
+    link: bool
+    allow_duplicate: bool
+    token: str | None
+    message: str
+    author: str | None
+    progress: Progress | None
+    executor: Executor | None
+
+
+JOB_KEYWORDS = tuple(JobKeywords.__annotations__)
+
+
+def jobs_of(given: Mapping[str, Any]) -> JobKeywords:
+    """The job keywords among ``given`` (a method's ``**`` keywords)."""
+    return {k: given[k] for k in JOB_KEYWORDS if k in given}  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +35,7 @@ from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
 from catalog.commit.statistics import stored_stats
-from catalog.commit.values import Commit, Progress, default_author
+from catalog.commit.values import Commit, default_author
 from catalog.errors import (
     CatalogError,
     CommitConflictError,
@@ -45,6 +44,7 @@ from catalog.errors import (
     VersionNotFoundError,
 )
 from catalog.executors import executor_for, run_jobs
+from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords
 from catalog.stats import merged as merge_stats
 from catalog.storage import (
     CHECKSUM_CHUNK,
@@ -237,15 +237,10 @@ def compact(
     ds: DatasetHandle,
     target_size: int | None = None,
     *,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    message: str = "",
-    author: str | None = None,
     dry_run: bool = False,
-    progress: Progress | None = None,
     split: str | None = None,
     compression: str | None = None,
-    token: str | None = None,
+    **kw: Unpack[VerbKeywords],
 ) -> CompactReport:
     """Merge adjacent small shards of each split (or of ``split`` only) in one no-data-change
     commit: every split keeps its records in their order. With ``compression`` (none, gzip or
@@ -253,8 +248,9 @@ def compact(
     new shards so from then on (with ``split``, that split's shards only are rewritten).
     ``token``: a retry with the token of a compaction that committed rewrites nothing and
     reports that commit (``commit.duplicate``)."""
-    start = time.monotonic()
-    if not dry_run and (prior := token_commit(ds, token)) is not None:
+    check_keywords("compact", kw, VerbKeywords)
+    start, opts, progress = time.monotonic(), CommitOptions.taking(kw), kw.get("progress")
+    if not dry_run and (prior := token_commit(ds, opts.token)) is not None:
         return CompactReport(ds.name, prior, 0, prior.total_shards, prior.total_shards, 0, 0.0, False, split)
     snap = snapshot(ds)
     if split is not None:
@@ -275,20 +271,20 @@ def compact(
             for i, g in enumerate(groups)
         ]
         done = (lambda job, _r: progress(sum(s.bytes for s in job.sources))) if progress else None
-        with executor_for(executor, workers, len(jobs)) as ex:
+        with executor_for(kw.get("executor"), kw.get("workers"), len(jobs)) as ex:
             files = run_jobs(concat_job, jobs, ex, intent, done)
         files = with_stats(ds, files, groups)
         pairs = zip(files, groups, strict=True)
         merged_into = [NewShard(f, g[0].seq, g[0].schema_version, g[0].split) for f, g in pairs]
         change = Change(
             COMPACT, snap.version, snap.schema_version,
-            message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
-            author or default_author(), intent.id,
+            opts.message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
+            opts.author or default_author(), intent.id,
             updates(
                 adding(merged_into), RetireShards(frozenset(s.id for g in groups for s in g)),
                 None if target is None else SetCompression(target),
             ),
-            token=token,
+            token=opts.token,
         )  # fmt: skip
         report.commit = _commit_merged(ds, change, intent)
     report.seconds = time.monotonic() - start

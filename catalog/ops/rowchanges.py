@@ -54,7 +54,7 @@ from catalog.errors import (
 )
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import SHARDS
-from catalog.ops.options import CommitOptions
+from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.schema import Schema
 from catalog.schema.features import convert
 from catalog.schema.predicates import Predicate
@@ -550,14 +550,9 @@ def delete(
     split: str | None = None,
     dry_run: bool = False,
     batched: bool = False,
-    message: str = "",
-    author: str | None = None,
-    token: str | None = None,
     purge: bool = False,
     rewrite_adopted: bool = False,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+    **run: Unpack[VerbKeywords],
 ) -> RowChangeReport:
     """A new version without the rows ``where`` matches: a predicate (``"label = 'cat' AND
     score < 0.2"``, see catalog.schema.predicates) or a function of a row returning a bool (of
@@ -570,11 +565,12 @@ def delete(
     :func:`erase`); files the catalog does not own (adopted, linked) that hold a match are
     refused unless ``rewrite_adopted``. With ``split``, an erasure is refused (old versions'
     shards may have been in other splits)."""
+    check_keywords("delete", run, VerbKeywords)
     if purge and split is not None:
         raise UsageError("delete --purge erases from every split and version: give no --split")
-    options = CommitOptions(token, message, author)
+    options = CommitOptions.taking(run)
     change = RowChange(DELETE, checked_where(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
-    return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+    return run_row_change(ds, change, **jobs_of(run))
 
 
 def update(
@@ -585,20 +581,15 @@ def update(
     split: str | None = None,
     dry_run: bool = False,
     batched: bool = False,
-    message: str = "",
-    author: str | None = None,
-    token: str | None = None,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+    **run: Unpack[VerbKeywords],
 ) -> RowChangeReport:
     """A new version whose rows ``where`` matches (as :func:`delete`'s) have the features of
     ``set`` set: a value (checked against the schema at once) or a function of the row; each
     updated row is checked against the schema. Only the shards holding a match are rewritten."""
+    check_keywords("update", run, VerbKeywords)
     sets = _check_sets(snapshot(ds).schema, set)
-    options = CommitOptions(token, message, author)
-    change = RowChange(UPDATE, checked_where(ds, where), batched, sets, split, dry_run, options)
-    return run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+    change = RowChange(UPDATE, checked_where(ds, where), batched, sets, split, dry_run, CommitOptions.taking(run))
+    return run_row_change(ds, change, **jobs_of(run))
 
 
 def checked_where(ds: DatasetHandle, where: Where) -> Where:

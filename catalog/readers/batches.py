@@ -18,9 +18,10 @@ import numpy as np
 
 from catalog.commit.plans import ReadPlan
 from catalog.errors import UsageError
+from catalog.keywords import Unpack, check_keywords
 from catalog.readers.decoding import Decoder, Where
 from catalog.readers.files import stream_shard
-from catalog.readers.order import ROW_CHUNK, EpochOrder, check_samples, worker_chunks
+from catalog.readers.order import ROW_CHUNK, EpochOrder, OrderKeywords, check_samples, worker_chunks
 from catalog.readers.positions import RecordReader
 
 Chunk = tuple[list[bytes], Where]
@@ -114,23 +115,16 @@ def check_batch_size(batch_size: int | None, optional: bool = False) -> None:
 
 
 def batches(
-    plan: ReadPlan,
-    batch_size: int,
-    columns: str | Iterable[str] | None = None,
-    *,
-    shuffle: bool = False,
-    seed: int = 0,
-    epoch: int = 0,
-    rank: int = 0,
-    world_size: int = 1,
-    drop_last: bool = False,
-    samples: int = 0,
+    plan: ReadPlan, batch_size: int, columns: str | Iterable[str] | None = None, **order: Unpack[OrderKeywords]
 ) -> Iterator[dict[str, np.ndarray]]:
     """Columnar NumPy batches of one rank's share of an epoch (see order.py); arguments are
     checked now, records read as the batches are taken. ``samples`` is trusted to be a
     position of this very read (the arguments are all there is to check it against): only
     its range is checked."""
+    check_keywords("batches", order, OrderKeywords)
     check_batch_size(batch_size)
-    samples = check_samples(samples, plan.records)
-    order = EpochOrder(plan.records, shuffle, seed, epoch, samples, rank, world_size, drop_last)
-    return decoded(RecordReader(plan), Decoder(plan, columns), order, batch_size)
+    samples = check_samples(order.get("samples", 0), plan.records)
+    shuffle, seed, epoch = order.get("shuffle", False), order.get("seed", 0), order.get("epoch", 0)
+    rank, world_size, drop_last = order.get("rank", 0), order.get("world_size", 1), order.get("drop_last", False)
+    epoch_order = EpochOrder(plan.records, shuffle, seed, epoch, samples, rank, world_size, drop_last)
+    return decoded(RecordReader(plan), Decoder(plan, columns), epoch_order, batch_size)

@@ -22,6 +22,7 @@ import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypedDict
 
 import numpy as np
 
@@ -87,6 +88,21 @@ class Permutation:
             out[outside] = self._feistel(out[outside])
             outside = outside[out[outside] >= _U64(self.n)]
         return out.astype(np.int64)
+
+
+class OrderKeywords(TypedDict, total=False):
+    """Which records of an epoch a reader yields, in what order (``readers.batches``' keywords,
+    each defaulting to a single rank's pass in dataset order): ``shuffle`` by ``seed`` and
+    ``epoch``, rank ``rank`` of ``world_size``'s share (``drop_last``: each rank the same number,
+    the remainder dropped), from ``samples`` of the epoch consumed on."""
+
+    shuffle: bool
+    seed: int
+    epoch: int
+    rank: int
+    world_size: int
+    drop_last: bool
+    samples: int
 
 
 @dataclass(frozen=True)

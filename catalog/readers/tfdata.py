@@ -26,7 +26,6 @@ TensorFlow is an optional extra (``tfrecord-catalog[tf]``), imported when this i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -35,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.handles import DatasetHandle
-from catalog.commit.plans import PlannedShard, ReadPlan, plan, with_cache
+from catalog.commit.plans import CacheKeywords, PlannedShard, ReadPlan, plan, with_cache
 from catalog.errors import CodecError, CorruptShardError, DependencyError, FeatureNotFoundError, UsageError
+from catalog.keywords import Unpack
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.storage.cache import CachedFileIO
@@ -70,8 +70,7 @@ def tf_dataset(
     drop_remainder: bool = False,
     *,
     input_context: Any = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | None = None,
+    **cache: Unpack[CacheKeywords],
 ) -> Any:
     """A ``tf.data.Dataset`` of batches of feature dicts (``(features, label)`` with
     ``label_key``) over ``version`` (a number or a tag; default: current) and ``split`` (a
@@ -94,7 +93,7 @@ def tf_dataset(
     ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`)."""
     _check_arguments(batch_size, num_epochs)
     tf = import_tensorflow()
-    rp = fetched(with_cache(plan(ds, version, split), cache_dir, cache_limit))
+    rp = fetched(with_cache(plan(ds, version, split), cache, "tf_dataset"))
     check_sizes(rp.shards)
     schema = rp.schema()
     names = selected_features(schema, columns, label_key, rp.dataset)

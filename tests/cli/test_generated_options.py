@@ -5,6 +5,7 @@ methods of the verb take every field as a keyword of the same name, type and def
 from __future__ import annotations
 
 import inspect
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -96,18 +97,51 @@ def test_the_help_shows_the_fields_flags() -> None:
         assert flag.names[0] in result.stdout and flag.help.split(" (")[0] in result.stdout, f.name
 
 
+def taken(method: Callable[..., Any]) -> dict[str, tuple[Any, Any]]:
+    """A method's keywords with their annotation and default: those of a ``**kw:
+    Unpack[SomeKeywords]`` too (a keyword set of catalog.ops.options), whose default is the
+    options type's field's (the method builds its options with ``taking``): ``BY_OPTIONS``."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for p in inspect.signature(method).parameters.values():
+        if p.kind is not inspect.Parameter.VAR_KEYWORD:
+            out[p.name] = (p.annotation, p.default)
+            continue
+        match = re.fullmatch(r"Unpack\[(\w+)\]", str(p.annotation))
+        assert match, f"{method.__qualname__}: **{p.name} is no keyword set"
+        keywords = getattr(opts, match[1])
+        for name, ref in keywords.__annotations__.items():
+            out[name] = (ref.__forward_arg__, BY_OPTIONS)
+    return out
+
+
+BY_OPTIONS = object()  # a keyword of a set: its default is the options type's
+
+
 @pytest.mark.parametrize(("method", "options", "not_taken"), METHODS, ids=lambda m: getattr(m, "__qualname__", ""))
 def test_an_api_method_takes_its_options_fields(
     method: Callable[..., Any], options: type[opts.CommitOptions], not_taken: set[str]
 ) -> None:
-    params = inspect.signature(method).parameters
+    params = taken(method)
     for f in fields(options):
         if f.name in not_taken:
             assert f.name not in params, f"{method.__qualname__} takes {f.name}: drop it from not_taken"
             continue
         p = params.get(f.name)
         assert p is not None, f"{method.__qualname__} does not take {options.__name__}.{f.name}"
-        assert (p.annotation, p.default) == (f.type, f.default), f"{method.__qualname__}({f.name})"
+        annotation, default = p
+        assert annotation == f.type, f"{method.__qualname__}({f.name})"
+        assert default in (f.default, BY_OPTIONS), f"{method.__qualname__}({f.name})"
+
+
+def test_a_keyword_set_takes_its_defaults_from_the_options() -> None:
+    """A keyword a caller leaves out of a set is the options type's default, and one the set
+    does not name is refused as Python refuses a keyword a signature lacks."""
+    assert opts.CommitOptions.taking({}) == opts.CommitOptions()
+    given: opts.VerbKeywords = {"message": "m", "workers": 2}
+    assert opts.CommitOptions.taking(given) == opts.CommitOptions(message="m")
+    assert opts.jobs_of(given) == {"workers": 2}
+    with pytest.raises(TypeError, match=r"delete\(\) got an unexpected keyword argument 'wrokers'"):
+        opts.check_keywords("delete", {"wrokers": 2}, opts.VerbKeywords)
 
 
 def test_every_field_has_a_flag() -> None:
@@ -152,4 +186,9 @@ def test_reading_the_options_loads_no_library() -> None:
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     )
     assert not {m for m in modules if m.split(".")[0] in ("sqlalchemy", "numpy", "google")}
-    assert {m for m in modules if m.startswith("catalog.")} <= {"catalog.lazy", "catalog.ops", "catalog.ops.options"}
+    assert {m for m in modules if m.startswith("catalog.")} <= {
+        "catalog.lazy",
+        "catalog.keywords",
+        "catalog.ops",
+        "catalog.ops.options",
+    }

@@ -61,6 +61,7 @@ from catalog.ops.migrations.scripts import (
     quick_operations,
     sha256_of,
 )
+from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords
 from catalog.schema import Schema, SchemaDiff
 from catalog.stats import DatasetStats
 from catalog.stats.tally import constant_stats
@@ -368,16 +369,11 @@ def migrate(
     *,
     to: int | None = None,
     dry_run: bool = False,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    message: str = "",
-    author: str | None = None,
     add: Sequence[str] = (),
     drop: Sequence[str] = (),
     rename: Sequence[str] = (),
-    progress: Progress | None = None,
     compression: str | None = None,
-    token: str | None = None,
+    **kw: Unpack[VerbKeywords],
 ) -> MigrateReport:
     """Apply the pending migrations of ``migrations/<name>/`` in order, one commit each; or,
     with ``add``/``drop``/``rename`` (the CLI's quick forms), one quick migration. With
@@ -387,6 +383,8 @@ def migrate(
     ``token``: a quick migration's commit carries it, and a retry with the token of one that
     committed rewrites nothing and reports that commit (``duplicate``). Migration files'
     commits carry ``TOKEN:ID`` each; a retry applies what is still pending, as any run does."""
+    check_keywords("migrate", kw, VerbKeywords)
+    token, opts = kw.get("token"), CommitOptions.taking(kw)
     quick = quick_operations(add, drop, rename) if (add or drop or rename) else None
     if quick is not None and not dry_run and (prior := token_commit(ds, token)) is not None:
         return MigrateReport(ds.name, False, prior.version, prior.schema_version, duplicate=True)
@@ -406,10 +404,10 @@ def migrate(
             report.migrations.append(_result(p, sv, chain, snap))
             schema, sv = chain[-1], sv + 1
         return report
-    with executor_for(executor, workers, max(len(snap.shards), 1)) as ex:
+    with executor_for(kw.get("executor"), kw.get("workers"), max(len(snap.shards), 1)) as ex:
         for p in pending:
             tag = token if token is None or quick is not None else f"{token}:{p.spec_id}"
-            result = _apply(ds, p, ex, message, author or default_author(), progress, target, tag)
+            result = _apply(ds, p, ex, opts.message, opts.author or default_author(), kw.get("progress"), target, tag)
             report.migrations.append(result)
             report.version, report.schema_version = result.version or report.version, result.to_schema_version
     return report
