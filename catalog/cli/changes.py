@@ -117,9 +117,9 @@ def dedup(
     name: DatasetName,
     options: DedupOptions,
     jobs: Jobs,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=DEDUP_DRY_RUN)] = False,
     key: Key = None,
     content: Content = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=DEDUP_DRY_RUN)] = False,
 ) -> Output:
     """Remove duplicate rows: the first row of each --key (or --content) in dataset order is kept; a new version in
     which only the shards holding a duplicate are rewritten. Equality is by a 128-bit hash of the key."""
