@@ -85,10 +85,24 @@ def _json(feat: Feature) -> Cell:
     return parse
 
 
+def _class(feat: Feature) -> Cell:
+    """A label's cell: its number, or its class name (stored as the number)."""
+
+    def parse(cell: str) -> int:
+        try:
+            return _int(cell)
+        except ValueError:
+            return feat.str2int(cell)
+
+    return parse
+
+
 def _converter(feat: Feature) -> tuple[Cell, str]:
     """The cell parser of a feature, and what it expects (for messages)."""
     if not feat.is_scalar or feat.tensor:
         return _json(feat), "a JSON array"
+    if feat.dtype == "int64" and feat.names is not None:
+        return _class(feat), "an integer or a class name"
     if feat.dtype == "int64":
         return _int, "an integer"
     if feat.dtype == "float32":

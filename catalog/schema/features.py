@@ -69,6 +69,35 @@ class Feature:
     def may_be_absent(self) -> bool:
         return self.has_default or self.optional
 
+    # ---- class labels (a feature with ``names``), as TFDS's ClassLabel: values stay ints
+    @property
+    def num_classes(self) -> int | None:
+        """How many classes a label has (None: the feature has no class names)."""
+        return None if self.names is None else len(self.names)
+
+    def int2str(self, value: int) -> str:
+        """The class name of label ``value``."""
+        names = self._class_names()
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if 0 <= value < len(names):
+                return names[int(value)]
+            raise ValidationError(f"no class {value}: the classes are 0 to {len(names) - 1}", self.name)
+        raise ValidationError(f"a class label is an integer, got {type(value).__name__} {value!r:.40}", self.name)
+
+    def str2int(self, name: str) -> int:
+        """The label value of class ``name``."""
+        names = self._class_names()
+        try:
+            return names.index(name)
+        except ValueError:
+            listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+            raise ValidationError(f"no class {name!r:.60} (the classes are {listed})", self.name) from None
+
+    def _class_names(self) -> tuple[str, ...]:
+        if self.names is None:
+            raise ValidationError("has no class names (a label's schema lists them as \"names\")", self.name)
+        return self.names
+
     @property
     def is_scalar(self) -> bool:
         return self.shape == ()
@@ -373,6 +402,8 @@ def _scalar(feat: Feature, v: Any) -> Any:
             if not wire.INT64_MIN <= iv <= wire.INT64_MAX:
                 raise ValidationError(f"integer {iv} is out of int64 range", feat.name)
             return iv
+        if feat.names is not None and isinstance(v, (str, np.str_)):
+            return feat.str2int(str(v))  # a class name where its number is stored
         raise ValidationError(f"expected int64, got {type(v).__name__} {v!r:.40}", feat.name)  # bool too
     if dtype == "float32":
         if isinstance(v, (float, int, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):

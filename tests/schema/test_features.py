@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from catalog.errors import SchemaError, ValidationError
 from catalog.schema.features import (
     MAX_RANK,
+    Feature,
     ListTally,
     check_feature_name,
     convert,
@@ -125,3 +128,55 @@ def test_zeros_and_defaults_in_json() -> None:
     assert [zero(d) for d in ("int64", "float32", "string", "bytes")] == [0, 0.0, "", b""]
     assert default_as_json(np.arange(4).reshape(2, 2)) == [[0, 1], [2, 3]]
     assert default_as_json(b"a\xff") == "a\\xff"
+
+
+# ---- class labels (issue 33, §2): a feature with names behaves as TFDS's ClassLabel
+
+
+def label_feature(names: list[str] | None = None) -> Feature:
+    raw: dict[str, Any] = {"dtype": "int64"}
+    if names is not None:
+        raw["names"] = names
+    return parse_feature("label", raw)
+
+
+def test_a_label_counts_and_names_its_classes() -> None:
+    f = label_feature(["cat", "dog", "bird"])
+    assert f.num_classes == 3
+    assert [f.int2str(i) for i in range(3)] == ["cat", "dog", "bird"]
+    assert [f.str2int(n) for n in ("cat", "dog", "bird")] == [0, 1, 2]
+    assert f.int2str(np.int64(1)) == "dog"  # a value as the readers give it
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda f: f.int2str(3), "feature 'label': no class 3: the classes are 0 to 2"),
+        (lambda f: f.int2str(-1), "feature 'label': no class -1: the classes are 0 to 2"),
+        (lambda f: f.int2str(True), "feature 'label': a class label is an integer, got bool True"),
+        (lambda f: f.str2int("Cat"), "feature 'label': no class 'Cat' (the classes are cat, dog, bird)"),
+    ],
+)
+def test_a_label_refuses_what_is_no_class(call: Any, message: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        call(label_feature(["cat", "dog", "bird"]))
+    assert str(e.value) == message
+
+
+def test_a_feature_without_names_has_no_classes() -> None:
+    f = label_feature()
+    assert f.num_classes is None
+    with pytest.raises(ValidationError, match="has no class names"):
+        f.int2str(0)
+    with pytest.raises(ValidationError, match="has no class names"):
+        f.str2int("cat")
+
+
+def test_a_class_name_is_stored_as_its_number() -> None:
+    f = label_feature(["cat", "dog"])
+    assert convert(f, "dog") == 1
+    assert convert(f, np.str_("cat")) == 0
+    with pytest.raises(ValidationError, match="no class 'cow'"):
+        convert(f, "cow")
+    with pytest.raises(ValidationError, match="expected int64, got str"):
+        convert(label_feature(), "dog")  # no names: text is no label
