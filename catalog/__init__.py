@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SchemaError,
         ValidationError,
     )
+    from catalog.loading import load
     from catalog.schema import Schema, to_tf_feature_spec
     from catalog.tfrecord import (
         RecordWriter,
@@ -42,6 +43,7 @@ _HOMES = {
     "Catalog": "catalog.api",
     "Commit": "catalog.commit.values",
     "Dataset": "catalog.api",
+    "load": "catalog.loading",
     "DatasetInfo": "catalog.commit.values",
     "ShardInfo": "catalog.commit.values",
     "CatalogError": "catalog.errors",
@@ -77,6 +79,7 @@ __all__ = [
     "decode_sequence_example",
     "encode_example",
     "encode_sequence_example",
+    "load",
     "read_record_batches",
     "read_records",
     "to_tf_feature_spec",

@@ -95,7 +95,7 @@ class Feature:
 
     def _class_names(self) -> tuple[str, ...]:
         if self.names is None:
-            raise ValidationError("has no class names (a label's schema lists them as \"names\")", self.name)
+            raise ValidationError('has no class names (a label\'s schema lists them as "names")', self.name)
         return self.names
 
     @property

@@ -363,7 +363,7 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
         swap={"/data/tfx/examples/": f"{tmp_path}/tfx/", "postgresql+psycopg://host/db": pg_url},
         names=program,
     )
-    assert section.run(section_blocks("Python API")) == 5
+    assert section.run(section_blocks("Python API")) == 6
 
 
 def test_changing_rows_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
