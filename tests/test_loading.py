@@ -73,7 +73,7 @@ def test_a_tag_is_resolved_when_loading(root: Path) -> None:
 
 
 def test_the_catalog_is_found_in_order(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(CatalogNotFoundError, match="no catalog found: give root=.*catalog init"):
+    with pytest.raises(CatalogNotFoundError, match=r"no catalog found: give root=.*catalog init"):
         find_catalog()
     Catalog.init(user_catalog_dir())  # the user's own: the last resort
     assert find_catalog() == user_catalog_dir().resolve()
@@ -125,7 +125,8 @@ def test_as_supervised_picks_the_label_with_class_names(root: Path) -> None:
     assert catalog.load("flowers", root=root, as_supervised=True).label_key == "label"
     assert catalog.load("flowers", root=root, label_key="id").label_key == "id"
     cat = Catalog.open(root)
-    cat.register("two", {"features": {"a": {"dtype": "int64", "names": ["x"]}, "b": {"dtype": "int64", "names": ["y"]}}})
+    labels = {"a": {"dtype": "int64", "names": ["x"]}, "b": {"dtype": "int64", "names": ["y"]}}
+    cat.register("two", {"features": labels})
     with pytest.raises(UsageError, match="2 features have class names \\(a, b\\): give label_key="):
         catalog.load("two", root=root, as_supervised=True)
     cat.register("plain", {"features": {"label": {"dtype": "int64"}}})
