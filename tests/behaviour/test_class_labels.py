@@ -71,3 +71,15 @@ def test_an_input_naming_no_class_is_one_line(ds: Any, tmp_path: Path, name: str
     assert result.exit_code == 1
     assert result.stderr.strip() == f"error: {tmp_path / name}: {line.split(': ', 1)[1]}"
     assert ds.catalog.dataset("d").info().records == 0
+
+
+def test_parquet_arrow_and_numpy_columns_take_class_names(ds: Any, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [0, 1], "label": ["dog", "cat"]}), tmp_path / "p.parquet")
+    ds.append_files([tmp_path / "p.parquet"])
+    ds.append_rows(pa.table({"id": [2], "label": ["bird"]}))
+    ds.append_rows({"id": np.array([3]), "label": np.array(["dog"])})
+    assert labels(ds) == [1, 0, 2, 1]
