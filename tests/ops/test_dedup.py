@@ -292,3 +292,76 @@ def test_a_compaction_landing_during_a_dedup_makes_it_start_again(tmp_path, monk
     monkeypatch.setattr(rowchanges, "commit", compact_first)
     ds.dedup("k")
     assert len(calls) == 2 and _ids(ds) == _expected(_rows(0, 15), ("k",))
+
+
+def test_hashing_memory_does_not_grow_with_the_shard(tmp_path, monkeypatch):
+    """Phase 1 holds a run of entries and a read batch, never a whole shard's entries (before
+    runs, a 400k-record shard's hashing peaked at 40 MB, 3x a 100k one's)."""
+    import tracemalloc
+
+    cat = Catalog.init(tmp_path / "cat")
+    peaks: dict[int, int] = {}
+    runs: dict[int, Any] = {}
+    real = dd.hash_shard
+
+    def measured(job: dd.HashJob) -> Any:
+        tracemalloc.start()
+        try:
+            runs[job.records] = real(job)
+            peaks[job.records] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return runs[job.records]
+
+    monkeypatch.setattr(dd, "hash_shard", measured)
+    monkeypatch.setattr(dd, "CHUNK_ENTRIES", 10_000)
+    for n in (100_000, 400_000):  # one shard each
+        ds = cat.register(f"d{n}", {"features": {"k": {"dtype": "int64"}}})
+        ds.append_rows({"k": np.arange(n, dtype=np.int64) % 1000})
+        assert ds.dedup("k", workers=1, dry_run=True).rows == n - 1000
+    assert len(runs[400_000]) > 1  # the shard's entries went out in runs
+    assert peaks[400_000] < 1.25 * peaks[100_000], peaks  # 4x the records, not 4x the memory
+
+
+def test_the_spill_folder_goes_after_a_dedup_a_dry_run_and_a_failure_but_not_from_under_another(tmp_path):
+    from catalog.errors import CatalogError
+
+    ds = _dataset(tmp_path, shards=2, per=5)
+    spill = tmp_path / "cat" / ".spill"
+    ds.dedup("k", dry_run=True)
+    assert not spill.exists()
+    ds.dedup("k")
+    assert not spill.exists()
+    path = ds.shards()[0].path
+    with open(path, "r+b") as f:  # a shard that no longer reads: the scan fails
+        f.seek(20)
+        f.write(b"\xff" * 8)
+    with pytest.raises(CatalogError, match="data CRC mismatch"):
+        ds.dedup("name")
+    assert not spill.exists()
+    (spill / "another-dedup").mkdir(parents=True)  # a dedup running beside this one
+    with pytest.raises(CatalogError, match="data CRC mismatch"):
+        ds.dedup("name")
+    assert [p.name for p in spill.iterdir()] == ["another-dedup"]  # its folder, and the spill folder, kept
+
+
+def test_a_spill_folder_removed_by_another_dedup_ending_is_made_again(tmp_path, monkeypatch):
+    import shutil
+
+    from catalog.errors import StorageError
+
+    ds = _dataset(tmp_path, shards=2, per=5)
+    real = dd.spill_dir
+    calls = []
+
+    def raced(parent: Path, what: str) -> Any:
+        calls.append(parent)
+        if len(calls) == 1:  # another dedup ending removed the folder just after it was made
+            parent.mkdir()
+            shutil.rmtree(parent)
+            raise StorageError(f"{parent}: cannot make a spill directory: No such file or directory")
+        return real(parent, what)
+
+    monkeypatch.setattr(dd, "spill_dir", raced)
+    assert ds.dedup("k").rows == 3
+    assert len(calls) == 2 and not (tmp_path / "cat" / ".spill").exists()
