@@ -37,8 +37,8 @@ import contextlib
 import hashlib
 import struct
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
 from concurrent.futures import Executor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -49,7 +49,14 @@ from catalog import faults
 from catalog.commit.changes import DEDUP
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.values import Progress
-from catalog.errors import CatalogError, FeatureNotFoundError, RowChangeError, StorageError, UsageError
+from catalog.errors import (
+    CatalogError,
+    FeatureNotFoundError,
+    Interrupted,
+    RowChangeError,
+    StorageError,
+    UsageError,
+)
 from catalog.executors import run_jobs
 from catalog.ops.options import CommitOptions
 from catalog.ops.rowchanges import Drops, RowChange, RowChangeReport, run_row_change
@@ -254,6 +261,16 @@ class _Scan:
         shards: list[LiveShard],
         ex: Executor | None,
         progress: Progress | None,
+    ) -> list[Drops | None]:
+        try:
+            return self._scan(snap, shards, ex, progress)
+        except KeyboardInterrupt as e:  # no intent yet, the spill files go with their folder: nothing is left
+            if isinstance(e, Interrupted):
+                raise
+            raise Interrupted(None) from None
+
+    def _scan(
+        self, snap: Snapshot, shards: list[LiveShard], ex: Executor | None, progress: Progress | None
     ) -> list[Drops | None]:
         folder = Path(_fresh(self.spill))
         total = sum(s.records for s in shards)
