@@ -21,13 +21,14 @@ written in another field order differ).
 Bounded memory whatever the dataset's size, an external hash partitioning:
   1. one job per shard on the executor reads it and writes its records' (hash, shard,
      position) entries, 24 bytes each, into one file in the catalog's spill directory
-     (``<catalog>/.spill``, removed at the end), in runs of about CHUNK_ENTRIES entries (1M,
-     24 MB: a shard of any size is never held whole), each run ordered by partition (hash
-     mod P, P chosen so that a partition holds about PARTITION_ENTRIES entries: 8M, 192 MB);
-  2. the partitions one at a time: each run's part read, sorted by (hash, shard, position),
-     every entry but the first of its hash marked; each shard's positions to drop appended
+     (``<catalog>/.spill``, removed at the end), in runs of about CHUNK_ENTRIES entries (512k,
+     12 MB: a shard of any size is never held whole), each run ordered by partition (hash
+     mod P, P chosen so that a partition holds about PARTITION_ENTRIES entries: 2M, 48 MB);
+  2. the partitions one at a time: each run's part read (in dataset order), stably sorted by
+     hash, every entry but the first of its hash marked; each shard's positions to drop appended
      to a file of its own, which its rewrite job reads.
-Memory is bounded by a run and a read batch (phase 1, per worker) and one partition (phase 2).
+Memory is bounded by a run and a read batch (phase 1, per worker: about 50 MB) and one
+partition with its sort (phase 2: about 100 MB), whatever the number of rows or their sizes.
 The workers write to the spill directory: on a Dask cluster it must be shared with them.
 """
 
@@ -66,8 +67,8 @@ from catalog.storage import shard_batches, spill_dir
 from catalog.storage.content import check_named
 from catalog.words import counted
 
-PARTITION_ENTRIES = 8_000_000  # entries of one phase-2 partition, at most about (24 bytes each)
-CHUNK_ENTRIES = 1 << 20  # entries a phase-1 worker holds at once (a run of its spill file), at most about
+PARTITION_ENTRIES = 2_000_000  # entries of one phase-2 partition, at most about (24 bytes each; sorting: 2x that)
+CHUNK_ENTRIES = 1 << 19  # entries a phase-1 worker holds at once (a run of its spill file), at most about
 SPILL = ".spill"  # in the catalog's directory
 ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("shard", "<u4"), ("index", "<u4")])
 _NUMPY: dict[str, np.dtype[Any]] = {"int64": np.dtype("<i8"), "float32": np.dtype("<f4")}
@@ -198,11 +199,17 @@ def _canonical_floats(array: np.ndarray) -> np.ndarray:
 
 
 def non_first(entries: np.ndarray) -> np.ndarray:
-    """The entries of a partition that are not the first of their hash in dataset order."""
-    order = np.lexsort((entries["index"], entries["shard"], entries["h2"], entries["h1"]))
-    ordered = entries[order]
-    same = (ordered["h1"][1:] == ordered["h1"][:-1]) & (ordered["h2"][1:] == ordered["h2"][:-1])
-    return ordered[1:][same]
+    """The entries of a partition that are not the first of their hash in dataset order.
+    ``entries`` come in dataset order (shard, then position: as ``_partition`` reads them), so
+    a stable sort by hash alone keeps each hash's entries in that order; the hash's halves
+    are taken one at a time (memory: the partition and about 20 bytes an entry beside it)."""
+    order = np.lexsort((entries["h2"], entries["h1"]))  # lexsort is stable
+    half = entries["h1"][order]
+    same = half[1:] == half[:-1]
+    half = entries["h2"][order]
+    same &= half[1:] == half[:-1]
+    del half
+    return entries[order[1:][same]]
 
 
 def _partition(files: list[str], counts: np.ndarray, starts: np.ndarray, p: int) -> np.ndarray:

@@ -365,3 +365,27 @@ def test_a_spill_folder_removed_by_another_dedup_ending_is_made_again(tmp_path, 
     monkeypatch.setattr(dd, "spill_dir", raced)
     assert ds.dedup("k").rows == 3
     assert len(calls) == 2 and not (tmp_path / "cat" / ".spill").exists()
+
+
+def test_runs_and_partitions_keep_the_first_in_dataset_order(tmp_path, monkeypatch):
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"id": {"dtype": "int64"}, "k": {"dtype": "int64"}}})
+    n = 120_000  # per shard: several read batches, so several runs
+    for start in (0, n):
+        ids = np.arange(start, start + n, dtype=np.int64)
+        ds.append_rows({"id": ids, "k": (ids * 7919) % 5000})  # the first of each k: in the first shard
+    monkeypatch.setattr(dd, "CHUNK_ENTRIES", 1000)
+    monkeypatch.setattr(dd, "PARTITION_ENTRIES", 20_000)
+    assert ds.dedup("k", workers=1).rows == 2 * n - 5000
+    seen: set[int] = set()
+    first = [i for i in range(2 * n) if (k := (i * 7919) % 5000) not in seen and not seen.add(k)]
+    assert [r["id"] for r in cat.dataset("d").read()] == first
+
+
+def test_entries_sharing_half_a_hash_are_told_apart_and_the_first_kept():
+    entries = np.zeros(5, dtype=dd.ENTRY)
+    entries["h1"] = [9, 9, 9, 4, 9]  # one half shared by two keys: (9, 1) and (9, 2)
+    entries["h2"] = [1, 2, 1, 4, 2]
+    entries["shard"], entries["index"] = [0, 0, 1, 1, 2], [0, 1, 0, 1, 0]  # dataset order
+    gone = dd.non_first(entries)
+    assert sorted(zip(gone["shard"].tolist(), gone["index"].tolist(), strict=True)) == [(1, 0), (2, 0)]
