@@ -104,11 +104,19 @@ PRELUDE = """
 import json, resource, sys, time
 def status(field):  # a /proc/self/status figure, in bytes
     return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
+def hwm(pid):  # a process's peak resident set, in bytes (0: gone)
+    try:
+        return next(int(l.split()[1]) * 1024 for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return 0
 def rss():  # peak resident set (MiB) of this process, and of its largest child process
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child's would
-    # start at the RSS of the benchmark's own process (the data's builder)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return status("VmHWM") / 2**20, kids / 1024
+    # start at the RSS of the benchmark's own process (the data's builder). Children: those
+    # ended (a pool's workers) and those still running (the statistics helper).
+    import os
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    live = [int(p) for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split()]
+    return hwm("self") / 2**20, max([ended, *map(hwm, live)]) / 2**20
 """
 PANDAS = """
 import numpy as np, pandas as pd
@@ -143,7 +151,8 @@ report = ds.dedup("key", workers=workers, dry_run=dry == "dry")
 seconds = time.perf_counter() - t0
 own, kids = rss()
 print(json.dumps({"seconds": seconds, "kept": report.records_after, "rss_mib": own, "children_mib": kids,
-                  "rss_before_mib": before, "data_before": base, "limit": cap, "enforced": enforced, "shards": report.shards}))
+                  "rss_before_mib": before, "data_before": base, "limit": cap, "enforced": enforced,
+                  "shards": report.shards}))
 """
 
 
@@ -190,7 +199,8 @@ def measure(cfg: Config, work: Path) -> dict[str, Any]:
 
 def table(m: dict[str, Any]) -> None:
     b = m["bounded"]
-    limit = f"RLIMIT_DATA {b['limit'] / MIB:.0f} MiB = its {b['data_before'] / MIB:.0f} MiB + {(b['limit'] - b['data_before']) / MIB:.0f} MiB"
+    own, margin = b["data_before"] / MIB, (b["limit"] - b["data_before"]) / MIB
+    limit = f"RLIMIT_DATA {b['limit'] / MIB:.0f} MiB = its {own:.0f} MiB + {margin:.0f} MiB"
     sides = {
         f"pandas drop_duplicates (holds the frame: {m['pandas']['held'] / MIB:,.0f} MiB)": m["pandas"],
         "catalog dedup --key, 2 workers": m["catalog"],
@@ -198,9 +208,10 @@ def table(m: dict[str, Any]) -> None:
         f"catalog dedup --key, 1 worker, {limit}": b,
     }
     print(f"data: {m['data_bytes'] / MIB:,.0f} MiB of shards\n")
-    print("| side | seconds | peak RSS | largest child's peak RSS |\n|---|---:|---:|---:|")
+    print("| side | seconds | peak RSS | before the dedup | largest child's peak RSS |\n|---|---:|---:|---:|---:|")
     for label, r in sides.items():
-        print(f"| {label} | {r['seconds']:.3f} | {r['rss_mib']:,.0f} MiB | {r['children_mib']:,.0f} MiB |")
+        before = f"{r['rss_before_mib']:,.0f} MiB" if "rss_before_mib" in r else ""
+        print(f"| {label} | {r['seconds']:.3f} | {r['rss_mib']:,.0f} MiB | {before} | {r['children_mib']:,.0f} MiB |")
     for name in ("catalog", "dry_run"):
         print(f"\ncatalog ({name}) / pandas time: {m[name]['seconds'] / m['pandas']['seconds']:,.0f}x", end="")
     print(
