@@ -18,6 +18,8 @@ names below are a contract the tests rely on, kept through refactors:
   area; ``flush``).
 - ``index.written``: ``catalog index`` (or a reader building indexes) has published index
   files; the manifest does not register them yet (info: ``shards``, their paths).
+- ``dedup.spilled``: a dedup's scan has written every shard's hash entries to its spill
+  directory; no duplicate is marked, no intent recorded yet (info: ``folder``).
 - ``commit.before``: every new shard is published; the commit transaction has not begun
   (info: ``change``, the Change about to be committed).
 - ``commit.after``: the commit is durable; the caller has not been told yet
@@ -38,8 +40,8 @@ from typing import Any
 Hook = Callable[[str, dict[str, Any]], None]
 
 POINTS = (
-    "intent.recorded", "shard.closing", "append.closing", "index.closing", "index.written", "commit.before",
-    "commit.after",
+    "intent.recorded", "shard.closing", "append.closing", "index.closing", "index.written", "dedup.spilled",
+    "commit.before", "commit.after",
     "gc.read", "verify.listed", "export.written", "backup.write",
 )  # fmt: skip
 

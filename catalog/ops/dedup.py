@@ -21,31 +21,43 @@ written in another field order differ).
 Bounded memory whatever the dataset's size, an external hash partitioning:
   1. one job per shard on the executor reads it and writes its records' (hash, shard,
      position) entries, 24 bytes each, into one file in the catalog's spill directory
-     (``<catalog>/.spill``, removed at the end), ordered by partition (hash mod P, P chosen
-     so that a partition holds about PARTITION_ENTRIES entries: 8M, 192 MB);
-  2. the partitions one at a time: each shard file's part read, sorted by (hash, shard,
-     position), every entry but the first of its hash marked; each shard's positions to drop
-     appended to a file of its own, which its rewrite job reads.
-Memory is bounded by one shard's entries (phase 1, per worker) and one partition (phase 2).
+     (``<catalog>/.spill``, removed at the end), in runs of about CHUNK_ENTRIES entries (512k,
+     12 MB: a shard of any size is never held whole), each run ordered by partition (hash
+     mod P, P chosen so that a partition holds about PARTITION_ENTRIES entries: 2M, 48 MB);
+  2. the partitions one at a time: each run's part read (in dataset order), stably sorted by
+     hash, every entry but the first of its hash marked; each shard's positions to drop appended
+     to a file of its own, which its rewrite job reads.
+Memory is bounded by a run and a read batch (phase 1, per worker: about 50 MB) and one
+partition with its sort (phase 2: about 100 MB), whatever the number of rows or their sizes.
 The workers write to the spill directory: on a Dask cluster it must be shared with them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from catalog import faults
 from catalog.commit.changes import DEDUP
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.values import Progress
-from catalog.errors import CatalogError, FeatureNotFoundError, RowChangeError, UsageError
+from catalog.errors import (
+    CatalogError,
+    FeatureNotFoundError,
+    Interrupted,
+    RowChangeError,
+    StorageError,
+    UsageError,
+)
 from catalog.executors import run_jobs
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.ops.rowchanges import Drops, RowChange, RowChangeReport, run_row_change
@@ -55,11 +67,13 @@ from catalog.storage import shard_batches, spill_dir
 from catalog.storage.content import check_named
 from catalog.words import counted
 
-PARTITION_ENTRIES = 8_000_000  # entries of one phase-2 partition, at most about (24 bytes each)
+PARTITION_ENTRIES = 2_000_000  # entries of one phase-2 partition, at most about (24 bytes each; sorting: 2x that)
+CHUNK_ENTRIES = 1 << 19  # entries a phase-1 worker holds at once (a run of its spill file), at most about
 SPILL = ".spill"  # in the catalog's directory
 ENTRY = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("shard", "<u4"), ("index", "<u4")])
 _NUMPY: dict[str, np.dtype[Any]] = {"int64": np.dtype("<i8"), "float32": np.dtype("<f4")}
 _MAX_RECORDS = 1 << 32  # a position is a uint32
+_SPILL_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -80,37 +94,51 @@ class HashJob:
     out: str
 
 
-def hash_shard(job: HashJob) -> list[int]:
-    """Module-level (picklable) worker: writes the shard's entries; the count per partition."""
+def hash_shard(job: HashJob) -> list[list[int]]:
+    """Module-level (picklable) worker: writes the shard's entries, a run of at most about
+    CHUNK_ENTRIES entries at a time (each run ordered by partition); each run's count per
+    partition."""
     try:
         schema = Schema.from_json(job.schema)
     except CatalogError as e:
         raise RowChangeError(str(e)) from None
     check_named(job.source, job.checksum, job.fingerprint, job.adopted)
-    digests = bytearray()
-    at = 0
-    for batch in shard_batches(job.source, job.size):
-        try:
-            digests += _digests(schema, job.key, job.prefix, batch)
-        except CatalogError as e:
-            raise RowChangeError(f"{job.source}: records from {at}: {e}") from None
-        at += len(batch)
+    runs: list[list[int]] = []
+    digests, first, at = bytearray(), 0, 0
+    with open(job.out, "wb") as out:
+        for batch in shard_batches(job.source, job.size):
+            try:
+                digests += _digests(schema, job.key, job.prefix, batch)
+            except CatalogError as e:
+                raise RowChangeError(f"{job.source}: records from {at}: {e}") from None
+            at += len(batch)
+            if at - first >= CHUNK_ENTRIES:  # memory: a run's entries, never the whole shard's
+                runs.append(_spill_run(out, digests, first, job))
+                digests, first = bytearray(), at
+        if at > first or not runs:
+            runs.append(_spill_run(out, digests, first, job))
     if at != job.records:
         read = counted(at, "record")
         raise RowChangeError(f"{job.source}: {read} read, {job.records} registered; run `catalog verify`")
-    hashes = np.frombuffer(bytes(digests), dtype="<u8").reshape(-1, 2)
-    entries = np.empty(at, dtype=ENTRY)
+    return runs
+
+
+def _spill_run(out: BinaryIO, digests: bytearray, first: int, job: HashJob) -> list[int]:
+    """The entries of records ``first``, ``first + 1``... (their ``digests``) appended to
+    ``out``, ordered by partition; their count per partition."""
+    hashes = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+    entries = np.empty(len(hashes), dtype=ENTRY)
     entries["h1"], entries["h2"] = hashes[:, 0], hashes[:, 1]
-    entries["shard"], entries["index"] = job.ordinal, np.arange(at, dtype=np.uint32)
+    entries["shard"], entries["index"] = job.ordinal, np.arange(first, first + len(hashes), dtype=np.uint32)
     part = entries["h1"] % np.uint64(job.partitions)
-    entries[np.argsort(part, kind="stable")].tofile(job.out)
+    entries[np.argsort(part, kind="stable")].tofile(out)
     return [int(n) for n in np.bincount(part.astype(np.int64), minlength=job.partitions)]
 
 
 def _digests(schema: Schema, key: tuple[str, ...], prefix: bytes, records: list[bytes]) -> bytes:
     """The 16-byte digests of ``records``' keys, one after the other."""
     if key:
-        columns = schema.decode_batch(records)
+        columns = schema.decode_batch(records, columns=key)  # the key's features only: a payload is not decoded
         features = schema.all_features
         per = [column_keys(columns[name], features[name]) for name in key]
         keys: Sequence[bytes] = per[0] if len(per) == 1 else [b"".join(parts) for parts in zip(*per, strict=True)]
@@ -171,21 +199,29 @@ def _canonical_floats(array: np.ndarray) -> np.ndarray:
 
 
 def non_first(entries: np.ndarray) -> np.ndarray:
-    """The entries of a partition that are not the first of their hash in dataset order."""
-    order = np.lexsort((entries["index"], entries["shard"], entries["h2"], entries["h1"]))
-    ordered = entries[order]
-    same = (ordered["h1"][1:] == ordered["h1"][:-1]) & (ordered["h2"][1:] == ordered["h2"][:-1])
-    return ordered[1:][same]
+    """The entries of a partition that are not the first of their hash in dataset order.
+    ``entries`` come in dataset order (shard, then position: as ``_partition`` reads them), so
+    a stable sort by hash alone keeps each hash's entries in that order; the hash's halves
+    are taken one at a time (memory: the partition and about 20 bytes an entry beside it)."""
+    order = np.lexsort((entries["h2"], entries["h1"]))  # lexsort is stable
+    half = entries["h1"][order]
+    same = half[1:] == half[:-1]
+    half = entries["h2"][order]
+    same &= half[1:] == half[:-1]
+    del half
+    return entries[order[1:][same]]
 
 
-def _partition(outs: list[str], counts: np.ndarray, starts: np.ndarray, p: int) -> np.ndarray:
-    """Partition ``p``'s entries, from each shard's file the part it holds."""
-    parts = [
-        np.fromfile(out, dtype=ENTRY, count=int(counts[s, p]), offset=int(starts[s, p]) * ENTRY.itemsize)
-        for s, out in enumerate(outs)
-        if counts[s, p]
-    ]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=ENTRY)
+def _partition(files: list[str], counts: np.ndarray, starts: np.ndarray, p: int) -> np.ndarray:
+    """Partition ``p``'s entries: from each run (its file, ``files[r]``) the part it holds,
+    read into one array (no list of parts beside it)."""
+    entries = np.empty(int(counts[:, p].sum()), dtype=ENTRY)
+    at = 0
+    for r in np.flatnonzero(counts[:, p]).tolist():
+        n = int(counts[r, p])
+        entries[at : at + n] = np.fromfile(files[r], dtype=ENTRY, count=n, offset=int(starts[r, p]) * ENTRY.itemsize)
+        at += n
+    return entries
 
 
 def _append_drops(gone: np.ndarray, folder: Path, dropped: np.ndarray) -> None:
@@ -198,12 +234,20 @@ def _append_drops(gone: np.ndarray, folder: Path, dropped: np.ndarray) -> None:
         dropped[s] += n
 
 
-def find_drops(outs: list[str], counts: np.ndarray, folder: Path) -> list[Drops | None]:
-    """Phase 2: per shard, its records that are not the first of their key (see the module's docstring)."""
-    starts = np.cumsum(counts, axis=1) - counts
-    dropped = np.zeros(len(outs), dtype=np.int64)
+def find_drops(runs: list[tuple[str, list[int]]], shards: int, folder: Path) -> list[Drops | None]:
+    """Phase 2: per shard (``shards`` of them), its records that are not the first of their key
+    (see the module's docstring); ``runs``: phase 1's, in order, each its file and its count
+    per partition."""
+    files = [file for file, _c in runs]
+    counts = np.array([c for _f, c in runs], dtype=np.int64).reshape(len(runs), -1)
+    totals = counts.sum(axis=1)
+    base = np.zeros(len(runs), dtype=np.int64)  # a run's first entry in its file: its file's runs before it
+    for r in range(1, len(runs)):
+        base[r] = base[r - 1] + totals[r - 1] if files[r] == files[r - 1] else 0
+    starts = base[:, None] + np.cumsum(counts, axis=1) - counts
+    dropped = np.zeros(shards, dtype=np.int64)
     for p in range(counts.shape[1]):
-        gone = non_first(_partition(outs, counts, starts, p))
+        gone = non_first(_partition(files, counts, starts, p))
         if len(gone):
             _append_drops(gone, folder, dropped)
     return [Drops(int(n), str(folder / f"drop-{s}.u4")) if n else None for s, n in enumerate(dropped.tolist())]
@@ -225,14 +269,27 @@ class _Scan:
         ex: Executor | None,
         progress: Progress | None,
     ) -> list[Drops | None]:
+        try:
+            return self._scan(snap, shards, ex, progress)
+        except KeyboardInterrupt as e:  # no intent yet, the spill files go with their folder: nothing is left
+            if isinstance(e, Interrupted):
+                raise
+            raise Interrupted(None) from None
+
+    def _scan(
+        self, snap: Snapshot, shards: list[LiveShard], ex: Executor | None, progress: Progress | None
+    ) -> list[Drops | None]:
         folder = Path(_fresh(self.spill))
         total = sum(s.records for s in shards)
         partitions = max(1, -(-total // max(1, PARTITION_ENTRIES)))
         jobs = [self._job(snap, s, i, partitions, folder) for i, s in enumerate(shards)]
         done = (lambda job, _r: progress(job.records)) if progress else None
-        counts = run_jobs(hash_shard, jobs, ex, None, done)
-        table = np.array(counts, dtype=np.int64).reshape(len(jobs), partitions)
-        return find_drops([job.out for job in jobs], table, folder)
+        runs = run_jobs(hash_shard, jobs, ex, None, done)
+        faults.point("dedup.spilled", folder=str(folder))
+        spilled = [(job.out, run) for job, shard_runs in zip(jobs, runs, strict=True) for run in shard_runs]
+        if not spilled:  # no shard
+            return []
+        return find_drops(spilled, len(jobs), folder)
 
     def _job(self, snap: Snapshot, s: LiveShard, i: int, partitions: int, folder: Path) -> HashJob:
         if s.records >= _MAX_RECORDS:
@@ -250,6 +307,30 @@ def _fresh(spill: Path) -> str:
     folder = spill / f"scan-{n}"
     folder.mkdir()
     return str(folder)
+
+
+@contextmanager
+def _spilling(parent: Path) -> Iterator[Path]:
+    """This dedup's spill directory in ``parent``, removed at the end, and ``parent`` too when
+    nothing else is in it (another dedup's directory, or a killed one's, keeps it)."""
+    try:
+        with ExitStack() as stack:
+            yield _spill_in(stack, parent)
+    finally:
+        with contextlib.suppress(OSError):  # not empty, or gone already: it stays as it is
+            parent.rmdir()
+
+
+def _spill_in(stack: ExitStack, parent: Path) -> Path:
+    """A new spill directory in ``parent``, entered on ``stack``; made again when ``parent``
+    vanished under it (another dedup ending removed it between its making and ours)."""
+    for _ in range(_SPILL_TRIES - 1):
+        try:
+            return stack.enter_context(spill_dir(parent, "dedup"))
+        except StorageError:
+            if parent.exists():
+                raise
+    return stack.enter_context(spill_dir(parent, "dedup"))
 
 
 def key_of(schema: Schema, key: str | Sequence[str] | None, content: bool) -> tuple[str, ...]:
@@ -290,7 +371,7 @@ def dedup(
     names = key_of(snapshot(ds).schema, key, content)
     described = f"key {','.join(names)}" if names else "content"
     options = CommitOptions.taking(run)
-    with spill_dir(ds.catalog.root / SPILL, "dedup") as spill:
+    with _spilling(ds.catalog.root / SPILL) as spill:
         scan = _Scan(names, per_split, spill)
         change = RowChange(DEDUP, described, split=split, dry_run=dry_run, options=options, scan=scan)
         report = run_row_change(ds, change, **jobs_of(run))

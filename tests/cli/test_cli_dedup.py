@@ -88,3 +88,84 @@ def test_per_split_keys_of_several_features_and_json(root: Path) -> None:
 def test_bad_requests_are_one_line(root: Path, args: list[str], line: str) -> None:
     assert _run("dedup", "pets", *args) == (1, "", line + "\n")
     assert _ids(root) == [0, 1, 2, 3, 2, 3, 4, 5]
+
+
+STOPPED = r"""
+import os, signal, sys
+from catalog import faults
+from catalog.ops import dedup as dd
+
+point, how = sys.argv[1:3]
+
+
+def stop():
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    signal.raise_signal(signal.SIGINT)  # as a Ctrl-C arriving there
+
+
+def on_point(name, info):
+    if name == point:
+        stop()
+
+
+faults.install(on_point)
+if point == "marking":  # phase 2: a duplicate marked, its shard's drop file written
+    real = dd._append_drops
+
+    def marking(*args):
+        real(*args)
+        stop()
+
+    dd._append_drops = marking
+sys.argv = ["catalog", "dedup", "pets", "--key", "id", "--workers", "1"]  # (1 worker: this process, the one stopped)
+from catalog.cli import main
+
+main()
+"""
+NOTHING = "interrupted: nothing was registered"
+# dedup's own points, in its order: the hash entries spilled, duplicates being marked (both
+# before any intent), its intent recorded, a new shard being written, just before and just
+# after the commit.
+POINTS = ["dedup.spilled", "marking", "intent.recorded", "shard.closing", "commit.before", "commit.after"]
+
+
+@pytest.mark.parametrize("how", ["kill", "interrupt"])
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_or_ctrl_c_anywhere_leaves_the_old_version_or_the_new_one(root: Path, point: str, how: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    before = Catalog.open(root).dataset("pets").info().version
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run(
+        [sys.executable, "-c", STOPPED, point, how], env=env, capture_output=True, text=True, timeout=120
+    )
+    done = point == "commit.after"
+    if how == "kill":
+        assert child.returncode == -signal.SIGKILL, child.stderr
+    else:  # one line, exit 130, no traceback
+        said = {f"interrupted after the commit: version {before + 1} is complete" if done else NOTHING}
+        if point == "intent.recorded":  # inside Intent.__enter__, before its handler: the plain line
+            said.add("interrupted")  # (the intent row stays until gc finds its process gone)
+        assert (child.returncode, child.stdout) == (130, "") and child.stderr.count("\n") == 1, child.stderr
+        assert child.stderr.rstrip("\n") in said
+    if how == "kill" and point in ("dedup.spilled", "marking"):
+        assert any((root / ".spill").iterdir())  # the killed process's spill files, left to the next dedup
+    ds = Catalog.open(root).dataset("pets")
+    assert ds.info().version == (before + 1 if done else before)  # the old version or the new one
+    assert _ids(root) == ([0, 1, 2, 3, 4, 5] if done else [0, 1, 2, 3, 2, 3, 4, 5])  # no stray file read as data
+    assert _run("verify")[0] == 0
+    with Catalog.open(root) as cat:
+        cat.gc(grace=timedelta(0))  # a killed writer's files go at once
+        registered = {
+            s.path for v in range(1, cat.dataset("pets").info().version + 1) for s in cat.dataset("pets").shards(v)
+        }
+    assert {str(p) for p in (root / "data").rglob("*.tfrecord")} <= registered  # nothing half-done left
+    code, out, err = _run("dedup", "pets", "--key", "id")  # a later dedup works
+    assert (code, err) == (0, "") and _ids(root) == [0, 1, 2, 3, 4, 5], out
+    assert not (root / ".spill").exists()  # the killed one's spill files went with it
+    assert _run("verify")[0] == 0 and _run("gc", "--grace", "0s")[0] == 0

@@ -231,7 +231,7 @@ def test_dry_run_writes_nothing_and_zero_duplicates_commit_nothing(tmp_path):
     assert listing() == files  # not a file written (the spill directory went with its files)
     none = ds.dedup("id")
     assert (none.rows, none.version) == (0, None) and ds.info().version == version
-    assert not list((tmp_path / "cat" / ".spill").iterdir())
+    assert not (tmp_path / "cat" / ".spill").exists()  # nor its empty folder
 
 
 def test_a_token_retry_reports_the_first_commit(tmp_path):
@@ -292,3 +292,100 @@ def test_a_compaction_landing_during_a_dedup_makes_it_start_again(tmp_path, monk
     monkeypatch.setattr(rowchanges, "commit", compact_first)
     ds.dedup("k")
     assert len(calls) == 2 and _ids(ds) == _expected(_rows(0, 15), ("k",))
+
+
+def test_hashing_memory_does_not_grow_with_the_shard(tmp_path, monkeypatch):
+    """Phase 1 holds a run of entries and a read batch, never a whole shard's entries (before
+    runs, a 400k-record shard's hashing peaked at 40 MB, 3x a 100k one's)."""
+    import tracemalloc
+
+    cat = Catalog.init(tmp_path / "cat")
+    peaks: dict[int, int] = {}
+    runs: dict[int, Any] = {}
+    real = dd.hash_shard
+
+    def measured(job: dd.HashJob) -> Any:
+        tracemalloc.start()
+        try:
+            runs[job.records] = real(job)
+            peaks[job.records] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return runs[job.records]
+
+    monkeypatch.setattr(dd, "hash_shard", measured)
+    monkeypatch.setattr(dd, "CHUNK_ENTRIES", 10_000)
+    for n in (100_000, 400_000):  # one shard each
+        ds = cat.register(f"d{n}", {"features": {"k": {"dtype": "int64"}}})
+        ds.append_rows({"k": np.arange(n, dtype=np.int64) % 1000})
+        assert ds.dedup("k", workers=1, dry_run=True).rows == n - 1000
+    assert len(runs[400_000]) > 1  # the shard's entries went out in runs
+    assert peaks[400_000] < 1.25 * peaks[100_000], peaks  # 4x the records, not 4x the memory
+
+
+def test_the_spill_folder_goes_after_a_dedup_a_dry_run_and_a_failure_but_not_from_under_another(tmp_path):
+    from catalog.errors import CatalogError
+
+    ds = _dataset(tmp_path, shards=2, per=5)
+    spill = tmp_path / "cat" / ".spill"
+    ds.dedup("k", dry_run=True)
+    assert not spill.exists()
+    ds.dedup("k")
+    assert not spill.exists()
+    path = ds.shards()[0].path
+    with open(path, "r+b") as f:  # a shard that no longer reads: the scan fails
+        f.seek(20)
+        f.write(b"\xff" * 8)
+    with pytest.raises(CatalogError, match="data CRC mismatch"):
+        ds.dedup("name")
+    assert not spill.exists()
+    (spill / "another-dedup").mkdir(parents=True)  # a dedup running beside this one
+    with pytest.raises(CatalogError, match="data CRC mismatch"):
+        ds.dedup("name")
+    assert [p.name for p in spill.iterdir()] == ["another-dedup"]  # its folder, and the spill folder, kept
+
+
+def test_a_spill_folder_removed_by_another_dedup_ending_is_made_again(tmp_path, monkeypatch):
+    import shutil
+
+    from catalog.errors import StorageError
+
+    ds = _dataset(tmp_path, shards=2, per=5)
+    real = dd.spill_dir
+    calls = []
+
+    def raced(parent: Path, what: str) -> Any:
+        calls.append(parent)
+        if len(calls) == 1:  # another dedup ending removed the folder just after it was made
+            parent.mkdir()
+            shutil.rmtree(parent)
+            raise StorageError(f"{parent}: cannot make a spill directory: No such file or directory")
+        return real(parent, what)
+
+    monkeypatch.setattr(dd, "spill_dir", raced)
+    assert ds.dedup("k").rows == 3
+    assert len(calls) == 2 and not (tmp_path / "cat" / ".spill").exists()
+
+
+def test_runs_and_partitions_keep_the_first_in_dataset_order(tmp_path, monkeypatch):
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("d", {"features": {"id": {"dtype": "int64"}, "k": {"dtype": "int64"}}})
+    n = 120_000  # per shard: several read batches, so several runs
+    for start in (0, n):
+        ids = np.arange(start, start + n, dtype=np.int64)
+        ds.append_rows({"id": ids, "k": (ids * 7919) % 5000})  # the first of each k: in the first shard
+    monkeypatch.setattr(dd, "CHUNK_ENTRIES", 1000)
+    monkeypatch.setattr(dd, "PARTITION_ENTRIES", 20_000)
+    assert ds.dedup("k", workers=1).rows == 2 * n - 5000
+    seen: set[int] = set()
+    first = [i for i in range(2 * n) if (k := (i * 7919) % 5000) not in seen and not seen.add(k)]
+    assert [r["id"] for r in cat.dataset("d").read()] == first
+
+
+def test_entries_sharing_half_a_hash_are_told_apart_and_the_first_kept():
+    entries = np.zeros(5, dtype=dd.ENTRY)
+    entries["h1"] = [9, 9, 9, 4, 9]  # one half shared by two keys: (9, 1) and (9, 2)
+    entries["h2"] = [1, 2, 1, 4, 2]
+    entries["shard"], entries["index"] = [0, 0, 1, 1, 2], [0, 1, 0, 1, 0]  # dataset order
+    gone = dd.non_first(entries)
+    assert sorted(zip(gone["shard"].tolist(), gone["index"].tolist(), strict=True)) == [(1, 0), (2, 0)]
