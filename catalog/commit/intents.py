@@ -52,9 +52,15 @@ class Intent:
         return cls(ds.catalog.engine, ds.catalog.store, ds.name)
 
     def __enter__(self) -> Intent:
-        """A rewrite's intent: recorded, and the dataset's folder ready for its files."""
-        self.register()
-        self.store.prepare(self.dataset)
+        """A rewrite's intent: recorded, and the dataset's folder ready for its files. What
+        stops it once the intent may be recorded (a Ctrl-C just after its transaction, a
+        folder that cannot be made) settles it here: ``__exit__`` runs only after this returns."""
+        try:
+            self.register()
+            self.store.prepare(self.dataset)
+        except BaseException as e:
+            self.settle(e, self.discard_files)
+            raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
