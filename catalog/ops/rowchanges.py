@@ -170,7 +170,7 @@ def _batches(job: RowJob) -> Iterator[tuple[int, list[bytes]]]:
         )
 
 
-def _failed(job: RowJob, first: int, e: Exception, what: str) -> RowChangeError:
+def _failed(job: RowJob, first: int, e: BaseException, what: str) -> RowChangeError:
     """One line naming the shard and the record (within it) where the change failed."""
     if isinstance(e, RowChangeError):
         return e
@@ -209,7 +209,7 @@ def _masks(job: RowJob, compiled: _Compiled) -> list[np.ndarray]:
     for first, batch in _batches(job):
         try:
             masks.append(compiled.mask(batch))
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # (a predicate function calling sys.exit: its failure)
             raise _failed(job, first, e, "where") from None
     return masks
 
@@ -241,7 +241,7 @@ def _write_batch(
         else:
             try:
                 write(compiled.updated(batch[i]))
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 if isinstance(e, ValidationError):
                     e.record = i
                 raise _failed(job, first + (0 if isinstance(e, ValidationError) else i), e, "set") from None
