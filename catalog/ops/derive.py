@@ -369,7 +369,8 @@ def _first_outputs(op: Operation, schema: Schema, first: list[dict[str, Any]], r
         at = f"record {record}"
         if op.batched:
             last_path, last = _located(read, len(first) - 1)
-            at = f"records {record}-{last}" if last_path == path else f"records {record} on (the first {len(first)} rows)"
+            more = f"records {record} on (the first {len(first)} rows)"
+            at = f"records {record}-{last}" if last_path == path else more
         if isinstance(e, CatalogError):
             raise RowChangeError(f"{path}: {at}: {e}") from None
         raise RowChangeError(f"{path}: {at}: map's function raised {type(e).__name__}: {e}") from None
