@@ -684,9 +684,7 @@ def linked_in(shards: list[LiveShard]) -> set[int]:
     return {i for same in names.values() if same[0][1] > len(same) for i, _ in same}
 
 
-def _refuse_not_owned(
-    ds: DatasetHandle, hit: list[LiveShard], every: list[LiveShard], rewrite_adopted: bool
-) -> None:
+def _refuse_not_owned(ds: DatasetHandle, hit: list[LiveShard], every: list[LiveShard], rewrite_adopted: bool) -> None:
     linked = linked_in(every) if not rewrite_adopted else set()
     theirs = [s for s in hit if not_owned(s) or s.id in linked]
     if theirs and not rewrite_adopted:
