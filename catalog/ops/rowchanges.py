@@ -54,6 +54,7 @@ from catalog.errors import (
     ValidationError,
 )
 from catalog.executors import executor_for, run_jobs
+from catalog.inputs.delimited import finite_float
 from catalog.manifest import SHARDS
 from catalog.ops.options import CommitOptions
 from catalog.schema import Schema
@@ -339,16 +340,25 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
 
 def parse_sets(schema: Schema, given: Mapping[str, str]) -> dict[str, Any]:
     """``--set FEATURE=VALUE`` texts as values: JSON for numbers and lists (a class name for a
-    label with names), the text itself for string and bytes features."""
+    label with names), the text itself for a string or bytes value (bytes: its UTF-8, also for
+    each text of a JSON list of bytes)."""
     out: dict[str, Any] = {}
     for name, text in given.items():
         feat = schema.features.get(name)
-        if feat is None or feat.dtype in ("string", "bytes") or (feat.names is not None and text in feat.names):
-            out[name] = text  # (an unknown name: _check_sets says so)
-            continue
+        text_value = feat is not None and feat.dtype in ("string", "bytes") and feat.is_scalar
+        if feat is None or text_value or (feat.names is not None and text in feat.names):
+            out[name] = text.encode() if text_value and feat.dtype == "bytes" else text  # (bytes: the text's UTF-8)
+            continue  # (an unknown name: _check_sets says so)
         try:
-            out[name] = json.loads(text)
+            out[name] = json.loads(text, parse_float=finite_float)  # 1e400 refused, as in every input
+            if feat.dtype == "bytes" and isinstance(out[name], list):
+                out[name] = [v.encode() if isinstance(v, str) else v for v in out[name]]
+        except ValidationError as e:
+            raise UsageError(f"update: feature {name!r}: {e.reason}") from None
         except ValueError:
+            if feat.dtype in ("string", "bytes"):  # a list of text: JSON, as cat prints it
+                wanted = f"a JSON list of {feat.dtype} values"
+                raise UsageError(f"update: feature {name!r}: {text!r} is not {wanted}") from None
             article = "an" if feat.dtype.startswith("int") else "a"
             raise UsageError(f"update: feature {name!r}: {text!r} is not {article} {feat.dtype} value") from None
     return out
