@@ -345,10 +345,13 @@ def parse_sets(schema: Schema, given: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, text in given.items():
         feat = schema.features.get(name)
-        text_value = feat is not None and feat.dtype in ("string", "bytes") and feat.is_scalar
-        if feat is None or text_value or (feat.names is not None and text in feat.names):
+        if feat is None:
+            out[name] = text  # (an unknown name: _check_sets says so)
+            continue
+        text_value = feat.dtype in ("string", "bytes") and feat.is_scalar
+        if text_value or (feat.names is not None and text in feat.names):
             out[name] = text.encode() if text_value and feat.dtype == "bytes" else text  # (bytes: the text's UTF-8)
-            continue  # (an unknown name: _check_sets says so)
+            continue
         try:
             out[name] = json.loads(text, parse_float=finite_float)  # 1e400 refused, as in every input
             if feat.dtype == "bytes" and isinstance(out[name], list):
