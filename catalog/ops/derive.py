@@ -203,6 +203,10 @@ def _no_beat() -> None:
 def _row_of(out: Any) -> Mapping[str, Any]:
     if not isinstance(out, Mapping):
         raise UsageError(f"map's function must return a row (a dict of feature values), got {type(out).__name__}")
+    for name in out:
+        if not isinstance(name, str):  # else inferred as the feature "7", then missing from the very row
+            shown = f"{name!r} ({type(name).__name__})"
+            raise UsageError(f"map's function returned a feature name that is not text: {shown}")
     return out
 
 

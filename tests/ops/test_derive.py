@@ -296,3 +296,17 @@ def test_a_function_failing_while_the_schema_is_inferred_names_the_shard_and_rec
     with pytest.raises(RowChangeError) as e:
         src.map(fails_on_13, into="bad")
     assert str(e.value) == f"{third}: record 3: map's function raised KeyError: 'no such thing'"
+
+
+def a_number_as_name(row: dict[str, Any]) -> dict[Any, Any]:
+    return {"id": row["id"], 7: 1}
+
+
+def test_a_feature_name_that_is_not_text_is_named_as_such(tmp_path):
+    _cat, src = _source(tmp_path)
+    said = r"record 0: map's function returned a feature name that is not text: 7 \(int\)$"
+    with pytest.raises(RowChangeError, match=said):
+        src.map(a_number_as_name, into="bad")
+    one = {"features": {"id": {"dtype": "int64", "shape": []}}}
+    with pytest.raises(RowChangeError, match=said):
+        src.map(a_number_as_name, into="bad", schema=one, workers=1)
