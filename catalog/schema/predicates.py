@@ -128,7 +128,7 @@ def tokenize(text: str) -> list[Token]:
     while at < len(text):
         m = _TOKENS.match(text, at)
         if m is None:
-            raise PredicateError(text, at, f"unexpected {text[at]!r}")
+            raise PredicateError(text, at, _unexpected(text, at))
         kind = m.lastgroup or ""
         if kind == "name" and m.group().lower() in KEYWORDS:
             kind = "keyword"
@@ -137,6 +137,16 @@ def tokenize(text: str) -> list[Token]:
         at = m.end()
     out.append(Token("end", "", len(text)))
     return out
+
+
+def _unexpected(text: str, at: int) -> str:
+    """What a character no token starts with means (a quote there was never closed)."""
+    c = text[at]
+    if c == "`" and text.startswith("``", at):
+        return "expected a name between the backquotes, found ``"
+    if c in "'\"`":
+        return f"a {'name' if c == '`' else 'text'} begun here has no closing {c}"
+    return f"unexpected {c!r}"
 
 
 class _Parser:

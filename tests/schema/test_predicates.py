@@ -389,3 +389,19 @@ def test_true_and_false_are_no_numbers(text: str, error: str) -> None:
     with pytest.raises(PredicateError) as e:
         Predicate(text, SCHEMA)
     assert str(e.value).endswith(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("s = 'open", "at character 5: a text begun here has no closing '"),
+        ('s = "open', 'at character 5: a text begun here has no closing "'),
+        ("`odd name = 1", "at character 1: a name begun here has no closing `"),
+        ("`` = 1", "at character 1: expected a name between the backquotes, found ``"),
+        ("s = 'it''s", "at character 9: a text begun here has no closing '"),  # 'it' then 's
+    ],
+)
+def test_an_unclosed_quote_says_so(text: str, error: str) -> None:
+    with pytest.raises(PredicateError) as e:
+        Predicate(text, SCHEMA)
+    assert str(e.value).endswith(error)
