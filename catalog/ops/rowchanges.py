@@ -363,6 +363,10 @@ def parse_sets(schema: Schema, given: Mapping[str, str]) -> dict[str, Any]:
                 wanted = f"a JSON list of {feat.dtype} values"
                 raise UsageError(f"update: feature {name!r}: {text!r} is not {wanted}") from None
             article = "an" if feat.dtype.startswith("int") else "a"
+            if feat.names is not None:  # a label: the names it has, as a predicate's error lists them
+                listed = ", ".join(feat.names[:10]) + (", ..." if len(feat.names) > 10 else "")
+                neither = f"neither a class name of {name} ({listed}) nor {article} {feat.dtype} value"
+                raise UsageError(f"update: feature {name!r}: {text!r} is {neither}") from None
             raise UsageError(f"update: feature {name!r}: {text!r} is not {article} {feat.dtype} value") from None
     return out
 

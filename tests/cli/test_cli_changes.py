@@ -143,3 +143,10 @@ def test_update_takes_lists_of_text_as_json_and_refuses_a_number_too_large(root:
         1, "", "error: update: feature 'tags': 'x' is not a JSON list of string values\n",
     )  # fmt: skip
     assert _run("update", "tagged", "--set", "score=Infinity", "--where", "id = 1")[0] == 0  # written as one: kept
+
+
+def test_update_of_a_label_with_a_name_it_does_not_have_lists_the_names(root: Path) -> None:
+    assert _run("update", "pets", "--set", "label=horse", "--where", "id = 1") == (
+        1, "", "error: update: feature 'label': 'horse' is neither a class name of label (cat, dog) "
+        "nor an int64 value\n",
+    )  # fmt: skip
