@@ -18,7 +18,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +28,7 @@ from catalog import manifest as mf
 from catalog.commit.changes import DERIVE, Change, NewShard, RecordLineage, adding
 from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
 from catalog.commit.intents import Intent
-from catalog.commit.plans import plan
+from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.protocol import commit
 from catalog.commit.values import default_author
 from catalog.errors import (
@@ -91,14 +91,19 @@ def load_function(name: str, what: str = "--fn") -> Callable[..., Any]:
     module, colon, qualname = name.partition(":")
     if not colon or not module or not qualname:
         raise UsageError(f"{what} {name!r}: name a function as module:function (e.g. features:add_length)")
+    if not all(part.isidentifier() for part in module.split(".")):  # "../x", ".x": no module's name
+        raise UsageError(f"{what} {name!r}: cannot import {module!r} (not a module name)")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         found: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
     except ImportError as e:
         raise UsageError(f"{what} {name!r}: cannot import {module!r} ({e})") from None
+    except (Exception, SystemExit) as e:  # the user's module failed as it ran: their error, one line
+        raise UsageError(f"{what} {name!r}: cannot import {module!r} ({type(e).__name__}: {e})") from None
+    try:
+        for part in qualname.split("."):
+            found = getattr(found, part)
     except AttributeError:
         raise UsageError(f"{what} {name!r}: module {module!r} has no {qualname!r}") from None
     if not callable(found):
@@ -198,6 +203,10 @@ def _no_beat() -> None:
 def _row_of(out: Any) -> Mapping[str, Any]:
     if not isinstance(out, Mapping):
         raise UsageError(f"map's function must return a row (a dict of feature values), got {type(out).__name__}")
+    for name in out:
+        if not isinstance(name, str):  # else inferred as the feature "7", then missing from the very row
+            shown = f"{name!r} ({type(name).__name__})"
+            raise UsageError(f"map's function returned a feature name that is not text: {shown}")
     return out
 
 
@@ -232,7 +241,7 @@ def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
         else:
             try:
                 written += program.write_batch(sink, batch)
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 raise _failed(job, read, len(batch), e) from None
         read += len(batch)
     if read != job.records:
@@ -248,15 +257,15 @@ def _write_rows(job: DeriveJob, program: _Program, sink: ShardSink, batch: list[
         for i, record in enumerate(batch):
             try:
                 sink.write(program.one(record))
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 raise _failed(job, read + i, 1, e) from None
         return
     outputs: list[Any] = []
-    failure: Exception | None = None
+    failure: BaseException | None = None
     try:
         for row in rows:
             outputs.append(program.op.fn(row))  # type: ignore[misc]
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         failure = e  # after the outputs before it: one of them may fail first
     _write_outputs(job, program, sink, outputs, read)
     if failure is not None:
@@ -287,7 +296,7 @@ def _write_outputs(job: DeriveJob, program: _Program, sink: ShardSink, outputs: 
             raise _failed(job, read + i, 1, e) from None
 
 
-def _failed(job: DeriveJob, first: int, n: int, e: Exception) -> RowChangeError:
+def _failed(job: DeriveJob, first: int, n: int, e: BaseException) -> RowChangeError:
     """One line naming the source shard and the record (or a batch's records) that failed."""
     what = "filter" if job.op.kind == FILTER else "map"
     at = f"record {first}" if n == 1 else f"records {first}-{first + n - 1}"
@@ -335,10 +344,11 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
         return snap.schema
     if given is not None:
         return given
-    rows = list(itertools.islice(_rows(src, snap, split), INFER_ROWS))
-    if not rows:
+    read = plan(src, snap.version, split)
+    first = list(itertools.islice(rows(read, None), INFER_ROWS))
+    if not first:
         raise UsageError(f"map: {src.name!r} has no row to infer the output schema from: give schema=")
-    outputs = _first_outputs(op, snap.schema, rows)
+    outputs = _first_outputs(op, snap.schema, first, read)
     try:
         inferred = Schema.infer(outputs)
     except SchemaError as e:
@@ -348,21 +358,36 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
 
 
-def _rows(src: DatasetHandle, snap: Snapshot, split: str | None) -> Iterator[dict[str, Any]]:
-
-    return rows(plan(src, snap.version, split), None)
-
-
-def _first_outputs(op: Operation, schema: Schema, rows: list[dict[str, Any]]) -> Any:
+def _first_outputs(op: Operation, schema: Schema, first: list[dict[str, Any]], read: ReadPlan) -> Any:
+    """The function's outputs of the ``first`` rows of ``read``; a failure names the source
+    shard and record, as one in the jobs does (a batch: its first record, and how many)."""
+    outputs: list[Any] = []
     try:
         if op.batched:
-            return op.fn(schema.decode_batch([schema.encode(r) for r in rows]))  # type: ignore[misc]
-        return [_row_of(op.fn(r)) for r in rows]  # type: ignore[misc]
-    except CatalogError:
-        raise
-    except Exception as e:
-        raised = f"{type(e).__name__}: {e}"
-        raise RowChangeError(f"map: inferring its schema from the first rows: its function raised {raised}") from None
+            return op.fn(schema.decode_batch([schema.encode(r) for r in first]))  # type: ignore[misc]
+        for row in first:
+            outputs.append(_row_of(op.fn(row)))  # type: ignore[misc]
+        return outputs
+    except (Exception, SystemExit) as e:  # (SystemExit: sys.exit in the function, a failure of it too)
+        path, record = _located(read, len(outputs))
+        at = f"record {record}"
+        if op.batched:
+            last_path, last = _located(read, len(first) - 1)
+            more = f"records {record} on (the first {len(first)} rows)"
+            at = f"records {record}-{last}" if last_path == path else more
+        if isinstance(e, CatalogError):
+            raise RowChangeError(f"{path}: {at}: {e}") from None
+        raise RowChangeError(f"{path}: {at}: map's function raised {type(e).__name__}: {e}") from None
+
+
+def _located(read: ReadPlan, i: int) -> tuple[str, int]:
+    """The shard and record number of the plan's ``i``-th row (a batch's rows may run on into
+    the next shards: its first record names it)."""
+    for s in read.shards:
+        if i < s.count:
+            return s.path, s.start + i
+        i -= s.count
+    return read.dataset, i
 
 
 def _kept(source: Feature | None, inferred: Feature) -> Feature:

@@ -13,6 +13,7 @@ few times, then fail in one line; either way nothing half done is ever visible.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -53,6 +54,7 @@ from catalog.errors import (
     ValidationError,
 )
 from catalog.executors import executor_for, run_jobs
+from catalog.inputs.delimited import finite_float
 from catalog.manifest import SHARDS
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.schema import Schema
@@ -169,7 +171,7 @@ def _batches(job: RowJob) -> Iterator[tuple[int, list[bytes]]]:
         )
 
 
-def _failed(job: RowJob, first: int, e: Exception, what: str) -> RowChangeError:
+def _failed(job: RowJob, first: int, e: BaseException, what: str) -> RowChangeError:
     """One line naming the shard and the record (within it) where the change failed."""
     if isinstance(e, RowChangeError):
         return e
@@ -208,7 +210,7 @@ def _masks(job: RowJob, compiled: _Compiled) -> list[np.ndarray]:
     for first, batch in _batches(job):
         try:
             masks.append(compiled.mask(batch))
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # (a predicate function calling sys.exit: its failure)
             raise _failed(job, first, e, "where") from None
     return masks
 
@@ -240,7 +242,7 @@ def _write_batch(
         else:
             try:
                 write(compiled.updated(batch[i]))
-            except Exception as e:
+            except (Exception, SystemExit) as e:
                 if isinstance(e, ValidationError):
                     e.record = i
                 raise _failed(job, first + (0 if isinstance(e, ValidationError) else i), e, "set") from None
@@ -338,17 +340,33 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
 
 def parse_sets(schema: Schema, given: Mapping[str, str]) -> dict[str, Any]:
     """``--set FEATURE=VALUE`` texts as values: JSON for numbers and lists (a class name for a
-    label with names), the text itself for string and bytes features."""
+    label with names), the text itself for a string or bytes value (bytes: its UTF-8, also for
+    each text of a JSON list of bytes)."""
     out: dict[str, Any] = {}
     for name, text in given.items():
         feat = schema.features.get(name)
-        if feat is None or feat.dtype in ("string", "bytes") or (feat.names is not None and text in feat.names):
+        if feat is None:
             out[name] = text  # (an unknown name: _check_sets says so)
             continue
+        text_value = feat.dtype in ("string", "bytes") and feat.is_scalar
+        if text_value or (feat.names is not None and text in feat.names):
+            out[name] = text.encode() if text_value and feat.dtype == "bytes" else text  # (bytes: the text's UTF-8)
+            continue
         try:
-            out[name] = json.loads(text)
+            out[name] = json.loads(text, parse_float=finite_float)  # 1e400 refused, as in every input
+            if feat.dtype == "bytes" and isinstance(out[name], list):
+                out[name] = [v.encode() if isinstance(v, str) else v for v in out[name]]
+        except ValidationError as e:
+            raise UsageError(f"update: feature {name!r}: {e.reason}") from None
         except ValueError:
+            if feat.dtype in ("string", "bytes"):  # a list of text: JSON, as cat prints it
+                wanted = f"a JSON list of {feat.dtype} values"
+                raise UsageError(f"update: feature {name!r}: {text!r} is not {wanted}") from None
             article = "an" if feat.dtype.startswith("int") else "a"
+            if feat.names is not None:  # a label: the names it has, as a predicate's error lists them
+                listed = ", ".join(feat.names[:10]) + (", ..." if len(feat.names) > 10 else "")
+                neither = f"neither a class name of {name} ({listed}) nor {article} {feat.dtype} value"
+                raise UsageError(f"update: feature {name!r}: {text!r} is {neither}") from None
             raise UsageError(f"update: feature {name!r}: {text!r} is not {article} {feat.dtype} value") from None
     return out
 
@@ -657,8 +675,26 @@ def _erase_jobs(
     ]  # fmt: skip
 
 
-def _refuse_not_owned(ds: DatasetHandle, hit: list[LiveShard], rewrite_adopted: bool) -> None:
-    theirs = [s for s in hit if not_owned(s)]
+def linked_in(shards: list[LiveShard]) -> set[int]:
+    """The ids of ``shards`` whose local file has more hard links than the catalog has names
+    for it among ``shards``: a ``--link``ed input whose fingerprint says nothing (linked just
+    now, the link itself changes its ctime: "unchecked"; or from before manifest format 8).
+    A restore's own links are counted as the catalog's names, so they are not caught."""
+    names: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for s in shards:
+        if s.location is not None or "://" in s.path:
+            continue  # adopted (not_owned says so), or an object: no hard links there
+        try:
+            st = os.stat(s.path)
+        except (OSError, ValueError):
+            continue  # gone: the read says so
+        names.setdefault((st.st_dev, st.st_ino), []).append((s.id, st.st_nlink))
+    return {i for same in names.values() if same[0][1] > len(same) for i, _ in same}
+
+
+def _refuse_not_owned(ds: DatasetHandle, hit: list[LiveShard], every: list[LiveShard], rewrite_adopted: bool) -> None:
+    linked = linked_in(every) if not rewrite_adopted else set()
+    theirs = [s for s in hit if not_owned(s) or s.id in linked]
     if theirs and not rewrite_adopted:
         shown = ", ".join(s.location or s.path for s in theirs[:3]) + (", ..." if len(theirs) > 3 else "")
         raise RowChangeError(
@@ -692,13 +728,15 @@ def erase(
     report.records_after = report.records_before - report.rows
     if not hit or change.dry_run:
         return report
-    _refuse_not_owned(ds, hit, rewrite_adopted)
+    _refuse_not_owned(ds, hit, shards, rewrite_adopted)
     with Intent.of(ds) as intent:
         done = (lambda job, _r: progress(job.records)) if progress else None
         outcomes = run_jobs(change_shard, _erase_jobs(ds, change, hit, intent, False), ex, intent, done)
         items = tuple(Replacement(s.id, s.rel, o.file) for s, o in zip(hit, outcomes, strict=True))
         opts = change.options
-        message = opts.message or f"erase where {report.where}: {counted(report.erased, 'row')}"
+        # The predicate and the count stay in history whatever the message (never the rows).
+        erased = f"erase where {report.where}: {counted(report.erased, 'row')}"
+        message = f"{opts.message} ({erased})" if opts.message else erased
         made = Change(ERASE, snap.version, snap.schema_version, message, opts.author or default_author(), intent.id)
         made = made.with_updates(ReplaceShards(items))
         made.token = opts.token

@@ -128,7 +128,7 @@ def tokenize(text: str) -> list[Token]:
     while at < len(text):
         m = _TOKENS.match(text, at)
         if m is None:
-            raise PredicateError(text, at, f"unexpected {text[at]!r}")
+            raise PredicateError(text, at, _unexpected(text, at))
         kind = m.lastgroup or ""
         if kind == "name" and m.group().lower() in KEYWORDS:
             kind = "keyword"
@@ -137,6 +137,16 @@ def tokenize(text: str) -> list[Token]:
         at = m.end()
     out.append(Token("end", "", len(text)))
     return out
+
+
+def _unexpected(text: str, at: int) -> str:
+    """What a character no token starts with means (a quote there was never closed)."""
+    c = text[at]
+    if c == "`" and text.startswith("``", at):
+        return "expected a name between the backquotes, found ``"
+    if c in "'\"`":
+        return f"a {'name' if c == '`' else 'text'} begun here has no closing {c}"
+    return f"unexpected {c!r}"
 
 
 class _Parser:
@@ -342,21 +352,23 @@ def _objects(name: str) -> Column:
 
 
 def _int_compare(values: np.ndarray, op: str, value: int | float) -> np.ndarray:
-    """``values op value`` exactly, for int64 values and any number (no rounding through float)."""
+    """``values op value`` exactly, for int64 (or uint64) values and any number (no rounding
+    through float)."""
+    lowest, highest = _bounds(values.dtype)
     if isinstance(value, float) and math.isnan(value):
         return np.full(len(values), op in ("!=", "<>"))
     if isinstance(value, float) and math.isinf(value):
-        value = INT64_MAX + 1 if value > 0 else INT64_MIN - 1
+        value = highest + 1 if value > 0 else lowest - 1
     if isinstance(value, float) and not value.is_integer():
         if op in ("=", "==", "!=", "<>"):
             return np.full(len(values), op in ("!=", "<>"))
         op, value = ("<=", math.floor(value)) if op in ("<", "<=") else (">=", math.ceil(value))
     value = int(value)
-    if not INT64_MIN <= value <= INT64_MAX:
-        below = value < INT64_MIN  # every value is above it
+    if not lowest <= value <= highest:
+        below = value < lowest  # every value is above it
         holds = op in ("!=", "<>") or (op in (">", ">=") if below else op in ("<", "<="))
         return np.full(len(values), holds)
-    return np.asarray(_COMPARE[op](values, np.int64(value)), dtype=bool)
+    return np.asarray(_COMPARE[op](values, values.dtype.type(value)), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -367,6 +379,8 @@ class _Kind:
     column: Column
     names: tuple[str, ...] | None = None  # a label's class names
     optional: bool = False
+    dtype: Any = np.int64  # what a number compared with it becomes: int64, uint64 or its float dtype
+    boolean: bool = False  # a bool tensor: true and false are its values (no number's)
 
 
 class _Binder:
@@ -401,8 +415,7 @@ class _Binder:
             raise self.fail(operand.at, f"feature {feat.name!r} holds a list of values: compare len({feat.name})")
         if feat.dtype in ("string", "bytes"):
             return _Kind("text" if feat.dtype == "string" else "bytes", _objects(feat.name), optional=optional)
-        kind = "int" if feat.dtype == "int64" else "float"
-        return _Kind(kind, _numbers(feat.name, feat.np_dtype), feat.names, optional)
+        return _number_kind(feat)
 
     def feature(self, operand: Operand) -> Feature:
         features = self.schema.all_features
@@ -427,10 +440,12 @@ class _Binder:
                 raise self.fail(value.at, f"{v!r} is not a class name of {shown} ({listed})")
             return kind.names.index(v)
         if isinstance(v, bool):
+            if not kind.boolean:  # as in rows: true and false are no numbers
+                raise self.fail(value.at, f"{shown} holds numbers: compare it with a number, not {_text(v)}")
             return int(v)
         if kind.kind == "float":
             with np.errstate(over="ignore"):
-                return np.float32(v)
+                return kind.dtype.type(v)  # rounded as the feature's values were
         return v
 
     def compare(self, node: Compare, kind: _Kind) -> Evaluator:
@@ -449,9 +464,9 @@ class _Binder:
     def member(self, node: Member, kind: _Kind) -> Evaluator:
         values = [self.literal(node.operand, kind, v) for v in node.values]
         if kind.kind == "int":
-            values = [int(v) for v in values if _exact_int(v)]  # 2.5 is no int64's value
+            values = [int(v) for v in values if _exact_int(v, kind.dtype)]  # 2.5 is no int64's value
         numeric = kind.kind in ("int", "float")
-        choices = np.array(values if numeric else [], dtype=np.int64 if kind.kind == "int" else np.float32)
+        choices = np.array(values if numeric else [], dtype=kind.dtype)
         wanted = set(values)
 
         def test(column: np.ndarray) -> np.ndarray:
@@ -484,12 +499,12 @@ class _Binder:
         name = node.operand.feature
         if isinstance(node, Null):
             return _judge_null(name, node.negated)
-        if node.operand.length or kind.kind not in ("int", "float"):
-            return _judge_known(name, lambda _lo, _hi: (True, True))  # no range kept of these
+        if node.operand.length or kind.kind not in ("int", "float") or kind.dtype == np.uint64:
+            return _judge_known(name, lambda _lo, _hi: (True, True))  # no range kept of these (held as int64)
         if isinstance(node, Member):
             values = [self.literal(node.operand, kind, v) for v in node.values]
             if kind.kind == "int":
-                values = [int(v) for v in values if _exact_int(v)]
+                values = [int(v) for v in values if _exact_int(v, kind.dtype)]
             return _judge_known(name, _member_possible(values, kind.kind, node.negated))
         value = self.literal(node.operand, kind, node.value)
         return _judge_known(name, _compare_possible(node.op, value, kind.kind))
@@ -602,10 +617,26 @@ def _member_possible(values: list[Any], kind: str, negated: bool) -> Callable[[A
     return member
 
 
-def _exact_int(v: Any) -> bool:
+def _exact_int(v: Any, dtype: Any = np.int64) -> bool:
+    lo, hi = _bounds(np.dtype(dtype))
     if isinstance(v, float):
-        return v.is_integer() and INT64_MIN <= v <= INT64_MAX
-    return INT64_MIN <= int(v) <= INT64_MAX
+        return v.is_integer() and lo <= v <= hi
+    return lo <= int(v) <= hi
+
+
+def _bounds(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """The values an integer column holds: int64's, or uint64's."""
+    return (0, (1 << 64) - 1) if dtype == np.uint64 else (INT64_MIN, INT64_MAX)
+
+
+def _number_kind(feat: Feature) -> _Kind:
+    """A numeric scalar: an integer one (int64, an integer or bool tensor) compares exactly as
+    int64 (uint64 as itself: it holds values int64 does not); a float one in its own dtype."""
+    dt = np.dtype(feat.np_dtype)
+    if dt.kind in "iub":
+        held = np.dtype(np.uint64) if dt == np.uint64 else np.dtype(np.int64)
+        return _Kind("int", _numbers(feat.name, held), feat.names, feat.optional, held, dt.kind == "b")
+    return _Kind("float", _numbers(feat.name, dt), feat.names, feat.optional, dt)
 
 
 def _text(v: Any) -> str:

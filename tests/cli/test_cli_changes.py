@@ -116,3 +116,37 @@ def test_the_lines_say_what_a_report_holds() -> None:
     assert list(_derived(made)) == [
         "dst: made version 2: 4 records in 1 shard from 10 records of src version 7 (filter where id > 1)"
     ]
+
+
+def test_update_takes_lists_of_text_as_json_and_refuses_a_number_too_large(root: Path) -> None:
+    schema = {
+        "features": {
+            "id": {"dtype": "int64", "shape": []},
+            "tags": {"dtype": "string", "shape": [None]},
+            "pair": {"dtype": "bytes", "shape": [2]},
+            "score": {"dtype": "float32", "shape": []},
+            "raw": {"dtype": "bytes", "shape": []},
+        }
+    }
+    cat = Catalog.open(root)
+    row = {"id": 1, "tags": [], "pair": [b"a", b"b"], "score": 0.5, "raw": b""}
+    cat.register("tagged", schema).append_rows([row])
+    code, _out, err = _run("update", "tagged", "--set", 'tags=["x", "y z"]', "--set", 'pair=["q", "r"]',
+                          "--set", "raw=é", "--where", "id = 1")  # fmt: skip
+    assert (code, err) == (0, "")
+    row = next(iter(cat.dataset("tagged").read()))
+    assert (row["tags"], list(row["pair"]), row["raw"]) == (["x", "y z"], [b"q", b"r"], "é".encode())  # bytes: UTF-8
+    assert _run("update", "tagged", "--set", "score=1e400", "--where", "id = 1") == (
+        1, "", "error: update: feature 'score': number 1e400 is out of float32 range\n",
+    )  # fmt: skip
+    assert _run("update", "tagged", "--set", "tags=x", "--where", "id = 1") == (
+        1, "", "error: update: feature 'tags': 'x' is not a JSON list of string values\n",
+    )  # fmt: skip
+    assert _run("update", "tagged", "--set", "score=Infinity", "--where", "id = 1")[0] == 0  # written as one: kept
+
+
+def test_update_of_a_label_with_a_name_it_does_not_have_lists_the_names(root: Path) -> None:
+    assert _run("update", "pets", "--set", "label=horse", "--where", "id = 1") == (
+        1, "", "error: update: feature 'label': 'horse' is neither a class name of label (cat, dog) "
+        "nor an int64 value\n",
+    )  # fmt: skip

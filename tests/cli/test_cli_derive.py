@@ -80,3 +80,24 @@ def test_bad_requests_are_one_line_and_register_nothing(root: Path, args: list[s
     code, out, err = _run(*args)
     assert (code, out, err) == (1, "", line + "\n")
     assert [d.name for d in Catalog.open(root).list()] == ["src"]
+
+
+@pytest.mark.parametrize(
+    ("module", "fn", "line"),
+    [
+        ("broken_syntax", "def f(row:\n", "error: --fn 'broken_syntax:f': cannot import 'broken_syntax' "
+         "(SyntaxError: '(' was never closed (broken_syntax.py, line 1))"),
+        ("raises_at_import", "raise RuntimeError('at import')\n",
+         "error: --fn 'raises_at_import:f': cannot import 'raises_at_import' (RuntimeError: at import)"),
+        ("exits_at_import", "import sys\nsys.exit(3)\n",
+         "error: --fn 'exits_at_import:f': cannot import 'exits_at_import' (SystemExit: 3)"),
+        ("../up", "", "error: --fn '../up:f': cannot import '../up' (not a module name)"),
+        (".rel", "", "error: --fn '.rel:f': cannot import '.rel' (not a module name)"),
+    ],
+)  # fmt: skip
+def test_a_module_that_fails_to_import_is_one_line(root: Path, module: str, fn: str, line: str) -> None:
+    if fn:
+        (root.parent / f"{module}.py").write_text(fn)
+    code, out, err = _run("map", "src", "x", "--fn", f"{module}:f")
+    assert (code, out, err) == (1, "", line + "\n")
+    assert [d.name for d in Catalog.open(root).list()] == ["src"]

@@ -266,3 +266,47 @@ def with_length_only(row: dict[str, Any]) -> dict[str, Any]:
 
 def doubled_ids(batch: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"id": batch["id"] * 2, "length": np.array([len(t) for t in batch["name"]])}
+
+
+def exits_on_13(row: dict[str, Any]) -> dict[str, Any]:
+    if row["id"] == 13:
+        raise SystemExit(4)  # sys.exit in the user's function: a failure of it like any other
+    return {"id": row["id"]}
+
+
+def exits_on_first(row: dict[str, Any]) -> dict[str, Any]:
+    raise SystemExit("bye")
+
+
+def test_a_function_that_exits_is_a_failure_naming_the_shard_and_record(tmp_path):
+    cat, src = _source(tmp_path)
+    one = {"features": {"id": {"dtype": "int64", "shape": []}}}
+    for workers in (1, 2):
+        with pytest.raises(RowChangeError, match=r"\.tfrecord: record 3: map's function raised SystemExit: 4$"):
+            src.map(exits_on_13, into="bad", schema=one, workers=workers)
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: record 0: map's function raised SystemExit: bye$"):
+        src.map(exits_on_first, into="bad")  # while its schema is inferred
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("bad")
+
+
+def test_a_function_failing_while_the_schema_is_inferred_names_the_shard_and_record(tmp_path):
+    _cat, src = _source(tmp_path)
+    third = src.shards()[1].path  # records 10-19: id 13 is its record 3
+    with pytest.raises(RowChangeError) as e:
+        src.map(fails_on_13, into="bad")
+    assert str(e.value) == f"{third}: record 3: map's function raised KeyError: 'no such thing'"
+
+
+def a_number_as_name(row: dict[str, Any]) -> dict[Any, Any]:
+    return {"id": row["id"], 7: 1}
+
+
+def test_a_feature_name_that_is_not_text_is_named_as_such(tmp_path):
+    _cat, src = _source(tmp_path)
+    said = r"record 0: map's function returned a feature name that is not text: 7 \(int\)$"
+    with pytest.raises(RowChangeError, match=said):
+        src.map(a_number_as_name, into="bad")
+    one = {"features": {"id": {"dtype": "int64", "shape": []}}}
+    with pytest.raises(RowChangeError, match=said):
+        src.map(a_number_as_name, into="bad", schema=one, workers=1)

@@ -457,3 +457,22 @@ def test_skipping_finds_what_reading_everything_finds(tmp_path, where):
 
     assert report.rows == scanned.rows == len(expected)
     assert scanned.shards_read == 4 and report.shards_read <= 4
+
+
+def _exits(row: dict[str, Any]) -> bool:
+    raise SystemExit(5)  # sys.exit in the user's predicate: its failure, one line like any other
+
+
+def _exits_setting(row: dict[str, Any]) -> int:
+    raise SystemExit("no")
+
+
+def test_a_function_calling_sys_exit_is_a_failure_of_it_and_commits_nothing(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    version = ds.info().version
+    for workers in (1, 2):
+        with pytest.raises(RowChangeError, match=r"\.tfrecord: records from 0: where raised SystemExit: 5$"):
+            ds.delete(_exits, workers=workers)
+    with pytest.raises(RowChangeError, match=r"\.tfrecord: records from 1: set raised SystemExit: no$"):
+        ds.update("id = 1", set={"id": _exits_setting})
+    assert ds.info().version == version

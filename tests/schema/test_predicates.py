@@ -331,3 +331,77 @@ def test_ranges_read_from_stored_statistics_are_the_statistics_ranges(written):
     assert stored_ranges(stats.to_bytes(), len(written)) == stats.ranges()
     assert stored_ranges(stats.to_bytes(), len(written) + 1) is None  # not this shard's count
     assert stored_ranges(b"damaged", len(written)) is None
+
+
+TENSORS = Schema.from_json(
+    {
+        "features": {
+            "i32": {"dtype": "int32", "shape": [], "encoding": "tensor"},
+            "u64": {"dtype": "uint64", "shape": [], "encoding": "tensor"},
+            "f64": {"dtype": "float64", "shape": [], "encoding": "tensor"},
+            "f16": {"dtype": "float16", "shape": [], "encoding": "tensor"},
+            "flag": {"dtype": "bool", "shape": [], "encoding": "tensor"},
+        }
+    }
+)
+TENSOR_ROW = {"i32": 16777217, "u64": 2**64 - 1, "f64": 0.1, "f16": 0.1, "flag": True}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("i32 = 16777217", True),  # not through float32, which holds no 16777217
+        ("i32 = 16777216", False),
+        ("i32 > 16777216", True),
+        ("i32 IN (16777216, 3)", False),
+        ("i32 IN (16777217)", True),
+        ("i32 = 16777217.5", False),
+        ("i32 < 1e30", True),
+        ("u64 = 18446744073709551615", True),
+        ("u64 = 18446744073709551614", False),  # float32 rounds both to 2**64
+        ("u64 > 18446744073709551614", True),
+        ("u64 IN (18446744073709551614)", False),
+        ("u64 > -1", True),
+        ("f64 = 0.1", True),  # rounded to the feature's own dtype, as float32 features are
+        ("f16 = 0.1", True),
+        ("f16 < 1e10", True),
+        ("flag = true", True),
+        ("flag != false", True),
+        ("NOT flag = false", True),
+    ],
+)
+def test_tensor_scalars_compare_exactly_in_their_own_dtype(text: str, expected: bool) -> None:
+    assert Predicate(text, TENSORS).matches(TENSOR_ROW) is expected
+    columns = {name: np.array([v], dtype=TENSORS.features[name].np_dtype) for name, v in TENSOR_ROW.items()}
+    assert bool(Predicate(text, TENSORS).mask(columns)[0]) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("x = true", "at character 5: x holds numbers: compare it with a number, not true"),
+        ("x IN (1, false)", "at character 10: x holds numbers: compare it with a number, not false"),
+        ("f < true", "at character 5: f holds numbers: compare it with a number, not true"),
+        ("len(v) = true", "at character 10: len(v) holds numbers: compare it with a number, not true"),
+    ],
+)
+def test_true_and_false_are_no_numbers(text: str, error: str) -> None:
+    with pytest.raises(PredicateError) as e:
+        Predicate(text, SCHEMA)
+    assert str(e.value).endswith(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("s = 'open", "at character 5: a text begun here has no closing '"),
+        ('s = "open', 'at character 5: a text begun here has no closing "'),
+        ("`odd name = 1", "at character 1: a name begun here has no closing `"),
+        ("`` = 1", "at character 1: expected a name between the backquotes, found ``"),
+        ("s = 'it''s", "at character 9: a text begun here has no closing '"),  # 'it' then 's
+    ],
+)
+def test_an_unclosed_quote_says_so(text: str, error: str) -> None:
+    with pytest.raises(PredicateError) as e:
+        Predicate(text, SCHEMA)
+    assert str(e.value).endswith(error)
