@@ -19,7 +19,7 @@ import struct
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 import numpy as np
 from crc32c import crc32c
@@ -272,7 +272,8 @@ class RecordWriter:
         footers = _mask_array(crcs).astype("<u4").tobytes()
         lengths = list(map(len, records))  # two C-level passes beat one comprehension calling len()
         pieces: list[bytes] = [b""] * (3 * n)
-        pieces[0::3] = list(map(self._header, lengths))
+        known: list[bytes | None] = list(map(self._headers.get, lengths))  # no call a record
+        pieces[0::3] = list(map(self._header, lengths)) if None in known else cast("list[bytes]", known)
         pieces[1::3] = records
         pieces[2::3] = [footers[i : i + 4] for i in range(0, 4 * n, 4)]
         if self._lengths is not None:
