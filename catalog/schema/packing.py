@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from catalog.schema.codec import RowCodec
 
 MIN_ROWS = 64  # fewer rows: the generic path (numpy's per-call cost would dominate)
+CHUNK = 8192  # rows laid out at a time (62,500 at once took a third longer a row)
 _F32_MAX = wire.FLOAT32_MAX
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 9)], dtype=np.int64)  # 2**7 ... 2**56
 _MAX_BODY = 1 << 21  # records' bodies up to this long: their length takes at most three bytes
@@ -77,16 +78,22 @@ def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) 
         plan = _PLANS[codec] = _Plan(codec)
     if not plan.plain or n < MIN_ROWS or len(columns) != len(plan.features):
         return None
-    values = []
-    for feat in plan.features:
-        column = columns.get(feat.name)
-        if type(column) is not list or len(column) != n:
+    lists = [columns.get(feat.name) for feat in plan.features]
+    if any(type(column) is not list or len(column) != n for column in lists):
+        return None
+    out: list[bytes] = []
+    for lo in range(0, n, CHUNK):  # a part at a time: its arrays stay in the CPU's caches
+        values = []
+        for feat, column in zip(plan.features, lists, strict=True):
+            got = _VALUES[feat.kind](column[lo : lo + CHUNK])  # type: ignore[index]
+            if got is None:
+                return None
+            values.append(got)
+        records = _records(plan, values, len(values[0][1]))
+        if records is None:
             return None
-        got = _VALUES[feat.kind](column)
-        if got is None:
-            return None
-        values.append(got)
-    return _records(plan, values, n)
+        out += records
+    return out
 
 
 def _ints(column: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:

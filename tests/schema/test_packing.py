@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from catalog.errors import ValidationError
 from catalog.schema import Schema
-from catalog.schema.packing import MIN_ROWS, encode_plain
+from catalog.schema.packing import CHUNK, MIN_ROWS, encode_plain
 from catalog.tfrecord.example import FLOAT32_MAX
 
 F32 = st.floats(width=32, allow_nan=False, allow_infinity=False) | st.floats(-FLOAT32_MAX, FLOAT32_MAX)
@@ -110,3 +110,12 @@ def test_schemas_and_batches_it_does_not_take() -> None:
     records = plain.encode_columns(columns, n, filled, entries)
     assert records == _one_by_one(plain, columns, n) and filled == {"d": []}
     assert list(entries["id"]) == [plain._codec.encoders["id"](i) for i in range(n)] and len(entries["d"]) == n
+
+
+def test_a_batch_is_laid_out_a_chunk_at_a_time() -> None:
+    schema = _schema("text")
+    n = CHUNK * 2 + 5
+    columns = {"id": list(range(n)), "text": [f"t{i % 300}" for i in range(n)], "score": [i / 7 for i in range(n)]}
+    assert encode_plain(schema._codec, columns, n) == _one_by_one(schema, columns, n)
+    columns["score"][CHUNK + 1] = math.nan  # in the second chunk: the whole batch goes generic
+    assert encode_plain(schema._codec, columns, n) is None
