@@ -164,6 +164,8 @@ class ShardSink:
         """The writer of the shard ``n`` records of ``size`` framed bytes all go to (one opened
         if none is); None when they would not all fit one shard: then they go record by
         record, rolling where each would (the batch paths write the same shards)."""
+        if not n:
+            return None  # no record: no shard opened for it
         if self._writer is None:
             return self._room(size) if n <= self.shard_records and size <= self.shard_size else None
         if self._records + n <= self.shard_records and self._bytes + size <= self.shard_size:

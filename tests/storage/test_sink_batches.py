@@ -83,3 +83,11 @@ def test_add_records_tallies_what_add_record_does() -> None:
     many.add_records(records[5:])
     assert one._runs == many._runs
     assert _stats_json(one.result().to_bytes()) == _stats_json(many.result().to_bytes())
+
+
+def test_an_empty_batch_opens_no_shard(tmp_path):
+    sink = ShardSink(tmp_path, "ds", INTENT, shard_size=UNLIMITED, shard_records=UNLIMITED, schema=SCHEMA)
+    sink.write_many([])
+    sink.write_framed(b"", [], list)
+    sink.write_decoded([], {}, {})
+    assert sink.close() == [] and sink.records == 0
