@@ -175,10 +175,10 @@ class _Program:
         if self.test is not None:
             return self.keep(sink, batch)
         if isinstance(batch, Window):
-            columns = self.source.decode_spans(batch.raw, batch.starts, batch.lengths)
+            decoded = self.source.decode_spans(batch.raw, batch.starts, batch.lengths)
         else:
-            columns = self.source.decode_batch(batch)
-        out = self.op.fn(columns)  # type: ignore[misc]
+            decoded = self.source.decode_batch(batch)
+        out = self.op.fn(decoded)  # type: ignore[misc]
         written = 0
         for columns, n in column_batches(out, self.target.features):
             records, entries = self.encoded(columns, n, sink.tallying)

@@ -161,8 +161,11 @@ class RecordWriter:
         """Queue many records (faster than calling :meth:`write` in a loop): a list of bytes
         joins the queue in one step and is framed in batches, as records written one by one
         would be (the same bytes: each record's framing depends on it alone)."""
-        small = type(records) is list and list(map(type, records)).count(bytes) == len(records)
-        if not small or sum(map(len, records)) > len(records) * (WRITE_BATCH_BYTES // WRITE_BATCH_RECORDS):
+        if (
+            not isinstance(records, list)
+            or list(map(type, records)).count(bytes) != len(records)
+            or sum(map(len, records)) > len(records) * (WRITE_BATCH_BYTES // WRITE_BATCH_RECORDS)
+        ):
             for data in records:  # (large records: framed as they come, never joined in thousands)
                 self.write(data)
             return

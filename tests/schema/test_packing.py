@@ -57,7 +57,7 @@ def test_long_records_and_floats_that_round() -> None:
     got = encode_plain(schema._codec, columns, n)
     assert got == _one_by_one(schema, columns, n)
     assert struct.unpack("<f", got[2][-4:])[0] == pytest.approx(1e-45, abs=1e-45)
-    columns["text"] = ["y" * (3 << 20)] + texts[1:]  # a record over 2 MiB: the generic path's
+    columns["text"] = ["y" * (3 << 20), *texts[1:]]  # a record over 2 MiB: the generic path's
     assert encode_plain(schema._codec, columns, n) is None
 
 
