@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 
 from catalog import manifest as mf
@@ -43,6 +44,7 @@ from catalog.manifest import COMMITS, LINEAGE, SHARDS
 from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
+from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Schema
 from catalog.schema.frames import column_batches
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
@@ -132,6 +134,9 @@ class DeriveJob:
     checksum: str
     fingerprint: str | None
     adopted: bool
+    source_compression: str = "none"  # the source shard's
+    index_at: str | None = None  # where the source shard's record index is (with index_checksum)
+    index_checksum: str | None = None  # None: no index registered (the shard is read through)
 
 
 class _Program:
@@ -169,21 +174,42 @@ class _Program:
         values = [c.tolist() if c.dtype != object else list(c) for c in columns.values()]
         return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
-    def write_batch(self, sink: ShardSink, records: list[bytes]) -> int:
-        """A filter's or a batched map's records made from ``records`` (a batch of one source
-        shard) written to ``sink``; returns how many."""
+    def write_batch(self, sink: ShardSink, batch: list[bytes] | Window) -> int:
+        """A filter's or a batched map's records made from ``batch`` (records of one source
+        shard, or a window of its bytes) written to ``sink``; returns how many."""
         if self.test is not None:
-            mask = self.test.mask(records)
-            kept = [r for r, keep in zip(records, mask.tolist(), strict=True) if keep]
-            sink.write_many(kept)
-            return len(kept)
-        out = self.op.fn(self.source.decode_batch(records))  # type: ignore[misc]
+            return self.keep(sink, batch)
+        if isinstance(batch, Window):
+            decoded = self.source.decode_spans(batch.raw, batch.starts, batch.lengths)
+        else:
+            decoded = self.source.decode_batch(batch)
+        out = self.op.fn(decoded)  # type: ignore[misc]
         written = 0
         for columns, n in column_batches(out, self.target.features):
             records, entries = self.encoded(columns, n, sink.tallying)
             sink.write_encoded(records, columns, {}, entries, _no_beat)
             written += n
         return written
+
+    def keep(self, sink: ShardSink, batch: list[bytes] | Window) -> int:
+        """A filter's kept records of ``batch`` written to ``sink`` as they were (never encoded
+        again); from a window, with their framing (no CRC computed again: the reader checked
+        it); returns how many. A predicate decodes its own features only."""
+        assert self.test is not None
+        if not isinstance(batch, Window):
+            mask = self.test.mask(batch)
+            sink.write_many([r for r, keep in zip(batch, mask.tolist(), strict=True) if keep])
+            return int(mask.sum())
+        predicate = self.test.predicate
+        if predicate is not None:
+            wanted = predicate.features
+            mask = predicate.mask(self.source.decode_spans(batch.raw, batch.starts, batch.lengths, wanted))
+        else:
+            mask = self.test.mask(batch.records())
+        kept = np.flatnonzero(mask)
+        framed, lengths = batch.framed(kept)
+        sink.write_framed(framed, lengths, lambda: batch.records(kept))
+        return len(kept)
 
     def encoded(
         self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
@@ -234,9 +260,9 @@ def derive_shard(job: DeriveJob) -> tuple[int, ShardFile | None]:
 
 def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
     written = read = 0
-    for batch in shard_batches(job.source, job.size):
+    for batch in _source_batches(job, program):
         if program.by_row:
-            _write_rows(job, program, sink, batch, read)
+            _write_rows(job, program, sink, batch.records() if isinstance(batch, Window) else batch, read)
             written += len(batch)
         else:
             try:
@@ -247,6 +273,16 @@ def _write(job: DeriveJob, program: _Program, sink: ShardSink) -> int:
     if read != job.records:
         raise RowChangeError(f"{job.source}: {counted(read, 'record')} read, {job.records} registered")
     return written
+
+
+def _source_batches(job: DeriveJob, program: _Program) -> Iterator[list[bytes] | Window]:
+    """The source shard's records: windows of its bytes when it is uncompressed and indexed
+    (checked a window at a time, decoded where they lie), else batches of records."""
+    if job.source_compression == "none" and job.index_at and job.index_checksum and not program.source.sequence:
+        pad = program.source.spans_pad
+        yield from shard_windows(job.source, job.index_at, job.records, job.size, job.index_checksum, pad)
+    else:
+        yield from shard_batches(job.source, job.size)
 
 
 def _write_rows(job: DeriveJob, program: _Program, sink: ShardSink, batch: list[bytes], read: int) -> None:
@@ -450,6 +486,7 @@ def _job(src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, 
     return DeriveJob(
         op, snap.schema.to_json(), dst.schema.to_json(), s.path, s.records, s.bytes, dst.compression,
         cat.store.root, dst.name, prefix, cat.statistics, s.checksum, s.fingerprint, s.location is not None,
+        s.compression, cat.store.index_url(s.rel), s.index_checksum,
     )  # fmt: skip
 
 

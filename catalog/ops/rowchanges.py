@@ -235,8 +235,11 @@ def _rewrite(job: RowJob, compiled: _Compiled, mask_of: MaskOf) -> ShardFile | N
 def _write_batch(
     sink: ShardSink, compiled: _Compiled, job: RowJob, first: int, batch: list[bytes], mask: np.ndarray, updating: bool
 ) -> None:
+    if not updating:  # the records kept, as they were, in one call
+        sink.write_many([batch[i] for i in np.flatnonzero(~mask).tolist()])
+        return
     write = sink.write
-    for i in range(len(batch)) if updating else np.flatnonzero(~mask).tolist():
+    for i in range(len(batch)):
         if not updating or not mask[i]:
             write(batch[i])
         else:

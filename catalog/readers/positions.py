@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from crc32c import crc32c
 
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CorruptRecordError, CorruptShardError
@@ -40,7 +39,7 @@ from catalog.readers import owned
 from catalog.readers.files import check_file, open_checked, stream_shard
 from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, masked_crc32c
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, framing_fault, masked_crc32c
 from catalog.words import counted
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
@@ -50,8 +49,6 @@ OWNER = ".owner"  # in that folder: locked (flock) by its process for as long as
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
 FRAMING = HEADER_SIZE + FOOTER_SIZE
-_HEADER = np.arange(HEADER_SIZE)
-_FOOTER = np.arange(FOOTER_SIZE)
 
 
 @dataclass
@@ -267,38 +264,14 @@ class RecordReader:
     ) -> None:
         """Check the framed records at ``at`` in ``buf`` (their data ``lengths``): every header
         and CRC; a mismatch names the shard, the record and its offset."""
-        raw = np.frombuffer(buf, dtype=np.uint8)
-        headers = raw[at[:, None] + _HEADER]
-        stated = np.ascontiguousarray(headers[:, :8]).view("<u8").ravel()
-        header_crcs = np.ascontiguousarray(headers[:, 8:]).view("<u4").ravel()
-        bad_header = (stated != lengths.astype(np.uint64)) | (header_crcs != self._header_crcs(lengths))
-        payload_at = at + HEADER_SIZE
-        ends = payload_at + lengths
-        view = memoryview(buf)  # slices of a view: no copy of each record
-        payloads = map(view.__getitem__, map(slice, payload_at.tolist(), ends.tolist()))
-        crcs = np.fromiter(map(crc32c, payloads), dtype=np.uint32, count=len(at))
-        footers = np.ascontiguousarray(raw[ends[:, None] + _FOOTER]).view("<u4").ravel()
-        masked = ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(0xA282EAD8)
-        bad = np.flatnonzero(bad_header | (masked != footers))
-        if bad.size:
-            j = int(bad[0])
-            found = "a damaged record header" if bad_header[j] else "a data CRC mismatch"
+        fault = framing_fault(buf, at, lengths, self.local.headers)
+        if fault is not None:
+            j, header = fault
+            found = "a damaged record header" if header else "a data CRC mismatch"
             raise self._damaged(int(shard[j]), int(recs[j]), int(offsets[j]), found)
 
     def _damaged(self, i: int, rec: int, offset: int, found: str) -> CorruptShardError:
         return CorruptShardError(self.shards[i].path, f"record {rec} (byte {offset})", "an intact record", found)
-
-    def _header_crcs(self, lengths: np.ndarray) -> np.ndarray:
-        """The masked CRC each record's header holds for its length (few distinct lengths)."""
-        known = self.local.headers
-        unique, inverse = np.unique(lengths, return_inverse=True)
-        crcs = []
-        for n in unique.tolist():
-            crc = known.get(n)
-            if crc is None:
-                crc = known[n] = masked_crc32c(n.to_bytes(8, "little"))
-            crcs.append(crc)
-        return np.array(crcs, dtype=np.uint32)[inverse]
 
     # ---- opening, checking, indexing (once per process)
     def _shard(self, i: int) -> _Shard:

@@ -8,7 +8,7 @@ back to for every record it does not take.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from catalog.errors import CodecError, ValidationError
 from catalog.schema.encoders import feature_encoder
 from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
+from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
 from catalog.words import counted
@@ -91,6 +92,29 @@ def _encode_column(
     return out
 
 
+class _Entries(Sequence[bytes]):
+    """A feature's entries, a row's each, encoded the first time they are asked for (the
+    statistics seldom ask: they take plain columns as they are)."""
+
+    def __init__(self, encoder: Any, column: Sequence[Any]) -> None:
+        self._encoder, self._column = encoder, column
+        self._made: list[bytes] | None = None
+
+    def _all(self) -> list[bytes]:
+        if self._made is None:
+            self._made = list(map(self._encoder, self._column))
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._all())
+
+
 def kinds_from_values(decoded: Mapping[str, list[Any]]) -> Kinded:
     """Recover wire kinds from a ``decode_example`` dict (empty lists have no kind)."""
     out: Kinded = {}
@@ -162,6 +186,10 @@ class RowCodec:
         for name in columns:
             if name not in self.features:
                 raise ValidationError("not in the schema", str(name), record=0)
+        plain = encode_plain(self, columns, n)  # every value plain: numpy lays the records out
+        if plain is not None:
+            self._plain_extras(columns, filled, entries)
+            return plain
         per_feature: list[Sequence[bytes]] = []
         for name, encoder, default in self.plan:
             column = columns.get(name)
@@ -178,6 +206,15 @@ class RowCodec:
                 entries[name] = per_feature[-1]
         frame = wire.features_field
         return [frame(b"".join(parts)) for parts in zip(*per_feature, strict=True)] if per_feature else [frame(b"")] * n
+
+    def _plain_extras(self, columns: ColumnValues, filled: FilledRows | None, entries: Entries | None) -> None:
+        """What encode_columns reports besides the records, for a batch encode_plain made: no
+        default went in (every value was there); the entries, made when asked for."""
+        for name, encoder, default in self.plan:
+            if filled is not None and default:
+                filled.setdefault(name, [])
+            if entries is not None:
+                entries[name] = _Entries(encoder, columns[name])
 
     # ---- checking records
     def check_decoded(self, decoded: Mapping[str, Any]) -> None:

@@ -315,16 +315,18 @@ class Schema:
             out[name] = column
         return out
 
-    def decode_spans(self, raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    def decode_spans(
+        self, raw: bytes, starts: np.ndarray, lengths: np.ndarray, columns: Collection[str] | None = None
+    ) -> dict[str, np.ndarray]:
         """``decode_batch`` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, parsed
         where they lie (other bytes may lie between them: a read of a shard, its framing
         included); ``raw`` should end with ``spans_pad`` zero bytes after every record, else
-        the records are copied out first."""
+        the records are copied out first. ``columns``: as decode_batch's."""
         if self.sequence:
             view = memoryview(raw)  # ragged steps have no fast path: each record parsed on its own
             spans = zip(starts.tolist(), lengths.tolist(), strict=True)
-            return self.decode_batch([bytes(view[a : a + n]) for a, n in spans])
-        return decode_spans(self._codec, raw, starts, lengths)
+            return self.decode_batch([bytes(view[a : a + n]) for a, n in spans], columns=columns)
+        return decode_spans(self._codec, raw, starts, lengths, columns)
 
     @property
     def spans_pad(self) -> int:

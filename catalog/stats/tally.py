@@ -140,8 +140,25 @@ class Tally:
             self.flush()
 
     def add_records(self, records: Iterable[bytes]) -> None:
-        for r in records:
-            self.add_record(r)
+        """``add_record`` of each, batched at the same records, a list's joining the queue a
+        batch at a time (a filter's kept records: one call a record cost a tenth of its time)."""
+        if type(records) is not list:
+            for r in records:
+                self.add_record(r)
+            return
+        at = 0
+        while at < len(records):
+            room = BATCH - len(self._pending)
+            part = records[at : at + room]
+            sizes = np.cumsum(np.fromiter(map(len, part), dtype=np.int64, count=len(part)))
+            # the batch ends at the record that brings it to BATCH_BYTES, as add_record's would
+            full = int(np.searchsorted(sizes, BATCH_BYTES - self._pending_bytes, side="left"))
+            take = min(full + 1, len(part))
+            self._pending.extend(part[:take])
+            self._pending_bytes += int(sizes[take - 1])
+            at += take
+            if len(self._pending) >= BATCH or self._pending_bytes >= BATCH_BYTES:
+                self.flush()
 
     def flush(self) -> None:
         if self._pending:

@@ -149,8 +149,50 @@ class ShardSink:
             self._tally.set_filled(fills)
 
     def write_many(self, records: Iterable[bytes]) -> None:
+        if type(records) is list:
+            size = sum(map(len, records)) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
+            writer = self._whole(len(records), size)
+            if writer is not None:
+                self._put_many(lambda: writer.write_many(records), len(records), size)
+                if self._tally is not None:
+                    self._tally.add_records(records)
+                return
         for r in records:
             self.write(r)
+
+    def _whole(self, n: int, size: int) -> RecordWriter | None:
+        """The writer of the shard ``n`` records of ``size`` framed bytes all go to (one opened
+        if none is); None when they would not all fit one shard: then they go record by
+        record, rolling where each would (the batch paths write the same shards)."""
+        if not n:
+            return None  # no record: no shard opened for it
+        if self._writer is None:
+            return self._room(size) if n <= self.shard_records and size <= self.shard_size else None
+        if self._records + n <= self.shard_records and self._bytes + size <= self.shard_size:
+            return self._writer
+        return None
+
+    def _put_many(self, write: Callable[[], object], n: int, size: int) -> None:
+        """``n`` records of ``size`` framed bytes written to the open shard by ``write()``."""
+        try:
+            write()
+        except OSError as e:
+            raise write_error(self._temp or self._folder, e) from e
+        self._bytes += size
+        self._records += n
+
+    def write_framed(self, framed: bytes, lengths: list[int], records: Callable[[], list[bytes]]) -> None:
+        """Records framed already, as a reader found and checked them (a filter's kept records
+        copied as they were): ``framed`` their bytes, ``lengths`` their data lengths;
+        ``records()`` the records themselves (asked for when the statistics or a roll need them).
+        The shards hold the bytes ``write_many`` of the records would give them."""
+        writer = self._whole(len(lengths), len(framed))
+        if writer is None:
+            self.write_many(records())
+            return
+        self._put_many(lambda: writer.write_framed(framed, lengths), len(lengths), len(framed))
+        if self._tally is not None:
+            self._tally.add_records(records())
 
     def write_encoded(
         self,
@@ -204,7 +246,15 @@ class ShardSink:
         def before_roll() -> None:
             tally_so_far(i)  # the shard so far: ``i``, the record about to start the next one
 
-        ends = iter(batch_ends(list(map(len, records))))
+        lengths = list(map(len, records))
+        size = sum(lengths) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
+        writer = self._whole(len(records), size)
+        if writer is not None:  # no roll within: one call, then the statistics part by part
+            self._put_many(lambda: writer.write_many(records), len(records), size)
+            for end in batch_ends(lengths):
+                tally_so_far(end)
+            return
+        ends = iter(batch_ends(lengths))
         end = next(ends, 0)
         for i, record in enumerate(records):
             size = len(record) + HEADER_SIZE + FOOTER_SIZE

@@ -1,0 +1,111 @@
+"""A whole shard read as windows of its bytes, each record where it lies: what a rewrite of
+every record (a filter, a map) reads when the shard is uncompressed and indexed.
+
+Its registered record index says where each record starts, so the framing is checked a
+window at a time with numpy (every header's length and CRC, every data CRC: as strictly as
+the sequential reader, see framing.framing_fault) instead of walked record by record in
+Python, and the records are decoded where they lie (Schema.decode_spans) and copied out,
+framing and all, without being framed again (Window.framed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from catalog.errors import CorruptShardError
+from catalog.storage import open_shard
+from catalog.storage.index import load_offsets
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, framing_fault
+
+WINDOW_BYTES = 8 << 20  # bytes of a shard read and checked at a time (a larger record: alone)
+FRAMING = HEADER_SIZE + FOOTER_SIZE
+
+
+@dataclass(frozen=True)
+class Window:
+    """Records ``first`` to ``first + len(lengths)`` of a shard, checked: ``raw`` holds their
+    framed bytes then ``pad`` zero bytes; ``at``, each record's header offset in it (int64);
+    ``lengths``, its data length (int64)."""
+
+    first: int
+    raw: bytes
+    at: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Where each record's data starts in ``raw``."""
+        return self.at + HEADER_SIZE
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def records(self, keep: np.ndarray | None = None) -> list[bytes]:
+        """Each record's data as bytes (``keep``: the records at those positions only)."""
+        starts, lengths = (self.starts, self.lengths) if keep is None else (self.starts[keep], self.lengths[keep])
+        return list(map(self.raw.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
+
+    def framed(self, keep: np.ndarray) -> tuple[bytes, list[int]]:
+        """The records at positions ``keep`` (increasing), framed as they are in the shard
+        (header, data, CRC: what RecordWriter makes of each), and their data lengths. Runs
+        of neighbouring records are copied as one slice."""
+        if not len(keep):
+            return b"", []
+        lengths = self.lengths[keep]
+        starts = self.at[keep]
+        ends = starts + lengths + FRAMING
+        new_run = np.ones(len(keep), dtype=bool)
+        new_run[1:] = starts[1:] != ends[:-1]
+        first = np.flatnonzero(new_run)
+        last = np.append(first[1:], len(keep)) - 1
+        raw = self.raw
+        pieces = map(raw.__getitem__, map(slice, starts[first].tolist(), ends[last].tolist()))
+        return b"".join(pieces), lengths.tolist()
+
+
+def shard_windows(
+    path: str, index_at: str, records: int, size: int, index_checksum: str, pad: int = 0
+) -> Iterator[Window]:
+    """The records of the uncompressed shard at ``path`` (its registered ``records``, ``size``
+    and index at ``index_at``, checksum ``index_checksum``), a window at a time, checked. A
+    damaged record is a CorruptShardError naming the shard, the record and its byte offset;
+    a file longer or shorter than registered, one naming its size."""
+    offsets = load_offsets(path, index_at, records, size, index_checksum).astype(np.int64)
+    bounds = np.append(offsets, np.int64(size))
+    known: dict[int, int] = {}
+    with open_shard(path, size) as f:
+        lo = 0
+        while lo < records:
+            hi = int(np.searchsorted(bounds, bounds[lo] + WINDOW_BYTES, side="right")) - 1
+            hi = min(max(hi, lo + 1), records)
+            base = int(bounds[lo])
+            raw = _read(f, int(bounds[hi]) - base, pad)
+            at = offsets[lo:hi] - base
+            lengths = np.diff(bounds[lo : hi + 1]) - FRAMING
+            fault = framing_fault(raw, at, lengths, known)
+            if fault is not None:
+                j, header = fault
+                found = "a damaged record header" if header else "a data CRC mismatch"
+                where = f"record {lo + j} (byte {base + int(at[j])})"
+                raise CorruptShardError(path, where, "an intact record", found)
+            yield Window(lo, raw, at, lengths)
+            lo = hi
+        f.read(1)  # at the registered end: a longer file is one line here (open_shard's size check)
+
+
+def _read(f: object, n: int, pad: int) -> bytes:
+    """``n`` bytes of ``f`` then ``pad`` zero bytes (a short file: open_shard's size check raises)."""
+    buf = bytearray(n + pad)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        step = f.readinto(view[got:n])  # type: ignore[attr-defined]
+        if not step:
+            break  # (open_shard's size check raised already; a stream that ends early is caught here)
+        got += step
+    if got < n:
+        raise CorruptShardError(str(getattr(f, "name", "?")), "size", f"at least {n} bytes", f"{got}")
+    return bytes(buf)

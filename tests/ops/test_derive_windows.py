@@ -1,0 +1,144 @@
+"""filter and map read an uncompressed, indexed source shard as checked windows of its bytes
+(catalog/readers/spans.py), and a filter copies its kept records' framing as it was: the files,
+rows and statistics are those the record-by-record path makes, TensorFlow reads them, and a
+damaged source record is one line naming the shard and the record."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from catalog import Catalog
+from catalog.errors import CatalogError, DatasetNotFoundError
+from catalog.ops import derive
+from catalog.tfrecord.framing import RecordWriter, read_record_batches
+
+SCHEMA = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "label": {"dtype": "int64", "names": ["cat", "dog", "bird"]},
+        "name": {"dtype": "string"},
+        "score": {"dtype": "float32", "optional": True},
+    }
+}
+
+
+def _source(tmp_path: Path) -> tuple[Any, Any]:
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("src", SCHEMA)
+    for k, split in enumerate(["train", "test", "train"]):
+        rows = [
+            {"id": i, "label": i % 3, "name": f"n{i}é" * (i % 5), "score": None if i % 4 == 0 else i / 10}
+            for i in range(k * 400, k * 400 + 400)
+        ]
+        ds.append_rows(rows, split=split)
+    return cat, cat.dataset("src")
+
+
+def _windows_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The source shards read as windows from here (the list grows as they are)."""
+    read: list[str] = []
+    windows = derive.shard_windows
+
+    def spy(path: str, *args: Any) -> Any:
+        read.append(path)
+        return windows(path, *args)
+
+    monkeypatch.setattr(derive, "shard_windows", spy)
+    return read
+
+
+def _record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Derivations from here read their sources as batches of records, as before windows."""
+    job = derive._job
+    monkeypatch.setattr(derive, "_job", lambda *a: replace(job(*a), index_checksum=None))
+
+
+def _files(cat: Any, name: str) -> list[bytes]:
+    return [Path(s.path).read_bytes() for s in cat.dataset(name).shards()]
+
+
+def _stats(cat: Any, name: str) -> Any:
+    """The statistics but the quantile sketches' figures (random: two runs of one path differ)."""
+    sketched = ("quantiles", "histogram")
+    return [{k: v for k, v in f.items() if k not in sketched} for f in cat.dataset(name).stats().to_json()["features"]]
+
+
+def keep_even(row: dict[str, Any]) -> bool:
+    return row["id"] % 2 == 0
+
+
+def keep_even_batch(batch: dict[str, np.ndarray]) -> np.ndarray:
+    return batch["id"] % 2 == 0
+
+
+def lengths(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    batch["length"] = np.array([len(t) for t in batch["name"]], dtype=np.int64)
+    return batch
+
+
+WHERE = [("label = 'dog' AND score > 3", False), (keep_even, False), (keep_even_batch, True)]
+
+
+@pytest.mark.parametrize(("where", "batched"), WHERE)
+def test_a_filter_copies_the_kept_records_as_the_record_path_writes_them(tmp_path, monkeypatch, tf, where, batched):
+    cat, src = _source(tmp_path)
+    read = _windows_read(monkeypatch)
+    src.filter(where, into="fast", batched=batched, workers=1)
+    assert read == [s.path for s in src.shards()]
+    _record_by_record(monkeypatch)
+    src.filter(where, into="slow", batched=batched, workers=1)
+    assert len(read) == 3
+    assert _files(cat, "fast") == _files(cat, "slow") and _stats(cat, "fast") == _stats(cat, "slow")
+    fast = cat.dataset("fast")
+    assert [s.split for s in fast.shards()] == ["train", "test", "train"]
+    for shard, source in zip(fast.shards(), src.shards(), strict=True):
+        records = [r for b in read_record_batches(source.path) for r in b]
+        kept = [r for r in records if _keeps(src.schema.decode(r), where)]
+        expected = tmp_path / "expected.tfrecord"
+        with RecordWriter(expected) as w:
+            for r in kept:
+                w.write(r)
+        assert Path(shard.path).read_bytes() == expected.read_bytes() and shard.records == len(kept)
+        assert [raw.numpy() for raw in tf.data.TFRecordDataset(shard.path)] == kept
+
+
+def _keeps(row: dict[str, Any], where: Any) -> bool:
+    if where is keep_even or where is keep_even_batch:
+        return bool(row["id"] % 2 == 0)
+    return bool(row["label"] == 1 and row["score"] is not None and row["score"] > 3)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_map_reads_windows_into_the_files_the_record_path_makes(tmp_path, monkeypatch, batched):
+    cat, src = _source(tmp_path)
+    fn = lengths if batched else (lambda row: {**row, "length": len(row["name"])})
+    read = _windows_read(monkeypatch)
+    src.map(fn, into="fast", batched=batched, workers=1)
+    _record_by_record(monkeypatch)
+    src.map(fn, into="slow", batched=batched, workers=1)
+    assert len(read) == 3
+    assert _files(cat, "fast") == _files(cat, "slow") and _stats(cat, "fast") == _stats(cat, "slow")
+    assert [r["length"] for r in cat.dataset("fast").read()][:6] == [0, 3, 6, 9, 12, 0]
+
+
+@pytest.mark.parametrize(("what", "at"), [("a damaged record header", 3), ("a data CRC mismatch", 20)])
+def test_a_damaged_source_record_fails_the_filter_in_one_line_and_registers_nothing(tmp_path, what, at):
+    cat, src = _source(tmp_path)
+    shard = src.shards()[1]
+    offsets = np.fromfile(cat.store.index_url(shard.relpath), dtype="<u8")
+    data = bytearray(Path(shard.path).read_bytes())
+    data[int(offsets[77]) + at] ^= 0x10
+    Path(shard.path).write_bytes(bytes(data))
+    with pytest.raises(CatalogError) as e:
+        src.filter("id > 0", into="out", workers=1)
+    assert str(e.value) == (
+        f"{shard.path}: record 77 (byte {int(offsets[77])}): registered an intact record, found {what}"
+        " (changed after its commit?)"
+    )
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("out")

@@ -1,0 +1,121 @@
+"""encode_plain (catalog/schema/packing.py), the vectorised fast path of Schema.encode_columns:
+the records are byte for byte those the per-value encoders make, and any batch that is not
+plain (a None, another type, a negative number, NaN, a bad text) is left to the generic path,
+which raises its exact error."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from catalog.errors import ValidationError
+from catalog.schema import Schema
+from catalog.schema.packing import CHUNK, MIN_ROWS, encode_plain
+from catalog.tfrecord.example import FLOAT32_MAX
+
+F32 = st.floats(width=32, allow_nan=False, allow_infinity=False) | st.floats(-FLOAT32_MAX, FLOAT32_MAX)
+INTS = st.integers(0, 2**63 - 1) | st.sampled_from([0, 127, 128, 16383, 16384, 2**56 - 1, 2**56, 2**63 - 1])
+TEXTS = st.text(max_size=20) | st.sampled_from(["", "é", "猫" * 50, "a" * 125, "b" * 126, "c" * 200])
+
+
+def _schema(key: str) -> Schema:
+    return Schema.from_json(
+        {"features": {"id": {"dtype": "int64"}, key: {"dtype": "string"}, "score": {"dtype": "float32"}}}
+    )
+
+
+def _one_by_one(schema: Schema, columns: dict[str, list[Any]], n: int) -> list[bytes]:
+    return [schema.encode({k: v[i] for k, v in columns.items()}) for i in range(n)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    some=st.lists(st.tuples(INTS, TEXTS, F32), min_size=1, max_size=12),
+    key=st.sampled_from(["text", "k" * 120, "ключ"]),
+)
+def test_plain_batches_are_the_records_the_encoders_make(some: list[tuple[int, str, float]], key: str) -> None:
+    rows = (some * MIN_ROWS)[: MIN_ROWS + len(some)]  # (hypothesis generates few; the fast path takes many)
+    schema = _schema(key)
+    columns = {"id": [r[0] for r in rows], key: [r[1] for r in rows], "score": [r[2] for r in rows]}
+    got = encode_plain(schema._codec, columns, len(rows))
+    assert got is not None and got == _one_by_one(schema, columns, len(rows))
+    assert schema.encode_columns(columns, len(rows)) == got
+
+
+def test_long_records_and_floats_that_round() -> None:
+    schema = _schema("text")
+    n = 100
+    texts = ["x" * (20_000 if i == 3 else i) for i in range(n)]  # a body over 16 KiB: a 3-byte length
+    scores = [0.1, -0.0, 1e-45, FLOAT32_MAX, -FLOAT32_MAX, 1 / 3] * 16 + [2.5] * 4
+    columns = {"id": list(range(n)), "text": texts, "score": scores}
+    got = encode_plain(schema._codec, columns, n)
+    assert got == _one_by_one(schema, columns, n)
+    assert struct.unpack("<f", got[2][-4:])[0] == pytest.approx(1e-45, abs=1e-45)
+    columns["text"] = ["y" * (3 << 20), *texts[1:]]  # a record over 2 MiB: the generic path's
+    assert encode_plain(schema._codec, columns, n) is None
+
+
+@pytest.mark.parametrize(
+    ("feature", "value", "error"),
+    [
+        ("id", None, "feature 'id': missing"),
+        ("id", -1, None),
+        ("id", True, "expected int64, got bool"),
+        ("id", 2**63, "out of int64 range"),
+        ("id", np.int64(5), None),
+        ("id", 1.5, "int64"),
+        ("score", math.nan, None),
+        ("score", math.inf, None),
+        ("score", 1e39, "float32"),
+        ("score", 3, None),
+        ("text", "\ud800", "text"),
+        ("text", b"bytes", None),
+    ],
+)
+def test_a_value_that_is_not_plain_goes_to_the_generic_path(feature: str, value: Any, error: str | None) -> None:
+    schema = _schema("text")
+    n = MIN_ROWS + 3
+    columns = {"id": list(range(n)), "text": ["t"] * n, "score": [0.5] * n}
+    columns[feature][n - 2] = value
+    assert encode_plain(schema._codec, columns, n) is None
+    if error is None:
+        assert schema.encode_columns(columns, n) == _one_by_one(schema, columns, n)
+    else:
+        with pytest.raises(ValidationError, match=error) as e:
+            schema.encode_columns(columns, n)
+        assert e.value.record == n - 2
+
+
+def test_schemas_and_batches_it_does_not_take() -> None:
+    n = MIN_ROWS
+    optional = Schema.from_json({"features": {"id": {"dtype": "int64", "optional": True}}})
+    listed = Schema.from_json({"features": {"id": {"dtype": "int64", "shape": [2]}}})
+    raw = Schema.from_json({"features": {"id": {"dtype": "bytes"}}})
+    assert encode_plain(optional._codec, {"id": list(range(n))}, n) is None
+    assert encode_plain(listed._codec, {"id": [[1, 2]] * n}, n) is None
+    assert encode_plain(raw._codec, {"id": [b"x"] * n}, n) is None
+    plain = Schema.from_json({"features": {"id": {"dtype": "int64"}, "d": {"dtype": "int64", "default": 3}}})
+    assert encode_plain(plain._codec, {"id": list(range(n))}, n) is None  # a default to fill in
+    assert encode_plain(plain._codec, {"id": list(range(n - 1)), "d": [1] * (n - 1)}, n - 1) is None  # few rows
+    assert encode_plain(plain._codec, {"id": np.arange(n), "d": [1] * n}, n) is None  # an array: not a list
+    filled: dict[str, list[int]] = {}
+    entries: dict[str, Any] = {}
+    columns = {"id": list(range(n)), "d": [1] * n}
+    records = plain.encode_columns(columns, n, filled, entries)
+    assert records == _one_by_one(plain, columns, n) and filled == {"d": []}
+    assert list(entries["id"]) == [plain._codec.encoders["id"](i) for i in range(n)] and len(entries["d"]) == n
+
+
+def test_a_batch_is_laid_out_a_chunk_at_a_time() -> None:
+    schema = _schema("text")
+    n = CHUNK * 2 + 5
+    columns = {"id": list(range(n)), "text": [f"t{i % 300}" for i in range(n)], "score": [i / 7 for i in range(n)]}
+    assert encode_plain(schema._codec, columns, n) == _one_by_one(schema, columns, n)
+    columns["score"][CHUNK + 1] = math.nan  # in the second chunk: the whole batch goes generic
+    assert encode_plain(schema._codec, columns, n) is None
