@@ -3,6 +3,7 @@ decode errors naming the shard and the record's index within it (never a batch i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -86,8 +87,8 @@ class Decoder:
         if self.images is not None:
             for feat in self.images.features:
                 if out[feat.name] is not None:  # an absent optional image stays None
-                    named = _image_error(feat.name, where)
-                    out[feat.name] = decode_one(out[feat.name], feat, self.images, lambda r: named(i, r))
+                    named = _image_error(feat.name, lambda _j: where(i))
+                    out[feat.name] = decode_one(out[feat.name], feat, self.images, functools.partial(named, 0))
         return out
 
     def _named(self, records: Sequence[bytes], e: CatalogError, where: Where) -> ValidationError:

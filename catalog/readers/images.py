@@ -145,14 +145,6 @@ def _check_size(feat: Feature, width: int, height: int) -> None:
         raise ImageError(f"{height}x{width} pixels (height x width), the schema's shape is {_shape(shape)}")
 
 
-def check_channels(feat: Feature, pixels: np.ndarray, decoding: ImageDecoding) -> None:
-    """A decoded image's channels against the schema's, when the file's own were kept."""
-    shape = feat.image_shape
-    if decoding.target(feat) is None and shape is not None and len(shape) == 3 and shape[2] is not None:
-        if pixels.shape[2] != shape[2]:
-            raise ImageError(f"{pixels.shape[2]} channels, the schema's shape is {_shape(shape)}")
-
-
 def _shape(shape: tuple[int | None, ...]) -> str:
     return "[" + ", ".join("null" if d is None else str(d) for d in shape) + "]"
 
@@ -218,10 +210,8 @@ def to_channels(pixels: np.ndarray, channels: int) -> np.ndarray:
     color = pixels[:, :, :3] if have >= 3 else np.repeat(pixels[:, :, :1], 3, axis=2)
     if channels == 3:
         return np.ascontiguousarray(color)
-    if have in (2, 4):
-        alpha = pixels[:, :, have - 1 :]
-    else:
-        alpha = np.full((*pixels.shape[:2], 1), 255, np.uint8)
+    opaque = np.full((*pixels.shape[:2], 1), 255, np.uint8)
+    alpha = pixels[:, :, have - 1 :] if have in (2, 4) else opaque
     return np.concatenate([color, alpha], axis=2)
 
 
@@ -244,7 +234,6 @@ def decode_one(data: Any, feat: Feature, decoding: ImageDecoding, name_error: An
     """One image decoded and checked against the schema; ``name_error(reason)`` on a failure."""
     try:
         pixels = decode_image(data, feat, decoding)
-        check_channels(feat, pixels, decoding)
     except ImageError as e:
         raise name_error(str(e)) from None
     return pixels
