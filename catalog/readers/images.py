@@ -36,6 +36,7 @@ from catalog.schema import Feature, Schema
 IMAGES_EXTRA = "pip install 'tfrecord-catalog[images]'"
 FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")  # Pillow's names; no other plugin is tried
 CHANNELS = (1, 3, 4)
+DEFAULT_PIXEL_LIMIT = 1024 * 1024 * 1024 // 4 // 3  # Pillow's own MAX_IMAGE_PIXELS default
 # Decoded JPEG pixels differ from tf.io.decode_image's by at most this much (Pillow's libjpeg
 # and TensorFlow's round the inverse DCT and the chroma upsampling differently): measured in
 # tests/readers/test_images.py over its corpus (4 at most), with some margin.
@@ -86,6 +87,17 @@ def image_decoding(
     names = schema.features if columns is None else columns
     feats = tuple(schema.features[n] for n in names if n in schema.features and schema.features[n].image)
     return ImageDecoding(feats, channels)
+
+
+def pixel_limit() -> int | None:
+    """The most pixels an image may have: Pillow's MAX_IMAGE_PIXELS as it is set now (None: no
+    limit), or its default where Pillow is not installed (tf_dataset decodes without it)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return DEFAULT_PIXEL_LIMIT
+    limit = Image.MAX_IMAGE_PIXELS
+    return None if limit is None else int(limit)
 
 
 def pillow() -> Any:
