@@ -121,14 +121,16 @@ def decode_image(data: Any, feat: Feature, decoding: ImageDecoding) -> np.ndarra
         try:
             img = image.open(io.BytesIO(data), formats=FORMATS)
         except image.DecompressionBombError as e:  # past twice the limit: Pillow opens no more
-            raise ImageError(_too_large(image, str(e))) from e
+            raise ImageError(_too_large(image, f"more than {2 * image.MAX_IMAGE_PIXELS:,}")) from e
+        except image.UnidentifiedImageError as e:  # (its message shows a BytesIO's address)
+            raise ImageError(f"not a png, jpeg, gif, bmp or webp image (its first bytes: {data[:8].hex()})") from e
         except (OSError, ValueError, EOFError, SyntaxError, struct.error) as e:
-            raise ImageError(f"not an image in {', '.join(f.lower() for f in FORMATS)} ({_reason(e)})") from e
+            raise ImageError(f"a corrupt image ({_reason(e)})") from e
     with img:
         width, height = img.size
         limit = image.MAX_IMAGE_PIXELS
         if limit and width * height > limit:
-            raise ImageError(_too_large(image, f"its header claims {width}x{height} pixels"))
+            raise ImageError(_too_large(image, f"{width}x{height}"))
         _check_size(feat, width, height)
         try:
             pixels = native(img, data)
@@ -144,7 +146,8 @@ def _reason(e: BaseException) -> str:
 
 
 def _too_large(image: Any, claim: str) -> str:
-    return f"{claim}: more than {image.MAX_IMAGE_PIXELS:,}, PIL.Image.MAX_IMAGE_PIXELS (a decompression bomb?)"
+    limit = f"PIL.Image.MAX_IMAGE_PIXELS ({image.MAX_IMAGE_PIXELS:,})"
+    return f"its header claims {claim} pixels, past {limit}: not decoded (a decompression bomb?)"
 
 
 def _check_size(feat: Feature, width: int, height: int) -> None:
