@@ -95,8 +95,7 @@ def tf_dataset(
     as many shard ranges as pipelines, else every n-th record; ``batch_size`` is this
     pipeline's batch (``input_context.get_per_replica_batch_size(global)``). ``cache_dir``,
     ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`).
-    ``decode_images``: image features decoded in the graph, uint8 ``[batch, H, W, C]`` (static
-    where the schema fixes it, else ragged); ``channels``: 1, 3 or 4 (see tfimages.py)."""
+    ``decode_images``, ``channels``: image features as uint8 pixels, decoded in the graph (tfimages.py)."""
     _check_arguments(batch_size, num_epochs)
     tf = import_tensorflow()
     rp = fetched(with_cache(plan(ds, version, split), cache, "tf_dataset"))
@@ -115,14 +114,21 @@ def tf_dataset(
         records = records.shuffle(SHUFFLE_BUFFER, seed=_second(seed), reshuffle_each_iteration=True)
     if num_epochs != 1:
         records = records.repeat(num_epochs)
-    batches = records.batch(batch_size, drop_remainder=drop_remainder)
-    if num_epochs is not None:  # Keras sees the length; set on batches, it costs nothing per record
-        count = (num_epochs * total) // batch_size if drop_remainder else -(-num_epochs * total // batch_size)
-        batches = batches.apply(tf.data.experimental.assert_cardinality(count))
+    batches = _batched(tf, records, batch_size, drop_remainder, num_epochs, total)
     if at_end:
         batches = batches.enumerate()
     parse = parser(tf, schema, names, label_key, sizes if at_end else None, images, sizes.where)
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _batched(tf: Any, records: Any, batch_size: int, drop: bool, num_epochs: int | None, total: int) -> Any:
+    """``records`` in batches, their count set when there is one: Keras sees an epoch's length
+    (set on batches, it costs nothing per record)."""
+    batches = records.batch(batch_size, drop_remainder=drop)
+    if num_epochs is None:
+        return batches
+    count = (num_epochs * total) // batch_size if drop else -(-num_epochs * total // batch_size)
+    return batches.apply(tf.data.experimental.assert_cardinality(count))
 
 
 @dataclass(frozen=True)
@@ -378,8 +384,8 @@ def parser(
         else:
             parsed, out = tf.io.parse_example(serialized, spec), {}
         out = {f.name: column(tf, f, parsed, n) for f in features} | out
-        for feat in images.features if images is not None else ():
-            out[feat.name] = image_column(tf, feat, images, out[feat.name], where)
+        if images is not None:
+            out |= {f.name: image_column(tf, f, images, out[f.name], where) for f in images.features}
         out = {name: out[name] for name in names}  # in schema order
         if label_key is None:
             return out
