@@ -482,12 +482,18 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
+        *,
+        decode_images: bool = False,
+        channels: int | None = None,
         **cache: Unpack[CacheKeywords],
     ) -> DataSource:
         """Random access: ``len(src)``, ``src[i]`` (a row), ``src[[i, j]]`` or ``src[a:b]`` (a
         columnar batch), ``src.records(indices)`` (raw bytes). A ``torch.utils.data.Dataset``
-        for any sampler, and a grain ``RandomAccessDataSource``. Needs uncompressed shards."""
-        return DataSource(self._indexed_plan(version, split, cache, "source"), columns)
+        for any sampler, and a grain ``RandomAccessDataSource``. Needs uncompressed shards.
+        ``decode_images``: image features as uint8 ``H x W x C`` arrays, ``channels`` (1, 3, 4)
+        forced (every reader's; catalog/readers/images.py)."""
+        pinned = self._indexed_plan(version, split, cache, "source")
+        return DataSource(pinned, columns, decode_images, channels)
 
     def _indexed_plan(self, version: VersionRef, split: str | None, cache: CacheKeywords, reader: str) -> ReadPlan:
         """The read plan, every shard it reads by position indexed first (built here, in this
@@ -506,6 +512,9 @@ class Dataset(DatasetHandle):
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[[Any], Any] | None = None,
+        *,
+        decode_images: bool = False,
+        channels: int | None = None,
         **cache: Unpack[CacheKeywords],
     ) -> Any:
         """A ``torch.utils.data.IterableDataset``: partitioned across ranks and DataLoader
@@ -516,6 +525,7 @@ class Dataset(DatasetHandle):
         require_torch()
         options: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "seed": seed, "columns": columns}
         options |= {"drop_last": drop_last, "rank": rank, "world_size": world_size, "transform": transform}
+        options |= {"decode_images": decode_images, "channels": channels}  # decoded in the workers
         return torch_dataset(self._indexed_plan(version, split, cache, "torch"), **options)
 
     def batches(
@@ -533,6 +543,8 @@ class Dataset(DatasetHandle):
         *,
         samples: int = 0,
         pad: bool = False,
+        decode_images: bool = False,
+        channels: int | None = None,
         **cache: Unpack[CacheKeywords],
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
@@ -542,13 +554,15 @@ class Dataset(DatasetHandle):
         shuffle, seed and epoch it was counted in, nothing else says what they were).
         A SequenceExample dataset's sequence features are ragged (an object array of each
         record's steps), or with ``pad`` padded arrays ``(rows, steps, ...)`` with each
-        record's number of steps in ``<name>/length``."""
+        record's number of steps in ``<name>/length``. ``decode_images``: image features as
+        ``(rows, H, W, C)`` uint8 when the schema fixes their shape, else ragged (an object
+        array of each row's ``H x W x C``)."""
         order = OrderKeywords(shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world_size=world_size)
         order |= {"drop_last": drop_last, "samples": samples}
         pinned = with_cache(plan(self, version, split), cache, "batches")
         if shuffle or world_size > 1 or samples:  # read by position: each shard's index, made here once
             pinned = indexing.ensure_indexes(self, pinned)
-        out = readers.batches(pinned, batch_size, columns, **order)
+        out = readers.batches(pinned, batch_size, columns, decode_images, channels, **order)
         steps = pinned.schema().sequence
         if pad and steps:
             return (pad_batch(steps, batch) for batch in out)
@@ -559,10 +573,15 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
+        *,
+        decode_images: bool = False,
+        channels: int | None = None,
         **cache: Unpack[CacheKeywords],
     ) -> Iterator[dict[str, Any]]:
-        """Rows (dicts per the schema of that version), in dataset order."""
-        return readers.rows(with_cache(plan(self, version, split), cache, "read"), columns)
+        """Rows (dicts per the schema of that version), in dataset order; ``decode_images``:
+        image features as uint8 ``H x W x C`` arrays."""
+        pinned = with_cache(plan(self, version, split), cache, "read")
+        return readers.rows(pinned, columns, decode_images, channels)
 
     def records(
         self,

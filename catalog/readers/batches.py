@@ -44,9 +44,12 @@ def records(plan: ReadPlan) -> Iterator[bytes]:
         yield from batch
 
 
-def rows(plan: ReadPlan, columns: str | Iterable[str] | None) -> Iterator[dict[str, Any]]:
-    """Rows (dicts per the plan's schema), in dataset order; checked eagerly, read lazily."""
-    decoder = Decoder(plan, columns)
+def rows(
+    plan: ReadPlan, columns: str | Iterable[str] | None, decode_images: bool = False, channels: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """Rows (dicts per the plan's schema), in dataset order; checked eagerly, read lazily.
+    ``decode_images``, ``channels``: image features as pixels (images.py)."""
+    decoder = Decoder(plan, columns, decode_images, channels)
     return _rows(plan, decoder)
 
 
@@ -115,16 +118,23 @@ def check_batch_size(batch_size: int | None, optional: bool = False) -> None:
 
 
 def batches(
-    plan: ReadPlan, batch_size: int, columns: str | Iterable[str] | None = None, **order: Unpack[OrderKeywords]
+    plan: ReadPlan,
+    batch_size: int,
+    columns: str | Iterable[str] | None = None,
+    decode_images: bool = False,
+    channels: int | None = None,
+    **order: Unpack[OrderKeywords],
 ) -> Iterator[dict[str, np.ndarray]]:
     """Columnar NumPy batches of one rank's share of an epoch (see order.py); arguments are
     checked now, records read as the batches are taken. ``samples`` is trusted to be a
     position of this very read (the arguments are all there is to check it against): only
-    its range is checked."""
+    its range is checked. ``decode_images``, ``channels``: image features as pixels
+    (images.py), ``(rows, H, W, C)`` when the schema fixes their shape, else ragged."""
     check_keywords("batches", order, OrderKeywords)
     check_batch_size(batch_size)
     samples = check_samples(order.get("samples", 0), plan.records)
     shuffle, seed, epoch = order.get("shuffle", False), order.get("seed", 0), order.get("epoch", 0)
     rank, world_size, drop_last = order.get("rank", 0), order.get("world_size", 1), order.get("drop_last", False)
     epoch_order = EpochOrder(plan.records, shuffle, seed, epoch, samples, rank, world_size, drop_last)
-    return decoded(RecordReader(plan), Decoder(plan, columns), epoch_order, batch_size)
+    decoder = Decoder(plan, columns, decode_images, channels)
+    return decoded(RecordReader(plan), decoder, epoch_order, batch_size)

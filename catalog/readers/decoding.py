@@ -3,6 +3,7 @@ decode errors naming the shard and the record's index within it (never a batch i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from catalog.commit.plans import ReadPlan
 from catalog.errors import CatalogError, CodecError, FeatureNotFoundError, UsageError, ValidationError
+from catalog.readers.images import ImageDecoding, decode_column, decode_one, image_decoding
 from catalog.schema import Schema
 
 # Where the record at a batch's row i came from: (shard location, index within the shard).
@@ -31,11 +33,16 @@ def check_columns(schema: Schema, columns: str | Iterable[str] | None) -> tuple[
 
 
 class Decoder:
-    """Decodes a plan's records (its schema version's schema), keeping ``columns``."""
+    """Decodes a plan's records (its schema version's schema), keeping ``columns``; with
+    ``decode_images``, image features as pixels (images.py)."""
 
-    def __init__(self, plan: ReadPlan, columns: str | Iterable[str] | None) -> None:
+    def __init__(
+        self, plan: ReadPlan, columns: str | Iterable[str] | None, decode_images: bool = False,
+        channels: int | None = None,
+    ) -> None:  # fmt: skip
         self.schema = plan.schema()
         self.columns = check_columns(self.schema, columns)
+        self.images: ImageDecoding | None = image_decoding(self.schema, self.columns, decode_images, channels)
 
     def batch(self, records: Sequence[bytes], where: Where) -> dict[str, np.ndarray]:
         """The columns of ``records`` (Schema.decode_batch), the selected features only."""
@@ -64,7 +71,11 @@ class Decoder:
             out = decode()
         except (ValidationError, CodecError) as e:
             raise self._named(records(), e, where) from e
-        return out if self.columns is None else {name: out[name] for name in self.columns}
+        out = out if self.columns is None else {name: out[name] for name in self.columns}
+        if self.images is not None:
+            for feat in self.images.features:
+                out[feat.name] = decode_column(out[feat.name], feat, self.images, _image_error(feat.name, where))
+        return out
 
     def row(self, record: bytes, where: Where, i: int = 0) -> dict[str, Any]:
         """One record (row ``i`` for ``where``) as a row (Schema.decode), the selected features only."""
@@ -72,7 +83,13 @@ class Decoder:
             out = self.schema.decode(record)
         except (ValidationError, CodecError) as e:
             raise self._named([record], e, lambda _j: where(i)) from e
-        return out if self.columns is None else {name: out[name] for name in self.columns}
+        out = out if self.columns is None else {name: out[name] for name in self.columns}
+        if self.images is not None:
+            for feat in self.images.features:
+                if out[feat.name] is not None:  # an absent optional image stays None
+                    named = _image_error(feat.name, lambda _j: where(i))
+                    out[feat.name] = decode_one(out[feat.name], feat, self.images, functools.partial(named, 0))
+        return out
 
     def _named(self, records: Sequence[bytes], e: CatalogError, where: Where) -> ValidationError:
         i = e.record if isinstance(e, ValidationError) and e.record is not None else self._first_bad(records)
@@ -95,3 +112,15 @@ class Decoder:
         except (ValidationError, CodecError) as e:
             return e
         return None
+
+
+def _image_error(feature: str, where: Where) -> Callable[[int, str], ValidationError]:
+    """The error for row i's image of ``feature``: one line naming its shard, record and feature."""
+
+    def named(i: int, reason: str) -> ValidationError:
+        path, index = where(i)
+        error = ValidationError(f"{path}: record {index}: feature {feature!r}: {reason}")
+        error.feature, error.record = feature, index
+        return error
+
+    return named

@@ -46,6 +46,7 @@ from catalog.errors import DependencyError, ReaderStateError, UsageError
 from catalog.readers.batches import check_batch_size, decoded
 from catalog.readers.carry import carried
 from catalog.readers.decoding import Decoder, check_columns
+from catalog.readers.images import image_decoding
 from catalog.readers.order import EpochOrder, check_ranks, check_samples, output_count
 from catalog.readers.positions import RecordReader
 from catalog.words import counted
@@ -69,6 +70,8 @@ class TorchReader:
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[[Any], Any] | None = None,
+        decode_images: bool = False,
+        channels: int | None = None,
     ) -> None:
         check_batch_size(batch_size, optional=True)
         if (rank is None) != (world_size is None):
@@ -80,6 +83,8 @@ class TorchReader:
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.columns = check_columns(plan.schema(), columns)
+        image_decoding(plan.schema(), self.columns, decode_images, channels)  # checked now, not in a worker
+        self.decode_images, self.channels = decode_images, channels  # decoded where the rows are: in the workers
         self.drop_last = bool(drop_last)
         self.transform = transform
         self.epoch = 0
@@ -189,7 +194,7 @@ class TorchReader:
     @property
     def decoder(self) -> Decoder:
         if self._decoder is None:
-            self._decoder = Decoder(self.plan, self.columns)
+            self._decoder = Decoder(self.plan, self.columns, self.decode_images, self.channels)
         return self._decoder
 
     def __iter__(self) -> Iterator[Any]:

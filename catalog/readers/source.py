@@ -18,6 +18,7 @@ import numpy as np
 from catalog.commit.plans import ReadPlan
 from catalog.errors import UsageError
 from catalog.readers.decoding import Decoder, check_columns
+from catalog.readers.images import image_decoding
 from catalog.readers.positions import RecordReader
 from catalog.words import counted
 
@@ -31,7 +32,13 @@ class DataSource:
     - ``src.records(indices)``: the raw serialized records (an int gives one ``bytes``).
     """
 
-    def __init__(self, plan: ReadPlan, columns: str | Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        plan: ReadPlan,
+        columns: str | Iterable[str] | None = None,
+        decode_images: bool = False,
+        channels: int | None = None,
+    ) -> None:
         compressed = next((s for s in plan.shards if s.compression != "none"), None)
         if compressed is not None:
             raise UsageError(
@@ -42,6 +49,8 @@ class DataSource:
             )
         self.plan = plan
         self.columns = check_columns(plan.schema(), columns)
+        image_decoding(plan.schema(), self.columns, decode_images, channels)  # checked now, not in a worker
+        self.decode_images, self.channels = decode_images, channels
         self._reader = RecordReader(plan)
         self._decoder: Decoder | None = None
 
@@ -53,17 +62,18 @@ class DataSource:
         return len(self._reader)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"plan": self.plan, "columns": self.columns}
+        return {"plan": self.plan, "columns": self.columns, "images": (self.decode_images, self.channels)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.plan, self.columns = state["plan"], state["columns"]
+        self.decode_images, self.channels = state.get("images", (False, None))
         self._reader = RecordReader(self.plan)
         self._decoder = None
 
     @property
     def decoder(self) -> Decoder:
         if self._decoder is None:  # the schema compiled once per process, not per pickle
-            self._decoder = Decoder(self.plan, self.columns)
+            self._decoder = Decoder(self.plan, self.columns, self.decode_images, self.channels)
         return self._decoder
 
     def __getitem__(self, key: Any) -> Any:

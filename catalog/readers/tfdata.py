@@ -38,6 +38,8 @@ from catalog.commit.plans import CacheKeywords, PlannedShard, ReadPlan, plan, wi
 from catalog.errors import CodecError, CorruptShardError, DependencyError, FeatureNotFoundError, UsageError
 from catalog.keywords import Unpack
 from catalog.readers.files import Facts, check_content, file_facts
+from catalog.readers.images import ImageDecoding, image_decoding
+from catalog.readers.tfimages import image_column
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.storage.cache import CachedFileIO
 from catalog.storage.files import OWNED
@@ -70,6 +72,8 @@ def tf_dataset(
     drop_remainder: bool = False,
     *,
     input_context: Any = None,
+    decode_images: bool = False,
+    channels: int | None = None,
     **cache: Unpack[CacheKeywords],
 ) -> Any:
     """A ``tf.data.Dataset`` of batches of feature dicts (``(features, label)`` with
@@ -90,13 +94,15 @@ def tf_dataset(
     passes one): this pipeline then reads its own share, whole shards when there are at least
     as many shard ranges as pipelines, else every n-th record; ``batch_size`` is this
     pipeline's batch (``input_context.get_per_replica_batch_size(global)``). ``cache_dir``,
-    ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`)."""
+    ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`).
+    ``decode_images``, ``channels``: image features as uint8 pixels, decoded in the graph (tfimages.py)."""
     _check_arguments(batch_size, num_epochs)
     tf = import_tensorflow()
     rp = fetched(with_cache(plan(ds, version, split), cache, "tf_dataset"))
     check_sizes(rp.shards)
     schema = rp.schema()
     names = selected_features(schema, columns, label_key, rp.dataset)
+    images = image_decoding(schema, tuple(names), decode_images, channels)
     shards, by_record = partition(list(rp.shards), input_context)
     total = pipeline_records(shards, by_record)
     # One pass, every batch kept: the batches' sizes prove that every record came, so nothing
@@ -108,14 +114,21 @@ def tf_dataset(
         records = records.shuffle(SHUFFLE_BUFFER, seed=_second(seed), reshuffle_each_iteration=True)
     if num_epochs != 1:
         records = records.repeat(num_epochs)
-    batches = records.batch(batch_size, drop_remainder=drop_remainder)
-    if num_epochs is not None:  # Keras sees the length; set on batches, it costs nothing per record
-        count = (num_epochs * total) // batch_size if drop_remainder else -(-num_epochs * total // batch_size)
-        batches = batches.apply(tf.data.experimental.assert_cardinality(count))
+    batches = _batched(tf, records, batch_size, drop_remainder, num_epochs, total)
     if at_end:
         batches = batches.enumerate()
-    parse = parser(tf, schema, names, label_key, sizes if at_end else None)
+    parse = parser(tf, schema, names, label_key, sizes if at_end else None, images, sizes.where)
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _batched(tf: Any, records: Any, batch_size: int, drop: bool, num_epochs: int | None, total: int) -> Any:
+    """``records`` in batches, their count set when there is one: Keras sees an epoch's length
+    (set on batches, it costs nothing per record)."""
+    batches = records.batch(batch_size, drop_remainder=drop)
+    if num_epochs is None:
+        return batches
+    count = (num_epochs * total) // batch_size if drop else -(-num_epochs * total // batch_size)
+    return batches.apply(tf.data.experimental.assert_cardinality(count))
 
 
 @dataclass(frozen=True)
@@ -342,9 +355,18 @@ def parse_spec(tf: Any, schema: Schema, names: list[str]) -> dict[str, Any]:
     return to_tf_feature_spec(spec, tf)
 
 
-def parser(tf: Any, schema: Schema, names: list[str], label_key: str | None, sizes: BatchSizes | None = None) -> Any:
+def parser(
+    tf: Any,
+    schema: Schema,
+    names: list[str],
+    label_key: str | None,
+    sizes: BatchSizes | None = None,
+    images: ImageDecoding | None = None,
+    where: str = "",
+) -> Any:
     """The batch parse: one ``parse_example`` over the batch, then each feature shaped. With
-    ``sizes``, it takes (batch index, records) and checks the batch's size first."""
+    ``sizes``, it takes (batch index, records) and checks the batch's size first; with
+    ``images``, its image features decoded (tfimages.py; ``where``: the read, for errors)."""
     spec = parse_spec(tf, schema, [name for name in names if name in schema.features])
     features = [schema.features[name] for name in names if name in schema.features]
     steps = [name for name in names if name in schema.sequence]
@@ -362,6 +384,8 @@ def parser(tf: Any, schema: Schema, names: list[str], label_key: str | None, siz
         else:
             parsed, out = tf.io.parse_example(serialized, spec), {}
         out = {f.name: column(tf, f, parsed, n) for f in features} | out
+        if images is not None:
+            out |= {f.name: image_column(tf, f, images, out[f.name], where) for f in images.features}
         out = {name: out[name] for name in names}  # in schema order
         if label_key is None:
             return out

@@ -21,6 +21,7 @@ RUN_SECTIONS = {
     "Splits and tags": "test_splits_and_tags_section",
     "Schema migrations": "test_schema_migrations_section",
     "Python API": "test_python_api_section",
+    "Images decoded on read": "test_images_decoded_on_read_section",
     "Changing rows and deriving datasets": "test_changing_rows_section",
     "The schema's JSON form": "test_schema_json_section",
     "Running at scale": "test_running_at_scale_section",
@@ -364,6 +365,18 @@ def test_python_api_section(tmp_path: Path, pg_url: str, tf: Any) -> None:
         names=program,
     )
     assert section.run(section_blocks("Python API")) == 6
+
+
+def test_images_decoded_on_read_section(tmp_path: Path, tf: Any) -> None:
+    """From a folder of images to model.fit and a PyTorch loop: the model takes the decoded
+    image (uint8, 32x32x3), which it could not take as bytes."""
+    import torch
+
+    write_images(tmp_path / "images", (32, 32, 3))
+    section = Section(tmp_path, cli_env(tmp_path), names={"model": keras_model(tf), "torch": torch})
+    assert section.run(section_blocks("Images decoded on read")) == 1
+    batch = next(iter(section.names["tds"]))
+    assert (tuple(batch["image"].shape), batch["image"].dtype) == ((3, 3, 32, 32), torch.float32)
 
 
 def test_changing_rows_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
