@@ -337,7 +337,7 @@ class RecordReader:
             self._file(i, None)  # opened, its size and content checked
         try:
             offsets = load_offsets(
-                planned.path, planned.index_path, planned.records, planned.bytes, planned.index_checksum
+                planned.path, planned.index_path, planned.records, planned.bytes, planned.index_checksum, planned.cache
             )
         except CorruptRecordError as e:
             raise damaged_shard(planned.path, e) from e

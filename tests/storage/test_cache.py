@@ -355,6 +355,23 @@ def test_torch_dataloader_workers_share_the_cache(s3_ds: Any, requests: Requests
     assert torch is not None
 
 
+def test_a_cached_epoch_makes_no_request_at_all(s3_ds: Any, requests: Requests, tmp_path: Path) -> None:
+    """Shuffled readers use each shard's record index: it is cached beside the shard, so a
+    second epoch's new DataLoader workers ask S3 for nothing (no HEAD, no index GET)."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (pip install '.[test]')")
+    from torch.utils.data import DataLoader
+
+    tds = s3_ds.torch(batch_size=4, shuffle=True, cache_dir=tmp_path / "cache")
+    loader = DataLoader(tds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(30))
+    requests.clear()
+    tds.set_epoch(1)
+    assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(30))
+    src = s3_ds.source(cache_dir=tmp_path / "cache")
+    assert [src[i]["id"] for i in (29, 0, 15)] == [29, 0, 15]
+    assert requests.seen == []
+
+
 def test_tf_dataset_reads_the_cached_copies(s3_ds: Any, requests: Requests, tmp_path: Path) -> None:
     pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install '.[test]')")
     for _epoch in range(2):
