@@ -97,7 +97,7 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
     try:
         with open_checked(shard) as f:
             if first and compression is None and shard.index_checksum is not None:
-                offsets = read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum)
+                offsets = read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum, shard.cache)
                 pos, at = first, int(offsets[first])
                 f.seek(at)
             for batch in read_record_batches(f, compression):

@@ -43,7 +43,13 @@ from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, fra
 from catalog.words import counted
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
-GAP_REMOTE = 1 << 20  # on an object store a request costs far more than a MiB of transfer
+# On an object store a request costs a round trip, but every byte of a hole read through is
+# transferred: a hole is read through when no longer than the record after it, so a batch of
+# scattered records fetches at most about twice their bytes (plus HOLE_FLOOR each), never the
+# span of a whole shard; holes up to HOLE_FLOOR (a request's own headers cost about that
+# much), and none over GAP_REMOTE.
+HOLE_FLOOR = 4 << 10
+GAP_REMOTE = 1 << 20
 INFLATED = "catalog-inflated-"  # a process's folder of inflated copies, in the temporary folder
 OWNER = ".owner"  # in that folder: locked (flock) by its process for as long as it lives
 OPEN_FILES = 64  # local shards kept open per reader and process
@@ -119,8 +125,7 @@ class RecordReader:
         self.firsts = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])  # dataset position of each range
         self.starts = np.array([s.start for s in plan.shards], dtype=np.int64)
         self._firsts, self._starts = self.firsts.tolist(), self.starts.tolist()  # for read_one
-        self.remote = any(s.io.remote for s in plan.shards)  # any shard on an object store: gaps as for those
-        self.gap = GAP_REMOTE if self.remote else GAP_LOCAL
+        self.remote = any(s.io.remote for s in plan.shards)  # any shard on an object store: holes as for those
         self._local: _Local | None = None
 
     def __len__(self) -> int:
@@ -168,7 +173,7 @@ class RecordReader:
             bounds = self._shard(int(shard[lo])).bounds
             starts[lo:hi], ends[lo:hi] = bounds[rec[lo:hi]], bounds[rec[lo:hi] + 1]
         new_run = np.ones(len(rec), dtype=bool)
-        new_run[1:] = (shard[1:] != shard[:-1]) | (starts[1:] - ends[:-1] > self.gap)
+        new_run[1:] = (shard[1:] != shard[:-1]) | ~self._read_through(starts, ends)
         first = np.flatnonzero(new_run)
         last = np.append(first[1:], len(rec)) - 1
         span_starts, span_ends = starts[first], ends[last]  # sorted within a shard: ends never decrease
@@ -180,6 +185,13 @@ class RecordReader:
         back = np.empty(len(order), dtype=np.int64)
         back[order] = np.arange(len(order))
         return buf, (at + HEADER_SIZE)[back], lengths[back]
+
+    def _read_through(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Whether one read spans the hole between each record (sorted) and the next."""
+        holes = starts[1:] - ends[:-1]
+        if not self.remote:
+            return holes <= GAP_LOCAL
+        return holes <= np.clip(ends[1:] - starts[1:], HOLE_FLOOR, GAP_REMOTE)  # see HOLE_FLOOR
 
     def read_one(self, position: int) -> bytes:
         """The record at ``position``: ``read`` for one record, without its per-batch work."""
@@ -298,7 +310,7 @@ class RecordReader:
             self._file(i, None)  # opened, its size and content checked
         try:
             offsets = load_offsets(
-                planned.path, planned.index_path, planned.records, planned.bytes, planned.index_checksum
+                planned.path, planned.index_path, planned.records, planned.bytes, planned.index_checksum, planned.cache
             )
         except CorruptRecordError as e:
             raise damaged_shard(planned.path, e) from e

@@ -10,6 +10,8 @@ store from a whole copy fetched once into that directory (issue 33 §4).
   DataLoader workers and ranks wanting the same shard wait for one download, then read it.
 - Checked when used: its size each time it is opened, its whole checksum the first time this
   process uses that file (a copy damaged on disk is fetched again, never read).
+- Record indexes too: a cached shard's index (storage.index.read_index) is an entry of its
+  own, so a later epoch's readers ask the store for nothing.
 - Bounded: after a fetch, entries beyond ``limit`` bytes are evicted least recently used
   first (its access time, set at each use); an entry open for reading holds a shared
   ``flock`` on its file, and is never evicted.
@@ -42,6 +44,7 @@ except ImportError:  # Windows: no flock; the cache still works, without cross-p
     fcntl = None  # type: ignore[assignment]
 
 ENTRY_SUFFIX = ".tfrecord"
+INDEX_SUFFIX = ".idx"  # a shard's record index (storage.index), kept beside its shard
 LOCK_SUFFIX = ".lock"
 PART_SUFFIX = ".part"
 
@@ -88,7 +91,8 @@ class ShardCache:
         """Where the copy of ``location`` with ``checksum`` ("crc32c:xxxxxxxx") is kept."""
         key = hashlib.sha256(location.encode()).hexdigest()[:32]
         crc = checksum.partition(":")[2] or checksum
-        return Path(self.directory) / f"{key}-{crc}{ENTRY_SUFFIX}"
+        suffix = INDEX_SUFFIX if location.endswith(INDEX_SUFFIX) else ENTRY_SUFFIX
+        return Path(self.directory) / f"{key}-{crc}{suffix}"
 
     def open(self, remote: FileIO, location: str, checksum: str, size: int) -> IO[bytes]:
         """The cached copy of ``location`` open for reading (fetched through ``remote`` when
@@ -115,7 +119,7 @@ class ShardCache:
         for path in Path(self.directory).iterdir():
             if path.name.endswith(PART_SUFFIX):
                 _sweep_part(path)
-            elif path.name.endswith(ENTRY_SUFFIX):
+            elif path.name.endswith((ENTRY_SUFFIX, INDEX_SUFFIX)):
                 with contextlib.suppress(FileNotFoundError):
                     st = path.stat()
                     entries.append((st.st_atime_ns, st.st_size, path))
@@ -325,7 +329,7 @@ def _remove_unused(path: Path) -> bool:
 def _sweep_part(part: Path) -> None:
     """A temporary file whose fetch ended without removing it (the process was killed): its
     entry's lock is free. A fetch under way holds it."""
-    entry = part.name.split(ENTRY_SUFFIX, 1)[0] + ENTRY_SUFFIX
+    entry = part.name.rsplit(".", 3)[0]  # _fetch's name: <entry>.<pid>.<random>.part
     lock = part.with_name(entry + LOCK_SUFFIX)
     if not lock.exists():  # a fetch takes the lock before it makes its temporary file
         part.unlink(missing_ok=True)

@@ -37,6 +37,11 @@ from catalog.tfrecord.sources import open_regular
 # What to install for object stores: fsspec and s3fs are an optional extra.
 S3_EXTRA = "pip install 'tfrecord-catalog[s3]'"
 
+# A sequential read of an object (a shard read front to back, or fetched into the cache) asks
+# for this many bytes beyond what it reads (fsspec's "readahead" cache): a few requests per
+# shard, not one per read; the same for every fsspec store, whatever its own default.
+READ_AHEAD = 16 << 20
+
 # What os.link raises when this filesystem cannot link there (another device, no link support,
 # too many links): the caller copies the bytes instead.
 _CANNOT_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP)
@@ -474,7 +479,8 @@ class FsspecFileIO(FileIO):
         fsspec = _fsspec_for(location)
         try:
             with remote_errors(location, "cannot open"):
-                f = fsspec.open(location, "rb").open()
+                fs, path = fsspec.core.url_to_fs(location)
+                f = fs.open(path, "rb", block_size=READ_AHEAD, cache_type="readahead")
         except FileNotFoundError as e:
             raise ObjectMissingError(f"{location}: no such object") from e
         return RemoteFile(f, location)  # type: ignore[return-value]

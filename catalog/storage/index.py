@@ -19,7 +19,8 @@ from crc32c import crc32c
 from catalog import faults
 from catalog.errors import CorruptRecordError, CorruptShardError
 from catalog.storage.base import Store
-from catalog.storage.fileio import write_error
+from catalog.storage.cache import ShardCache
+from catalog.storage.fileio import file_io, write_error
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches
 from catalog.storage.names import index_folder, index_rel
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE
@@ -73,22 +74,30 @@ def parse_index(data: bytes, where: str, records: int, size: int, checksum: str)
     return offsets
 
 
-def read_index(where: str, records: int, size: int, checksum: str) -> np.ndarray:
+def read_index(where: str, records: int, size: int, checksum: str, cache: ShardCache | None = None) -> np.ndarray:
     """The registered index at ``where`` (Store.index_url: a path or URL), checked against its
-    shard's registered facts (parse_index)."""
+    shard's registered facts (parse_index). With a ``cache``, an index on an object store is
+    read from its copy there, fetched once and checked as a shard's is (storage.cache): the
+    readers of a cached shard's later epochs ask the store for nothing."""
     try:
-        with open_shard(where) as f:
-            data = f.read(records * OFFSET.itemsize + 1)  # one byte more: a longer file shows
+        if cache is not None and file_io(where).remote:
+            with cache.open(file_io(where), where, checksum, records * OFFSET.itemsize) as f:
+                data = f.read()
+        else:
+            with open_shard(where) as f:
+                data = f.read(records * OFFSET.itemsize + 1)  # one byte more: a longer file shows
     except FileNotFoundError as e:
         raise CorruptShardError(where, "record index", "present", "missing") from e
     return parse_index(data, where, records, size, checksum)
 
 
-def load_offsets(url: str, index_at: str, records: int, size: int, index_checksum: str | None) -> np.ndarray:
-    """The record offsets of the shard at ``url``: its registered index (at ``index_at``), else
-    one sequential read of the shard."""
+def load_offsets(
+    url: str, index_at: str, records: int, size: int, index_checksum: str | None, cache: ShardCache | None = None
+) -> np.ndarray:
+    """The record offsets of the shard at ``url``: its registered index (at ``index_at``; its
+    copy in ``cache``, see read_index), else one sequential read of the shard."""
     if index_checksum is not None:
-        return read_index(index_at, records, size, index_checksum)
+        return read_index(index_at, records, size, index_checksum, cache)
     offsets = scan_offsets(url, size)
     if len(offsets) != records:
         raise CorruptShardError(url, "records", records, len(offsets))

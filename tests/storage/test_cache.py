@@ -251,20 +251,41 @@ def test_an_abandoned_temporary_file_is_swept(tmp_path: Path) -> None:
 
 
 class Requests:
-    """Every request moto's server receives: (method, path)."""
+    """Every request moto's server receives: (method, path), and each GET's Range header."""
 
     def __init__(self, app: Any) -> None:
         self.app, self.lock = app, threading.Lock()
         self.seen: list[tuple[str, str]] = []
+        self.ranges: list[tuple[str, str | None]] = []  # (path, Range header) of each GET
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         with self.lock:
-            self.seen.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+            method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+            self.seen.append((method, path))
+            if method == "GET":
+                self.ranges.append((path, environ.get("HTTP_RANGE")))
         return self.app(environ, start_response)
 
     def shard_gets(self) -> list[str]:
         with self.lock:
             return [path for method, path in self.seen if method == "GET" and path.endswith(".tfrecord")]
+
+    def shard_ranges(self) -> list[tuple[str, int, int]]:
+        """(path, first byte, end) of each ranged GET of a shard; a GET of a whole shard fails
+        the test (every read of a shard here names its bytes)."""
+        with self.lock:
+            got = [(path, header) for path, header in self.ranges if path.endswith(".tfrecord")]
+        out = []
+        for path, header in got:
+            assert header is not None and header.startswith("bytes="), (path, header)
+            first, _, last = header.removeprefix("bytes=").partition("-")
+            out.append((path, int(first), int(last) + 1))
+        return out
+
+    def clear(self) -> None:
+        with self.lock:
+            self.seen.clear()
+            self.ranges.clear()
 
 
 @pytest.fixture
@@ -334,9 +355,88 @@ def test_torch_dataloader_workers_share_the_cache(s3_ds: Any, requests: Requests
     assert torch is not None
 
 
+def test_a_cached_epoch_makes_no_request_at_all(s3_ds: Any, requests: Requests, tmp_path: Path) -> None:
+    """Shuffled readers use each shard's record index: it is cached beside the shard, so a
+    second epoch's new DataLoader workers ask S3 for nothing (no HEAD, no index GET)."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (pip install '.[test]')")
+    from torch.utils.data import DataLoader
+
+    tds = s3_ds.torch(batch_size=4, shuffle=True, cache_dir=tmp_path / "cache")
+    loader = DataLoader(tds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(30))
+    requests.clear()
+    tds.set_epoch(1)
+    assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(30))
+    src = s3_ds.source(cache_dir=tmp_path / "cache")
+    assert [src[i]["id"] for i in (29, 0, 15)] == [29, 0, 15]
+    assert requests.seen == []
+
+
 def test_tf_dataset_reads_the_cached_copies(s3_ds: Any, requests: Requests, tmp_path: Path) -> None:
     pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install '.[test]')")
     for _epoch in range(2):
         data = s3_ds.tf_dataset(8, cache_dir=tmp_path / "cache")
         assert sorted(int(i) for b in data for i in b["id"].numpy()) == list(range(30))
     assert len(requests.shard_gets()) == 3
+
+
+# --------------------------------------------------------------------------- without a cache: ranged reads
+
+RECORDS, PER_SHARD = 1200, 400
+
+
+@pytest.fixture
+def wide_ds(s3_url: str, tmp_path: Path) -> Iterator[Any]:
+    """Three shards of 400 records of about 1 KB each on S3."""
+    with Catalog.init(tmp_path / "c", storage=s3_url) as cat:
+        ds = cat.register("wide", SCHEMA)
+        ds.append_rows([{"id": i, "text": f"{i:04d}" + "x" * 996} for i in range(RECORDS)], shard_records=PER_SHARD)
+        yield ds
+
+
+def shard_sizes(ds: Any) -> dict[str, int]:
+    """Each shard's size by its path as moto's server sees it (/bucket/key)."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3", use_listings_cache=False)
+    return {"/" + url.removeprefix("s3://"): int(fs.size(url)) for url in ds.files()}
+
+
+def test_one_record_by_position_is_fetched_alone(wide_ds: Any, requests: Requests) -> None:
+    shards = sorted(shard_sizes(wide_ds))
+    requests.clear()
+    src = wide_ds.source()
+    assert src[777]["id"] == 777
+    (path, first, end), *more = requests.shard_ranges()
+    assert not more and path == shards[1]
+    assert 1000 < end - first < 1100  # the record and its framing, not the shard (about 400 KB)
+    index_gets = [path for path, _ in requests.ranges if path.endswith(".idx")]
+    assert len(index_gets) == 1 and len(requests.ranges) == 2  # plus the shard's record index
+    requests.clear()
+    rows = src.__getitems__([3, 390, 1100, 805])  # a DataLoader's batch of scattered records
+    assert [r["id"] for r in rows] == [3, 390, 1100, 805]
+    got = requests.shard_ranges()
+    assert len(got) == 4 and sum(end - first for _, first, end in got) < 4 * 1100
+
+
+def test_a_shuffled_epoch_fetches_about_the_dataset_once(wide_ds: Any, requests: Requests) -> None:
+    total = sum(shard_sizes(wide_ds).values())
+    requests.clear()
+    got = sorted(i for b in wide_ds.batches(64, shuffle=True, seed=3) for i in b["id"].tolist())
+    assert got == list(range(RECORDS))
+    fetched = requests.shard_ranges()
+    # Each batch of 64 has about 21 records scattered through each shard: reading the span
+    # from the first to the last would fetch most of every shard for each batch (about 19x).
+    assert sum(end - first for _, first, end in fetched) < 3 * total
+    assert len(fetched) <= RECORDS
+
+
+def test_a_sequential_epoch_reads_ahead_in_blocks(wide_ds: Any, requests: Requests) -> None:
+    sizes = shard_sizes(wide_ds)
+    requests.clear()
+    assert [r["id"] for r in wide_ds.read()] == list(range(RECORDS))
+    assert sum(len(b["id"]) for b in wide_ds.batches(100)) == RECORDS
+    fetched = requests.shard_ranges()
+    assert len(fetched) <= 2 * 2 * len(sizes)  # a few requests per shard and epoch, not one per record
+    for path, size in sizes.items():
+        assert sum(end - first for p, first, end in fetched if p == path) == 2 * size, path
