@@ -49,6 +49,7 @@ from catalog.ops.options import (
 from catalog.ops.writer import Writer, drift
 from catalog.readers import batches as readers
 from catalog.readers import tfdata
+from catalog.readers.images import ReadKeywords, reading
 from catalog.readers.order import OrderKeywords
 from catalog.readers.pytorch import require_torch, torch_dataset
 from catalog.readers.source import DataSource
@@ -476,24 +477,22 @@ class Dataset(DatasetHandle):
     # ---- readers (catalog/readers): each pins its version and split in one manifest read, then
     # carries that plan alone (no connection): it pickles into workers and other processes.
     # Every reader takes ``cache_dir=`` and ``cache_limit=`` (bytes): shards on an object store
-    # are then read from whole copies kept there, fetched once per host (storage/cache.py).
+    # are then read from whole copies kept there, fetched once per host (storage/cache.py); all
+    # but ``records`` take ``decode_images=`` and ``channels=`` too (readers/images.ReadKeywords).
     def source(
         self,
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
-        *,
-        decode_images: bool = False,
-        channels: int | None = None,
-        **cache: Unpack[CacheKeywords],
+        **read: Unpack[ReadKeywords],
     ) -> DataSource:
         """Random access: ``len(src)``, ``src[i]`` (a row), ``src[[i, j]]`` or ``src[a:b]`` (a
         columnar batch), ``src.records(indices)`` (raw bytes). A ``torch.utils.data.Dataset``
         for any sampler, and a grain ``RandomAccessDataSource``. Needs uncompressed shards.
         ``decode_images``: image features as uint8 ``H x W x C`` arrays, ``channels`` (1, 3, 4)
         forced (every reader's; catalog/readers/images.py)."""
-        pinned = self._indexed_plan(version, split, cache, "source")
-        return DataSource(pinned, columns, decode_images, channels)
+        cache, decode_images, channels = reading("source", read)
+        return DataSource(self._indexed_plan(version, split, cache, "source"), columns, decode_images, channels)
 
     def _indexed_plan(self, version: VersionRef, split: str | None, cache: CacheKeywords, reader: str) -> ReadPlan:
         """The read plan, every shard it reads by position indexed first (built here, in this
@@ -512,10 +511,7 @@ class Dataset(DatasetHandle):
         rank: int | None = None,
         world_size: int | None = None,
         transform: Callable[[Any], Any] | None = None,
-        *,
-        decode_images: bool = False,
-        channels: int | None = None,
-        **cache: Unpack[CacheKeywords],
+        **read: Unpack[ReadKeywords],
     ) -> Any:
         """A ``torch.utils.data.IterableDataset``: partitioned across ranks and DataLoader
         workers, shuffled by (seed, epoch), resumable (``set_epoch``, ``state_dict``,
@@ -523,6 +519,7 @@ class Dataset(DatasetHandle):
         shuffle, seed, columns or record count); see catalog/readers/pytorch.py. Needs the
         ``torch`` extra."""
         require_torch()
+        cache, decode_images, channels = reading("torch", read)
         options: dict[str, Any] = {"batch_size": batch_size, "shuffle": shuffle, "seed": seed, "columns": columns}
         options |= {"drop_last": drop_last, "rank": rank, "world_size": world_size, "transform": transform}
         options |= {"decode_images": decode_images, "channels": channels}  # decoded in the workers
@@ -543,9 +540,7 @@ class Dataset(DatasetHandle):
         *,
         samples: int = 0,
         pad: bool = False,
-        decode_images: bool = False,
-        channels: int | None = None,
-        **cache: Unpack[CacheKeywords],
+        **read: Unpack[ReadKeywords],
     ) -> Iterator[dict[str, np.ndarray]]:
         """Columnar NumPy batches of ``batch_size`` rows (the last may be smaller) of rank
         ``rank``'s share of epoch ``epoch``: ds.torch()'s partition and order, for NumPy/JAX
@@ -557,6 +552,7 @@ class Dataset(DatasetHandle):
         record's number of steps in ``<name>/length``. ``decode_images``: image features as
         ``(rows, H, W, C)`` uint8 when the schema fixes their shape, else ragged (an object
         array of each row's ``H x W x C``)."""
+        cache, decode_images, channels = reading("batches", read)
         order = OrderKeywords(shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world_size=world_size)
         order |= {"drop_last": drop_last, "samples": samples}
         pinned = with_cache(plan(self, version, split), cache, "batches")
@@ -573,15 +569,12 @@ class Dataset(DatasetHandle):
         version: VersionRef = None,
         split: str | None = None,
         columns: Columns = None,
-        *,
-        decode_images: bool = False,
-        channels: int | None = None,
-        **cache: Unpack[CacheKeywords],
+        **read: Unpack[ReadKeywords],
     ) -> Iterator[dict[str, Any]]:
         """Rows (dicts per the schema of that version), in dataset order; ``decode_images``:
         image features as uint8 ``H x W x C`` arrays."""
-        pinned = with_cache(plan(self, version, split), cache, "read")
-        return readers.rows(pinned, columns, decode_images, channels)
+        cache, decode_images, channels = reading("read", read)
+        return readers.rows(with_cache(plan(self, version, split), cache, "read"), columns, decode_images, channels)
 
     def records(
         self,

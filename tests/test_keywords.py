@@ -43,6 +43,8 @@ def ds(tmp_path: Path) -> Any:
         (lambda d: list(d.read(cache_dri="/tmp/c")), "read"),
         (lambda d: list(d.records(cach_limit=1)), "records"),
         (lambda d: d.source(cache="/tmp/c"), "source"),
+        (lambda d: list(d.batches(2, decode_image=True)), "batches"),
+        (lambda d: d.torch(chanels=3), "torch"),
         (lambda d: d.delete("x = 1", wrokers=2), "delete"),
         (lambda d: d.update("x = 1", set={"x": 3}, mesage="m"), "update"),
         (lambda d: d.dedup("x", tokn="t"), "dedup"),

@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from catalog.commit.plans import CacheKeywords
 from catalog.errors import DependencyError, UsageError
+from catalog.keywords import check_keywords
 from catalog.schema import Feature, Schema
 
 IMAGES_EXTRA = "pip install 'tfrecord-catalog[images]'"
@@ -70,6 +72,27 @@ class ImageDecoding:
         if shape is None or shape[0] is None or shape[1] is None or c is None or feat.optional:
             return None
         return shape[0], shape[1], c
+
+
+class ReadKeywords(CacheKeywords, total=False):
+    """Every reader's keywords beyond its own (``**read: Unpack[ReadKeywords]``): the cache's
+    (:class:`~catalog.commit.plans.CacheKeywords`), ``decode_images`` (image features as uint8
+    ``H x W x C`` arrays; default False: their bytes) and ``channels`` (1, 3 or 4 forced;
+    default None: the schema's, else the file's own)."""
+
+    decode_images: bool
+    channels: int | None
+
+
+def reading(reader: str, read: ReadKeywords) -> tuple[CacheKeywords, bool, int | None]:
+    """``reader``'s (a method's name) keywords checked, as (its cache's, decode_images, channels)."""
+    check_keywords(reader, read, ReadKeywords)
+    cache = CacheKeywords()
+    if "cache_dir" in read:
+        cache["cache_dir"] = read["cache_dir"]
+    if "cache_limit" in read:
+        cache["cache_limit"] = read["cache_limit"]
+    return cache, read.get("decode_images", False), read.get("channels")
 
 
 def image_decoding(

@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 
 from catalog.commit.handles import DatasetHandle
-from catalog.commit.plans import CacheKeywords, PlannedShard, ReadPlan, plan, with_cache
+from catalog.commit.plans import PlannedShard, ReadPlan, plan, with_cache
 from catalog.errors import CodecError, CorruptShardError, DependencyError, FeatureNotFoundError, UsageError
 from catalog.keywords import Unpack
 from catalog.readers.files import Facts, check_content, file_facts
-from catalog.readers.images import ImageDecoding, image_decoding
+from catalog.readers.images import ImageDecoding, ReadKeywords, image_decoding, reading
 from catalog.readers.tfimages import image_column
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.storage.cache import CachedFileIO
@@ -72,9 +72,7 @@ def tf_dataset(
     drop_remainder: bool = False,
     *,
     input_context: Any = None,
-    decode_images: bool = False,
-    channels: int | None = None,
-    **cache: Unpack[CacheKeywords],
+    **read: Unpack[ReadKeywords],
 ) -> Any:
     """A ``tf.data.Dataset`` of batches of feature dicts (``(features, label)`` with
     ``label_key``) over ``version`` (a number or a tag; default: current) and ``split`` (a
@@ -97,6 +95,7 @@ def tf_dataset(
     ``cache_limit``: shards on an object store are read from local copies (see :func:`fetched`).
     ``decode_images``, ``channels``: image features as uint8 pixels, decoded in the graph (tfimages.py)."""
     _check_arguments(batch_size, num_epochs)
+    cache, decode_images, channels = reading("tf_dataset", read)
     tf = import_tensorflow()
     rp = fetched(with_cache(plan(ds, version, split), cache, "tf_dataset"))
     check_sizes(rp.shards)
