@@ -41,7 +41,7 @@ Where = Annotated[
     typer.Option(
         "--where",
         metavar="EXPR",
-        help="The rows to change: feature = value, <, <=, >, >=, !=, IN (...), IS NULL, len(feature), "
+        help="The rows it applies to (deletes, updates, keeps): feature = value, <, <=, >, >=, !=, IN (...), IS NULL, len(feature), "
         "AND, OR, NOT, parentheses; 'quoted' text.",
     ),
 ]

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import AppendError, CodecError, SchemaError
+from catalog.errors import AppendError, CodecError, SchemaError, ValidationError
+from catalog.inputs.delimited import finite_float
 from catalog.inputs.files import STDIN, InputOptions
 from catalog.inputs.formats import detect
 from catalog.inputs.registry import INPUT_FORMATS, InputFormat, input_format, stdin_formats
@@ -92,10 +93,16 @@ def default_possible(feat: Feature) -> bool:
 
 def with_default(feat: Feature, value: Any) -> Feature:
     """``feat`` with ``value`` as its default (text from the command line is read as the dtype's:
-    JSON for numbers and lists, as it is for text), no longer optional."""
-    if isinstance(value, str) and feat.dtype not in ("string", "bytes"):
+    JSON for numbers and lists, text lists too (a bytes list's texts as UTF-8), as it is for
+    a text scalar), no longer optional."""
+    text = feat.dtype in ("string", "bytes") and feat.is_scalar
+    if isinstance(value, str) and not text:  # numbers and lists (of text too) are JSON
         try:
-            value = json.loads(value)
+            value = json.loads(value, parse_float=finite_float)  # 1e400 refused, as in every input
+            if feat.dtype == "bytes" and isinstance(value, list):
+                value = [v.encode() if isinstance(v, str) else v for v in value]  # text's UTF-8, as --set's
+        except ValidationError as e:
+            raise SchemaError(f"bad default {value!r}: {e.reason}", feat.name) from None
         except ValueError:
             article = "an" if feat.dtype.startswith(("int", "uint")) else "a"
             raise SchemaError(f"bad default {value!r}: not {article} {feat.dtype} value", feat.name) from None

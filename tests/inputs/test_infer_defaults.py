@@ -129,3 +129,29 @@ def test_a_default_makes_the_column_dense_for_keras(cat: Catalog, sales: Path, t
     batch = next(iter(cat.dataset("s").tf_dataset(3, columns=["price"])))
     assert not isinstance(batch["price"], tf.RaggedTensor) and not isinstance(batch["price"], tf.SparseTensor)
     assert batch["price"].numpy().tolist() == [1.5, -1.0, 2.5]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "text", "stored"),
+    [
+        ("string", '["a", "b"]', ["a", "b"]),
+        ("bytes", '["a", "b"]', [b"a", b"b"]),
+        ("int64", "[1, 2]", [1, 2]),
+    ],
+)
+def test_a_default_of_a_list_is_json_whatever_its_dtype(dtype: str, text: str, stored: list[Any]) -> None:
+    """A text list's default is JSON, as a number list's is (README: lists as JSON)."""
+    from catalog.inputs.infer import with_default
+    from catalog.schema.features import parse_feature
+
+    feat = parse_feature("tags", {"dtype": dtype, "shape": [None], "optional": True})
+    assert with_default(feat, text).default == stored
+
+
+def test_a_number_default_too_large_for_any_float_is_refused() -> None:
+    from catalog.errors import CatalogError
+    from catalog.inputs.infer import with_default
+    from catalog.schema.features import parse_feature
+
+    with pytest.raises(CatalogError, match="out of float32 range"):
+        with_default(parse_feature("x", {"dtype": "float32", "optional": True}), "1e400")
