@@ -331,10 +331,8 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
             have = ", ".join(schema.features)
             raise UsageError(f"update: no feature {name!r} to set (the schema has {have})")
         if not callable(value):
-            if feat.names is not None and isinstance(value, str) and value in feat.names:
-                value = feat.names.index(value)  # a class name where its number is stored
             try:
-                value = convert(feat, value)
+                value = convert(feat, value)  # (a class name becomes its number there)
             except ValidationError as e:
                 raise UsageError(f"update: feature {name!r}: {e.reason}") from None
         out.append((name, value))
