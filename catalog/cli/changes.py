@@ -53,6 +53,7 @@ Key = Annotated[
         help="The features whose values make a row's identity (absent equals absent; NaN equals NaN).",
     ),
 ]
+SHOWN = 200  # characters of a predicate a line shows (--json has it whole)
 DEDUP_DRY_RUN = "Say how many duplicate rows in how many shards would go; write nothing."
 Content = Annotated[
     bool, typer.Option("--content", help="Whole-record identity: the serialized record's bytes, instead of --key.")
@@ -148,7 +149,8 @@ def _text(report: RowChangeReport) -> Iterator[str]:
         yield f"{name}: already committed (token seen before) as version {report.version}"
         return
     if not report.rows and not report.erased:
-        yield f"{name}: no row matches {report.where}: nothing committed"
+        where = report.where if len(report.where) <= SHOWN else f"{report.where[:SHOWN]}…"  # (up to 64 KiB)
+        yield f"{name}: no row matches {where}: nothing committed"
         return
     done = {"delete": "deleted", "update": "updated"}[verb]
     where = f"{report.shards} of {counted(report.shards_total, 'shard')}"

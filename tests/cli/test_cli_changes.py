@@ -150,3 +150,16 @@ def test_update_of_a_label_with_a_name_it_does_not_have_lists_the_names(root: Pa
         1, "", "error: update: feature 'label': 'horse' is neither a class name of label (cat, dog) "
         "nor an int64 value\n",
     )  # fmt: skip
+
+
+def test_a_long_predicate_matching_nothing_is_shown_cut(tmp_path: Path) -> None:
+    from catalog import Catalog
+
+    root = tmp_path / "long"
+    Catalog.init(root).register("d", {"features": {"id": {"dtype": "int64"}}}).append_rows([{"id": 1}])
+    where = "id IN (" + ", ".join(str(i) for i in range(2, 5000)) + ")"
+    result = runner.invoke(app, ["-C", str(root), "delete", "d", "--where", where])
+    assert result.exit_code == 0, result.output
+    line = result.stdout.strip()
+    assert line.startswith("d: no row matches id IN (2, 3, ") and line.endswith("…: nothing committed")
+    assert len(line) < 260
