@@ -41,8 +41,8 @@ Where = Annotated[
     typer.Option(
         "--where",
         metavar="EXPR",
-        help="The rows it applies to (deletes, updates, keeps): feature = value, <, <=, >, >=, !=, IN (...), IS NULL, len(feature), "
-        "AND, OR, NOT, parentheses; 'quoted' text.",
+        help="The rows it applies to (deletes, updates, keeps): feature = value, <, <=, >, >=, !=, IN (...), "
+        "IS NULL, len(feature), AND, OR, NOT, parentheses; 'quoted' text.",
     ),
 ]
 Key = Annotated[
