@@ -60,7 +60,16 @@ from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywo
 from catalog.schema import Schema
 from catalog.schema.features import convert
 from catalog.schema.predicates import Predicate
-from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, index_rel, shard_batches, store_for
+from catalog.storage import (
+    UNLIMITED,
+    ShardFile,
+    ShardSink,
+    clear_attempt,
+    file_io,
+    index_rel,
+    shard_batches,
+    store_for,
+)
 from catalog.storage.content import check_named
 from catalog.words import counted
 
@@ -683,7 +692,7 @@ def linked_in(shards: list[LiveShard]) -> set[int]:
     A restore's own links are counted as the catalog's names, so they are not caught."""
     names: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for s in shards:
-        if s.location is not None or "://" in s.path:
+        if s.location is not None or file_io(s.path).remote:
             continue  # adopted (not_owned says so), or an object: no hard links there
         try:
             st = os.stat(s.path)
