@@ -350,11 +350,7 @@ class Dataset(DatasetHandle):
             elif is_columnar(rows) or isinstance(rows, Mapping):
                 w.write_batch(rows)
             else:
-                for row in rows:
-                    if is_columnar(row):
-                        w.write_batch(row)
-                    else:
-                        w.write(row)
+                w.write_rows(rows)
             if not w.skipped and w.records == 0:  # raised inside: the writer registers nothing
                 raise AppendError("no rows in the input: nothing committed")
         assert w.commit is not None

@@ -21,6 +21,8 @@ from catalog.manifest.engine import database_error, is_lock_error, manifest_erro
 from catalog.manifest.tables import META, MOVED_TO
 
 LOCK_RETRIES = 50
+# Built once: every write transaction runs it, and building a statement costs more than running it
+_MOVED = select(META.c.value).where(META.c.key == MOVED_TO)
 T = TypeVar("T")
 
 
@@ -91,7 +93,7 @@ def check_not_moved(conn: Connection) -> None:
     """Refuse a manifest that copy-manifest switched away from: a write there would be lost to
     the copy, and a gc there would take files only the copy names. (copy_manifest holds
     catalog_meta exclusively while it copies, so this read waits for it and then sees the mark.)"""
-    moved = conn.execute(select(META.c.value).where(META.c.key == MOVED_TO)).scalar_one_or_none()
+    moved = conn.execute(_MOVED).scalar_one_or_none()
     if moved is not None:
         raise ManifestError(
             f"this manifest was moved to {moved} by copy-manifest and takes no more writes: nothing was "

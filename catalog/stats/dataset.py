@@ -14,6 +14,9 @@ from catalog.schema.predicates import Range
 from catalog.stats.sketches import FeatureStats
 
 STATS_FORMAT = 1  # of the stored blob
+# zlib's fastest level: most of the blob is base64 of sketches, which level 6 shrank only 6%
+# more, for 4 times the CPU (every append compresses its shards' statistics before its commit)
+STATS_LEVEL = 1
 
 
 @dataclass
@@ -48,7 +51,8 @@ class DatasetStats:
     def to_bytes(self) -> bytes:
         features = {name: f.to_json() for name, f in self.features.items()}
         body = {"format": STATS_FORMAT, "records": self.records, "features": features}
-        return zlib.compress(json.dumps(body, separators=(",", ":"), allow_nan=False).encode("utf-8"), 6)
+        text = json.dumps(body, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return zlib.compress(text, STATS_LEVEL)
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "statistics") -> DatasetStats:
