@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from catalog import faults
 from catalog import manifest as mf
@@ -145,7 +145,7 @@ class Writer:
         try:
             record = self.ds.schema.encode(row, filled)
         except ValidationError as e:
-            raise_explained(self.ds, self._at_row(e, self.rows), lambda schema: schema.encode(row))
+            self._refuse_row(e, self.rows, row)
         self.write_record(record, filled)
         self.rows += 1
 
@@ -176,7 +176,7 @@ class Writer:
             try:
                 records.append(encode(row, filled))
             except ValidationError as e:
-                raise_explained(self.ds, self._at_row(e, self.rows + i), lambda schema, row=row: schema.encode(row))
+                self._refuse_row(e, self.rows + i, row)
             fills.append(filled)
         self._sink().write_filled(records, fills)
         self.rows += len(rows)
@@ -197,6 +197,10 @@ class Writer:
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
             self._sink().write_encoded(records, columns, filled, entries, self.intent.beat)
             self.rows += n
+
+    def _refuse_row(self, e: ValidationError, at: int, row: Mapping[str, Any]) -> NoReturn:
+        """Raise ``e`` naming row ``at`` (or what an older schema of the dataset says of the row)."""
+        raise_explained(self.ds, self._at_row(e, at), lambda schema: schema.encode(row))
 
     def _at_row(self, e: ValidationError, row: int) -> ValidationError:
         """``e`` naming the row (counted over this writer's rows) and, for a key the schema

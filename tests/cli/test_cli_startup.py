@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import catalog
 from catalog import Catalog
 from catalog.cli import app
+from catalog.commit.handles import CatalogHandle
 from catalog.demo import write_demo
 
 runner = CliRunner()
@@ -72,6 +73,35 @@ def test_list_loads_only_sql_core(tmp_path: Path) -> None:
     assert not {m for m in modules if m.startswith(("sqlalchemy.orm", "pydantic", "numpy", "google.protobuf"))}
     decoding = ("catalog.schema", "catalog.storage", "catalog.tfrecord.framing", "catalog.tfrecord.example")
     assert not {m for m in modules if m.startswith(decoding)}
+
+
+def test_verify_loads_no_writer_reader_or_other_operation(tmp_path: Path) -> None:
+    """verify's start-up counts in its GB/s (a new process per command): it opens the commit
+    layer's handle and runs maintenance's check, never catalog.api and all it binds."""
+    root = tmp_path / "cat"
+    Catalog.init(root).register("events", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}])
+    proc, modules = loaded("-C", str(root), "verify")
+    assert proc.returncode == 0, proc.stderr
+    assert "ok: 1 shard, " in proc.stderr
+    assert "catalog.ops.maintenance" in modules  # the run really checked
+    others = ("catalog.api", "catalog.ops.writer", "catalog.ops.ingest", "catalog.ops.adopt", "catalog.ops.derive")
+    assert not {m for m in modules if m.startswith((*others, "catalog.readers", "catalog.inputs"))}
+
+
+def test_verify_closes_its_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[Path] = []
+    close = CatalogHandle.close
+
+    def counting_close(self: CatalogHandle) -> None:
+        closed.append(self.root)
+        close(self)
+
+    monkeypatch.setattr(CatalogHandle, "close", counting_close)
+    Catalog.init(tmp_path / "cat").close()
+    closed.clear()
+    for args in (["verify"], ["verify", "nope"]):  # an error closes it too
+        runner.invoke(app, ["-C", str(tmp_path / "cat"), *args])
+    assert closed == [(tmp_path / "cat").resolve()] * 2
 
 
 def test_inspect_loads_no_manifest(tmp_path: Path) -> None:
