@@ -37,7 +37,6 @@ def init(
         ),
     ] = None,
 ) -> Output:
-    """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
     from catalog.api import Catalog
     from catalog.manifest import has_password, safe_url
 
@@ -53,7 +52,6 @@ def init(
 def backup(
     out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")], force: Force = False
 ) -> Output:
-    """Write a consistent copy of the manifest to a new SQLite file."""
     path = open_catalog().backup(out, force)
     return Output(text=[f"manifest backed up to {path}"])
 
@@ -66,7 +64,6 @@ def copy_manifest(
     ] = True,
     as_json: AsJson = False,
 ) -> Output:
-    """Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing."""
     from catalog.manifest import safe_url
 
     cat = open_catalog()
@@ -80,7 +77,6 @@ def copy_manifest(
 
 @verb
 def upgrade() -> Output:
-    """Bring an older manifest to the current format."""
     from catalog.api import Catalog
     from catalog.directory import find_root
 
@@ -97,7 +93,6 @@ def verify(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:
-    """Check every shard against the manifest: presence, size, checksum, records."""
     c = open_catalog()
     with executor_of(executor, scheduler, workers, jobs=workers) as ex, progress_bar("verify", None) as progress:
         report = c.verify(names or None, progress, executor=ex)
@@ -145,7 +140,6 @@ def gc(
     ] = None,
     as_json: AsJson = False,
 ) -> Output:
-    """Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too."""
     report = open_catalog().gc(grace, dry_run, keep_versions=keep_versions, older_than=older_than)
     return Output(text=_gc_text(report, dry_run), json=report.to_json)
 

@@ -1,4 +1,4 @@
-"""What every verb shares: the typer app and its global options, the command wrapper
+"""What every verb shares: the global options (the app's callback), the command wrapper
 (errors, output, resources), the catalog a command opens, progress bars and executors.
 
 Start-up matters here: from outside the CLI, this module imports typer and ``catalog.errors``
@@ -29,13 +29,6 @@ if TYPE_CHECKING:
 
     from catalog.api import Catalog
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    help="TFRecord Catalog: a manifest for TFRecord datasets.",
-)
-
 T = TypeVar("T")
 
 
@@ -62,7 +55,6 @@ def verb_started() -> bool:
     return _verb_started
 
 
-@app.callback()
 def main_options(
     ctx: typer.Context,
     catalog: Annotated[
