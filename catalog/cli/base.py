@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from catalog.api import Catalog
+    from catalog.commit.handles import CatalogHandle
 
 T = TypeVar("T")
 
@@ -127,6 +128,17 @@ def open_catalog() -> Catalog:
     from catalog.api import Catalog
 
     return hold(Catalog.open(_globals().catalog))
+
+
+def open_reader() -> CatalogHandle:
+    """The catalog ``open_catalog`` would open, as the commit layer's read side alone (its
+    manifest and data area, closed after the command): for verbs that only read it (show,
+    history, tags), which then load none of the operations, readers or NumPy."""
+    from catalog import directory
+    from catalog.commit.handles import CatalogHandle
+
+    root, url = directory.locate(_globals().catalog)
+    return hold(closing(CatalogHandle(root, *directory.connect(root, url, check=True))))
 
 
 def open_manifest() -> Engine:

@@ -45,7 +45,11 @@ class Group:
 
 
 VERBS: tuple[Verb | Group, ...] = (
-    Verb("inspect", "files:inspect", "Count, check and describe the records of inputs, and infer one schema over all of them."),
+    Verb(
+        "inspect",
+        "files:inspect",
+        "Count, check and describe the records of inputs, and infer one schema over all of them.",
+    ),
     Verb(
         "demo",
         "files:demo",

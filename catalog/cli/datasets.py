@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_bar, verb
+from catalog.cli.base import executor_of, open_catalog, open_manifest, open_reader, progress_bar, verb
 from catalog.cli.generated import takes
 from catalog.cli.options import (
     AsJson,
@@ -138,9 +138,9 @@ def show(
     version: Version = None,
     no_shards: Annotated[bool, typer.Option("--no-shards", help="Leave out the shard list.")] = False,
 ) -> Output:
-    from catalog.ops.derive import lineage
+    from catalog.commit.handles import lineage
 
-    ds = open_catalog().dataset(name)
+    ds = open_reader().lookup(name)
     info = ds.info(version)
     made = lineage(ds, info.version)[:1]  # how this version's rows were derived, if they were
     shards: Iterator[ShardInfo] = iter(()) if no_shards else ds.iter_shards(info.version)
@@ -334,7 +334,10 @@ def drop(name: DatasetName) -> Output:
 
 @verb
 def history(name: DatasetName, as_json: AsJson = False) -> Output:
-    commits = open_catalog().dataset(name).history()
+    from catalog.commit.handles import history as read_history
+
+    cat = open_reader()
+    commits = read_history(cat.engine, cat.dataset_id(name), name)
     return Output(text=_history_text(commits), json=lambda: [c.to_json(with_shards=False) for c in commits])
 
 
@@ -369,7 +372,10 @@ def tag(
 
 @verb
 def tags(name: DatasetName, as_json: AsJson = False) -> Output:
-    found = open_catalog().dataset(name).tags()
+    from catalog.commit.handles import tags as read_tags
+
+    cat = open_reader()
+    found = read_tags(cat.engine, cat.dataset_id(name), name)
     return Output(text=_tags_text(name, found), json=lambda: [t.to_json() for t in found])
 
 
