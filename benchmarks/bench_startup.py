@@ -151,8 +151,8 @@ def measure(cfg: Config, tmp: Path) -> dict[str, list[float]]:
     order = [str(i) for i in range(len(runs))]
     for rnd in range(cfg.rounds + 1):  # round 0 warms the page cache
         for i in h.rotation(order, rnd):
-            label, path, argv = runs[int(i)]
-            dt = _run(argv, path)
+            label, code, argv = runs[int(i)]
+            dt = _run(argv, code)
             if rnd:
                 times[label].append(dt)
     return times

@@ -334,10 +334,11 @@ def drop(name: DatasetName) -> Output:
 
 @verb
 def history(name: DatasetName, as_json: AsJson = False) -> Output:
+    from catalog.commit.handles import dataset_id
     from catalog.commit.handles import history as read_history
 
-    cat = open_reader()
-    commits = read_history(cat.engine, cat.dataset_id(name), name)
+    engine = open_manifest()
+    commits = read_history(engine, dataset_id(engine, name), name)
     return Output(text=_history_text(commits), json=lambda: [c.to_json(with_shards=False) for c in commits])
 
 
@@ -372,10 +373,11 @@ def tag(
 
 @verb
 def tags(name: DatasetName, as_json: AsJson = False) -> Output:
+    from catalog.commit.handles import dataset_id
     from catalog.commit.handles import tags as read_tags
 
-    cat = open_reader()
-    found = read_tags(cat.engine, cat.dataset_id(name), name)
+    engine = open_manifest()
+    found = read_tags(engine, dataset_id(engine, name), name)
     return Output(text=_tags_text(name, found), json=lambda: [t.to_json() for t in found])
 
 

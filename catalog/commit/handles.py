@@ -17,6 +17,11 @@ from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.engine import Connection
 
 from catalog import manifest as mf
+
+# The schema layer (NumPy, protobuf) and shard files (crc32c) through their packages' lazy names: a
+# dataset's history, tags and shard list need neither (tests/cli/test_cli_startup.py).
+from catalog import schema as schema_layer
+from catalog import storage
 from catalog.commit.listing import check_totals, list_datasets, split_totals
 from catalog.commit.values import (
     NO_SHARDS,
@@ -40,7 +45,6 @@ from catalog.errors import (
     VersionNotFoundError,
 )
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, LINEAGE, SCHEMA_VERSIONS, SHARDS, TAGS
-from catalog.storage import store_for
 from catalog.storage.fileio import FileIO, file_io, located
 from catalog.words import counted
 
@@ -71,7 +75,7 @@ class CatalogHandle:
         # Names this catalog in its data area's marker (see gc); None for a manifest made
         # before ids existed: its first gc gives it one.
         self.catalog_id = catalog_id
-        self.store = store_for(data_root)  # where shards live: a local directory or a URL
+        self.store = storage.store_for(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
         # Compute each new shard's feature statistics as it is written (catalog.stats); False
@@ -126,9 +130,7 @@ class CatalogHandle:
 
     def dataset_id(self, name: str) -> int:
         """Dataset ``name``'s id, its schema not read (drop works on one whose schema is damaged)."""
-        validate_name(name)
-        with mf.read_txn(self.engine) as conn:
-            return int(_dataset_row(conn, name).id)
+        return dataset_id(self.engine, name)
 
     def shard_path(self, relpath: str) -> Path:
         """A shard's local path (a local data area only; see :meth:`shard_url`)."""
@@ -141,13 +143,11 @@ class CatalogHandle:
     def require_shards(self, shards: Iterable[ShardFile]) -> None:
         """Before a commit: every new shard is still there. A gc that wrongly took a writer's
         files must not leave the manifest pointing at nothing (nor a moved adopted file)."""
-        from catalog.storage import location_size  # (storage.files, with crc32c: a writer's, not a reader's)
-
         for s in shards:
             if s.location is None and not self.store.exists(s.rel):
                 raise StorageError(f"{self.shard_url(s.rel)}: shard vanished before commit; nothing registered")
             if s.location is not None:
-                size = location_size(s.location)
+                size = storage.location_size(s.location)
                 if size is None:
                     raise StorageError(f"{s.location}: adopted file vanished before commit; nothing registered")
                 if size not in (-1, s.bytes):
@@ -165,7 +165,7 @@ def explain_with(
     """Dataset.explain without a manifest (``older``: Dataset.older_schemas()), for append jobs in workers."""
     for version, doc in older:
         try:
-            fits(_schema().from_json(doc))
+            fits(schema_layer.Schema.from_json(doc))
         except CatalogError:
             continue
         note = (
@@ -202,12 +202,11 @@ def _not_found(name: str, names: list[str]) -> str:
     return f"no dataset named {name!r}{hint}"
 
 
-def _schema() -> type[Schema]:
-    """The Schema class, imported on first use: the schema layer brings NumPy and protobuf,
-    which reading a dataset's history, tags or shards does not need (tests/cli/test_cli_startup.py)."""
-    from catalog.schema import Schema
-
-    return Schema
+def dataset_id(engine: Engine, name: str) -> int:
+    """Dataset ``name``'s id from the manifest alone: no schema read, no data area opened."""
+    validate_name(name)
+    with mf.read_txn(engine) as conn:
+        return int(_dataset_row(conn, name).id)
 
 
 def load_schema(conn: Connection, dataset_id: int, version: int) -> Schema:
@@ -216,7 +215,7 @@ def load_schema(conn: Connection, dataset_id: int, version: int) -> Schema:
             SCHEMA_VERSIONS.c.dataset_id == dataset_id, SCHEMA_VERSIONS.c.version == version
         )
     ).scalar_one()
-    return _schema().from_json(json.loads(text))
+    return schema_layer.Schema.from_json(json.loads(text))
 
 
 def resolve_version(conn: Connection, dataset_id: int, name: str, version: VersionRef) -> tuple[int, int]:
@@ -372,7 +371,7 @@ class DatasetHandle:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.schema = _schema().from_json(state["schema"])
+        self.schema = schema_layer.Schema.from_json(state["schema"])
 
     # ---- reading
     def _resolve_version(self, conn: Connection, version: VersionRef) -> tuple[int, int]:

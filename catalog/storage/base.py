@@ -17,6 +17,7 @@ from typing import IO, ClassVar
 
 from catalog.errors import DataAreaError, ManifestError
 from catalog.storage.fileio import FileIO, write_error
+from catalog.storage.files import file_checksum, open_shard
 from catalog.storage.names import AREA_PATH_RE, INDEX_FOLDER, INDEX_PATH_RE, OWNER_FILE, index_rel
 
 # Bound once: url() runs once per shard (a million in `show --json`).
@@ -94,16 +95,12 @@ class Store(abc.ABC):
         return self.url(index_rel(rel))
 
     def open(self, rel: str) -> IO[bytes]:
-        from catalog.storage.files import open_shard  # (with crc32c and framing: not needed to name a shard)
-
         return open_shard(self.url(rel))
 
     def checksum(
         self, rel: str, limit: int | None = None, tap: Callable[[memoryview], object] | None = None
     ) -> tuple[int, str]:
         """(size, "crc32c:xxxxxxxx") of a stored shard, streamed (see file_checksum for ``limit``, ``tap``)."""
-        from catalog.storage.files import file_checksum
-
         return file_checksum(self.url(rel), limit, tap)
 
     # ---- ownership
