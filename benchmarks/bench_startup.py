@@ -124,7 +124,9 @@ def _run(argv: list[str], path: str | None) -> float:
     if path is not None:
         env["PYTHONPATH"] = path
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True)
+    # Run from / : `python -c` puts its working directory first on the path, where a checkout's
+    # catalog/ would shadow the side's PYTHONPATH (--compare from the repository ran this code twice).
+    proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, cwd=os.sep)
     elapsed = time.perf_counter() - t0
     h.check(proc.returncode == 0, f"{argv[-1]}: {proc.stderr.decode()[-300:]}")
     return elapsed
