@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, open_handle, progress_bar, verb
+from catalog.cli.base import catalog_option, executor_of, hold, open_catalog, open_reader, progress_bar, verb
 from catalog.cli.options import AsJson, ExecutorKind, Force, Scheduler, parse_duration, workers_option
 from catalog.cli.output import Output, counted, human
 
@@ -37,7 +37,6 @@ def init(
         ),
     ] = None,
 ) -> Output:
-    """Create a catalog directory: a new manifest and data area, or attach to a shared manifest."""
     from catalog.api import Catalog
     from catalog.manifest import has_password, safe_url
 
@@ -53,7 +52,6 @@ def init(
 def backup(
     out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")], force: Force = False
 ) -> Output:
-    """Write a consistent copy of the manifest to a new SQLite file."""
     path = open_catalog().backup(out, force)
     return Output(text=[f"manifest backed up to {path}"])
 
@@ -66,7 +64,6 @@ def copy_manifest(
     ] = True,
     as_json: AsJson = False,
 ) -> Output:
-    """Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing."""
     from catalog.manifest import safe_url
 
     cat = open_catalog()
@@ -80,7 +77,6 @@ def copy_manifest(
 
 @verb
 def upgrade() -> Output:
-    """Bring an older manifest to the current format."""
     from catalog.api import Catalog
     from catalog.directory import find_root
 
@@ -97,10 +93,9 @@ def verify(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:
-    """Check every shard against the manifest: presence, size, checksum, records."""
     from catalog.ops.maintenance import verify_catalog
 
-    c = open_handle()  # not catalog.api's Catalog: verify's start-up counts in its GB/s
+    c = open_reader()  # not catalog.api's Catalog: verify's start-up counts in its GB/s
     with executor_of(executor, scheduler, workers, jobs=workers) as ex, progress_bar("verify", None) as progress:
         report = verify_catalog(c, names or None, progress, ex)
     bad = sum(p.problem != "unregistered" for p in report.problems)
@@ -147,7 +142,6 @@ def gc(
     ] = None,
     as_json: AsJson = False,
 ) -> Output:
-    """Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too."""
     report = open_catalog().gc(grace, dry_run, keep_versions=keep_versions, older_than=older_than)
     return Output(text=_gc_text(report, dry_run), json=report.to_json)
 

@@ -1,4 +1,4 @@
-"""What every verb shares: the typer app and its global options, the command wrapper
+"""What every verb shares: the global options (the app's callback), the command wrapper
 (errors, output, resources), the catalog a command opens, progress bars and executors.
 
 Start-up matters here: from outside the CLI, this module imports typer and ``catalog.errors``
@@ -30,13 +30,6 @@ if TYPE_CHECKING:
     from catalog.api import Catalog
     from catalog.commit.handles import CatalogHandle
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    help="TFRecord Catalog: a manifest for TFRecord datasets.",
-)
-
 T = TypeVar("T")
 
 
@@ -63,7 +56,6 @@ def verb_started() -> bool:
     return _verb_started
 
 
-@app.callback()
 def main_options(
     ctx: typer.Context,
     catalog: Annotated[
@@ -138,10 +130,11 @@ def open_catalog() -> Catalog:
     return hold(Catalog.open(_globals().catalog))
 
 
-def open_handle() -> CatalogHandle:
-    """The catalog ``open_catalog`` would open, as the commit layer's handle (its manifest and
-    data area), closed after the command: for verbs that call one operation module (verify),
-    which then load neither the writers, the readers nor the other operations (catalog.api)."""
+def open_reader() -> CatalogHandle:
+    """The catalog ``open_catalog`` would open, as the commit layer's read side alone (its
+    manifest and data area, closed after the command): for verbs that only read it (show,
+    history, tags) or call one operation module (verify), which then load none of the
+    other operations (catalog.api), the writers or the readers."""
     from catalog import directory
     from catalog.commit.handles import CatalogHandle
 

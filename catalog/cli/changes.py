@@ -79,7 +79,6 @@ def delete(
         bool, typer.Option("--dry-run", help="Say how many rows in how many shards would go; write nothing.")
     ] = False,
 ) -> Output:
-    """Delete the rows that match --where: a new version in which only the shards holding a match are rewritten."""
     ds = open_catalog().dataset(name)
     with running(jobs, f"delete from {name}", ds.info().records, needed=not dry_run) as run:
         report = ds.delete(where, dry_run=dry_run, **run, **asdict(options))
@@ -98,7 +97,6 @@ def update(
     where: Where,
     dry_run: DryRun = False,
 ) -> Output:
-    """Set features of the rows that match --where: a new version; only the shards holding a match are rewritten."""
     from catalog.ops.rowchanges import parse_sets
 
     ds = open_catalog().dataset(name)
@@ -122,8 +120,6 @@ def dedup(
     key: Key = None,
     content: Content = False,
 ) -> Output:
-    """Remove duplicate rows: the first row of each --key (or --content) in dataset order is kept; a new version in
-    which only the shards holding a duplicate are rewritten. Equality is by a 128-bit hash of the key."""
     ds = open_catalog().dataset(name)
     with running(jobs, f"dedup {name}", ds.info().records) as run:
         report = ds.dedup(key, content=content, dry_run=dry_run, **run, **asdict(options))
@@ -191,7 +187,6 @@ def filter(
     where: Where,
     version: Version = None,
 ) -> Output:
-    """A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."""
     src = open_catalog().dataset(name)
     with running(jobs, f"filter {name}", src.info(version).records) as run:
         report = src.filter(where, into, version=version, **run, **asdict(options))
@@ -216,7 +211,6 @@ def map(
     ] = None,
     version: Version = None,
 ) -> Output:
-    """A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage."""
     from catalog.ops.derive import load_function
 
     src = open_catalog().dataset(name)
@@ -233,7 +227,6 @@ def refresh(
     options: RefreshOptions,
     jobs: Jobs,
 ) -> Output:
-    """Apply a derived dataset's filter or map to the rows its source appended since it was made."""
     ds = open_catalog().dataset(name)
     fields = {k: v for k, v in asdict(options).items() if k != "token"}
     with running(jobs, f"refresh {name}", 0) as run:
@@ -243,7 +236,6 @@ def refresh(
 
 @verb
 def lineage(name: DatasetName, as_json: AsJson = False) -> Output:
-    """Where a dataset came from: its derivation, its source's, back to a dataset that was not derived."""
     chain = open_catalog().dataset(name).lineage()
     if not chain:
         text = [f"{name}: not derived from another dataset"]

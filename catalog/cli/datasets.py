@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from catalog.cli.base import executor_of, open_catalog, open_manifest, progress_bar, verb
+from catalog.cli.base import executor_of, open_catalog, open_manifest, open_reader, progress_bar, verb
 from catalog.cli.generated import takes
 from catalog.cli.options import (
     AsJson,
@@ -64,8 +64,6 @@ def register(
     default: Defaults = None,
     fill_missing: FillMissing = False,
 ) -> Output:
-    """Register a dataset with its schema (dataset version 1, schema version 1), or with the
-    schema inferred from inputs, which are then appended (--infer)."""
     if (schema is None) == (not infer):
         raise typer.BadParameter("give --schema FILE, or --infer and inputs (not both)", param_hint="--schema/--infer")
     if bool(inputs) != infer:
@@ -107,7 +105,6 @@ def _missing(ds: Any, version: int) -> dict[str, int | None]:
 
 @verb
 def list_(as_json: AsJson = False) -> Output:
-    """List datasets."""
     from catalog.commit.listing import list_datasets
 
     engine = open_manifest()
@@ -141,10 +138,9 @@ def show(
     version: Version = None,
     no_shards: Annotated[bool, typer.Option("--no-shards", help="Leave out the shard list.")] = False,
 ) -> Output:
-    """Show a dataset: version, schema, totals and shards."""
-    from catalog.ops.derive import lineage
+    from catalog.commit.handles import lineage
 
-    ds = open_catalog().dataset(name)
+    ds = open_reader().lookup(name)
     info = ds.info(version)
     made = lineage(ds, info.version)[:1]  # how this version's rows were derived, if they were
     shards: Iterator[ShardInfo] = iter(()) if no_shards else ds.iter_shards(info.version)
@@ -224,7 +220,6 @@ def append(
     feature: NpyFeature = None,
     image_shape: ImageShape = None,
 ) -> Output:
-    """Append inputs as new shards of a split (default train), all or nothing, in one commit."""
     ds = open_catalog().dataset(name)
     total = _input_bytes(inputs)
     # Jobs run one input each: a single input runs here, and needs no cluster.
@@ -271,8 +266,6 @@ def adopt(
     executor: ExecutorKind = "local",
     scheduler: Scheduler = None,
 ) -> Output:
-    """Register existing TFRecord files where they are (no copy), after checking, counting,
-    checksumming and indexing every record; a new NAME gets the schema they imply. One commit."""
     if options.copy and options.link:
         raise typer.BadParameter("give --copy or --link, not both", param_hint="--copy/--link")
     cat = open_catalog()
@@ -335,15 +328,17 @@ def _image_shape(text: str | None) -> tuple[int, int, int] | None:
 
 @verb
 def drop(name: DatasetName) -> Output:
-    """Remove a dataset from the catalog (its files go at the next gc)."""
     open_catalog().drop(name)
     return Output(text=[f"dropped {name}; run `catalog gc` to remove its files"])
 
 
 @verb
 def history(name: DatasetName, as_json: AsJson = False) -> Output:
-    """The dataset's commits, oldest first."""
-    commits = open_catalog().dataset(name).history()
+    from catalog.commit.handles import dataset_id
+    from catalog.commit.handles import history as read_history
+
+    engine = open_manifest()
+    commits = read_history(engine, dataset_id(engine, name), name)
     return Output(text=_history_text(commits), json=lambda: [c.to_json(with_shards=False) for c in commits])
 
 
@@ -366,7 +361,6 @@ def tag(
     delete: Annotated[bool, typer.Option("--delete", help="Delete the tag (its shards go at a later gc).")] = False,
     as_json: AsJson = False,
 ) -> Output:
-    """Name a version of a dataset (default: the current one); readers take the tag as --version."""
     ds = open_catalog().dataset(name)
     if delete:
         if version is not None:
@@ -379,8 +373,11 @@ def tag(
 
 @verb
 def tags(name: DatasetName, as_json: AsJson = False) -> Output:
-    """A dataset's tags and the versions they name."""
-    found = open_catalog().dataset(name).tags()
+    from catalog.commit.handles import dataset_id
+    from catalog.commit.handles import tags as read_tags
+
+    engine = open_manifest()
+    found = read_tags(engine, dataset_id(engine, name), name)
     return Output(text=_tags_text(name, found), json=lambda: [t.to_json() for t in found])
 
 

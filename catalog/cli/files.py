@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from catalog.cli.base import app, verb
+from catalog.cli.base import verb
 from catalog.cli.options import Defaults, FillMissing, FormatOption, parse_defaults
 from catalog.cli.output import Output, counted
 from catalog.errors import CatalogError, StorageError
 
 if TYPE_CHECKING:
+    from typer._click import Command
+
     from catalog.ops.inspection import FileReport
 
 
@@ -38,7 +40,6 @@ def inspect(
     default: Defaults = None,
     fill_missing: FillMissing = False,
 ) -> Output:
-    """Count, check and describe the records of inputs, and infer one schema over all of them."""
     from catalog.inputs import InputOptions, detect, expand, given_paths, input_format
     from catalog.inputs.infer import Inferred, infer_inputs
     from catalog.ops.inspection import inspect_files
@@ -110,30 +111,31 @@ def _inspect_text(report: FileReport) -> Iterator[str]:
 
 @verb
 def demo(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Argument(help="Directory for the demo (inputs and catalog).")] = Path("demo-out"),
     records: Annotated[int, typer.Option("--records", min=1, help="Records per demo input.")] = 1000,
     migrations: Annotated[
         Path | None, typer.Option("--migrations", help="Folder holding demo/ migrations (default: the repo's).")
     ] = None,
 ) -> Output:
-    """Run the end-to-end demo, echoing each command: append, read, verify, migrate, time travel, compact, export."""
     from catalog.demo import copy_migrations, demo_migrations, prepare_demo_dir, write_demo
 
     source = migrations or demo_migrations()
     root = prepare_demo_dir(out)
     write_demo(out / "inputs", records)
     mig = copy_migrations(source, out)
-    return Output(text=_demo_transcript(out, root, mig, records))
+    return Output(text=_demo_transcript(ctx.find_root().command, out, root, mig, records))
 
 
-def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator[str]:
+def _demo_transcript(catalog: Command, out: Path, root: Path, mig: Path, records: int) -> Iterator[str]:
     """The demo, run as its transcript is written: each step's command line comes first,
-    then the step runs and writes its own output."""
+    then the step runs (a command of ``catalog``, the command the demo runs under) and writes
+    its own output."""
     inputs = out / "inputs"
     c = ["-C", str(root)]
-    yield from _demo_step(["init", str(root)])
+    yield from _demo_step(catalog, ["init", str(root)])
     schema = str(inputs / "schema.json")
-    yield from _demo_step([*c, "register", "demo", "--schema", schema, "--description", "demo dataset"])
+    yield from _demo_step(catalog, [*c, "register", "demo", "--schema", schema, "--description", "demo dataset"])
     yield from _demo_rows(root, records)
     steps = [
         ["append", "demo", str(inputs / "demo.tfrecord.gz"), "-m", "records from a gzip TFRecord file"],
@@ -155,7 +157,7 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
         ["verify"],
     ]
     for step in steps:
-        yield from _demo_step([*c, *step])
+        yield from _demo_step(catalog, [*c, *step])
     yield (
         f"\ndone: the catalog is in {root}, its migrations in {mig}; try `catalog -C {root} show demo --version 3` "
         f"or `catalog -C {root} migrations list demo --migrations {mig}`;\n"
@@ -164,10 +166,9 @@ def _demo_transcript(out: Path, root: Path, mig: Path, records: int) -> Iterator
     )
 
 
-def _demo_step(args: list[str]) -> Iterator[str]:
+def _demo_step(catalog: Command, args: list[str]) -> Iterator[str]:
     yield f"\n$ catalog {shlex.join(args)}"
-    # The app is complete by now: the demo is itself one of its commands.
-    code = app(args, prog_name="catalog", standalone_mode=False)
+    code = catalog.main(args, prog_name="catalog", standalone_mode=False)
     if code:
         raise CatalogError(f"demo step `catalog {shlex.join(args)}` failed")
 

@@ -58,7 +58,6 @@ def migrate(
     drop: Annotated[list[str] | None, typer.Option("--drop", metavar="FEATURE", help="Quick migration.")] = None,
     rename: Annotated[list[str] | None, typer.Option("--rename", metavar="OLD:NEW", help="Quick migration.")] = None,
 ) -> Output:
-    """Apply pending migrations (or one quick migration): rewrite every shard, one commit each."""
     ds = open_catalog().dataset(name)
     quick: dict[str, Any] = {"add": add or (), "drop": drop or (), "rename": rename or ()}
     total = None
@@ -105,7 +104,6 @@ def migrations_new(
     slug: Annotated[str, typer.Argument(help="What it does, e.g. add_height.")],
     migrations: MigrationsDir = Path("migrations"),
 ) -> Output:
-    """Write the next numbered migration template for a dataset."""
     from catalog.ops.migrations.runner import new_migration
 
     path = new_migration(open_catalog().dataset(name), migrations, slug)
@@ -118,7 +116,6 @@ def migrations_list(
     migrations: MigrationsDir = Path("migrations"),
     as_json: AsJson = False,
 ) -> Output:
-    """Applied and pending migrations, with their checksums."""
     rows = open_catalog().dataset(name).migrations(migrations)
     return Output(text=_migrations_text(name, migrations, rows), json=lambda: [r.to_json() for r in rows])
 
@@ -145,7 +142,6 @@ def restore(
         ),
     ],
 ) -> Output:
-    """A new commit whose shards and schema are exactly version N's (history keeps everything)."""
     ds = open_catalog().dataset(name)
     what = version if version.isdigit() else f"{ds.info(version).version} (tag {version})"
     commit = ds.restore(version, **asdict(options))
@@ -176,7 +172,6 @@ def compact(
     scheduler: Scheduler = None,
     dry_run: DryRun = False,
 ) -> Output:
-    """Merge small shards of a split into fewer: same records, same order, one no-data-change commit."""
     ds = open_catalog().dataset(name)
     with (
         executor_of(executor, scheduler, workers, needed=not dry_run) as ex,
@@ -214,7 +209,6 @@ def export(
     split: Split = None,
     force: Force = False,
 ) -> Output:
-    """Write the dataset (at version N; or a split, or a slice of one) as one TFRecord file that TensorFlow reads."""
     ds = open_catalog().dataset(name)
     with progress_bar(f"export {name}", ds.info(version).bytes) as progress:
         report = ds.export(out, version, compression, progress, split=split, force=force)

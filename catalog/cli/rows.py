@@ -38,7 +38,6 @@ def cat(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of --sample: the same seed, the same records.")] = 0,
     as_json: AsJson = False,
 ) -> Output:
-    """Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."""
     from catalog.commit.plans import plan
     from catalog.ops.indexing import ensure_indexes
     from catalog.readers.picking import rows_at

@@ -43,7 +43,6 @@ def stats(
     compare: Annotated[tuple[str, str] | None, typer.Option("--compare", metavar="A B", help=COMPARE)] = None,
     as_json: AsJson = False,
 ) -> Output:
-    """Feature statistics of a version or split, kept by the manifest (no data read)."""
     ds = open_catalog().dataset(name)
     done = None
     if compute:
@@ -203,7 +202,6 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8765,
 ) -> Output:
-    """Look at the catalog in a browser: datasets, history, schemas, shards, statistics, rows (read only)."""
     try:
         from catalog.web import serve as run
     except ImportError as e:

@@ -11,12 +11,17 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.engine import Connection
 
 from catalog import manifest as mf
+
+# The schema layer (NumPy, protobuf) and shard files (crc32c) through their packages' lazy names: a
+# dataset's history, tags and shard list need neither (tests/cli/test_cli_startup.py).
+from catalog import schema as schema_layer
+from catalog import storage
 from catalog.commit.listing import check_totals, list_datasets, split_totals
 from catalog.commit.values import (
     NO_SHARDS,
@@ -24,6 +29,7 @@ from catalog.commit.values import (
     TAG_RE,
     Commit,
     DatasetInfo,
+    LineageEntry,
     ShardInfo,
     ShardSum,
     Tag,
@@ -38,11 +44,13 @@ from catalog.errors import (
     ValidationError,
     VersionNotFoundError,
 )
-from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, SCHEMA_VERSIONS, SHARDS, TAGS
-from catalog.schema import Schema
-from catalog.storage import ShardFile, location_size, store_for
+from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, LINEAGE, SCHEMA_VERSIONS, SHARDS, TAGS
 from catalog.storage.fileio import FileIO, file_io, located
 from catalog.words import counted
+
+if TYPE_CHECKING:
+    from catalog.schema import Schema
+    from catalog.storage import ShardFile
 
 # A ShardInfo's columns after its absolute path, in its field order: the shards columns of its
 # fields' names (``relpath`` is the row's ``path``). Derived, so that a column given to ShardInfo
@@ -67,7 +75,7 @@ class CatalogHandle:
         # Names this catalog in its data area's marker (see gc); None for a manifest made
         # before ids existed: its first gc gives it one.
         self.catalog_id = catalog_id
-        self.store = store_for(data_root)  # where shards live: a local directory or a URL
+        self.store = storage.store_for(data_root)  # where shards live: a local directory or a URL
         # The local data area as a Path (for an object store: its URL, which only `str()` keeps whole).
         self.data_root = Path(data_root)
         # Compute each new shard's feature statistics as it is written (catalog.stats); False
@@ -122,9 +130,7 @@ class CatalogHandle:
 
     def dataset_id(self, name: str) -> int:
         """Dataset ``name``'s id, its schema not read (drop works on one whose schema is damaged)."""
-        validate_name(name)
-        with mf.read_txn(self.engine) as conn:
-            return int(_dataset_row(conn, name).id)
+        return dataset_id(self.engine, name)
 
     def shard_path(self, relpath: str) -> Path:
         """A shard's local path (a local data area only; see :meth:`shard_url`)."""
@@ -141,7 +147,7 @@ class CatalogHandle:
             if s.location is None and not self.store.exists(s.rel):
                 raise StorageError(f"{self.shard_url(s.rel)}: shard vanished before commit; nothing registered")
             if s.location is not None:
-                size = location_size(s.location)
+                size = storage.location_size(s.location)
                 if size is None:
                     raise StorageError(f"{s.location}: adopted file vanished before commit; nothing registered")
                 if size not in (-1, s.bytes):
@@ -159,7 +165,7 @@ def explain_with(
     """Dataset.explain without a manifest (``older``: Dataset.older_schemas()), for append jobs in workers."""
     for version, doc in older:
         try:
-            fits(Schema.from_json(doc))
+            fits(schema_layer.Schema.from_json(doc))
         except CatalogError:
             continue
         note = (
@@ -196,13 +202,20 @@ def _not_found(name: str, names: list[str]) -> str:
     return f"no dataset named {name!r}{hint}"
 
 
+def dataset_id(engine: Engine, name: str) -> int:
+    """Dataset ``name``'s id from the manifest alone: no schema read, no data area opened."""
+    validate_name(name)
+    with mf.read_txn(engine) as conn:
+        return int(_dataset_row(conn, name).id)
+
+
 def load_schema(conn: Connection, dataset_id: int, version: int) -> Schema:
     text = conn.execute(
         select(SCHEMA_VERSIONS.c.schema_json).where(
             SCHEMA_VERSIONS.c.dataset_id == dataset_id, SCHEMA_VERSIONS.c.version == version
         )
     ).scalar_one()
-    return Schema.from_json(json.loads(text))
+    return schema_layer.Schema.from_json(json.loads(text))
 
 
 def resolve_version(conn: Connection, dataset_id: int, name: str, version: VersionRef) -> tuple[int, int]:
@@ -300,6 +313,28 @@ def tags_of(conn: Connection, dataset_id: int, name: str) -> list[Tag]:
     return [Tag(name, r.name, r.version, r.created_at, r.author) for r in rows]
 
 
+def tags(engine: Engine, dataset_id: int, name: str) -> list[Tag]:
+    """The dataset's tags (name -> version), by version then name."""
+    with mf.read_txn(engine) as conn:
+        return tags_of(conn, dataset_id, name)
+
+
+def lineage(ds: DatasetHandle, at: int | None = None) -> list[LineageEntry]:
+    """``ds``'s lineage rows, newest first (``at``: those of versions up to it)."""
+    query = select(LINEAGE).where(LINEAGE.c.dataset_id == ds.id).order_by(LINEAGE.c.version.desc())
+    if at is not None:
+        query = query.where(LINEAGE.c.version <= at)
+    with mf.read_txn(ds.catalog.engine) as conn:
+        rows_ = conn.execute(query).all()
+    return [
+        LineageEntry(
+            ds.name, r.version, r.source, r.source_id, r.source_version, r.operation, r.predicate, r.function,
+            r.code_hash, r.split, bool(r.batched),
+        )
+        for r in rows_
+    ]  # fmt: skip
+
+
 # --------------------------------------------------------------------------- dataset
 
 
@@ -336,7 +371,7 @@ class DatasetHandle:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.schema = Schema.from_json(state["schema"])
+        self.schema = schema_layer.Schema.from_json(state["schema"])
 
     # ---- reading
     def _resolve_version(self, conn: Connection, version: VersionRef) -> tuple[int, int]:
@@ -420,25 +455,8 @@ class DatasetHandle:
         )  # fmt: skip
 
     def history(self) -> list[Commit]:
-        """Every commit, oldest first, with the records and shards it added and retired: counted
-        from the shard rows (a rewrite adds and retires shards; gc keeps collected shards' rows)."""
-        with mf.read_txn(self.catalog.engine) as conn:
-            rows = conn.execute(
-                select(COMMITS).where(COMMITS.c.dataset_id == self.id).order_by(COMMITS.c.version)
-            ).all()
-            added = _shard_sums(conn, self.id, SHARDS.c.added_version)
-            removed = _shard_sums(conn, self.id, SHARDS.c.removed_version)
-            tagged: dict[int, list[str]] = {}
-            for t in tags_of(conn, self.id, self.name):
-                tagged.setdefault(t.version, []).append(t.name)
-        commits = []
-        total = NO_SHARDS
-        for r in rows:
-            plus, minus = added.get(r.version, NO_SHARDS), removed.get(r.version, NO_SHARDS)
-            total = total + plus - minus
-            self._check_commit(r, plus, total)
-            commits.append(self._commit(r, plus, minus, tagged.get(r.version, [])))
-        return commits
+        """Every commit, oldest first, with the records and shards it added and retired (see :func:`history`)."""
+        return history(self.catalog.engine, self.id, self.name)
 
     def last_commit(self) -> Commit:
         """The newest commit, as ``history()[-1]`` gives it, without reading the others (the
@@ -453,19 +471,8 @@ class DatasetHandle:
             tags = [t.name for t in tags_of(conn, self.id, self.name) if t.version == r.version]
         # what it says it added, against its shards; its totals against the live shards' would be
         # a pass over them all (list_datasets checks them against the dataset row)
-        self._check_commit(r, plus, ShardSum(r.shard_count, r.records, r.bytes))
-        return self._commit(r, plus, minus, tags)
-
-    def _commit(self, r: Any, plus: ShardSum, minus: ShardSum, tags: list[str]) -> Commit:
-        """Commit row ``r`` with the shards it added and retired, and its tags."""
-        return replace(
-            commit_of(self.name, r),
-            records=plus.records,
-            shard_count=plus.shards,
-            records_removed=minus.records,
-            shards_removed=minus.shards,
-            tags=tuple(tags),
-        )
+        _check_commit(self.catalog.engine, self.name, r, plus, ShardSum(r.shard_count, r.records, r.bytes))
+        return _commit_with(self.name, r, plus, minus, tags)
 
     def follow_schema(self, conn: Connection, schema_version: int) -> None:
         """Move the handle to ``schema_version`` (the dataset's now, read in ``conn``), and to
@@ -483,21 +490,54 @@ class DatasetHandle:
 
     def tags(self) -> list[Tag]:
         """The dataset's tags (name -> version), by version then name."""
-        with mf.read_txn(self.catalog.engine) as conn:
-            return tags_of(conn, self.id, self.name)
+        return tags(self.catalog.engine, self.id, self.name)
 
-    def _check_commit(self, r: Any, added: ShardSum, total: ShardSum) -> None:
-        """Fail when commit row ``r`` disagrees with the shard rows (``added`` by it, ``total``
-        live after it): a flipped byte must not show as "+2024 records"."""
-        said = ShardSum(r.shard_count, r.records, r.bytes)
-        detail = None
-        if said != total:
-            detail = f"its totals say {said}, its shards hold {total}"
-        elif r.kind == "append" and (r.shards_added, r.records_added) != (added.shards, added.records):
-            said_added = f"{counted(r.records_added, 'record')} in {counted(r.shards_added, 'shard')}"
-            detail = f"it says it added {said_added}, its shards hold {added}"
-        if detail is not None:
-            raise mf.damaged(self.catalog.engine, f"dataset {self.name!r} version {r.version}: {detail}")
+
+def history(engine: Engine, dataset_id: int, name: str) -> list[Commit]:
+    """Every commit, oldest first, with the records and shards it added and retired: counted
+    from the shard rows (a rewrite adds and retires shards; gc keeps collected shards' rows). Its
+    schema is not read: a dataset's history is the same whatever it is."""
+    with mf.read_txn(engine) as conn:
+        rows = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == dataset_id).order_by(COMMITS.c.version)).all()
+        added = _shard_sums(conn, dataset_id, SHARDS.c.added_version)
+        removed = _shard_sums(conn, dataset_id, SHARDS.c.removed_version)
+        tagged: dict[int, list[str]] = {}
+        for t in tags_of(conn, dataset_id, name):
+            tagged.setdefault(t.version, []).append(t.name)
+    commits = []
+    total = NO_SHARDS
+    for r in rows:
+        plus, minus = added.get(r.version, NO_SHARDS), removed.get(r.version, NO_SHARDS)
+        total = total + plus - minus
+        _check_commit(engine, name, r, plus, total)
+        commits.append(_commit_with(name, r, plus, minus, tagged.get(r.version, [])))
+    return commits
+
+
+def _commit_with(name: str, r: Any, plus: ShardSum, minus: ShardSum, tags: list[str]) -> Commit:
+    """Commit row ``r`` with the shards it added and retired, and its tags."""
+    return replace(
+        commit_of(name, r),
+        records=plus.records,
+        shard_count=plus.shards,
+        records_removed=minus.records,
+        shards_removed=minus.shards,
+        tags=tuple(tags),
+    )
+
+
+def _check_commit(engine: Engine, name: str, r: Any, added: ShardSum, total: ShardSum) -> None:
+    """Fail when commit row ``r`` disagrees with the shard rows (``added`` by it, ``total``
+    live after it): a flipped byte must not show as "+2024 records"."""
+    said = ShardSum(r.shard_count, r.records, r.bytes)
+    detail = None
+    if said != total:
+        detail = f"its totals say {said}, its shards hold {total}"
+    elif r.kind == "append" and (r.shards_added, r.records_added) != (added.shards, added.records):
+        said_added = f"{counted(r.records_added, 'record')} in {counted(r.shards_added, 'shard')}"
+        detail = f"it says it added {said_added}, its shards hold {added}"
+    if detail is not None:
+        raise mf.damaged(engine, f"dataset {name!r} version {r.version}: {detail}")
 
 
 def _shard_sums(

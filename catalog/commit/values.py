@@ -351,3 +351,29 @@ class ShardSum:
 
 
 NO_SHARDS = ShardSum(0, 0, 0)
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    """One lineage row: ``dataset`` version ``version`` was made from ``source`` version
+    ``source_version`` by ``operation`` (its ``predicate``, or ``function`` and ``code_hash``)."""
+
+    dataset: str
+    version: int
+    source: str
+    source_id: int | None
+    source_version: int
+    operation: str
+    predicate: str | None
+    function: str | None
+    code_hash: str | None
+    split: str | None
+    batched: bool
+
+    def describe(self) -> str:
+        how = f"where {self.predicate}" if self.predicate is not None else f"{self.function}"
+        split = f" (split {self.split})" if self.split else ""
+        return f"{self.operation} of {self.source} version {self.source_version}{split}: {how}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -27,11 +27,11 @@ from sqlalchemy import select
 
 from catalog import manifest as mf
 from catalog.commit.changes import DERIVE, Change, NewShard, RecordLineage, adding
-from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, snapshot
+from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, lineage, snapshot
 from catalog.commit.intents import Intent
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.protocol import commit
-from catalog.commit.values import default_author
+from catalog.commit.values import LineageEntry, default_author
 from catalog.errors import (
     CatalogError,
     RowChangeError,
@@ -40,7 +40,7 @@ from catalog.errors import (
     ValidationError,
 )
 from catalog.executors import executor_for, run_jobs
-from catalog.manifest import COMMITS, LINEAGE, SHARDS
+from catalog.manifest import COMMITS, SHARDS
 from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
@@ -491,48 +491,6 @@ def _job(src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, 
 
 
 # --------------------------------------------------------------------------- lineage and refresh
-
-
-@dataclass(frozen=True)
-class LineageEntry:
-    """One lineage row: ``dataset`` version ``version`` was made from ``source`` version
-    ``source_version`` by ``operation`` (its ``predicate``, or ``function`` and ``code_hash``)."""
-
-    dataset: str
-    version: int
-    source: str
-    source_id: int | None
-    source_version: int
-    operation: str
-    predicate: str | None
-    function: str | None
-    code_hash: str | None
-    split: str | None
-    batched: bool
-
-    def describe(self) -> str:
-        how = f"where {self.predicate}" if self.predicate is not None else f"{self.function}"
-        split = f" (split {self.split})" if self.split else ""
-        return f"{self.operation} of {self.source} version {self.source_version}{split}: {how}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def lineage(ds: DatasetHandle, at: int | None = None) -> list[LineageEntry]:
-    """``ds``'s lineage rows, newest first (``at``: those of versions up to it)."""
-    query = select(LINEAGE).where(LINEAGE.c.dataset_id == ds.id).order_by(LINEAGE.c.version.desc())
-    if at is not None:
-        query = query.where(LINEAGE.c.version <= at)
-    with mf.read_txn(ds.catalog.engine) as conn:
-        rows_ = conn.execute(query).all()
-    return [
-        LineageEntry(
-            ds.name, r.version, r.source, r.source_id, r.source_version, r.operation, r.predicate, r.function,
-            r.code_hash, r.split, bool(r.batched),
-        )
-        for r in rows_
-    ]  # fmt: skip
 
 
 def chain(ds: DatasetHandle, open_dataset: Callable[[str], DatasetHandle]) -> list[LineageEntry]:

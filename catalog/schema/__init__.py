@@ -9,23 +9,53 @@ Layered inside, each module importing only the ones before it:
 - ``model``: :class:`Schema` (JSON form, validation, the TensorFlow spec);
 - ``jsonrows``: rows as JSON, both ways.
 
-The names below are what the rest of the package and users import.
+The names below are what the rest of the package and users import, each loaded on first use.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from catalog.errors import CodecError
-from catalog.schema.codec import Kinded, decode_kinds, unknown_fields_within
-from catalog.schema.columnar import Ragged
-from catalog.schema.features import SHAPE_SUFFIX, Feature, zero
-from catalog.schema.jsonrows import (
-    class_name,
-    float32_json,
-    folded_bytes,
-    folded_value,
-    row_from_json,
-    row_to_json,
-    value_from_json,
-)
-from catalog.schema.model import Schema, SchemaDiff, json_problem, to_tf_feature_spec
+from catalog.lazy import exports
+
+if TYPE_CHECKING:
+    from catalog.schema.codec import Kinded, decode_kinds, unknown_fields_within
+    from catalog.schema.columnar import Ragged
+    from catalog.schema.features import SHAPE_SUFFIX, Feature, zero
+    from catalog.schema.jsonrows import (
+        class_name,
+        float32_json,
+        folded_bytes,
+        folded_value,
+        row_from_json,
+        row_to_json,
+        value_from_json,
+    )
+    from catalog.schema.model import Schema, SchemaDiff, json_problem, to_tf_feature_spec
+
+# Public name -> its module, loaded on first use (PEP 562): the layers above may name the
+# package at start-up (commit.handles) and pay for NumPy and protobuf only when they parse a schema.
+_HOMES = {
+    "Kinded": "catalog.schema.codec",
+    "decode_kinds": "catalog.schema.codec",
+    "unknown_fields_within": "catalog.schema.codec",
+    "Ragged": "catalog.schema.columnar",
+    "SHAPE_SUFFIX": "catalog.schema.features",
+    "Feature": "catalog.schema.features",
+    "zero": "catalog.schema.features",
+    "class_name": "catalog.schema.jsonrows",
+    "float32_json": "catalog.schema.jsonrows",
+    "folded_bytes": "catalog.schema.jsonrows",
+    "folded_value": "catalog.schema.jsonrows",
+    "row_from_json": "catalog.schema.jsonrows",
+    "row_to_json": "catalog.schema.jsonrows",
+    "value_from_json": "catalog.schema.jsonrows",
+    "Schema": "catalog.schema.model",
+    "SchemaDiff": "catalog.schema.model",
+    "json_problem": "catalog.schema.model",
+    "to_tf_feature_spec": "catalog.schema.model",
+}
 
 __all__ = [
     "SHAPE_SUFFIX",
@@ -48,3 +78,5 @@ __all__ = [
     "value_from_json",
     "zero",
 ]
+
+__getattr__, __dir__ = exports(__name__, _HOMES)

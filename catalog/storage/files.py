@@ -16,9 +16,11 @@ from typing import IO, Any
 
 from crc32c import crc32c
 
+# The record framing (NumPy) through the package's lazy names: a Store names and checksums shards
+# without it (`catalog show` lists shards and loads it only to parse the schema).
+from catalog import tfrecord
 from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, VersionNotFoundError
 from catalog.storage.fileio import facts_size, file_io
-from catalog.tfrecord.framing import read_record_batches
 from catalog.words import counted
 
 CHECKSUM_ALGO = "crc32c"
@@ -161,7 +163,7 @@ def location_exists(location: str) -> bool:
 def shard_batches(path: str, size: int | None = None) -> Iterator[list[bytes]]:
     """The record batches of a shard, opened as :func:`open_shard` does."""
     with open_shard(path, size) as f:
-        yield from read_record_batches(f)
+        yield from tfrecord.read_record_batches(f)
 
 
 def file_checksum(

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 from typer.testing import CliRunner
 
 from catalog.cli.commands import app
@@ -57,7 +58,7 @@ def test_the_schema_writer_says_why_it_wrote_nothing(tmp_path: Path) -> None:
 
 
 def test_a_demo_step_that_fails_stops_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    step = _demo_step(["-C", str(tmp_path), "list"])
+    step = _demo_step(get_command(app), ["-C", str(tmp_path), "list"])
     assert next(step) == f"\n$ catalog -C {tmp_path} list"
     with pytest.raises(CatalogError) as e:
         next(step)

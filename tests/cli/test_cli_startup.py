@@ -104,6 +104,51 @@ def test_verify_closes_its_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert closed == [(tmp_path / "cat").resolve()] * 2
 
 
+# Issue 34: a command imports what it uses. None of the verbs below reads records, so none loads
+# the operations, the readers, the public API over them (catalog.api), the inputs or statistics,
+# the libraries of training and columnar inputs; only the CLI's module of its verb.
+NEVER = (
+    *("catalog.api", "catalog.ops", "catalog.readers", "catalog.inputs", "catalog.stats"),
+    *("torch", "tensorflow", "pyarrow", "pandas", "PIL", "pydantic"),
+)
+VERB_MODULES = ("admin", "changes", "datasets", "files", "indexes", "rewrites", "rows", "statistics")
+# A parsed schema (NumPy, protobuf) and the data area (its Store names shards; its module, shard files: crc32c)
+DECODING = ("numpy", "google.protobuf", "catalog.schema.model", "catalog.tfrecord.example", "catalog.storage.files")
+
+
+def under(modules: set[str], *prefixes: str) -> set[str]:
+    """The modules that are one of ``prefixes`` or inside one."""
+    return {m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)}
+
+
+def test_help_lists_the_verbs_from_their_table_alone() -> None:
+    """`catalog --help` imports no verb's module and nothing of the library but the base layer
+    (the verbs are listed from catalog/cli/commands.py's table); rich is typer's, for the help."""
+    proc, modules = loaded("--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "show           Show a dataset: version, schema, totals and shards." in proc.stdout
+    assert not under(modules, *(f"catalog.cli.{m}" for m in VERB_MODULES), "catalog.cli.generated")
+    assert not under(modules, *NEVER, *DECODING, "sqlalchemy", "catalog.manifest", "catalog.commit")
+
+
+@pytest.mark.parametrize(
+    ("args", "decodes"),
+    [(["list"], False), (["tags", "events"], False), (["history", "events"], False), (["show", "events"], True)],
+)
+def test_read_verbs_import_only_what_they_use(tmp_path: Path, args: list[str], decodes: bool) -> None:
+    """list, tags, history and show read the manifest through the commit layer alone; only show,
+    whose output is the parsed schema and the shards' places, loads the schema layer (NumPy,
+    protobuf) and opens the data area."""
+    Catalog.init(tmp_path / "cat").register("events", {"features": {"x": {"dtype": "int64"}}}).tag("first")
+    proc, modules = loaded("-C", str(tmp_path / "cat"), *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "events" in proc.stdout or "first" in proc.stdout
+    assert "sqlalchemy.engine" in modules  # the checks below look at a run that really read the manifest
+    assert under(modules, *(f"catalog.cli.{m}" for m in VERB_MODULES)) == {"catalog.cli.datasets"}
+    assert not under(modules, *NEVER, "rich", "sqlalchemy.orm")
+    assert bool(under(modules, *DECODING)) == decodes
+
+
 def test_inspect_loads_no_manifest(tmp_path: Path) -> None:
     write_demo(tmp_path, n=5)
     proc, modules = loaded("inspect", str(tmp_path / "demo.tfrecord"), "--json")
@@ -150,13 +195,13 @@ def test_ctrl_c_while_the_command_loads(module: str, said: str) -> None:
 
 def test_commands_close_their_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     closed: list[Path] = []
-    close = Catalog.close
+    close = CatalogHandle.close  # (Catalog's; the read verbs open the handle alone)
 
-    def counting_close(self: Catalog) -> None:
+    def counting_close(self: CatalogHandle) -> None:
         closed.append(self.root)
         close(self)
 
-    monkeypatch.setattr(Catalog, "close", counting_close)
+    monkeypatch.setattr(CatalogHandle, "close", counting_close)
     root = tmp_path / "cat"
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"features": {"id": {"dtype": "int64"}}}))
