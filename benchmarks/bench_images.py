@@ -39,6 +39,7 @@ stderr, the report to stdout; see benchmarks/README.md.
 from __future__ import annotations
 
 import gc
+import resource
 import statistics
 import sys
 import tempfile
@@ -356,42 +357,80 @@ def check_tf_pixels(b: Built) -> None:
 # --------------------------------------------------------------------------- the races
 
 
-def contender(run: Callable[[], Seen], finish: Callable[[object, bool], None]) -> h.Contender:
-    return h.Contender(run=run, finish=finish, settle=settle)
+def cpu_seconds() -> float:
+    """CPU seconds of this process (TensorFlow's threads) and of its ended children (the
+    DataLoader's workers, joined at the end of each epoch)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class Metered:
+    """A side's run that keeps the CPU seconds of each timed run (not the warm-up's): on a
+    machine other jobs share, the work each side does, whatever share of the cores it got."""
+
+    def __init__(self, run: Callable[[], Seen]) -> None:
+        self.run, self.runs = run, 0
+        self.cpu: list[float] = []
+
+    def __call__(self) -> Seen:
+        start = cpu_seconds()
+        out = self.run()
+        if self.runs:
+            self.cpu.append(cpu_seconds() - start)
+        self.runs += 1
+        return out
+
+
+def race(b: Built, sides: dict[str, tuple[Callable[[], Seen], Callable[[object, bool], None]]]) -> Any:
+    """The sides raced; returns (their timings, their CPU seconds per timed run)."""
+    metered = {name: Metered(run) for name, (run, _) in sides.items()}
+    contenders = {name: h.Contender(run=metered[name], finish=sides[name][1], settle=settle) for name in sides}
+    return b.cfg.race(contenders), {name: m.cpu for name, m in metered.items()}
 
 
 def row(b: Built, key: str, title: str, t: dict[str, h.Timing], ours: str, peer: str, target: float | None) -> h.Versus:
     return h.versus(key, title, "rec/s", b.cfg.images, t[ours], t[peer], target=target)
 
 
+def cpu_row(b: Built, key: str, cpu: dict[str, list[float]], ours: str, peer: str) -> h.Versus:
+    title = f"(info) {key}: images per CPU second (this process and its workers), catalog vs peer"
+    return h.cpu_row(key, title, b.cfg.images, cpu, ours, peer)
+
+
 def bench_torch(b: Built) -> list[h.Versus]:
     hwc, chw = (SIZE, SIZE, 3), (3, SIZE, SIZE)
-    t = b.cfg.race(
+    t, cpu = race(
+        b,
         {
-            "catalog": contender(torch_catalog(b.ds), checker(b, "ds.torch", hwc, "torch.uint8")),
-            "imagefolder": contender(torch_peer(b.folder), checker(b, "ImageFolder", chw, "torch.uint8")),
-        }
+            "catalog": (torch_catalog(b.ds), checker(b, "ds.torch", hwc, "torch.uint8")),
+            "imagefolder": (torch_peer(b.folder), checker(b, "ImageFolder", chw, "torch.uint8")),
+        },
     )
     title = (
         f"torch: DataLoader(ds.torch(batch_size={BATCH}, shuffle=True, decode_images=True), {WORKERS} workers) "
         f"vs ImageFolder(PILToTensor) + DataLoader(batch_size={BATCH}, shuffle=True, {WORKERS} workers)"
     )
-    return [row(b, "torch", title, t, "catalog", "imagefolder", TARGET)]
+    return [
+        row(b, "torch", title, t, "catalog", "imagefolder", TARGET),
+        cpu_row(b, "torch", cpu, "catalog", "imagefolder"),
+    ]
 
 
 def bench_tf(b: Built) -> list[h.Versus]:
     hwc = (SIZE, SIZE, 3)
     ours, theirs = checker(b, "tf_dataset", hwc, "uint8"), checker(b, "TFDS", hwc, "uint8")
-    contenders = {}
+    sides: dict[str, tuple[Callable[[], Seen], Callable[[object, bool], None]]] = {}
     for order, shuffle in (("", False), ("-shuffled", True)):
-        contenders[f"catalog{order}"] = contender(tf_catalog(b.adopted, shuffle), ours)
-        contenders[f"tfds{order}"] = contender(tf_peer(b.tfds_dir, shuffle), theirs)
-    t = b.cfg.race(contenders)
+        sides[f"catalog{order}"] = (tf_catalog(b.adopted, shuffle), ours)
+        sides[f"tfds{order}"] = (tf_peer(b.tfds_dir, shuffle), theirs)
+    t, cpu = race(b, sides)
     return [
         row(b, "tf", f"tf: ds.tf_dataset({BATCH}, decode_images=True) vs TFDS as_dataset().batch({BATCH}) "
             "(decodes), the same shards, stored order", t, "catalog", "tfds", TARGET),
+        cpu_row(b, "tf", cpu, "catalog", "tfds"),
         row(b, "tf-shuffled", "(info) tf: the same, shuffled: tf_dataset(shuffle=True) vs "
             "as_dataset(shuffle_files=True)", t, "catalog-shuffled", "tfds-shuffled", None),
+        cpu_row(b, "tf-shuffled", cpu, "catalog-shuffled", "tfds-shuffled"),
     ]  # fmt: skip
 
 
@@ -420,7 +459,8 @@ def print_results(rows: list[h.Versus], elapsed: float) -> list[h.Versus]:
     print(versus_medians(rows))
     rounds = ", ".join(f"{r.key} {r.rounds}" for r in rows)
     print(
-        f"\nrates in images/s (rec/s); ratio = catalog rate / peer rate; met? from the medians. Rounds: {rounds}. "
+        f"\nrates in images/s (rec/s; the CPU rows: images per CPU second); ratio = catalog rate / peer rate; met? "
+        f"from the medians. Rounds: {rounds}. "
         f"Total time {elapsed:.0f} s; load average at the end {' '.join(map(str, h.loadavg()))}."
     )
     missed = [r for r in rows if r.met(statistics.median) is False]
@@ -465,7 +505,8 @@ def header(cfg: Config, quick: bool, b: Built) -> dict[str, Any]:
         f"mode: {'quick' if quick else 'full'}: {cfg.images:,} JPEGs of {SIZE}x{SIZE} RGB in {len(CLASSES)} class "
         f"folders ({b.jpeg_bytes / h.MIB:.1f} MiB, quality {QUALITY}); the catalog's dataset and TFDS's in "
         f"{cfg.shards} shards each; batch {BATCH}",
-        f"{cfg.rounds()}, each run a full epoch, after a checked warm-up run of each side; "
+        f"{cfg.repeats} to {cfg.max_rounds} interleaved rounds (as many as fit in {cfg.budget:g} s; medians reported, "
+        "the best rounds beside them), each run a full epoch, after a checked warm-up run of each side; "
         "a garbage collection and 0.5 s of rest before each run",
         "torch: 2 DataLoader workers on both sides, Pillow decoding on both; tf: the very same shard files "
         "(TFDS's, adopted by the catalog), tf.io.decode_image on both",
