@@ -27,7 +27,6 @@ def index(
     dali: Annotated[Path | None, typer.Option("--dali", metavar="DIR", help=DALI)] = None,
     as_json: AsJson = False,
 ) -> Output:
-
     if dali is not None and (not names or len(names) != 1):
         raise UsageError("--dali needs exactly one dataset name")
     cat = open_catalog()

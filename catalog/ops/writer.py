@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any
 
 from catalog import faults
 from catalog import manifest as mf
@@ -141,11 +141,7 @@ class Writer:
     # ---- writing
     def write(self, row: Mapping[str, Any]) -> None:
         """Validate and encode one row into the current shard."""
-        filled: list[str] = []
-        try:
-            record = self.ds.schema.encode(row, filled)
-        except ValidationError as e:
-            self._refuse_row(e, self.rows, row)
+        record, filled = self._encode(row, self.rows)
         self.write_record(record, filled)
         self.rows += 1
 
@@ -168,17 +164,8 @@ class Writer:
         self._write_chunk(chunk)
 
     def _write_chunk(self, rows: list[Mapping[str, Any]]) -> None:
-        encode = self.ds.schema.encode
-        records: list[bytes] = []
-        fills: list[list[str]] = []
-        for i, row in enumerate(rows):
-            filled: list[str] = []
-            try:
-                records.append(encode(row, filled))
-            except ValidationError as e:
-                self._refuse_row(e, self.rows + i, row)
-            fills.append(filled)
-        self._sink().write_filled(records, fills)
+        encoded = [self._encode(row, self.rows + i) for i, row in enumerate(rows)]
+        self._sink().write_many([record for record, _ in encoded], [filled for _, filled in encoded])
         self.rows += len(rows)
         self.intent.beat()
 
@@ -198,9 +185,14 @@ class Writer:
             self._sink().write_encoded(records, columns, filled, entries, self.intent.beat)
             self.rows += n
 
-    def _refuse_row(self, e: ValidationError, at: int, row: Mapping[str, Any]) -> NoReturn:
-        """Raise ``e`` naming row ``at`` (or what an older schema of the dataset says of the row)."""
-        raise_explained(self.ds, self._at_row(e, at), lambda schema: schema.encode(row))
+    def _encode(self, row: Mapping[str, Any], at: int) -> tuple[bytes, list[str]]:
+        """Row ``at``'s record and the features whose default it was given; a row the schema
+        refuses raises naming the row (or what an older schema of the dataset says of it)."""
+        filled: list[str] = []
+        try:
+            return self.ds.schema.encode(row, filled), filled
+        except ValidationError as e:
+            raise_explained(self.ds, self._at_row(e, at), lambda schema: schema.encode(row))
 
     def _at_row(self, e: ValidationError, row: int) -> ValidationError:
         """``e`` naming the row (counted over this writer's rows) and, for a key the schema

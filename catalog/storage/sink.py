@@ -138,22 +138,6 @@ class ShardSink:
             for name in filled:
                 self._tally.fill(name)
 
-    def write_filled(self, records: list[bytes], filled: Sequence[Iterable[str]]) -> None:
-        """``write`` of each record with ``filled``'s features for it, in one step when they all
-        go to the open shard (else one by one, rolling where each would: the same shards)."""
-        size = sum(map(len, records)) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
-        writer = self._whole(len(records), size)
-        if writer is None:
-            for record, names in zip(records, filled, strict=True):
-                self.write(record, names)
-            return
-        self._put_many(lambda: writer.write_many(records), len(records), size)
-        if self._tally is not None:
-            self._tally.add_records(records)
-            for names in filled:
-                for name in names:
-                    self._tally.fill(name)
-
     def fill(self, name: str, count: int) -> None:
         """``count`` records of the open shard had ``name``'s default filled in by their writer."""
         if self._tally is not None:
@@ -164,7 +148,10 @@ class ShardSink:
         if self._tally is not None:
             self._tally.set_filled(fills)
 
-    def write_many(self, records: Iterable[bytes]) -> None:
+    def write_many(self, records: Iterable[bytes], filled: Sequence[Iterable[str]] = ()) -> None:
+        """``write`` of each record (``filled``: the features whose default the writer put in
+        each, when it says), in one step when they all go to the open shard (else one by one,
+        rolling where each would: the same shards)."""
         if type(records) is list:
             size = sum(map(len, records)) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
             writer = self._whole(len(records), size)
@@ -172,9 +159,12 @@ class ShardSink:
                 self._put_many(lambda: writer.write_many(records), len(records), size)
                 if self._tally is not None:
                     self._tally.add_records(records)
+                    for names in filled:
+                        for name in names:
+                            self._tally.fill(name)
                 return
-        for r in records:
-            self.write(r)
+        for r, names in zip(records, filled or itertools.repeat(()), strict=False):
+            self.write(r, names)
 
     def _whole(self, n: int, size: int) -> RecordWriter | None:
         """The writer of the shard ``n`` records of ``size`` framed bytes all go to (one opened
