@@ -197,8 +197,15 @@ def raise_explained(ds: Any, error: CatalogError, fits: Callable[[Schema], objec
 
 
 def _not_found(name: str, names: list[str]) -> str:
+    """The error of a name no dataset has, with the next step: the close name, else where
+    to see the names, else how to make the first dataset."""
     close = difflib.get_close_matches(name, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if close:
+        hint = f" (did you mean {close[0]!r}?)"
+    elif names:
+        hint = " (`catalog list` names the datasets there are)"
+    else:
+        hint = " (the catalog has none yet: `catalog register NAME --schema FILE` makes one)"
     return f"no dataset named {name!r}{hint}"
 
 
