@@ -411,10 +411,17 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
     """Infer features from sample records: dtype from the wire kind, shape from counts."""
     seen: dict[str, ListTally] = {}
     total = 0
+    rows = False
     for rec in records:
-        kinded = decode_kinds(rec) if isinstance(rec, (bytes, bytearray, memoryview)) else RowCodec._as_kinded(rec)
+        serialized = isinstance(rec, (bytes, bytearray, memoryview))
+        rows = rows or not serialized
+        kinded = decode_kinds(rec) if serialized else RowCodec._as_kinded(rec)
         total += 1
         for name, (kind, values) in kinded.items():
             seen.setdefault(name, ListTally()).add(kind, values)
+    # A row's keys have the order its author gave; an Example's features are a protobuf map,
+    # whose order on the wire is the writer's hash order (TensorFlow's differs from run to
+    # run): by name, so the same records always imply the same schema.
+    names = list(seen) if rows else sorted(seen)
     # missing from some records: optional, never a made-up default (a 0 is not "no value")
-    return [s.feature(name, optional=s.present < total) for name, s in seen.items()]
+    return [seen[name].feature(name, optional=seen[name].present < total) for name in names]
