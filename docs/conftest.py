@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from doc_examples import pages  # noqa: E402 - from tests/, put on the path just above
+from doc_examples import pages  # (from tests/, put on the path just above)
 
 pytest_collect_file = pages(Path(__file__).resolve().parent).pytest()

@@ -413,9 +413,11 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
     total = 0
     rows = False
     for rec in records:
-        serialized = isinstance(rec, (bytes, bytearray, memoryview))
-        rows = rows or not serialized
-        kinded = decode_kinds(rec) if serialized else RowCodec._as_kinded(rec)
+        if isinstance(rec, (bytes, bytearray, memoryview)):
+            kinded = decode_kinds(rec)
+        else:
+            rows = True
+            kinded = RowCodec._as_kinded(rec)
         total += 1
         for name, (kind, values) in kinded.items():
             seen.setdefault(name, ListTally()).add(kind, values)
