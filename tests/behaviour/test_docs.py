@@ -13,7 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from doc_examples import RUN, matches, normalise
+from doc_examples import NOT_RUN, RUN, matches, normalise, run_page
+from readme_blocks import PREPARED
 from typer.testing import CliRunner
 
 import catalog
@@ -22,12 +23,11 @@ from catalog.manifest.tables import FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCS = ROOT / "docs"
-FENCE = re.compile(r"^```(\S*)")
-NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")
+FENCE = re.compile(r"^\s*```(\S*)")
 
 
 def pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
 def test_every_block_on_the_site_runs_or_says_why_not() -> None:
@@ -42,7 +42,8 @@ def test_every_block_on_the_site_runs_or_says_why_not() -> None:
             if not inside:
                 found += 1
                 lang = fence.group(1)
-                marked = i > 0 and NOT_RUN.match(lines[i - 1])
+                before = lines[i - 1].strip() if i > 0 else ""
+                marked = NOT_RUN.match(before) or before == PREPARED
                 if lang not in RUN and not marked:
                     unmarked.append(f"{page.relative_to(ROOT)}:{i + 1} ({lang or 'no language'})")
             inside = not inside
@@ -74,6 +75,11 @@ def test_a_false_example_fails_the_suite(tmp_path: Path, what: str) -> None:
     (tmp_path / "page.md").write_text("# A page\n\n```sh\necho hello\n```\n\n```output\nhello\n```\n")
     passed = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert passed.returncode == 0 and "2 passed" in passed.stdout, passed.stdout[-2000:]
+
+
+def test_readme_runs() -> None:
+    """README's tour, run as the site's pages are (its blocks make their own inputs)."""
+    assert run_page(ROOT / "README.md") >= 8
 
 
 def test_outputs_are_compared_after_normalising_paths_and_times() -> None:
@@ -170,3 +176,22 @@ def test_a_dataset_name_that_matches_nothing_says_what_to_do_next(tmp_path: Path
     assert far.stderr == "error: no dataset named 'zzz' (`catalog list` names the datasets there are)\n"
     close = runner.invoke(app, ["-C", root, "show", "thing"])
     assert close.stderr == "error: no dataset named 'thing' (did you mean 'things'?)\n"
+
+
+def test_docstring_examples_of_the_public_api_run() -> None:
+    """Every ``>>>`` example in a docstring of the package is a doctest, and passes."""
+    import doctest
+    import importlib
+    import pkgutil
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    examples = 0
+    for info in pkgutil.walk_packages(catalog.__path__, "catalog."):
+        if info.name == "catalog.__main__":
+            continue  # importing it runs the CLI
+        module = importlib.import_module(info.name)
+        for test in finder.find(module, info.name, globs=dict(vars(module))):
+            examples += len(test.examples)
+            runner.run(test)
+    assert examples >= 5, examples
+    assert runner.failures == 0, f"{runner.failures} docstring examples failed (printed above)"

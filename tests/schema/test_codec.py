@@ -105,3 +105,16 @@ def test_inferred_feature_order_does_not_depend_on_the_wire_order() -> None:
     assert list(Schema.infer(seq).sequence) == ["frames", "words"]
     # rows keep their author's order: a dict's keys are ordered
     assert list(Schema.infer([{"b": 1, "a": 2}]).features) == ["b", "a"]
+
+
+def test_schemaless_decoding_gives_features_by_name() -> None:
+    """decode_example's dict is in name order, not the protobuf map's hash order (which
+    differs between parsers and runs), so the same bytes always decode to the same dict."""
+    from catalog import decode_example, decode_sequence_example, encode_example, encode_sequence_example
+
+    names = [f"f{(i * 7) % 20:02d}" for i in range(20)]  # every name once, out of order
+    assert list(decode_example(encode_example({n: 1 for n in names}))) == sorted(names)
+    context, lists = decode_sequence_example(
+        encode_sequence_example({n: 1 for n in names}, {n: [[1]] for n in reversed(names)})
+    )
+    assert list(context) == list(lists) == sorted(names)
