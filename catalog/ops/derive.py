@@ -280,7 +280,7 @@ def _source_batches(job: DeriveJob, program: _Program) -> Iterator[list[bytes] |
     (checked a window at a time, decoded where they lie), else batches of records."""
     if job.source_compression == "none" and job.index_at and job.index_checksum and not program.source.sequence:
         pad = program.source.spans_pad
-        yield from shard_windows(job.source, job.index_at, job.records, job.size, job.index_checksum, pad)
+        yield from shard_windows(job.source, job.index_at, job.records, job.size, job.index_checksum, pad, job.checksum)
     else:
         yield from shard_batches(job.source, job.size)
 

@@ -142,3 +142,17 @@ def test_a_damaged_source_record_fails_the_filter_in_one_line_and_registers_noth
     )
     with pytest.raises(DatasetNotFoundError):
         cat.dataset("out")
+
+
+def test_a_source_shard_is_checked_by_its_whole_file_checksum_not_a_crc_a_record(tmp_path, monkeypatch):
+    from catalog.readers import spans
+
+    cat, src = _source(tmp_path)
+    checks: list[bool] = []
+    check = spans.framing_fault
+    monkeypatch.setattr(spans, "framing_fault", lambda *a: checks.append(a[-1]) or check(*a))
+    src.filter("id > 3", into="fast", workers=1)
+    assert len(checks) == 3 and not any(checks)  # one window a shard, its headers alone
+    _record_by_record(monkeypatch)
+    src.filter("id > 3", into="slow", workers=1)
+    assert _files(cat, "fast") == _files(cat, "slow")
