@@ -185,7 +185,7 @@ class _Program:
             decoded = self.source.decode_batch(batch)
         out = self.op.fn(decoded)  # type: ignore[misc]
         written = 0
-        for columns, n in column_batches(out, self.target.features):
+        for columns, n in column_batches(out, self.target.features, arrays=True):
             records, entries = self.encoded(columns, n, sink.tallying)
             sink.write_encoded(records, columns, {}, entries, _no_beat)
             written += n

@@ -156,3 +156,15 @@ def test_a_source_shard_is_checked_by_its_whole_file_checksum_not_a_crc_a_record
     _record_by_record(monkeypatch)
     src.filter("id > 3", into="slow", workers=1)
     assert _files(cat, "fast") == _files(cat, "slow")
+
+
+def test_a_batched_map_encodes_its_array_columns_into_the_files_lists_of_their_values_make(tmp_path, monkeypatch):
+    from catalog.schema import frames
+
+    cat, src = _source(tmp_path)
+    src.map(lengths, into="arrays", batched=True, workers=1)
+    batches = frames.column_batches
+    monkeypatch.setattr(derive, "column_batches", lambda out, features, arrays: batches(out, features))
+    src.map(lengths, into="lists", batched=True, workers=1)
+    assert _files(cat, "arrays") == _files(cat, "lists") and _stats(cat, "arrays") == _stats(cat, "lists")
+    assert list(cat.dataset("arrays").read())[5] == {**list(src.read())[5], "length": 0}
