@@ -45,10 +45,11 @@ from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
-from catalog.schema import Feature, Schema
+from catalog.schema import Feature, Ragged, Schema
 from catalog.schema.frames import column_batches
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
+from catalog.storage.sink import Decoded
 from catalog.words import counted
 
 FILTER, MAP = "filter", "map"
@@ -208,8 +209,15 @@ class _Program:
             mask = self.test.mask(batch.records())
         kept = np.flatnonzero(mask)
         framed, lengths = batch.framed(kept)
-        sink.write_framed(framed, lengths, lambda: batch.records(kept))
+        sink.write_framed(framed, lengths, lambda: batch.records(kept), lambda: self.decoded(batch, kept))
         return len(kept)
+
+    def decoded(self, window: Window, kept: np.ndarray) -> Decoded:
+        """The kept records of ``window`` decoded where they lie, for their statistics."""
+        absent: dict[str, np.ndarray] = {}
+        ragged: Ragged = {}
+        columns = self.source.decode_spans(window.raw, window.starts[kept], window.lengths[kept], None, absent, ragged)
+        return columns, absent, ragged
 
     def encoded(
         self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
