@@ -16,6 +16,7 @@ import numpy as np
 from catalog.errors import CodecError, ValidationError
 from catalog.schema.encoders import feature_encoder
 from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
+from catalog.schema.frames import as_lists
 from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
@@ -102,7 +103,9 @@ class _Entries(Sequence[bytes]):
 
     def _all(self) -> list[bytes]:
         if self._made is None:
-            self._made = list(map(self._encoder, self._column))
+            column = self._column
+            values = column.tolist() if isinstance(column, np.ndarray) and column.ndim == 1 else column
+            self._made = list(map(self._encoder, values))  # (Python values, as the generic path's)
         return self._made
 
     def __len__(self) -> int:
@@ -190,6 +193,7 @@ class RowCodec:
         if plain is not None:
             self._plain_extras(columns, filled, entries)
             return plain
+        columns = as_lists(columns)  # the encoders judge Python values (arrays: see column_batches)
         per_feature: list[Sequence[bytes]] = []
         for name, encoder, default in self.plan:
             column = columns.get(name)
