@@ -49,13 +49,15 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness as h
+from benchmarks import stats_schemas as ss
 from catalog import Catalog, Dataset, read_record_batches
 from catalog.stats import DatasetStats
 from catalog.stats import helper as helpers
 
 NAME = "table"
 IMAGES_NAME = "images"
-SECTIONS = ("frame", "jsonl", "tfrecord", "tensor", "add", "cast")
+SECTIONS = ("frame", "jsonl", "tfrecord", "tensor", "add", "cast", "blob", "wide", "lists", "big", "seq",
+            "blob-mig", "wide-mig", "lists-mig", "big-mig", "seq-mig")  # fmt: skip
 TARGET = 1 / 1.15  # time off / time on: statistics add at most 15%
 CLASSES = [f"class_{i}" for i in range(10)]
 TAG_VALUES, MAX_TAGS = 50, 5
@@ -94,10 +96,11 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 class Config(h.Racing):
     rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
     images: int  # rows of the tensor dataset
+    scale: float = 1.0  # of the issue's schemas' rows (WORKLOADS)
 
 
 FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)
-QUICK = Config(rows=100_000, images=10_000, repeats=3, budget=10.0)
+QUICK = Config(rows=100_000, images=10_000, repeats=3, budget=10.0, scale=0.2)
 
 
 # --------------------------------------------------------------------------- the inputs
@@ -111,7 +114,7 @@ class Ragged:
     flat: np.ndarray
 
 
-Expected = dict[str, "np.ndarray | Ragged"]
+Expected = dict[str, Any]  # an array, a Ragged, or a list of an array a row (stats_schemas.same)
 
 
 def make_table(n: int, seed: int = 0) -> tuple[pd.DataFrame, Expected]:
@@ -163,9 +166,7 @@ def same_column(got: np.ndarray, want: np.ndarray | Ragged) -> bool:
         lengths = np.fromiter(map(len, got), dtype=np.int64, count=len(got))
         flat = np.concatenate([np.asarray(v, dtype=np.int64) for v in got]) if len(got) else np.zeros(0, np.int64)
         return np.array_equal(lengths, want.lengths) and np.array_equal(flat, want.flat)
-    if want.dtype == object:
-        return len(got) == len(want) and got.tolist() == want.tolist()
-    return bool(np.array_equal(got, want))
+    return ss.same(got, want)
 
 
 # --------------------------------------------------------------------------- statistics in the manifest
@@ -233,6 +234,7 @@ class Case:
     run: Callable[[Dataset], object]
     pristine: Path | None = None  # a migration: the dataset every run migrates a fresh copy of
     first: list[bytes] | None = None  # the first side's records, which the other must equal
+    dataset: str = NAME
 
 
 class Side(h.Side):
@@ -252,13 +254,12 @@ class Side(h.Side):
 
     def prepare(self) -> None:
         if self.case.pristine is not None:
-            self.fresh = h.FreshCatalog(self.case.pristine, self.work, NAME)
+            self.fresh = h.FreshCatalog(self.case.pristine, self.work, self.case.dataset)
             self.fresh.prepare()
             self.cat, self.ds = self.fresh.cat, self.fresh.ds
         else:
             self.cat = Catalog.init(self.work / f"catalog-{next(RUN_IDS):04d}")
-            name = IMAGES_NAME if "image" in self.case.schema["features"] else NAME
-            self.ds = self.cat.register(name, self.case.schema)
+            self.ds = self.cat.register(self.case.dataset, self.case.schema)
         assert self.cat is not None
         self.cat.statistics = self.on
 
@@ -371,6 +372,7 @@ class Inputs:
     tfrecord: Path | None = None
     pristine: Path | None = None
     images: dict[str, np.ndarray] | None = None
+    workloads: dict[str, tuple[ss.Columns, Path | None]] = field(default_factory=dict)  # key -> columns, pristine
 
     def describe(self) -> list[str]:
         out = []
@@ -417,7 +419,28 @@ def make_inputs(cfg: Config, work: Path, chosen: set[str]) -> Inputs:
         h.log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
     if "tensor" in chosen:
         inp.images = make_images(cfg.images)
+    for key, w in ss.WORKLOADS.items():
+        if chosen & {key, f"{key}-mig"}:
+            t0 = time.perf_counter()
+            columns = w.make(workload_rows(cfg, w), np.random.default_rng(2))
+            pristine = build_workload(w, columns, work) if f"{key}-mig" in chosen else None
+            inp.workloads[key] = (columns, pristine)
+            h.log(f"[inputs] {key}: {workload_rows(cfg, w):,} rows in {time.perf_counter() - t0:.1f} s")
     return inp
+
+
+def workload_rows(cfg: Config, w: ss.Workload) -> int:
+    return max(1, round(w.rows * cfg.scale))
+
+
+def build_workload(w: ss.Workload, columns: ss.Columns, work: Path) -> Path:
+    """A catalog holding ``columns`` as dataset ``w.key`` (statistics on), and its migration script."""
+    pristine = work / f"pristine-{w.key}"
+    with Catalog.init(pristine) as cat:
+        cat.register(w.key, w.schema).append_rows(columns, message="benchmark data")
+    (work / "migrations" / w.key).mkdir(parents=True)
+    (work / "migrations" / w.key / "0001_add_z.py").write_text(ss.ADD_SCRIPT.lstrip(), encoding="utf-8")
+    return pristine
 
 
 def migrated_expected(table: Expected, key: str) -> Expected:
@@ -456,8 +479,10 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
         images = inp.images
         title = f"`append_rows({{image, label}})`, {cfg.images:,} uint8[32,32,3] tensors + label"
         expected: Expected = dict(images)
-        out.append(Case("tensor", title, cfg.images, IMAGE_SCHEMA, expected, lambda ds: ds.append_rows(images)))
+        out.append(Case("tensor", title, cfg.images, IMAGE_SCHEMA, expected, lambda ds: ds.append_rows(images),
+                        dataset=IMAGES_NAME))  # fmt: skip
     migrations = inp.work / "migrations"
+    out += workload_cases(inp, cfg, chosen)
     for key, title, run in (
         ("add", f'`migrate(add=["{QUICK_ADD}"])` (byte-level)', lambda ds: ds.migrate(migrations, add=[QUICK_ADD])),
         ("cast", '`migrate`: CastField("clicks", float32) (row-level)', lambda ds: ds.migrate(migrations)),
@@ -465,6 +490,23 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
         if key in chosen and table is not None and inp.pristine is not None:
             out.append(Case(key, f"{title}, {rows}, 1 fresh copy a run", cfg.rows, migrated_schema(key),
                             migrated_expected(table, key), run, pristine=inp.pristine))  # fmt: skip
+    return out
+
+
+def workload_cases(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
+    """The issue's schemas (stats_schemas): an append of each, and a row-level migration."""
+    out: list[Case] = []
+    migrations = inp.work / "migrations"
+    for key, (columns, pristine) in inp.workloads.items():
+        w, n = ss.WORKLOADS[key], workload_rows(cfg, ss.WORKLOADS[key])
+        want = ss.wanted(columns)
+        if key in chosen:
+            out.append(Case(key, f"`append_rows`, {n:,} rows: {w.title}", n, w.schema, want,
+                            lambda ds, c=columns: ds.append_rows(c), dataset=key))  # fmt: skip
+        if pristine is not None:
+            out.append(Case(f"{key}-mig", f'`migrate`: AddField("z", fn=...) (row-level), {n:,} rows: {w.title}', n,
+                            ss.migrated_schema(w.schema), ss.migrated(want, n), lambda ds: ds.migrate(migrations),
+                            pristine=pristine, dataset=key))  # fmt: skip
     return out
 
 

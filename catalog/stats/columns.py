@@ -55,8 +55,8 @@ def decoded_columns(
 
 
 def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
-    """``column`` as decoding gives it, for a scalar int64, float32 or string feature whose
-    values are all plain numbers or texts, or a fixed-shape tensor feature given one array of
+    """``column`` as decoding gives it, for a scalar int64, float32, string or bytes feature
+    whose values are all plain numbers, texts or bytes, or a fixed-shape tensor feature given one array of
     its dtype; None otherwise (decode it)."""
     if feat.optional:
         return None
@@ -68,8 +68,8 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         return _rows(column, {list, tuple, np.ndarray})
     if not feat.is_scalar:
         return None
-    if feat.dtype == "string":
-        return _rows(column, {str})
+    if feat.dtype in ("string", "bytes"):  # (bytes stored as given: an image's file too)
+        return _rows(column, {str} if feat.dtype == "string" else {bytes})
     if feat.dtype not in ("int64", "float32"):
         return None
     try:

@@ -19,12 +19,12 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-from crc32c import crc32c
 
 from catalog.errors import ExecutorError
 from catalog.schema import Feature, Ragged, Schema
 from catalog.stats import helper as helpers
 from catalog.stats.dataset import DatasetStats
+from catalog.stats.digest import digests
 from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll, new_kll, new_top
 
 # Records decoded at a time: large batches spread numpy's per-call cost (a dozen calls per
@@ -530,35 +530,52 @@ def sample_rate(feat: Feature, sequence: bool) -> float:
 def _add_texts(fs: FeatureStats, values: list[Any]) -> None:
     if not values:
         return
-    counts = Counter(values)
-    distinct = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
-    once = len(counts) == len(values)
-    # each length once a distinct value, repeated: a category's 100 values, not 8,192
-    sizes = distinct if once else np.repeat(distinct, np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))
+    sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
     fs.zeros += int(len(values) - np.count_nonzero(sizes))  # empty strings
     fs.values.add(sizes)
     sketch(fs.quantiles, sizes)
+    long = sizes > TOP_MAX_BYTES
+    distinct_long = 0
+    if long.any():  # counted by digest, never top values
+        values, distinct_long = _add_long_values(fs, values, long)
+    counts = Counter(values)
     empty = counts.pop("" if fs.kind == "string" else b"", 0)
     if empty:  # the distinct-count sketch ignores an empty value: counted by zeros (distinct_estimate)
         fs.top.update("", empty)
-    _count_values(fs, counts, int(distinct.max()), once)
+    if counts:
+        once = len(counts) + int(empty > 0) == len(values) and distinct_long == int(np.count_nonzero(long))
+        _count_values(fs, counts, once, len(counts) + distinct_long)
 
 
-def _skip_singles(counts: Counter[Any]) -> int:
+def _add_long_values(fs: FeatureStats, values: list[Any], long: np.ndarray) -> tuple[list[Any], int]:
+    """Values longer than TOP_MAX_BYTES into the distinct-count sketch by their digests,
+    computed for all of them at once (stats.digest: a Counter of them hashed each value in
+    Python, and a digest a value cost a Python call); returns the others, and how many
+    distinct digests the long values had."""
+    picked = np.flatnonzero(long).tolist()
+    chosen = [values[i] for i in picked] if len(picked) < len(values) else values
+    if fs.kind == "string":
+        chosen = [v.encode("utf-8", "surrogatepass") for v in chosen]
+    fs.long_values += len(chosen)
+    found = np.unique(digests(chosen))  # (the sketch needs each once)
+    deque(map(fs.distinct.update, found.tolist()), maxlen=0)
+    rest = [] if len(picked) == len(values) else [values[i] for i in np.flatnonzero(~long).tolist()]
+    return rest, len(found)
+
+
+def _skip_singles(distinct: int) -> int:
     """In a batch of many distinct values, a value seen once cannot be one the frequent-items
     sketch reports (a reported value holds several percent of all): its update, the costliest
     per value, is skipped. Returns the minimum count shown to the sketch."""
-    return 2 if len(counts) > TOP_SKIP_SINGLES else 1
+    return 2 if distinct > TOP_SKIP_SINGLES else 1
 
 
-def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int, once: bool) -> None:
-    """A batch's distinct strings (or bytes) into the distinct-count and top-value sketches,
-    which take text: bytes go as latin-1 (one character a byte, reversible). ``longest``: the
-    batch's longest value (a batch of short values takes the loop-free path); ``once``:
-    whether every value was seen once."""
-    least = _skip_singles(counts)
-    if longest > TOP_MAX_BYTES:
-        counts = _count_long_values(fs, counts)
+def _count_values(fs: FeatureStats, counts: Counter[Any], once: bool, distinct: int) -> None:
+    """A batch's distinct strings (or bytes) of at most TOP_MAX_BYTES into the distinct-count
+    and top-value sketches, which take text: bytes go as latin-1 (one character a byte,
+    reversible). ``once``: whether every value of the batch was seen once; ``distinct``: its
+    distinct values, longer ones too."""
+    least = _skip_singles(distinct)
     keys = list(counts) if fs.kind == "string" else [v.decode("latin-1") for v in counts]
     deque(map(fs.distinct.update, keys), maxlen=0)  # a C-level loop: a few dozen ns a value saved
     if least > 1 and once:  # every value once (ids): none is shown
@@ -574,21 +591,6 @@ def _count_values(fs: FeatureStats, counts: Counter[Any], longest: int, once: bo
     for i, count in zip(shown.tolist(), many[shown].tolist(), strict=True):
         top(keys[i], count)
     fs.top_rest += int(many.sum() - many[shown].sum())
-
-
-def _count_long_values(fs: FeatureStats, counts: Counter[Any]) -> Counter[Any]:
-    """Values longer than TOP_MAX_BYTES into the distinct-count sketch by digest (never top
-    values); returns the others."""
-    short: Counter[Any] = Counter()
-    text = fs.kind == "string"
-    for value, count in counts.items():
-        if len(value) > TOP_MAX_BYTES:
-            fs.long_values += count
-            raw = value.encode("utf-8") if text else value
-            fs.distinct.update(f"\x00{len(raw)}:{crc32c(raw):08x}")  # a digest: never a top value
-        else:
-            short[value] = count
-    return short
 
 
 def per_row(filled: Mapping[str, list[int]], n: int) -> list[list[str]] | None:

@@ -205,6 +205,18 @@ def test_no_helper_when_it_cannot_start(eager: None, monkeypatch: pytest.MonkeyP
     assert helpers.SLOT.failures == 1
 
 
+def test_no_helper_on_one_core(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On one core (taskset -c 0) the helper would only add its copy and decoding of every
+    batch to that core's work: the writer tallies alone, and counts no failure."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._helper is None and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))
+    assert helpers.SLOT.failures == 0
+
+
 def test_a_helper_that_fails_on_a_batch_reports_it(eager: None) -> None:
     """Records the helper cannot decode (a caller's bug: validated ones always decode): it says
     so, and the tally rereads rather than registering a part."""
