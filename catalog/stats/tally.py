@@ -49,6 +49,10 @@ TOP_SKIP_SINGLES = 256
 # sent to the helper: their statistics cost little per byte (few values a record, or NumPy's
 # passes over tensors), less than copying them to it and waiting for its last batches.
 HELPER_MAX_RECORD = 2048
+# Nor are batches of a schema of scalars alone whose records hold more than this many bytes a
+# feature on average: long strings or bytes (1 KiB payloads), which are digested here a batch at
+# once (stats.digest) for less than copying them to the helper, which decodes them again.
+HELPER_MAX_SCALAR_BYTES = 64
 BYTE_SUMS = 1 << 14  # 1-byte values at least this many a batch are summed on a helper thread
 BYTE_ROW = 1 << 15  # 1-byte values summed at once in int32: 255**2 * BYTE_ROW < 2**31
 
@@ -123,6 +127,9 @@ class Tally:
         self._rng = np.random.default_rng()
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
         self._bytes = ByteCounts()
+        self._helper_max_record = HELPER_MAX_RECORD
+        if not self._sequence and all(f.is_scalar and not f.tensor for f in self._features.values()):
+            self._helper_max_record = min(HELPER_MAX_RECORD, HELPER_MAX_SCALAR_BYTES * len(self._features))
 
     def _empty(self, name: str, feat: Feature) -> FeatureStats:
         fs = FeatureStats(name, feature_kind(feat))
@@ -201,8 +208,9 @@ class Tally:
             self.add_columns(columns, len(records), {}, ragged)
 
     def _offer(self, records: Sequence[bytes], kind: bytes = helpers.BATCH) -> bool:
-        """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average)."""
-        if not (self._helper or self._want_helper) or sum(map(len, records)) > HELPER_MAX_RECORD * len(records):
+        """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average, or
+        HELPER_MAX_SCALAR_BYTES a feature for a schema of scalars)."""
+        if not (self._helper or self._want_helper) or sum(map(len, records)) > self._helper_max_record * len(records):
             return False
         return self._hand(lambda helper: helper.offer(records, kind))
 

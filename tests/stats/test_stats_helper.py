@@ -356,6 +356,23 @@ def test_large_records_are_tallied_by_the_writer(eager: None) -> None:
     assert got.features["img"].quantile_values([0.5]) == pytest.approx([127.5], abs=10)
 
 
+def test_long_payloads_of_a_scalar_schema_are_tallied_by_the_writer(eager: None) -> None:
+    """1 KiB bytes a record: digested here a batch at once for less than copying them to the
+    helper (which decodes them again); a schema of short scalars still goes to the helper."""
+    schema = Schema.from_json({"features": {"id": {"dtype": "int64"}, "payload": {"dtype": "bytes"}}})
+    rng = np.random.default_rng(4)
+    recs = [schema.encode({"id": i, "payload": rng.bytes(1024)}) for i in range(3000)]
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._batches == 6 and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))
+    short = [schema.encode({"id": i, "payload": b"x%d" % (i % 7)}) for i in range(3000)]
+    u = Tally(schema)
+    u.add_records(short)
+    assert u._sent == 5
+    same_stats(u.result(), alone(schema, short))
+
+
 def test_a_process_with_many_descriptors_uses_its_helper() -> None:
     """A server holding over a thousand descriptors: the helper's pipe is past select()'s
     1,023, where select.select raised ValueError and failed the append."""
