@@ -29,19 +29,25 @@ def decoded_columns(
     n: int,
     filled: Mapping[str, list[int]],
     entries: Mapping[str, Sequence[bytes]],
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
     """The columns ``Schema.decode_batch`` would give for the ``n`` records encoded from
     ``columns``, and per feature the rows its writer filled from the default (counted as
-    filled, as a decoded record's absent feature is)."""
+    filled, as a decoded record's absent feature is); None when a feature is neither taken
+    directly nor has its ``entries``."""
     out: dict[str, np.ndarray] = {}
     rest: list[Feature] = []
-    for name, feat in schema.features.items():
+    for name, feat in schema.all_features.items():
         column = columns.get(name)
-        direct = None if column is None or filled.get(name) else _direct(feat, column)
+        if column is None or filled.get(name):
+            direct = None
+        else:
+            direct = _steps(feat, column) if name in schema.sequence else _direct(feat, column)
         if direct is None:
             rest.append(feat)
         else:
             out[name] = direct
+    if rest and any(f.name not in entries for f in rest):
+        return None  # (a SequenceExample's entries are not kept: its records are decoded instead)
     if rest:
         frame = wire.features_field
         parts = [entries[f.name] for f in rest]
@@ -83,6 +89,19 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:
         return None  # the encoder rounds such an integer twice (to float64, then float32), NumPy once
     return arr.astype(np.float32)
+
+
+def _steps(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
+    """A sequence feature's column as decoding gives it (each row's steps as one array) when
+    every row is an array of the feature's dtype and step shape, a number a step or fixed-size
+    steps; None otherwise (decode the records)."""
+    if feat.dtype not in ("int64", "float32") or None in feat.shape or feat.tensor:
+        return None
+    want = np.dtype(feat.np_dtype)
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != want or row.shape[1:] != feat.shape:
+            return None
+    return np.fromiter(column, dtype=object, count=len(column))
 
 
 def _rows(column: Sequence[Any], kinds: set[type]) -> np.ndarray | None:

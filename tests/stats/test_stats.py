@@ -438,6 +438,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "f": {"dtype": "float32"},
     "s": {"dtype": "string", "default": "none"},
     "b": {"dtype": "bytes", "optional": True},
+    "payload": {"dtype": "bytes"},  # taken directly, and long ones counted by digest
     "label": {"dtype": "int64", "names": ["a", "b", "c"]},
     "tokens": {"dtype": "int64", "shape": [None]},
     "weights": {"dtype": "float32", "shape": [None]},
@@ -472,6 +473,7 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         "f": floats,
         "s": st.one_of(st.text(max_size=5), st.none()),
         "b": st.one_of(st.binary(max_size=5), st.none()),
+        "payload": st.one_of(st.binary(max_size=3), st.binary(min_size=120, max_size=300)),
         "label": st.integers(0, 2),
         "tokens": st.one_of(  # int64 lists as the tally takes them directly: lists, tuples, 1-D arrays
             st.lists(token, max_size=4),
@@ -517,13 +519,59 @@ def test_statistics_from_columns_equal_those_of_decoded_records(case: tuple[dict
     for name, at in filled.items():
         by_records.fill(name, len(at))
     by_columns = Tally(schema)
-    decoded, absent = decoded_columns(schema, columns, rows, filled, entries)
-    by_columns.add_columns(decoded, rows, absent)
+    got_columns = decoded_columns(schema, columns, rows, filled, entries)
+    assert got_columns is not None
+    by_columns.add_columns(*got_columns[:1], rows, got_columns[1])
     got, want = (json.loads(zlib.decompress(t.result().to_bytes())) for t in (by_columns, by_records))
     assert got["records"] == want["records"]
     for name, feature in want["features"].items():
         for key, value in feature.items():
             assert got["features"][name][key] == value, (name, key)
+
+
+_SEQUENCE = {
+    "features": {"label": {"dtype": "int64"}},
+    "sequence_features": {"tokens": {"dtype": "int64"}, "frames": {"dtype": "float32", "shape": [3]}},
+}
+
+
+@st.composite
+def _sequences(draw: st.DrawFn) -> dict[str, Any]:
+    """SequenceExample columns: steps as arrays of the feature's dtype (taken directly), or
+    of another dtype, or lists (decoded from the records), 0-4 steps a row."""
+    n = draw(st.integers(0, 20))
+    steps = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    ints = st.sampled_from([np.int64, np.int32, list])
+    kind = draw(ints)
+    tokens = [np.arange(k, dtype=np.int64) * 7 - 3 for k in steps]
+    frames = [np.linspace(-1, 1, 3 * k, dtype=np.float32).reshape(k, 3) for k in steps]
+    if kind is list:
+        tokens = [t.tolist() for t in tokens]
+    elif kind is np.int32:
+        tokens = [t.astype(np.int32) for t in tokens]
+    return {"label": list(range(n)), "tokens": tokens, "frames": frames}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sequences())
+def test_sequence_statistics_from_columns_equal_those_of_decoded_records(cols: dict[str, Any]) -> None:
+    """A SequenceExample's columns of arrays are taken directly (decoded_columns), equal to
+    its records decoded; other columns give None (the records are decoded)."""
+    schema = Schema.from_json(_SEQUENCE)
+    (columns, rows), *_ = list(column_batches(cols, schema.features)) or [({}, 0)]
+    filled: dict[str, list[int]] = {}
+    records = schema.encode_columns(columns, rows, filled, {})
+    by_records = Tally(schema)
+    by_records.add_records(records)
+    got_columns = decoded_columns(schema, columns, rows, filled, {})
+    direct = rows > 0 and all(type(t) is np.ndarray and t.dtype == np.int64 for t in cols["tokens"])
+    assert (got_columns is not None) == direct
+    if got_columns is None:
+        return
+    by_columns = Tally(schema)
+    by_columns.add_columns(got_columns[0], rows, got_columns[1])
+    got, want = (json.loads(zlib.decompress(t.result().to_bytes())) for t in (by_columns, by_records))
+    assert got == want
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
