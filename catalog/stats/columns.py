@@ -36,8 +36,12 @@ def decoded_columns(
     directly nor has its ``entries``."""
     out: dict[str, np.ndarray] = {}
     rest: list[Feature] = []
+    arrays: Mapping[str, np.ndarray] = getattr(columns, "arrays", {})  # (frames.ColumnBatch)
     for name, feat in schema.all_features.items():
         column = columns.get(name)
+        array = arrays.get(name)
+        if array is not None and feat.is_scalar and not feat.tensor and len(array) == n:
+            column = array  # the numbers the list was made of: the same checks, no list made an array
         if column is None or filled.get(name):
             direct = None
         else:
@@ -84,8 +88,9 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         return None
     if arr.ndim != 1 or arr.dtype.kind not in "biuf" or arr.dtype.itemsize > 8:
         return None  # (a long double: the encoder rounds it to float64 first, NumPy straight to float32)
-    if feat.dtype == "int64":
-        return arr.astype(np.int64) if arr.dtype.kind in "bi" else None
+    if feat.dtype == "int64":  # (a uint64 array: values past int64 are refused, but checked here)
+        small = arr.dtype.kind in "bi" or (arr.dtype.kind == "u" and arr.dtype.itemsize < 8)
+        return arr.astype(np.int64) if small else None
     if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:
         return None  # the encoder rounds such an integer twice (to float64, then float32), NumPy once
     return arr.astype(np.float32)

@@ -485,10 +485,9 @@ def sketch(quantiles: Any, values: np.ndarray) -> None:
     """Add ``values`` to a KLL ``quantiles`` sketch, sorted first: the sketch sorts each
     buffer of K values it compacts, which is most of its cost per value, and a sorted input
     makes that nearly free (2.8 ms for 100,000 values unsorted, 1.5 ms sorting included). Its
-    error bounds hold for values in any order."""
-    ordered = np.array(values, dtype=np.float64)  # a copy: sorted in place
-    ordered.sort()
-    quantiles.update(ordered)
+    error bounds hold for values in any order. Sorted in their own dtype, then widened (in
+    order: widening never reorders): float32 values sort in half the time of float64 ones."""
+    quantiles.update(np.sort(values, axis=None).astype(np.float64, copy=False))
 
 
 def byte_sums(values: np.ndarray) -> tuple[int, int, int, int, int, int]:

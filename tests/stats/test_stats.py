@@ -493,7 +493,16 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
             cols[name] = draw(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.just(2**60 + 2**36 + 1)),
                                        min_size=n, max_size=n))  # fmt: skip
         elif draw(st.booleans()) and name in ("i", "label"):  # a NumPy column (rows as Python ints)
-            cols[name] = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), dtype=np.int64)
+            dtype = draw(st.sampled_from([np.int64, np.uint8, np.uint64, np.bool_]))
+            cols[name] = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), dtype=dtype)
+        elif name == "f" and draw(st.booleans()):  # a NumPy column the statistics take as it is
+            dtype = draw(st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.longdouble]))
+            small = (
+                st.one_of(st.floats(-6e4, 6e4, width=16), st.just(float("nan")))
+                if dtype != np.int64
+                else st.integers(-9, 9)
+            )
+            cols[name] = np.array(draw(st.lists(small, min_size=n, max_size=n)), dtype=dtype)
         else:
             cols[name] = draw(st.lists(values[name], min_size=n, max_size=n))
     return {"features": {k: _KINDS[k] for k in names}}, cols
