@@ -337,7 +337,8 @@ class Tally:
 
 
 class ByteCounts:
-    """Exact figures of many 1-byte values (pixels), computed on a helper thread: NumPy's
+    """Exact figures of many values of tensors (pixels: by sums, byte_sums; others:
+    number_figures), computed on a helper thread: NumPy's
     reductions let go of the GIL, so the passes over every pixel run on a second core while
     the writer frames and writes. Sums add up in any order: the figures are exact all the same."""
 
@@ -351,17 +352,23 @@ class ByteCounts:
         self._waited = 0  # jobs before this one are done
 
     def add(self, name: str, values: np.ndarray) -> None:
+        """Count ``values``: 1-byte integers by sums (byte_sums), others as numbers (number_figures)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-statistics")
-        self._jobs.append((name, self._pool.submit(byte_sums, values)))
+        count = byte_sums if values.dtype.itemsize == 1 else _figures_alone
+        self._jobs.append((name, self._pool.submit(count, values)))
         while len(self._jobs) - self._waited > self.INFLIGHT:
             self._jobs[self._waited][1].result()
             self._waited += 1
 
     def apply(self, features: Mapping[str, FeatureStats]) -> None:
-        """Wait for the sums, and add each feature's exact figures from them."""
+        """Wait for the counts, and add each feature's exact figures from them."""
         for name, job in self._jobs:
-            _add_byte_sums(features[name], *job.result())
+            figures = job.result()
+            if isinstance(figures, Figures):
+                figures.add_to(features[name])
+            else:
+                _add_byte_sums(features[name], *figures)
         self._jobs.clear()
         self._waited = 0
         if self._pool is not None:
@@ -457,25 +464,19 @@ def _add_numbers(fs: FeatureStats, values: np.ndarray, feed: Feed) -> None:
         values = np.abs(values)
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
-    if values.dtype.itemsize == 1 and values.size >= BYTE_SUMS:  # pixels: exact figures from sums
+    if (feed.rate < 1 or values.dtype.itemsize == 1) and values.size >= BYTE_SUMS:  # tensors: exact figures on a thread
         feed.bytes.add(feed.name, values)
         sample = sampled(values.reshape(-1), feed.rate, feed.rng)
+        if sample.dtype.kind == "f":
+            sample = sample[np.isfinite(sample)]
         if not feed.elsewhere(feed.name, sample):
             sketch(fs.quantiles, sample)
         return
-    fs.zeros += int(values.size - np.count_nonzero(values))
-    finite = values
-    if values.dtype.kind == "f":
-        ok = np.isfinite(values)
-        if not ok.all():
-            nan = int(np.count_nonzero(np.isnan(values)))
-            fs.nans += nan
-            fs.infs += int(values.size - np.count_nonzero(ok)) - nan
-            finite = values[ok]
-    fs.values.add(finite)
-    sketch(fs.quantiles, sampled(finite, feed.rate, feed.rng))
+    figures = number_figures(values)
+    figures.add_to(fs)
+    sketch(fs.quantiles, sampled(figures.finite, feed.rate, feed.rng))
     if fs.top is not None:  # class labels: which classes, how often
-        labels, counts = np.unique(finite, return_counts=True)
+        labels, counts = np.unique(figures.finite, return_counts=True)
         for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
             fs.top.update(str(label), count)
             fs.distinct.update(int(label))
@@ -488,6 +489,45 @@ def sketch(quantiles: Any, values: np.ndarray) -> None:
     error bounds hold for values in any order. Sorted in their own dtype, then widened (in
     order: widening never reorders): float32 values sort in half the time of float64 ones."""
     quantiles.update(np.sort(values, axis=None).astype(np.float64, copy=False))
+
+
+@dataclass
+class Figures:
+    """The exact figures of some numbers: zeros, NaNs, infinities, and the finite ones' moments."""
+
+    zeros: int
+    nans: int
+    infs: int
+    moments: Moments
+    finite: np.ndarray
+
+    def add_to(self, fs: FeatureStats) -> None:
+        fs.zeros += self.zeros
+        fs.nans += self.nans
+        fs.infs += self.infs
+        fs.values.merge(self.moments)
+
+
+def number_figures(values: np.ndarray) -> Figures:
+    """``values``' Figures (flat, numeric). Their minimum and maximum are finite only when
+    every value is (NaN spreads to both, an infinity is one of them): then no pass of isfinite."""
+    zeros = int(values.size - np.count_nonzero(values))
+    finite, nan, inf = values, 0, 0
+    if values.dtype.kind == "f" and values.size and not (np.isfinite(values.min()) and np.isfinite(values.max())):
+        ok = np.isfinite(values)
+        nan = int(np.count_nonzero(np.isnan(values)))
+        inf = int(values.size - np.count_nonzero(ok)) - nan
+        finite = values[ok]
+    moments = Moments()
+    moments.add(finite)
+    return Figures(zeros, nan, inf, moments, finite)
+
+
+def _figures_alone(values: np.ndarray) -> Figures:
+    """number_figures without the finite values kept (a thread's: only the figures are added)."""
+    figures = number_figures(values)
+    figures.finite = values[:0]
+    return figures
 
 
 def byte_sums(values: np.ndarray) -> tuple[int, int, int, int, int, int]:

@@ -840,3 +840,25 @@ def test_check_with_nothing_to_compare_is_refused(cat: Catalog, tmp_path: Path) 
     assert cat.dataset("e").version == 1
     ok = cat.register("f", {"features": {"x": {"dtype": "float32", "checks": {"min": 0}}}})
     assert ok.append_rows([{"x": 1.0}], check="fail").check is not None  # a range needs nothing to compare with
+
+
+def test_float_tensors_are_counted_exactly_on_the_thread(cat: Catalog) -> None:
+    """Large float tensors' exact figures (zeros, NaNs, infinities, moments of the finite ones)
+    are counted on the helper thread, a part at a time, across shards: equal to NumPy's."""
+    schema = {"features": {"x": {"dtype": "float32", "shape": [32, 32], "encoding": "tensor"}}}
+    ds = cat.register("fx", schema)
+    x = np.random.default_rng(5).normal(3, 2, (3000, 32, 32)).astype(np.float32)
+    x[:50] = 0
+    x[60, 1, :5] = np.nan
+    x[70, 2, :3] = np.inf
+    x[80, 3, :2] = -np.inf
+    ds.append_rows({"x": x}, shard_records=1000)
+    fs = ds.stats().feature("x")
+    flat = x.reshape(-1).astype(np.float64)
+    finite = flat[np.isfinite(flat)]
+    assert (fs.zeros, fs.nans, fs.infs) == (int((flat == 0).sum()), 5, 5)
+    assert (fs.values.count, fs.values.min, fs.values.max) == (finite.size, finite.min(), finite.max())
+    assert fs.values.mean == pytest.approx(finite.mean(), rel=1e-9)
+    assert fs.values.std == pytest.approx(finite.std(), rel=1e-9)
+    q = fs.quantile_values([0.5])
+    assert q is not None and q[0] == pytest.approx(np.median(finite), abs=0.3)
