@@ -493,6 +493,10 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
     return out
 
 
+def appender(columns: ss.Columns) -> Callable[[Dataset], object]:
+    return lambda ds: ds.append_rows(columns)
+
+
 def workload_cases(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
     """The issue's schemas (stats_schemas): an append of each, and a row-level migration."""
     out: list[Case] = []
@@ -502,7 +506,7 @@ def workload_cases(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
         want = ss.wanted(columns)
         if key in chosen:
             out.append(Case(key, f"`append_rows`, {n:,} rows: {w.title}", n, w.schema, want,
-                            lambda ds, c=columns: ds.append_rows(c), dataset=key))  # fmt: skip
+                            appender(columns), dataset=key))  # fmt: skip
         if pristine is not None:
             out.append(Case(f"{key}-mig", f'`migrate`: AddField("z", fn=...) (row-level), {n:,} rows: {w.title}', n,
                             ss.migrated_schema(w.schema), ss.migrated(want, n), lambda ds: ds.migrate(migrations),

@@ -38,7 +38,7 @@ def decoded_columns(
     rest: list[Feature] = []
     arrays: Mapping[str, np.ndarray] = getattr(columns, "arrays", {})  # (frames.ColumnBatch)
     for name, feat in schema.all_features.items():
-        column = columns.get(name)
+        column: Any = columns.get(name)
         array = arrays.get(name)
         if array is not None and feat.is_scalar and not feat.tensor and len(array) == n:
             column = array  # the numbers the list was made of: the same checks, no list made an array

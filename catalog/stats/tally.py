@@ -348,14 +348,14 @@ class ByteCounts:
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
-        self._jobs: list[tuple[str, Future[tuple[int, ...]]]] = []
+        self._jobs: list[tuple[str, Future[Any]]] = []  # (byte_sums' tuple, or Figures)
         self._waited = 0  # jobs before this one are done
 
     def add(self, name: str, values: np.ndarray) -> None:
         """Count ``values``: 1-byte integers by sums (byte_sums), others as numbers (number_figures)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-statistics")
-        count = byte_sums if values.dtype.itemsize == 1 else _figures_alone
+        count: Callable[[np.ndarray], Any] = byte_sums if values.dtype.itemsize == 1 else _figures_alone
         self._jobs.append((name, self._pool.submit(count, values)))
         while len(self._jobs) - self._waited > self.INFLIGHT:
             self._jobs[self._waited][1].result()
