@@ -13,7 +13,9 @@ The target (the statistics issue): statistics add at most 15% to append and migr
 the ratio time off / time on is at least 1/1.15 (0.87). Both sides run the same call on the same
 input: ``Dataset.append_rows(df)``, ``append_files([jsonl])``, ``append_files([tfrecord])``,
 ``append_rows({...numpy columns})`` of uint8 tensors, and ``Dataset.migrate`` (a quick
-byte-level ``add=["z:int64=0"]`` and a row-level ``CastField``), each into a new catalog (or,
+byte-level ``add=["z:int64=0"]`` and a row-level ``CastField``), and the issue's schemas
+(``stats_schemas``: 1 KiB distinct bytes a row, 100 scalars, long lists, large tensors,
+SequenceExamples; each appended, and migrated row-level), each into a new catalog (or,
 for a migration, a fresh copy of the same dataset) made outside the timer, through a handle
 whose ``statistics`` is True (the default) or False. Each comparison runs in interleaved rounds
 whose order rotates, after an untimed warm-up run of each side whose output is checked: the
@@ -628,6 +630,11 @@ def header(cfg: Config, quick: bool) -> dict[str, Any]:
         "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
         f"tags int64[None] (0-{MAX_TAGS} values); label int64 with {len(CLASSES)} names",
         f"tensors: image uint8{list(IMAGE_SHAPE)} (`encoding: tensor`, random pixels), label int64 with names",
+        "the issue's schemas (benchmarks/stats_schemas.py, rows x "
+        + f"{cfg.scale:g}): "
+        + "; ".join(f"{w.key}: {w.title}" for w in ss.WORKLOADS.values()),
+        f"statistics helper: {'on' if helpers.SLOT.enabled else 'off (CATALOG_STATS_HELPER=0)'}; "
+        f"cores this process may use: {len(os.sched_getaffinity(0))}",
         "every run: a new catalog, or a fresh copy of the dataset to migrate (made, and the last one removed, "
         "untimed), then `os.sync()`, recycled page-cache memory and `gc.collect()`, untimed",
     )
