@@ -13,7 +13,9 @@ The target (the statistics issue): statistics add at most 15% to append and migr
 the ratio time off / time on is at least 1/1.15 (0.87). Both sides run the same call on the same
 input: ``Dataset.append_rows(df)``, ``append_files([jsonl])``, ``append_files([tfrecord])``,
 ``append_rows({...numpy columns})`` of uint8 tensors, and ``Dataset.migrate`` (a quick
-byte-level ``add=["z:int64=0"]`` and a row-level ``CastField``), each into a new catalog (or,
+byte-level ``add=["z:int64=0"]`` and a row-level ``CastField``), and the issue's schemas
+(``stats_schemas``: 1 KiB distinct bytes a row, 100 scalars, long lists, large tensors,
+SequenceExamples; each appended, and migrated row-level), each into a new catalog (or,
 for a migration, a fresh copy of the same dataset) made outside the timer, through a handle
 whose ``statistics`` is True (the default) or False. Each comparison runs in interleaved rounds
 whose order rotates, after an untimed warm-up run of each side whose output is checked: the
@@ -49,13 +51,15 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness as h
+from benchmarks import stats_schemas as ss
 from catalog import Catalog, Dataset, read_record_batches
 from catalog.stats import DatasetStats
 from catalog.stats import helper as helpers
 
 NAME = "table"
 IMAGES_NAME = "images"
-SECTIONS = ("frame", "jsonl", "tfrecord", "tensor", "add", "cast")
+SECTIONS = ("frame", "jsonl", "tfrecord", "tensor", "add", "cast", "blob", "wide", "lists", "big", "seq",
+            "blob-mig", "wide-mig", "lists-mig", "big-mig", "seq-mig")  # fmt: skip
 TARGET = 1 / 1.15  # time off / time on: statistics add at most 15%
 CLASSES = [f"class_{i}" for i in range(10)]
 TAG_VALUES, MAX_TAGS = 50, 5
@@ -94,10 +98,11 @@ RUN_IDS = itertools.count(1)  # every run's catalog has a name of its own
 class Config(h.Racing):
     rows: int  # rows of the table (DataFrame, JSON Lines, TFRecord, the migrated dataset)
     images: int  # rows of the tensor dataset
+    scale: float = 1.0  # of the issue's schemas' rows (WORKLOADS)
 
 
 FULL = Config(rows=1_000_000, images=50_000, repeats=3, budget=60.0)
-QUICK = Config(rows=100_000, images=10_000, repeats=3, budget=10.0)
+QUICK = Config(rows=100_000, images=10_000, repeats=3, budget=10.0, scale=0.2)
 
 
 # --------------------------------------------------------------------------- the inputs
@@ -111,7 +116,7 @@ class Ragged:
     flat: np.ndarray
 
 
-Expected = dict[str, "np.ndarray | Ragged"]
+Expected = dict[str, Any]  # an array, a Ragged, or a list of an array a row (stats_schemas.same)
 
 
 def make_table(n: int, seed: int = 0) -> tuple[pd.DataFrame, Expected]:
@@ -163,9 +168,7 @@ def same_column(got: np.ndarray, want: np.ndarray | Ragged) -> bool:
         lengths = np.fromiter(map(len, got), dtype=np.int64, count=len(got))
         flat = np.concatenate([np.asarray(v, dtype=np.int64) for v in got]) if len(got) else np.zeros(0, np.int64)
         return np.array_equal(lengths, want.lengths) and np.array_equal(flat, want.flat)
-    if want.dtype == object:
-        return len(got) == len(want) and got.tolist() == want.tolist()
-    return bool(np.array_equal(got, want))
+    return ss.same(got, want)
 
 
 # --------------------------------------------------------------------------- statistics in the manifest
@@ -233,6 +236,7 @@ class Case:
     run: Callable[[Dataset], object]
     pristine: Path | None = None  # a migration: the dataset every run migrates a fresh copy of
     first: list[bytes] | None = None  # the first side's records, which the other must equal
+    dataset: str = NAME
 
 
 class Side(h.Side):
@@ -252,13 +256,12 @@ class Side(h.Side):
 
     def prepare(self) -> None:
         if self.case.pristine is not None:
-            self.fresh = h.FreshCatalog(self.case.pristine, self.work, NAME)
+            self.fresh = h.FreshCatalog(self.case.pristine, self.work, self.case.dataset)
             self.fresh.prepare()
             self.cat, self.ds = self.fresh.cat, self.fresh.ds
         else:
             self.cat = Catalog.init(self.work / f"catalog-{next(RUN_IDS):04d}")
-            name = IMAGES_NAME if "image" in self.case.schema["features"] else NAME
-            self.ds = self.cat.register(name, self.case.schema)
+            self.ds = self.cat.register(self.case.dataset, self.case.schema)
         assert self.cat is not None
         self.cat.statistics = self.on
 
@@ -371,6 +374,7 @@ class Inputs:
     tfrecord: Path | None = None
     pristine: Path | None = None
     images: dict[str, np.ndarray] | None = None
+    workloads: dict[str, tuple[ss.Columns, Path | None]] = field(default_factory=dict)  # key -> columns, pristine
 
     def describe(self) -> list[str]:
         out = []
@@ -417,7 +421,28 @@ def make_inputs(cfg: Config, work: Path, chosen: set[str]) -> Inputs:
         h.log(f"[inputs] {cfg.rows:,}-row table and its files in {time.perf_counter() - t0:.1f} s")
     if "tensor" in chosen:
         inp.images = make_images(cfg.images)
+    for key, w in ss.WORKLOADS.items():
+        if chosen & {key, f"{key}-mig"}:
+            t0 = time.perf_counter()
+            columns = w.make(workload_rows(cfg, w), np.random.default_rng(2))
+            pristine = build_workload(w, columns, work) if f"{key}-mig" in chosen else None
+            inp.workloads[key] = (columns, pristine)
+            h.log(f"[inputs] {key}: {workload_rows(cfg, w):,} rows in {time.perf_counter() - t0:.1f} s")
     return inp
+
+
+def workload_rows(cfg: Config, w: ss.Workload) -> int:
+    return max(1, round(w.rows * cfg.scale))
+
+
+def build_workload(w: ss.Workload, columns: ss.Columns, work: Path) -> Path:
+    """A catalog holding ``columns`` as dataset ``w.key`` (statistics on), and its migration script."""
+    pristine = work / f"pristine-{w.key}"
+    with Catalog.init(pristine) as cat:
+        cat.register(w.key, w.schema).append_rows(columns, message="benchmark data")
+    (work / "migrations" / w.key).mkdir(parents=True)
+    (work / "migrations" / w.key / "0001_add_z.py").write_text(ss.ADD_SCRIPT.lstrip(), encoding="utf-8")
+    return pristine
 
 
 def migrated_expected(table: Expected, key: str) -> Expected:
@@ -456,8 +481,10 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
         images = inp.images
         title = f"`append_rows({{image, label}})`, {cfg.images:,} uint8[32,32,3] tensors + label"
         expected: Expected = dict(images)
-        out.append(Case("tensor", title, cfg.images, IMAGE_SCHEMA, expected, lambda ds: ds.append_rows(images)))
+        out.append(Case("tensor", title, cfg.images, IMAGE_SCHEMA, expected, lambda ds: ds.append_rows(images),
+                        dataset=IMAGES_NAME))  # fmt: skip
     migrations = inp.work / "migrations"
+    out += workload_cases(inp, cfg, chosen)
     for key, title, run in (
         ("add", f'`migrate(add=["{QUICK_ADD}"])` (byte-level)', lambda ds: ds.migrate(migrations, add=[QUICK_ADD])),
         ("cast", '`migrate`: CastField("clicks", float32) (row-level)', lambda ds: ds.migrate(migrations)),
@@ -465,6 +492,27 @@ def cases_of(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
         if key in chosen and table is not None and inp.pristine is not None:
             out.append(Case(key, f"{title}, {rows}, 1 fresh copy a run", cfg.rows, migrated_schema(key),
                             migrated_expected(table, key), run, pristine=inp.pristine))  # fmt: skip
+    return out
+
+
+def appender(columns: ss.Columns) -> Callable[[Dataset], object]:
+    return lambda ds: ds.append_rows(columns)
+
+
+def workload_cases(inp: Inputs, cfg: Config, chosen: set[str]) -> list[Case]:
+    """The issue's schemas (stats_schemas): an append of each, and a row-level migration."""
+    out: list[Case] = []
+    migrations = inp.work / "migrations"
+    for key, (columns, pristine) in inp.workloads.items():
+        w, n = ss.WORKLOADS[key], workload_rows(cfg, ss.WORKLOADS[key])
+        want = ss.wanted(columns)
+        if key in chosen:
+            out.append(Case(key, f"`append_rows`, {n:,} rows: {w.title}", n, w.schema, want,
+                            appender(columns), dataset=key))  # fmt: skip
+        if pristine is not None:
+            out.append(Case(f"{key}-mig", f'`migrate`: AddField("z", fn=...) (row-level), {n:,} rows: {w.title}', n,
+                            ss.migrated_schema(w.schema), ss.migrated(want, n), lambda ds: ds.migrate(migrations),
+                            pristine=pristine, dataset=key))  # fmt: skip
     return out
 
 
@@ -582,6 +630,11 @@ def header(cfg: Config, quick: bool) -> dict[str, Any]:
         "table: id, clicks int64; score, price float32; category string (100 values); uid string (one a row); "
         f"tags int64[None] (0-{MAX_TAGS} values); label int64 with {len(CLASSES)} names",
         f"tensors: image uint8{list(IMAGE_SHAPE)} (`encoding: tensor`, random pixels), label int64 with names",
+        "the issue's schemas (benchmarks/stats_schemas.py, rows x "
+        + f"{cfg.scale:g}): "
+        + "; ".join(f"{w.key}: {w.title}" for w in ss.WORKLOADS.values()),
+        f"statistics helper: {'on' if helpers.SLOT.enabled else 'off (CATALOG_STATS_HELPER=0)'}; "
+        f"cores this process may use: {len(os.sched_getaffinity(0))}",
         "every run: a new catalog, or a fresh copy of the dataset to migrate (made, and the last one removed, "
         "untimed), then `os.sync()`, recycled page-cache memory and `gc.collect()`, untimed",
     )

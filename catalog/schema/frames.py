@@ -24,6 +24,16 @@ BATCH_BYTES = 7 << 20  # and the bytes of a dict's array columns per batch (tens
 Columns = dict[str, list[Any]]
 
 
+class ColumnBatch(dict[str, list[Any]]):
+    """A batch's columns as the encoders take them, and ``arrays``: the 1-D NumPy arrays of
+    numbers some of them were made from (``tolist``), for the statistics to take as they are
+    (stats.columns) instead of making arrays of the lists again."""
+
+    def __init__(self, columns: Columns, arrays: dict[str, np.ndarray]) -> None:
+        super().__init__(columns)
+        self.arrays = arrays
+
+
 def _module(obj: Any) -> str:
     return type(obj).__module__.split(".", 1)[0]
 
@@ -66,13 +76,21 @@ def _dict_batches(obj: Mapping[Any, Any], arrays: bool = False) -> Iterator[tupl
     a batch is encoded and written before the next is encoded, so a large table's records are
     never all alive at once, and the statistics of one batch (computed on a thread) overlap the
     encoding of the next instead of all waiting at the end."""
-    columns, n = _dict_of_columns(obj, arrays)
+    numbers: dict[str, np.ndarray] = {}
+    columns, n = _dict_of_columns(obj, arrays, numbers)
     step = max(1, min(BATCH, BATCH_BYTES // max(sum(map(_row_bytes, columns.values())), 1)))
     if n <= step:
-        yield columns, n
+        yield ColumnBatch(columns, numbers), n
         return
     for lo in range(0, n, step):
-        yield {name: c[lo : lo + step] for name, c in columns.items()}, min(step, n - lo)
+        part = ColumnBatch({name: c[lo : lo + step] for name, c in columns.items()},
+                           {name: a[lo : lo + step] for name, a in numbers.items()})  # fmt: skip
+        yield part, min(step, n - lo)
+
+
+def _numbers(col: Any) -> bool:
+    """A 1-D NumPy array of numbers (given to the encoders as a list: see _dict_of_columns)."""
+    return isinstance(col, np.ndarray) and col.ndim == 1 and col.dtype.kind in "biuf"
 
 
 def _row_bytes(column: Any) -> int:
@@ -83,7 +101,10 @@ def _row_bytes(column: Any) -> int:
     return column[0].nbytes if column and isinstance(column[0], np.ndarray) else 0
 
 
-def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool = False) -> tuple[Columns, int]:
+def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool, numbers: dict[str, np.ndarray]) -> tuple[Columns, int]:
+    """The columns as lists (and tensors' arrays; with ``arrays``, the 1-D arrays the encoders
+    take as they are: kept_array), and into ``numbers`` the 1-D arrays of numbers made lists
+    (ColumnBatch). ``obj`` is read once: a Mapping may load its values on access."""
     columns: Columns = {}
     for name, col in obj.items():
         if isinstance(col, np.ndarray):
@@ -94,8 +115,11 @@ def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool = False) -> tuple[Colu
             # array (it iterates as its rows; the statistics take it whole, not decoded again)
             if col.ndim > 1 or (arrays and kept_array(col)):
                 columns[name] = col  # type: ignore[assignment]
+            elif _numbers(col):
+                columns[name] = col.tolist()
+                numbers[name] = col
             else:
-                columns[name] = col.tolist() if col.dtype.kind in "biuf" else list(col)
+                columns[name] = list(col)
         elif isinstance(col, (list, tuple)):
             columns[name] = list(col)
         else:
@@ -131,7 +155,19 @@ def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns,
         raise ValidationError("the DataFrame has two columns of this name", str(dup))
     for lo in range(0, len(df), BATCH):
         part = df.iloc[lo : lo + BATCH]
-        yield {str(name): _series(part[name], features.get(str(name))) for name in part.columns}, len(part)
+        columns = {str(name): _series(part[name], features.get(str(name))) for name in part.columns}
+        arrays = {}
+        for name in part.columns:  # the numbers _series gives as they are (see ColumnBatch)
+            feat = features.get(str(name))
+            values = part[name].to_numpy() if isinstance(part[name].dtype, np.dtype) else None
+            if values is not None and _numbers(values) and (values.dtype.kind != "f" or _kept_floats(feat)):
+                arrays[str(name)] = values
+        yield ColumnBatch(columns, arrays), len(part)
+
+
+def _kept_floats(feat: Feature | None) -> bool:
+    """Whether _series gives a float column's values as they are (NaN a value) for ``feat``."""
+    return feat is None or feat.tensor or feat.dtype == "float32"
 
 
 def _series(s: Any, feat: Feature | None) -> list[Any]:
@@ -141,7 +177,7 @@ def _series(s: Any, feat: Feature | None) -> list[Any]:
         return list(s.to_numpy().tolist())
     if isinstance(dtype, np.dtype) and dtype.kind == "f":
         values = s.to_numpy().tolist()
-        if feat is None or feat.tensor or feat.dtype == "float32":
+        if _kept_floats(feat):
             return list(values)
         return [None if math.isnan(v) else int(v) if v.is_integer() else v for v in values]
     return list(s.to_numpy(dtype=object, na_value=None).tolist())

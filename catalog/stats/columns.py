@@ -29,19 +29,29 @@ def decoded_columns(
     n: int,
     filled: Mapping[str, list[int]],
     entries: Mapping[str, Sequence[bytes]],
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
     """The columns ``Schema.decode_batch`` would give for the ``n`` records encoded from
     ``columns``, and per feature the rows its writer filled from the default (counted as
-    filled, as a decoded record's absent feature is)."""
+    filled, as a decoded record's absent feature is); None when a feature is neither taken
+    directly nor has its ``entries``."""
     out: dict[str, np.ndarray] = {}
     rest: list[Feature] = []
-    for name, feat in schema.features.items():
-        column = columns.get(name)
-        direct = None if column is None or filled.get(name) else _direct(feat, column)
+    arrays: Mapping[str, np.ndarray] = getattr(columns, "arrays", {})  # (frames.ColumnBatch)
+    for name, feat in schema.all_features.items():
+        column: Any = columns.get(name)
+        array = arrays.get(name)
+        if array is not None and feat.is_scalar and not feat.tensor and len(array) == n:
+            column = array  # the numbers the list was made of: the same checks, no list made an array
+        if column is None or filled.get(name):
+            direct = None
+        else:
+            direct = _steps(feat, column) if name in schema.sequence else _direct(feat, column)
         if direct is None:
             rest.append(feat)
         else:
             out[name] = direct
+    if rest and any(f.name not in entries for f in rest):
+        return None  # (a SequenceExample's entries are not kept: its records are decoded instead)
     if rest:
         frame = wire.features_field
         parts = [entries[f.name] for f in rest]
@@ -55,8 +65,8 @@ def decoded_columns(
 
 
 def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
-    """``column`` as decoding gives it, for a scalar int64, float32 or string feature whose
-    values are all plain numbers or texts, or a fixed-shape tensor feature given one array of
+    """``column`` as decoding gives it, for a scalar int64, float32, string or bytes feature
+    whose values are all plain numbers, texts or bytes, or a fixed-shape tensor feature given one array of
     its dtype; None otherwise (decode it)."""
     if feat.optional:
         return None
@@ -68,8 +78,8 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         return _rows(column, {list, tuple, np.ndarray})
     if not feat.is_scalar:
         return None
-    if feat.dtype == "string":
-        return _rows(column, {str})
+    if feat.dtype in ("string", "bytes"):  # (bytes stored as given: an image's file too)
+        return _rows(column, {str} if feat.dtype == "string" else {bytes})
     if feat.dtype not in ("int64", "float32"):
         return None
     try:
@@ -78,11 +88,25 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         return None
     if arr.ndim != 1 or arr.dtype.kind not in "biuf" or arr.dtype.itemsize > 8:
         return None  # (a long double: the encoder rounds it to float64 first, NumPy straight to float32)
-    if feat.dtype == "int64":
-        return arr.astype(np.int64) if arr.dtype.kind in "bi" else None
+    if feat.dtype == "int64":  # (a uint64 array: values past int64 are refused, but checked here)
+        small = arr.dtype.kind in "bi" or (arr.dtype.kind == "u" and arr.dtype.itemsize < 8)
+        return arr.astype(np.int64) if small else None
     if arr.dtype.kind != "f" and arr.size and int(np.abs(arr).max()) > _F64_EXACT:
         return None  # the encoder rounds such an integer twice (to float64, then float32), NumPy once
     return arr.astype(np.float32)
+
+
+def _steps(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
+    """A sequence feature's column as decoding gives it (each row's steps as one array) when
+    every row is an array of the feature's dtype and step shape, a number a step or fixed-size
+    steps; None otherwise (decode the records)."""
+    if feat.dtype not in ("int64", "float32") or None in feat.shape or feat.tensor:
+        return None
+    want = np.dtype(feat.np_dtype)
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != want or row.shape[1:] != feat.shape:
+            return None
+    return np.fromiter(column, dtype=object, count=len(column))
 
 
 def _rows(column: Sequence[Any], kinds: set[type]) -> np.ndarray | None:

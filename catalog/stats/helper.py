@@ -70,9 +70,20 @@ main()
 
 def _can_start() -> bool:
     """Whether ``sys.executable`` is a Python to start the helper with (not a frozen app or an
-    embedding server, which would start themselves again)."""
+    embedding server, which would start themselves again), and this process may run on more
+    than one core: on one (``taskset -c 0``, a container of one CPU) the helper would only add
+    its copy and decoding of every batch to that core's work."""
     name = os.path.basename(sys.executable or "").lower()
-    return os.name == "posix" and not getattr(sys, "frozen", False) and name.startswith("python")
+    python = os.name == "posix" and not getattr(sys, "frozen", False) and name.startswith("python")
+    return python and _cores() > 1
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (macOS has no affinity)
+        return os.cpu_count() or 1
 
 
 class Helper:

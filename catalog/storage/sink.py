@@ -225,9 +225,11 @@ class ShardSink:
         """Write the records ``Schema.encode_columns`` made of ``columns`` (with what it reported
         in ``filled`` and ``entries``, asked for while ``tallying``): the statistics take the
         columns (stats.columns), not the records decoded again. ``beat``: the writer's heartbeat."""
-        if self.schema is not None and entries:
-            decoded, absent = decoded_columns(self.schema, columns, len(records), filled, entries)
-            self.write_decoded(records, decoded, absent, beat)
+        got = None
+        if self.schema is not None and (entries or self.schema.sequence):
+            got = decoded_columns(self.schema, columns, len(records), filled, entries)
+        if got is not None:
+            self.write_decoded(records, *got, beat)
             return
         fills = per_row(filled, len(records))
         for i, record in enumerate(records):

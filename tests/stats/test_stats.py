@@ -438,6 +438,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "f": {"dtype": "float32"},
     "s": {"dtype": "string", "default": "none"},
     "b": {"dtype": "bytes", "optional": True},
+    "payload": {"dtype": "bytes"},  # taken directly, and long ones counted by digest
     "label": {"dtype": "int64", "names": ["a", "b", "c"]},
     "tokens": {"dtype": "int64", "shape": [None]},
     "weights": {"dtype": "float32", "shape": [None]},
@@ -472,6 +473,7 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         "f": floats,
         "s": st.one_of(st.text(max_size=5), st.none()),
         "b": st.one_of(st.binary(max_size=5), st.none()),
+        "payload": st.one_of(st.binary(max_size=3), st.binary(min_size=120, max_size=300)),
         "label": st.integers(0, 2),
         "tokens": st.one_of(  # int64 lists as the tally takes them directly: lists, tuples, 1-D arrays
             st.lists(token, max_size=4),
@@ -491,7 +493,16 @@ def _columns(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
             cols[name] = draw(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.just(2**60 + 2**36 + 1)),
                                        min_size=n, max_size=n))  # fmt: skip
         elif draw(st.booleans()) and name in ("i", "label"):  # a NumPy column (rows as Python ints)
-            cols[name] = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), dtype=np.int64)
+            dtype = draw(st.sampled_from([np.int64, np.uint8, np.uint64, np.bool_]))
+            cols[name] = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), dtype=dtype)
+        elif name == "f" and draw(st.booleans()):  # a NumPy column the statistics take as it is
+            dtype = draw(st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.longdouble]))
+            small = (
+                st.one_of(st.floats(-6e4, 6e4, width=16), st.just(float("nan")))
+                if dtype != np.int64
+                else st.integers(-9, 9)
+            )
+            cols[name] = np.array(draw(st.lists(small, min_size=n, max_size=n)), dtype=dtype)
         else:
             cols[name] = draw(st.lists(values[name], min_size=n, max_size=n))
     return {"features": {k: _KINDS[k] for k in names}}, cols
@@ -517,13 +528,59 @@ def test_statistics_from_columns_equal_those_of_decoded_records(case: tuple[dict
     for name, at in filled.items():
         by_records.fill(name, len(at))
     by_columns = Tally(schema)
-    decoded, absent = decoded_columns(schema, columns, rows, filled, entries)
-    by_columns.add_columns(decoded, rows, absent)
+    got_columns = decoded_columns(schema, columns, rows, filled, entries)
+    assert got_columns is not None
+    by_columns.add_columns(*got_columns[:1], rows, got_columns[1])
     got, want = (json.loads(zlib.decompress(t.result().to_bytes())) for t in (by_columns, by_records))
     assert got["records"] == want["records"]
     for name, feature in want["features"].items():
         for key, value in feature.items():
             assert got["features"][name][key] == value, (name, key)
+
+
+_SEQUENCE = {
+    "features": {"label": {"dtype": "int64"}},
+    "sequence_features": {"tokens": {"dtype": "int64"}, "frames": {"dtype": "float32", "shape": [3]}},
+}
+
+
+@st.composite
+def _sequences(draw: st.DrawFn) -> dict[str, Any]:
+    """SequenceExample columns: steps as arrays of the feature's dtype (taken directly), or
+    of another dtype, or lists (decoded from the records), 0-4 steps a row."""
+    n = draw(st.integers(0, 20))
+    steps = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    ints = st.sampled_from([np.int64, np.int32, list])
+    kind = draw(ints)
+    tokens = [np.arange(k, dtype=np.int64) * 7 - 3 for k in steps]
+    frames = [np.linspace(-1, 1, 3 * k, dtype=np.float32).reshape(k, 3) for k in steps]
+    if kind is list:
+        tokens = [t.tolist() for t in tokens]
+    elif kind is np.int32:
+        tokens = [t.astype(np.int32) for t in tokens]
+    return {"label": list(range(n)), "tokens": tokens, "frames": frames}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sequences())
+def test_sequence_statistics_from_columns_equal_those_of_decoded_records(cols: dict[str, Any]) -> None:
+    """A SequenceExample's columns of arrays are taken directly (decoded_columns), equal to
+    its records decoded; other columns give None (the records are decoded)."""
+    schema = Schema.from_json(_SEQUENCE)
+    (columns, rows), *_ = list(column_batches(cols, schema.features)) or [({}, 0)]
+    filled: dict[str, list[int]] = {}
+    records = schema.encode_columns(columns, rows, filled, {})
+    by_records = Tally(schema)
+    by_records.add_records(records)
+    got_columns = decoded_columns(schema, columns, rows, filled, {})
+    direct = rows > 0 and all(type(t) is np.ndarray and t.dtype == np.int64 for t in cols["tokens"])
+    assert (got_columns is not None) == direct
+    if got_columns is None:
+        return
+    by_columns = Tally(schema)
+    by_columns.add_columns(got_columns[0], rows, got_columns[1])
+    got, want = (json.loads(zlib.decompress(t.result().to_bytes())) for t in (by_columns, by_records))
+    assert got == want
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -783,3 +840,25 @@ def test_check_with_nothing_to_compare_is_refused(cat: Catalog, tmp_path: Path) 
     assert cat.dataset("e").version == 1
     ok = cat.register("f", {"features": {"x": {"dtype": "float32", "checks": {"min": 0}}}})
     assert ok.append_rows([{"x": 1.0}], check="fail").check is not None  # a range needs nothing to compare with
+
+
+def test_float_tensors_are_counted_exactly_on_the_thread(cat: Catalog) -> None:
+    """Large float tensors' exact figures (zeros, NaNs, infinities, moments of the finite ones)
+    are counted on the helper thread, a part at a time, across shards: equal to NumPy's."""
+    schema = {"features": {"x": {"dtype": "float32", "shape": [32, 32], "encoding": "tensor"}}}
+    ds = cat.register("fx", schema)
+    x = np.random.default_rng(5).normal(3, 2, (3000, 32, 32)).astype(np.float32)
+    x[:50] = 0
+    x[60, 1, :5] = np.nan
+    x[70, 2, :3] = np.inf
+    x[80, 3, :2] = -np.inf
+    ds.append_rows({"x": x}, shard_records=1000)
+    fs = ds.stats().feature("x")
+    flat = x.reshape(-1).astype(np.float64)
+    finite = flat[np.isfinite(flat)]
+    assert (fs.zeros, fs.nans, fs.infs) == (int((flat == 0).sum()), 5, 5)
+    assert (fs.values.count, fs.values.min, fs.values.max) == (finite.size, finite.min(), finite.max())
+    assert fs.values.mean == pytest.approx(finite.mean(), rel=1e-9)
+    assert fs.values.std == pytest.approx(finite.std(), rel=1e-9)
+    q = fs.quantile_values([0.5])
+    assert q is not None and q[0] == pytest.approx(np.median(finite), abs=0.3)

@@ -205,6 +205,18 @@ def test_no_helper_when_it_cannot_start(eager: None, monkeypatch: pytest.MonkeyP
     assert helpers.SLOT.failures == 1
 
 
+def test_no_helper_on_one_core(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On one core (taskset -c 0) the helper would only add its copy and decoding of every
+    batch to that core's work: the writer tallies alone, and counts no failure."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    schema, recs = records(2000)
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._helper is None and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))
+    assert helpers.SLOT.failures == 0
+
+
 def test_a_helper_that_fails_on_a_batch_reports_it(eager: None) -> None:
     """Records the helper cannot decode (a caller's bug: validated ones always decode): it says
     so, and the tally rereads rather than registering a part."""
@@ -342,6 +354,23 @@ def test_large_records_are_tallied_by_the_writer(eager: None) -> None:
     for side in (got, want):  # 24 values an image in expectation (tally.PER_RECORD), in runs of 64
         assert abs(side.features["img"].quantiles.n - 3000 * 24) < 0.1 * 3000 * 24
     assert got.features["img"].quantile_values([0.5]) == pytest.approx([127.5], abs=10)
+
+
+def test_long_payloads_of_a_scalar_schema_are_tallied_by_the_writer(eager: None) -> None:
+    """1 KiB bytes a record: digested here a batch at once for less than copying them to the
+    helper (which decodes them again); a schema of short scalars still goes to the helper."""
+    schema = Schema.from_json({"features": {"id": {"dtype": "int64"}, "payload": {"dtype": "bytes"}}})
+    rng = np.random.default_rng(4)
+    recs = [schema.encode({"id": i, "payload": rng.bytes(1024)}) for i in range(3000)]
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._batches == 6 and t._sent == 0
+    same_stats(t.result(), alone(schema, recs))
+    short = [schema.encode({"id": i, "payload": b"x%d" % (i % 7)}) for i in range(3000)]
+    u = Tally(schema)
+    u.add_records(short)
+    assert u._sent == 5
+    same_stats(u.result(), alone(schema, short))
 
 
 def test_a_process_with_many_descriptors_uses_its_helper() -> None:
