@@ -77,11 +77,11 @@ class Config(h.Racing):
 
 
 FULL = Config(
-    rows=(("scalars", 500_000), ("tokens", 200_000), ("image", 200_000), ("blob", 400_000)),
+    rows=(("scalars", 300_000), ("tokens", 200_000), ("image", 200_000), ("blob", 300_000)),
     repeats=5, budget=60.0, max_rounds=9,
 )  # fmt: skip
 QUICK = Config(
-    rows=(("scalars", 50_000), ("tokens", 20_000), ("image", 20_000), ("blob", 40_000)),
+    rows=(("scalars", 30_000), ("tokens", 20_000), ("image", 20_000), ("blob", 30_000)),
     repeats=3, budget=5.0, max_rounds=5,
 )  # fmt: skip
 
@@ -201,7 +201,8 @@ def run_epoch(epoch: Epoch) -> tuple[int, dict[str, Any]]:
     rows, first = 0, None
     for batch in epoch():
         first = batch if first is None else first
-        rows += len(next(iter(batch.values())))
+        column = next(iter(batch.values()))
+        rows += int(column.dense_shape[0]) if hasattr(column, "dense_shape") else len(column)
     return rows, first or {}
 
 
