@@ -31,6 +31,7 @@ rounds' in the JSON).
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import tempfile
@@ -261,7 +262,7 @@ def race(cfg: Config, workload: str, sides: dict[str, Epoch], rows: int) -> dict
 
         return finish
 
-    contenders = {side: h.Contender(lambda e=e: run_epoch(e), finish=finish_of(side)) for side, e in sides.items()}
+    contenders = {side: h.Contender(functools.partial(run_epoch, e), finish=finish_of(side)) for side, e in sides.items()}
     timings = cfg.race(contenders)
     for side, first in firsts.items():
         if side not in ("catalog", "source"):  # source's rows are random: checked by the tests
