@@ -262,7 +262,7 @@ def race(cfg: Config, workload: str, sides: dict[str, Epoch], rows: int) -> dict
 
         return finish
 
-    contenders = {side: h.Contender(functools.partial(run_epoch, e), finish=finish_of(side)) for side, e in sides.items()}
+    contenders = {s: h.Contender(functools.partial(run_epoch, e), finish=finish_of(s)) for s, e in sides.items()}
     timings = cfg.race(contenders)
     for side, first in firsts.items():
         if side not in ("catalog", "source"):  # source's rows are random: checked by the tests
