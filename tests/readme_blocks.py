@@ -30,6 +30,18 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+# Pages whose examples still run here, with inputs a section's `Section` prepares out of sight,
+# rather than by Sybil with inputs the page makes itself (tests/doc_examples.py): each of their
+# blocks carries PREPARED on the line before it, which Sybil's collector skips.
+PREPARED_PAGES = [
+    ROOT / "docs" / "reference" / "cli-tour.md",
+    ROOT / "docs" / "how-to" / "splits-and-tags.md",
+    ROOT / "docs" / "how-to" / "migrations.md",
+    ROOT / "docs" / "reference" / "row-changes.md",
+    ROOT / "docs" / "reference" / "python-tour.md",
+    ROOT / "docs" / "how-to" / "scale.md",
+]
+PREPARED = "<!-- run by tests/behaviour/test_readme.py, with inputs it prepares -->"
 FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 HEADING = re.compile(r"^#{2,3} (.+?)\s*$")
 NOT_RUN = re.compile(r"^\s*<!-- not run: (.+?) -->\s*$")
@@ -42,9 +54,10 @@ class Block:
     code: str
     section: str  # the heading (## or ###) the block is under
     not_run: str | None  # the reason a `<!-- not run: ... -->` marker gives
+    page: str = "README.md"  # the file, from the repository's root
 
 
-def parse(text: str) -> list[Block]:
+def parse(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced block of ``text`` in order, with its section and marker."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -61,14 +74,19 @@ def parse(text: str) -> list[Block]:
             code = textwrap.dedent("\n".join(lines[i + 1 : end])) + "\n"
             before = lines[i - 1] if i > 0 else ""
             marker = NOT_RUN.match(before)
-            blocks.append(Block(i + 2, lang, code, section, marker.group(1) if marker else None))
+            blocks.append(Block(i + 2, lang, code, section, marker.group(1) if marker else None, page))
             i = end
         i += 1
     return blocks
 
 
 def readme_blocks() -> list[Block]:
-    return parse(README.read_text(encoding="utf-8"))
+    """The blocks of the pages whose inputs a test prepares (README's own examples make their
+    inputs and run by Sybil: tests/behaviour/test_docs.py)."""
+    blocks: list[Block] = []
+    for page in PREPARED_PAGES:
+        blocks += parse(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+    return blocks
 
 
 # --------------------------------------------------------------------------- a section's context
@@ -119,7 +137,7 @@ class Section:
         ERR trap names it), the hooks in place, the working directory carried over."""
         out = [
             "set -eEo pipefail",
-            "trap 'echo \"README.md:$__line: exit $?: $BASH_COMMAND\" >&2' ERR",
+            f"trap 'echo \"{block.page}:$__line: exit $?: $BASH_COMMAND\" >&2' ERR",
             f"cd {shlex.quote(str(self.cwd))}",
         ]
         for n, line in enumerate(block.code.splitlines(), start=block.line):
@@ -145,7 +163,7 @@ class Section:
 
     def run_sh(self, block: Block) -> None:
         done = self.bash(self.script(block))
-        assert done.returncode == 0, f"README.md:{block.line}: the block failed\n{done.stderr[-4000:]}"
+        assert done.returncode == 0, f"{block.page}:{block.line}: the block failed\n{done.stderr[-4000:]}"
 
     def run_python(self, block: Block) -> None:
         """The block in pieces, cut before each line a ``before`` hook names (hidden Python
@@ -163,7 +181,7 @@ class Section:
                 if hidden is not None:
                     exec(hidden, self.names)
                 code = "\n" * (first - 1) + self.swapped("\n".join(lines) + "\n")
-                exec(compile(code, str(README), "exec"), self.names)
+                exec(compile(code, str(ROOT / block.page), "exec"), self.names)
         finally:
             os.chdir(before)
 
@@ -175,10 +193,10 @@ class Section:
     def run_output(self, block: Block) -> None:
         """Each line of an output block is the last stderr line of its hidden command."""
         commands = self.outputs.get(block.line)
-        assert commands is not None, f"README.md:{block.line}: an output block with no commands to check it"
+        assert commands is not None, f"{block.page}:{block.line}: an output block with no commands to check it"
         expected = block.code.splitlines()
         assert len(commands) == len(expected), (
-            f"README.md:{block.line}: {len(expected)} lines, {len(commands)} commands"
+            f"{block.page}:{block.line}: {len(expected)} lines, {len(commands)} commands"
         )
         for command, line in zip(commands, expected, strict=True):
             done = self.bash(f"cd {shlex.quote(str(self.cwd))}\n{command}\n")

@@ -56,12 +56,28 @@ def verb_started() -> bool:
     return _verb_started
 
 
+def _print_version(asked: bool) -> None:
+    if not asked:
+        return
+    from catalog import __version__
+    from catalog.manifest.tables import FORMAT_VERSION
+
+    typer.echo(f"catalog {__version__} (tfrecord-catalog), manifest format {FORMAT_VERSION}")
+    raise typer.Exit()
+
+
 def main_options(
     ctx: typer.Context,
     catalog: Annotated[
         Path | None, typer.Option("--catalog", "-C", help="Catalog directory (else $CATALOG_ROOT, else search up).")
     ] = None,
     traceback: Annotated[bool, typer.Option("--traceback", help="Show the traceback of errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the package and manifest format versions."
+        ),
+    ] = False,
 ) -> None:
     global _state
     _state = Globals(catalog=catalog, traceback=traceback)

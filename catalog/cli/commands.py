@@ -27,7 +27,8 @@ __all__ = ["VERBS", "Group", "Verb", "app"]
 class Verb:
     name: str
     where: str  # "module:function" in catalog.cli
-    help: str
+    help: str  # one line: what the verb does
+    example: str = ""  # one command line a user could type, shown under the verb's help
 
     def function(self) -> Callable[..., Any]:
         module, name = self.where.split(":")
@@ -47,41 +48,41 @@ class Group:
 # A verb a line, so the table reads as one (and is not six-line blocks of the same shape).
 # fmt: off
 VERBS: tuple[Verb | Group, ...] = (
-    Verb("inspect", "files:inspect", "Count, check and describe the records of inputs, and infer one schema over all of them."),
-    Verb("demo", "files:demo", "Run the end-to-end demo, echoing each command: append, read, verify, migrate, time travel, compact, export."),
-    Verb("init", "admin:init", "Create a catalog directory: a new manifest and data area, or attach to a shared manifest."),
-    Verb("register", "datasets:register", "Register a dataset with its schema (dataset version 1, schema version 1), or with the\nschema inferred from inputs, which are then appended (--infer)."),
-    Verb("list", "datasets:list_", "List datasets."),
-    Verb("show", "datasets:show", "Show a dataset: version, schema, totals and shards."),
-    Verb("append", "datasets:append", "Append inputs as new shards of a split (default train), all or nothing, in one commit."),
-    Verb("adopt", "datasets:adopt", "Register existing TFRecord files where they are (no copy), after checking, counting,\nchecksumming and indexing every record; a new NAME gets the schema they imply. One commit."),
-    Verb("drop", "datasets:drop", "Remove a dataset from the catalog (its files go at the next gc)."),
-    Verb("backup", "admin:backup", "Write a consistent copy of the manifest to a new SQLite file."),
-    Verb("copy-manifest", "admin:copy_manifest", "Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing."),
-    Verb("upgrade", "admin:upgrade", "Bring an older manifest to the current format."),
-    Verb("cat", "rows:cat", "Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded)."),
-    Verb("stats", "statistics:stats", "Feature statistics of a version or split, kept by the manifest (no data read)."),
-    Verb("serve", "statistics:serve", "Look at the catalog in a browser: datasets, history, schemas, shards, statistics, rows (read only)."),
-    Verb("verify", "admin:verify", "Check every shard against the manifest: presence, size, checksum, records."),
-    Verb("history", "datasets:history", "The dataset's commits, oldest first."),
-    Verb("tag", "datasets:tag", "Name a version of a dataset (default: the current one); readers take the tag as --version."),
-    Verb("tags", "datasets:tags", "A dataset's tags and the versions they name."),
-    Verb("gc", "admin:gc", "Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too."),
-    Verb("index", "indexes:index", "Give shards without a record index (older catalogs, --link) one: a read per shard, idempotent."),
-    Verb("migrate", "rewrites:migrate", "Apply pending migrations (or one quick migration): rewrite every shard, one commit each."),
-    Verb("restore", "rewrites:restore", "A new commit whose shards and schema are exactly version N's (history keeps everything)."),
-    Verb("compact", "rewrites:compact", "Merge small shards of a split into fewer: same records, same order, one no-data-change commit."),
-    Verb("export", "rewrites:export", "Write the dataset (at version N; or a split, or a slice of one) as one TFRecord file that TensorFlow reads."),
-    Verb("delete", "changes:delete", "Delete the rows that match --where: a new version in which only the shards holding a match are rewritten."),
-    Verb("update", "changes:update", "Set features of the rows that match --where: a new version; only the shards holding a match are rewritten."),
-    Verb("dedup", "changes:dedup", "Remove duplicate rows: the first row of each --key (or --content) in dataset order is kept; a new version in\nwhich only the shards holding a duplicate are rewritten. Equality is by a 128-bit hash of the key."),
-    Verb("filter", "changes:filter", "A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage."),
-    Verb("map", "changes:map", "A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage."),
-    Verb("lineage", "changes:lineage", "Where a dataset came from: its derivation, its source's, back to a dataset that was not derived."),
-    Verb("refresh", "changes:refresh", "Apply a derived dataset's filter or map to the rows its source appended since it was made."),
+    Verb("inspect", "files:inspect", "Count, check and describe the records of inputs, and infer one schema over all of them.", "catalog inspect data/*.tfrecord --schema-out schema.json"),
+    Verb("demo", "files:demo", "Run the end-to-end demo, echoing each command: append, read, verify, migrate, time travel, compact, export.", "catalog demo /tmp/catalog-demo"),
+    Verb("init", "admin:init", "Create a catalog directory: a new manifest and data area, or attach to a shared manifest.", "catalog init ./cat"),
+    Verb("register", "datasets:register", "Register a dataset with its schema, or with one inferred from inputs that are then appended (--infer).", "catalog register mnist --schema schema.json"),
+    Verb("list", "datasets:list_", "List datasets.", "catalog list --json"),
+    Verb("show", "datasets:show", "Show a dataset: version, schema, totals and shards.", "catalog show mnist --version 3 --no-shards"),
+    Verb("append", "datasets:append", "Append inputs as new shards of a split (default train), all or nothing, in one commit.", "catalog append mnist day2.jsonl --split train -m 'day 2'"),
+    Verb("adopt", "datasets:adopt", "Register existing TFRecord files where they are (no copy), each record checked, counted and indexed; one commit.", "catalog adopt mnist /data/mnist/*.tfrecord --split test"),
+    Verb("drop", "datasets:drop", "Remove a dataset from the catalog (its files go at the next gc).", "catalog drop mnist"),
+    Verb("backup", "admin:backup", "Write a consistent copy of the manifest to a new SQLite file.", "catalog backup /backups/manifest.sqlite"),
+    Verb("copy-manifest", "admin:copy_manifest", "Copy the whole manifest to another database (SQLite <-> PostgreSQL), losing nothing.", "catalog copy-manifest postgresql+psycopg://me@dbhost/catalog"),
+    Verb("upgrade", "admin:upgrade", "Bring an older manifest to the current format.", "catalog upgrade"),
+    Verb("cat", "rows:cat", "Print records as JSON Lines, per the schema (on a terminal, long bytes and tensors folded).", "catalog cat mnist --split 'test[:10]' --columns label --names"),
+    Verb("stats", "statistics:stats", "Feature statistics of a version or split, kept by the manifest (no data read).", "catalog stats mnist --compare 1 2"),
+    Verb("serve", "statistics:serve", "Look at the catalog in a browser: datasets, history, schemas, shards, statistics, rows (read only).", "catalog serve --port 8765"),
+    Verb("verify", "admin:verify", "Check every shard against the manifest: presence, size, checksum, records.", "catalog verify mnist --workers 2"),
+    Verb("history", "datasets:history", "The dataset's commits, oldest first.", "catalog history mnist"),
+    Verb("tag", "datasets:tag", "Name a version of a dataset (default: the current one); readers take the tag as --version.", "catalog tag mnist v1.0"),
+    Verb("tags", "datasets:tags", "A dataset's tags and the versions they name.", "catalog tags mnist"),
+    Verb("gc", "admin:gc", "Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too.", "catalog gc --keep-versions 5 --dry-run"),
+    Verb("index", "indexes:index", "Give shards without a record index (older catalogs, --link) one: a read per shard, idempotent.", "catalog index mnist"),
+    Verb("migrate", "rewrites:migrate", "Apply pending migrations (or one quick migration): rewrite every shard, one commit each.", "catalog migrate mnist --add weight:float32=1.0"),
+    Verb("restore", "rewrites:restore", "A new commit whose shards and schema are exactly version N's (history keeps everything).", "catalog restore mnist --version 2"),
+    Verb("compact", "rewrites:compact", "Merge small shards of a split into fewer: same records, same order, one no-data-change commit.", "catalog compact mnist --target-size 256MiB"),
+    Verb("export", "rewrites:export", "Write the dataset (at version N; or a split, or a slice of one) as one TFRecord file that TensorFlow reads.", "catalog export mnist mnist-test.tfrecord --split test"),
+    Verb("delete", "changes:delete", "Delete the rows that match --where: a new version in which only the shards holding a match are rewritten.", "catalog delete mnist --where \"label = 7 AND source = 'scan'\" --dry-run"),
+    Verb("update", "changes:update", "Set features of the rows that match --where: a new version; only the shards holding a match are rewritten.", "catalog update mnist --set label=3 --where 'id IN (17, 42)'"),
+    Verb("dedup", "changes:dedup", "Remove duplicate rows (by --key or --content), keeping each one's first in dataset order: a new version.", "catalog dedup mnist --key id"),
+    Verb("filter", "changes:filter", "A new dataset of the rows of NAME that match --where (its schema, splits and order), with its lineage.", "catalog filter mnist mnist-sevens --where 'label = 7'"),
+    Verb("map", "changes:map", "A new dataset of a function applied to every row of NAME (or batch of columns, --batched), with its lineage.", "catalog map mnist mnist-features --fn features:add_brightness"),
+    Verb("lineage", "changes:lineage", "Where a dataset came from: its derivation, its source's, back to a dataset that was not derived.", "catalog lineage mnist-sevens"),
+    Verb("refresh", "changes:refresh", "Apply a derived dataset's filter or map to the rows its source appended since it was made.", "catalog refresh mnist-sevens"),
     Group("migrations", "Write and list migration scripts.", (
-        Verb("new", "rewrites:migrations_new", "Write the next numbered migration template for a dataset."),
-        Verb("list", "rewrites:migrations_list", "Applied and pending migrations, with their checksums."),
+        Verb("new", "rewrites:migrations_new", "Write the next numbered migration template for a dataset.", "catalog migrations new mnist add-weight"),
+        Verb("list", "rewrites:migrations_list", "Applied and pending migrations, with their checksums.", "catalog migrations list mnist"),
     )),
 )
 # fmt: on
@@ -90,7 +91,8 @@ VERBS: tuple[Verb | Group, ...] = (
 def _register(app: typer.Typer, verb: Verb) -> None:
     fn = verb.function()
     # a verb of catalog.cli.generated.takes has its own command class
-    app.command(verb.name, cls=getattr(fn, "command", None), help=verb.help)(fn)
+    epilog = f"Example: {verb.example}" if verb.example else None
+    app.command(verb.name, cls=getattr(fn, "command", None), help=verb.help, epilog=epilog)(fn)
 
 
 def built(entry: Verb | Group) -> click.Command:

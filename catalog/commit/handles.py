@@ -196,9 +196,16 @@ def raise_explained(ds: Any, error: CatalogError, fits: Callable[[Schema], objec
     raise better from error
 
 
-def _not_found(name: str, names: list[str]) -> str:
+def not_found(name: str, names: list[str]) -> str:
+    """The error of a name no dataset has, with the next step: the close name, else where
+    to see the names, else how to make the first dataset."""
     close = difflib.get_close_matches(name, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if close:
+        hint = f" (did you mean {close[0]!r}?)"
+    elif names:
+        hint = " (`catalog list` names the datasets there are)"
+    else:
+        hint = " (the catalog has none yet: `catalog register NAME --schema FILE` makes one)"
     return f"no dataset named {name!r}{hint}"
 
 
@@ -239,7 +246,7 @@ def _dataset_row(conn: Connection, name: str) -> Any:
     row = conn.execute(select(DATASETS).where(DATASETS.c.name == name)).first()
     if row is None or mf.abandoned(row.pending):  # registered for inputs whose writer died: none
         names = [n for n, p in conn.execute(select(DATASETS.c.name, DATASETS.c.pending)) if not mf.abandoned(p)]
-        raise DatasetNotFoundError(_not_found(name, names), name)
+        raise DatasetNotFoundError(not_found(name, names), name)
     return row
 
 

@@ -45,10 +45,11 @@ from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
-from catalog.schema import Feature, Schema
+from catalog.schema import Feature, Ragged, Schema
 from catalog.schema.frames import column_batches
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
+from catalog.storage.sink import Decoded
 from catalog.words import counted
 
 FILTER, MAP = "filter", "map"
@@ -185,7 +186,7 @@ class _Program:
             decoded = self.source.decode_batch(batch)
         out = self.op.fn(decoded)  # type: ignore[misc]
         written = 0
-        for columns, n in column_batches(out, self.target.features):
+        for columns, n in column_batches(out, self.target.features, arrays=True):
             records, entries = self.encoded(columns, n, sink.tallying)
             sink.write_encoded(records, columns, {}, entries, _no_beat)
             written += n
@@ -208,8 +209,15 @@ class _Program:
             mask = self.test.mask(batch.records())
         kept = np.flatnonzero(mask)
         framed, lengths = batch.framed(kept)
-        sink.write_framed(framed, lengths, lambda: batch.records(kept))
+        sink.write_framed(framed, lengths, lambda: batch.records(kept), lambda: self.decoded(batch, kept))
         return len(kept)
+
+    def decoded(self, window: Window, kept: np.ndarray) -> Decoded:
+        """The kept records of ``window`` decoded where they lie, for their statistics."""
+        absent: dict[str, np.ndarray] = {}
+        ragged: Ragged = {}
+        columns = self.source.decode_spans(window.raw, window.starts[kept], window.lengths[kept], None, absent, ragged)
+        return columns, absent, ragged
 
     def encoded(
         self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
@@ -280,7 +288,7 @@ def _source_batches(job: DeriveJob, program: _Program) -> Iterator[list[bytes] |
     (checked a window at a time, decoded where they lie), else batches of records."""
     if job.source_compression == "none" and job.index_at and job.index_checksum and not program.source.sequence:
         pad = program.source.spans_pad
-        yield from shard_windows(job.source, job.index_at, job.records, job.size, job.index_checksum, pad)
+        yield from shard_windows(job.source, job.index_at, job.records, job.size, job.index_checksum, pad, job.checksum)
     else:
         yield from shard_batches(job.source, job.size)
 

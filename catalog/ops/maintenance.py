@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from catalog import faults
 from catalog import manifest as mf
-from catalog.commit.handles import CatalogHandle
+from catalog.commit.handles import CatalogHandle, not_found
 from catalog.commit.intents import intent_states, live_intents, revoke
 from catalog.commit.protocol import drop_dataset
 from catalog.commit.values import GcReport, Problem, Progress, ShardCount, TagKeep, VerifyReport
@@ -87,7 +87,7 @@ def verify_catalog(
         shown = sorted(wanted or {r.name for r in rows if not mf.abandoned(r.pending)})  # as manifest_problems
         for n in wanted or ():
             if n not in known:
-                raise DatasetNotFoundError(f"no dataset named {n!r}", n)
+                raise DatasetNotFoundError(not_found(n, [r.name for r in rows if not mf.abandoned(r.pending)]), n)
         q = select(
             DATASETS.c.name, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.checksum,
             SHARDS.c.compression, SHARDS.c.index_checksum, SHARDS.c.location, SHARDS.c.removed_version,

@@ -16,6 +16,7 @@ import numpy as np
 from catalog.errors import CodecError, ValidationError
 from catalog.schema.encoders import feature_encoder
 from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
+from catalog.schema.frames import as_lists
 from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
@@ -102,7 +103,9 @@ class _Entries(Sequence[bytes]):
 
     def _all(self) -> list[bytes]:
         if self._made is None:
-            self._made = list(map(self._encoder, self._column))
+            column = self._column
+            values = column.tolist() if isinstance(column, np.ndarray) and column.ndim == 1 else column
+            self._made = list(map(self._encoder, values))  # (Python values, as the generic path's)
         return self._made
 
     def __len__(self) -> int:
@@ -190,6 +193,7 @@ class RowCodec:
         if plain is not None:
             self._plain_extras(columns, filled, entries)
             return plain
+        columns = as_lists(columns)  # the encoders judge Python values (arrays: see column_batches)
         per_feature: list[Sequence[bytes]] = []
         for name, encoder, default in self.plan:
             column = columns.get(name)
@@ -411,10 +415,19 @@ def infer_features(records: Iterable[bytes | Mapping[str, Any]]) -> list[Feature
     """Infer features from sample records: dtype from the wire kind, shape from counts."""
     seen: dict[str, ListTally] = {}
     total = 0
+    rows = False
     for rec in records:
-        kinded = decode_kinds(rec) if isinstance(rec, (bytes, bytearray, memoryview)) else RowCodec._as_kinded(rec)
+        if isinstance(rec, (bytes, bytearray, memoryview)):
+            kinded = decode_kinds(rec)
+        else:
+            rows = True
+            kinded = RowCodec._as_kinded(rec)
         total += 1
         for name, (kind, values) in kinded.items():
             seen.setdefault(name, ListTally()).add(kind, values)
+    # A row's keys have the order its author gave; an Example's features are a protobuf map,
+    # whose order on the wire is the writer's hash order (TensorFlow's differs from run to
+    # run): by name, so the same records always imply the same schema.
+    names = list(seen) if rows else sorted(seen)
     # missing from some records: optional, never a made-up default (a 0 is not "no value")
-    return [s.feature(name, optional=s.present < total) for name, s in seen.items()]
+    return [seen[name].feature(name, optional=seen[name].present < total) for name in names]

@@ -775,12 +775,19 @@ def spans_pad(codec: RowCodec) -> int:
 
 
 def decode_spans(
-    codec: RowCodec, raw: bytes, starts: Arr, lengths: Arr, columns: Collection[str] | None = None
+    codec: RowCodec,
+    raw: bytes,
+    starts: Arr,
+    lengths: Arr,
+    columns: Collection[str] | None = None,
+    absent: dict[str, Arr] | None = None,
+    ragged: Ragged | None = None,
 ) -> dict[str, Arr]:
     """:func:`decode_batch` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, in that
     order, parsed where they lie (a read of a shard's bytes, its framing between them: no copy
     of each record, no join). ``raw`` must end with ``spans_pad(codec)`` zero bytes, after
-    every record, or the records are copied out first. ``columns``: as decode_batch's."""
+    every record, or the records are copied out first. ``columns``, ``absent``, ``ragged``:
+    as decode_batch's."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = starts + np.asarray(lengths, dtype=np.int64)
 
@@ -790,8 +797,9 @@ def decode_spans(
     pad = spans_pad(codec)
     tail = len(raw) - pad  # reads run past a record's end: into others' bytes, or this pad
     if not len(starts) or not pad or not isinstance(raw, bytes) or int(ends.max()) > tail or raw[tail:].count(0) != pad:
-        return decode_batch(codec, [record(i) for i in range(len(starts))], columns=columns)
+        return decode_batch(codec, [record(i) for i in range(len(starts))], absent, ragged, columns)
     batch = _Batch.spans(raw, starts, ends)
+    batch.absent, batch.ragged = absent, ragged
     batch.wanted = None if columns is None else frozenset(columns)
     return _with_slow(codec, batch, _plan(codec), record)
 

@@ -33,9 +33,12 @@ def is_columnar(obj: Any) -> bool:
     return _module(obj) in ("pandas", "pyarrow") and hasattr(obj, "columns")
 
 
-def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:
+def column_batches(obj: Any, features: Mapping[str, Feature], arrays: bool = False) -> Iterator[tuple[Columns, int]]:
     """``obj`` (columnar, or a dict of columns) as batches of (columns, rows); ``features``
-    (a schema's, or none when inferring one) decide how pandas' NaNs read (see above)."""
+    (a schema's, or none when inferring one) decide how pandas' NaNs read (see above).
+    ``arrays``: a dict's 1-D signed integer, float and object arrays are kept as they are, not
+    made lists of Python values (what ``Schema.encode_columns`` and the statistics take as
+    they are: a batched map's columns; see packing)."""
     if _module(obj) == "pandas":
         yield from _pandas(obj, features)
     elif _module(obj) == "pyarrow":
@@ -44,7 +47,7 @@ def column_batches(obj: Any, features: Mapping[str, Feature]) -> Iterator[tuple[
         for b in batches:
             yield b.to_pydict(), b.num_rows
     elif isinstance(obj, Mapping):
-        yield from _dict_batches(obj)
+        yield from _dict_batches(obj, arrays)
     else:
         raise ValidationError(f"not a table of columns: {type(obj).__name__}")
 
@@ -58,12 +61,12 @@ def unique_names(names: list[str]) -> None:
         seen.add(name)
 
 
-def _dict_batches(obj: Mapping[Any, Any]) -> Iterator[tuple[Columns, int]]:
+def _dict_batches(obj: Mapping[Any, Any], arrays: bool = False) -> Iterator[tuple[Columns, int]]:
     """A dict of columns in batches of at most BATCH rows and about BATCH_BYTES of array data:
     a batch is encoded and written before the next is encoded, so a large table's records are
     never all alive at once, and the statistics of one batch (computed on a thread) overlap the
     encoding of the next instead of all waiting at the end."""
-    columns, n = _dict_of_columns(obj)
+    columns, n = _dict_of_columns(obj, arrays)
     step = max(1, min(BATCH, BATCH_BYTES // max(sum(map(_row_bytes, columns.values())), 1)))
     if n <= step:
         yield columns, n
@@ -80,7 +83,7 @@ def _row_bytes(column: Any) -> int:
     return column[0].nbytes if column and isinstance(column[0], np.ndarray) else 0
 
 
-def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
+def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool = False) -> tuple[Columns, int]:
     columns: Columns = {}
     for name, col in obj.items():
         if isinstance(col, np.ndarray):
@@ -89,7 +92,7 @@ def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
                 raise ValidationError(f"a column is a list or array of the rows' values, got {what}", str(name))
             # numbers as Python scalars (the encoders' fast path); a batch of tensors stays one
             # array (it iterates as its rows; the statistics take it whole, not decoded again)
-            if col.ndim > 1:
+            if col.ndim > 1 or (arrays and kept_array(col)):
                 columns[name] = col  # type: ignore[assignment]
             else:
                 columns[name] = col.tolist() if col.dtype.kind in "biuf" else list(col)
@@ -104,6 +107,22 @@ def _dict_of_columns(obj: Mapping[Any, Any]) -> tuple[Columns, int]:
     if len(set(lengths.values())) > 1:
         raise ValidationError("columns of different lengths: " + ", ".join(f"{k} {n:,}" for k, n in lengths.items()))
     return columns, next(iter(lengths.values()), 0)
+
+
+def kept_array(col: np.ndarray) -> bool:
+    """Whether a 1-D array is one the encoders take as it is (``column_batches(arrays=True)``):
+    signed integers, floats of up to 8 bytes, objects. Others (unsigned, bool...) are made
+    lists, whose values' types the encoders judge."""
+    return (col.dtype.kind in "if" and col.dtype.itemsize <= 8) or col.dtype == object
+
+
+def as_lists(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """``columns`` with every 1-D array made a list of Python values, as ``column_batches``
+    makes them without ``arrays``."""
+    return {
+        name: (c.tolist() if c.dtype.kind in "biuf" else list(c)) if isinstance(c, np.ndarray) and c.ndim == 1 else c
+        for name, c in columns.items()
+    }
 
 
 def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:

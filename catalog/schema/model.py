@@ -114,6 +114,13 @@ class Schema:
     # ---- JSON form
     @classmethod
     def from_json(cls, obj: Any) -> Schema:
+        """A schema from its JSON form (a dict, or the JSON text); docs/reference/schema.md
+        describes every key.
+
+        >>> schema = Schema.from_json({"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}})
+        >>> schema.decode(schema.encode({"id": 7, "text": "hi"}))
+        {'id': 7, 'text': 'hi'}
+        """
         if isinstance(obj, (str, bytes)):
             try:
                 obj = json.loads(obj)
@@ -316,17 +323,23 @@ class Schema:
         return out
 
     def decode_spans(
-        self, raw: bytes, starts: np.ndarray, lengths: np.ndarray, columns: Collection[str] | None = None
+        self,
+        raw: bytes,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        columns: Collection[str] | None = None,
+        absent: dict[str, np.ndarray] | None = None,
+        ragged: Ragged | None = None,
     ) -> dict[str, np.ndarray]:
         """``decode_batch`` of the records ``raw[starts[i] : starts[i] + lengths[i]]``, parsed
         where they lie (other bytes may lie between them: a read of a shard, its framing
         included); ``raw`` should end with ``spans_pad`` zero bytes after every record, else
-        the records are copied out first. ``columns``: as decode_batch's."""
+        the records are copied out first. ``columns``, ``absent``, ``ragged``: as decode_batch's."""
         if self.sequence:
             view = memoryview(raw)  # ragged steps have no fast path: each record parsed on its own
             spans = zip(starts.tolist(), lengths.tolist(), strict=True)
-            return self.decode_batch([bytes(view[a : a + n]) for a, n in spans], columns=columns)
-        return decode_spans(self._codec, raw, starts, lengths, columns)
+            return self.decode_batch([bytes(view[a : a + n]) for a, n in spans], absent, ragged, columns)
+        return decode_spans(self._codec, raw, starts, lengths, columns, absent, ragged)
 
     @property
     def spans_pad(self) -> int:

@@ -8,10 +8,11 @@ are written for all records at once, a few numpy operations per distinct kind of
 
 Only the plain case is handled: every feature a scalar int64, float32 or string, required,
 its column a list of Python ints (non-negative), floats (finite, in float32's range) or
-texts. Anything else (None, another type, a negative number, NaN, a text that does not
-encode) returns None and the generic path encodes the batch, which also raises the exact
-error. So the fast path never reproduces an error: it only makes the bytes the encoders
-would make (tests/schema/test_packing.py holds it to that).
+texts, or a 1-D array of such values (signed integers, floats, objects: a batched map's
+columns, never made Python numbers). Anything else (None, another type, a negative number,
+NaN, a text that does not encode) returns None and the generic path encodes the batch,
+which also raises the exact error. So the fast path never reproduces an error: it only
+makes the bytes the encoders would make (tests/schema/test_packing.py holds it to that).
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) 
     lists: list[list[Any]] = []
     for feat in plan.features:
         column = columns.get(feat.name)
-        if not isinstance(column, list) or len(column) != n:
+        if isinstance(column, np.ndarray) and column.ndim != 1:
+            return None
+        if not isinstance(column, (list, np.ndarray)) or len(column) != n:
             return None
         lists.append(column)
     out: list[bytes] = []
@@ -104,31 +107,46 @@ def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) 
     return out
 
 
-def _ints(column: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, each varint's bytes) of Python ints from 0 to 2**63 - 1."""
-    if list(map(type, column)).count(int) != len(column):
+def _ints(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, each varint's bytes) of Python ints (or a signed integer array: the same
+    values, not made Python ints first) from 0 to 2**63 - 1."""
+    if isinstance(column, np.ndarray):
+        if column.dtype.kind != "i":
+            return None
+        values = column.astype(np.int64)
+    elif list(map(type, column)).count(int) != len(column):
         return None
-    try:
-        values = np.array(column, dtype=np.int64)
-    except OverflowError:
-        return None
+    else:
+        try:
+            values = np.array(column, dtype=np.int64)
+        except OverflowError:
+            return None
     if values.min() < 0:  # ten bytes (protobuf's negative int64): the encoder's
         return None
     return values, np.searchsorted(_VARINT_LIMITS, values, side="right") + 1
 
 
-def _floats(column: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values as float32, 4 each) of Python floats within float32's range."""
-    if list(map(type, column)).count(float) != len(column):
+def _floats(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values as float32, 4 each) of Python floats (or a float array of up to 8 bytes a
+    value: what its values are as Python floats) within float32's range."""
+    if isinstance(column, np.ndarray):
+        if column.dtype.kind != "f" or column.dtype.itemsize > 8:
+            return None
+        values = column.astype(np.float64)
+    elif list(map(type, column)).count(float) != len(column):
         return None
-    values = np.array(column, dtype=np.float64)
+    else:
+        values = np.array(column, dtype=np.float64)
     if not (np.abs(values) <= _F32_MAX).all():  # (NaN too: the encoder's)
         return None
     return values.astype("<f4"), np.full(len(values), 4, dtype=np.int64)
 
 
-def _texts(column: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(all the texts' UTF-8 bytes, each text's byte length) of Python strs."""
+def _texts(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(all the texts' UTF-8 bytes, each text's byte length) of Python strs (a list, or an
+    object array of them)."""
+    if isinstance(column, np.ndarray) and column.dtype != object:
+        return None
     if list(map(type, column)).count(str) != len(column):
         return None
     try:

@@ -176,7 +176,8 @@ class StepInference:
                 tally.add(kind, list(getattr(f, kind).value) if kind is not None else [])
 
     def features(self) -> list[Feature]:
-        return [s.feature(name, what="steps stored") for name, s in self.seen.items()]
+        # by name: feature_lists is a protobuf map, in the writer's hash order (codec.infer_features)
+        return [self.seen[name].feature(name, what="steps stored") for name in sorted(self.seen)]
 
 
 LENGTH_SUFFIX = "/length"  # a padded sequence feature's steps per record (pad_batch)

@@ -167,6 +167,17 @@ class Tally:
             if not self._offer(records):
                 self.add_decoded(records, counted=True)
 
+    def add_decoded_columns(
+        self, columns: Mapping[str, np.ndarray], n: int, absent: Mapping[str, np.ndarray], ragged: Ragged
+    ) -> None:
+        """``n`` records as the caller decoded them (``Schema.decode_spans`` with ``absent`` and
+        ``ragged``), tallied here as ``add_records`` of them would be (the features they lack
+        counted as filled): a filter's kept records, decoded where they lie instead of copied
+        out and decoded again."""
+        self.flush()  # the records queued before these: first, in order
+        self._note_run(True, n)
+        self.add_columns(columns, n, absent, ragged)
+
     def add_decoded(self, records: list[bytes], counted: bool) -> None:
         """Decode and tally ``records``; the features they lack count as filled only if
         ``counted`` (else their writer counted them: ``add_batch``)."""

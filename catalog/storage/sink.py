@@ -34,6 +34,8 @@ from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_n
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches
 
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
+# Records as Schema.decode_batch decodes them: the columns, the absent masks, the ragged values.
+Decoded = tuple[dict[str, np.ndarray], dict[str, np.ndarray], Ragged]
 
 
 class ShardSink:
@@ -187,18 +189,30 @@ class ShardSink:
         self._bytes += size
         self._records += n
 
-    def write_framed(self, framed: bytes, lengths: list[int], records: Callable[[], list[bytes]]) -> None:
+    def write_framed(
+        self,
+        framed: bytes,
+        lengths: list[int],
+        records: Callable[[], list[bytes]],
+        decoded: Callable[[], Decoded] | None = None,
+    ) -> None:
         """Records framed already, as a reader found and checked them (a filter's kept records
         copied as they were): ``framed`` their bytes, ``lengths`` their data lengths;
-        ``records()`` the records themselves (asked for when the statistics or a roll need them).
-        The shards hold the bytes ``write_many`` of the records would give them."""
+        ``records()`` the records themselves (asked for when the statistics or a roll need them);
+        ``decoded()``, when given, the records decoded (columns, absent, ragged), which the
+        statistics then take instead. The shards hold the bytes ``write_many`` of the records
+        would give them."""
         writer = self._whole(len(lengths), len(framed))
         if writer is None:
             self.write_many(records())
             return
         self._put_many(lambda: writer.write_framed(framed, lengths), len(lengths), len(framed))
         if self._tally is not None:
-            self._tally.add_records(records())
+            if decoded is not None:
+                columns, absent, ragged = decoded()
+                self._tally.add_decoded_columns(columns, len(lengths), absent, ragged)
+            else:
+                self._tally.add_records(records())
 
     def write_encoded(
         self,

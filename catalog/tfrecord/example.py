@@ -269,7 +269,12 @@ def _entries(features: Mapping[str, Any]) -> bytes:
 
 
 def encode_example(features: Mapping[str, Any]) -> bytes:
-    """Serialize a mapping of feature name -> value(s) to a tf.train.Example."""
+    """Serialize a mapping of feature name -> value(s) to a tf.train.Example.
+
+    >>> data = encode_example({"label": 3, "score": [0.5, 1.5], "text": "hi"})
+    >>> decode_example(data)
+    {'label': [3], 'score': [0.5, 1.5], 'text': [b'hi']}
+    """
     return features_field(_entries(features))
 
 
@@ -444,14 +449,22 @@ def parse_example(data: bytes) -> Any:
 
 
 def decode_example(data: bytes) -> dict[str, list[Any]]:
-    """Decode a serialized Example to ``{name: [values]}`` (bytes, float or int lists)."""
-    ex = parse_example(data)
-    return {name: feature_values(f) for name, f in ex.features.feature.items()}
+    """Decode a serialized Example to ``{name: [values]}`` (bytes, float or int lists), by
+    name: an Example's features are a protobuf map, whose iteration order is the parser's
+    hash order. Text comes back as bytes: an Example does not say which bytes are text (a
+    schema does).
+
+    >>> decode_example(encode_example({"text": "hi", "id": 7}))
+    {'id': [7], 'text': [b'hi']}
+    """
+    feature = parse_example(data).features.feature
+    return {name: feature_values(feature[name]) for name in sorted(feature)}
 
 
 def decode_sequence_example(data: bytes) -> tuple[dict[str, list[Any]], dict[str, list[list[Any]]]]:
-    """Decode a serialized SequenceExample to ``(context, feature_lists)``."""
+    """Decode a serialized SequenceExample to ``(context, feature_lists)``, each by name."""
     seq = _parse(proto.SequenceExample, data, "tf.train.SequenceExample")
-    context = {name: feature_values(f) for name, f in seq.context.feature.items()}
-    lists = {name: [feature_values(f) for f in flist.feature] for name, flist in seq.feature_lists.feature_list.items()}
+    context = {name: feature_values(seq.context.feature[name]) for name in sorted(seq.context.feature)}
+    named = seq.feature_lists.feature_list  # by name, as decode_example's
+    lists = {name: [feature_values(f) for f in named[name].feature] for name in sorted(named)}
     return context, lists

@@ -306,12 +306,15 @@ class RecordWriter:
             self.checksum = crc32c(chunk, self.checksum)
 
 
-def framing_fault(buf: bytes, at: np.ndarray, lengths: np.ndarray, known: dict[int, int]) -> tuple[int, bool] | None:
+def framing_fault(
+    buf: bytes, at: np.ndarray, lengths: np.ndarray, known: dict[int, int], data: bool = True
+) -> tuple[int, bool] | None:
     """Check the records framed in ``buf`` at ``at`` (int64 offsets of their headers) with
-    these data ``lengths`` (int64), vectorised: every header's length and CRC, every data CRC.
-    Returns (the first damaged record's position in ``at``, whether its header is what is
-    damaged); None when all are intact. ``known``: masked header CRCs by length, a cache the
-    caller keeps (records have few distinct lengths)."""
+    these data ``lengths`` (int64), vectorised: every header's length and CRC, every data CRC
+    (``data`` False: not those, when the caller checked every byte another way). Returns (the
+    first damaged record's position in ``at``, whether its header is what is damaged); None
+    when all are intact. ``known``: masked header CRCs by length, a cache the caller keeps
+    (records have few distinct lengths)."""
     if not len(at):
         return None
     raw = np.frombuffer(buf, dtype=np.uint8)
@@ -319,6 +322,9 @@ def framing_fault(buf: bytes, at: np.ndarray, lengths: np.ndarray, known: dict[i
     w32 = np.ndarray((len(raw) - 3,), dtype="<u4", buffer=raw, strides=(1,))
     w64 = np.ndarray((len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))
     bad_header = (w64[at] != lengths.astype(np.uint64)) | (w32[at + 8] != _header_crcs(lengths, known))
+    if not data:
+        bad = np.flatnonzero(bad_header)
+        return (int(bad[0]), True) if bad.size else None
     payload_at = at + HEADER_SIZE
     ends = payload_at + lengths
     # a comprehension of slices: the cheapest way found to call crc32c on each record; of a

@@ -23,7 +23,6 @@ RUN_SECTIONS = {
     "Python API": "test_python_api_section",
     "Images decoded on read": "test_images_decoded_on_read_section",
     "Changing rows and deriving datasets": "test_changing_rows_section",
-    "The schema's JSON form": "test_schema_json_section",
     "Running at scale": "test_running_at_scale_section",
 }
 MOST_NOT_RUN = 4
@@ -274,11 +273,6 @@ def test_schema_migrations_section(tmp_path: Path) -> None:
     ds.migrate(tmp_path / "migrations", workers=1)
     (row,) = Catalog.open(tmp_path / "cat").dataset("demo").read()
     assert row == {"w": 2.0, "h": 3.0, "height": 256, "area": 6.0, "caption": "a", "score": 4}
-
-
-def test_schema_json_section(tmp_path: Path) -> None:
-    blocks = section_blocks("The schema's JSON form")
-    assert Section(tmp_path, cli_env(tmp_path)).run(blocks) == 2
 
 
 PY_SCHEMA: dict[str, Any] = {

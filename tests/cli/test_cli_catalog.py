@@ -141,7 +141,7 @@ def test_cat_version_time_travel(root: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["show", "nope"], "error: no dataset named 'nope'\n"),
+        (["show", "nope"], "error: no dataset named 'nope' (`catalog list` names the datasets there are)\n"),
         (["show", "smal"], "error: no dataset named 'smal' (did you mean 'small'?)\n"),
         (
             ["cat", "../evil"],

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from catalog import Catalog
 from catalog.cli import app
 
+NAMES_HINT = "(`catalog list` names the datasets there are)"  # a name no dataset has, where others exist
+
 runner = CliRunner()
 SCHEMA = {
     "features": {
@@ -77,7 +79,7 @@ def test_json_and_tokens(root: Path) -> None:
          "found the end"),
         (["delete", "pets", "--where", "label = 'cow'"],
          "error: where \"label = 'cow'\": at character 9: 'cow' is not a class name of label (cat, dog)"),
-        (["delete", "nosuch", "--where", "id = 1"], "error: no dataset named 'nosuch'"),
+        (["delete", "nosuch", "--where", "id = 1"], "error: no dataset named 'nosuch' " + NAMES_HINT),
         (["delete", "pets", "--where", "id = 1", "--split", "test"],
          "error: dataset 'pets' has no split 'test' (splits: train)"),
         (["update", "pets", "--set", "id=x", "--where", "id = 1"],

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from catalog import Catalog
 from catalog.cli import app
 
+NAMES_HINT = "(`catalog list` names the datasets there are)"  # a name no dataset has, where others exist
+
 runner = CliRunner()
 SCHEMA = {"features": {"id": {"dtype": "int64", "shape": []}, "name": {"dtype": "string", "shape": []}}}
 MODULE = """
@@ -67,13 +69,13 @@ def test_filter_map_lineage_and_refresh(root: Path) -> None:
     [
         (["filter", "src", "x", "--where", "nope = 1"],
          "error: where 'nope = 1': at character 1: no feature 'nope' in the schema (it has id, name)"),
-        (["filter", "nosuch", "x", "--where", "id = 1"], "error: no dataset named 'nosuch'"),
+        (["filter", "nosuch", "x", "--where", "id = 1"], "error: no dataset named 'nosuch' " + NAMES_HINT),
         (["filter", "src", "src", "--where", "id = 1"], "error: dataset 'src' already exists"),
         (["map", "src", "x", "--fn", "shouting:nope"], "error: --fn 'shouting:nope': module 'shouting' has no 'nope'"),
         (["map", "src", "x", "--fn", "shout"],
          "error: --fn 'shout': name a function as module:function (e.g. features:add_length)"),
         (["refresh", "src"], "error: refresh: 'src' was not derived from another dataset: nothing to refresh"),
-        (["lineage", "nosuch"], "error: no dataset named 'nosuch'"),
+        (["lineage", "nosuch"], "error: no dataset named 'nosuch' " + NAMES_HINT),
     ],
 )  # fmt: skip
 def test_bad_requests_are_one_line_and_register_nothing(root: Path, args: list[str], line: str) -> None:

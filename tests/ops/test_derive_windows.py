@@ -142,3 +142,54 @@ def test_a_damaged_source_record_fails_the_filter_in_one_line_and_registers_noth
     )
     with pytest.raises(DatasetNotFoundError):
         cat.dataset("out")
+
+
+def test_a_source_shard_is_checked_by_its_whole_file_checksum_not_a_crc_a_record(tmp_path, monkeypatch):
+    from catalog.readers import spans
+
+    cat, src = _source(tmp_path)
+    checks: list[bool] = []
+    check = spans.framing_fault
+    monkeypatch.setattr(spans, "framing_fault", lambda *a: checks.append(a[-1]) or check(*a))
+    src.filter("id > 3", into="fast", workers=1)
+    assert len(checks) == 3 and not any(checks)  # one window a shard, its headers alone
+    _record_by_record(monkeypatch)
+    src.filter("id > 3", into="slow", workers=1)
+    assert _files(cat, "fast") == _files(cat, "slow")
+
+
+def test_a_batched_map_encodes_its_array_columns_into_the_files_lists_of_their_values_make(tmp_path, monkeypatch):
+    from catalog.schema import frames
+
+    cat, src = _source(tmp_path)
+    src.map(lengths, into="arrays", batched=True, workers=1)
+    batches = frames.column_batches
+    monkeypatch.setattr(derive, "column_batches", lambda out, features, arrays: batches(out, features))
+    src.map(lengths, into="lists", batched=True, workers=1)
+    assert _files(cat, "arrays") == _files(cat, "lists") and _stats(cat, "arrays") == _stats(cat, "lists")
+    assert list(cat.dataset("arrays").read())[5] == {**list(src.read())[5], "length": 0}
+
+
+def test_a_filter_tallies_its_kept_records_decoded_where_they_lie(tmp_path, monkeypatch):
+    from catalog.stats.tally import Tally
+    from catalog.tfrecord.example import encode_example
+
+    cat = Catalog.init(tmp_path / "cat")
+    schema = {"features": {"id": {"dtype": "int64"}, "d": {"dtype": "int64", "default": 7}}}
+    src = cat.register("src", schema)
+    given = tmp_path / "given.tfrecord"  # records lacking "d": they read its default, counted as filled
+    with RecordWriter(given) as w:
+        for i in range(300):
+            w.write(encode_example({"id": [i]} if i % 3 else {"id": [i], "d": [i]}))
+    src.append_files([given])
+    src = cat.dataset("src")
+    calls: list[int] = []
+    add = Tally.add_decoded_columns
+    monkeypatch.setattr(Tally, "add_decoded_columns", lambda self, c, n, *a: calls.append(n) or add(self, c, n, *a))
+    src.filter("id > 10", into="fast", workers=1)
+    assert calls == [289]
+    _record_by_record(monkeypatch)
+    src.filter("id > 10", into="slow", workers=1)
+    assert calls == [289] and _files(cat, "fast") == _files(cat, "slow")
+    assert _stats(cat, "fast") == _stats(cat, "slow")
+    assert _stats(cat, "fast")[1]["filled"] == len([i for i in range(11, 300) if i % 3])

@@ -254,7 +254,7 @@ def test_linked_shards_are_not_indexed_until_catalog_index(cat: Catalog, tmp_pat
 def test_catalog_index_bad_input_is_one_line(cat: Catalog, tmp_path: Path) -> None:
     cat.register("other", SCHEMA)
     for args, line in [
-        (["index", "nope"], "error: no dataset named 'nope'\n"),
+        (["index", "nope"], "error: no dataset named 'nope' (`catalog list` names the datasets there are)\n"),
         (["index", "--version", "1"], "error: --version needs exactly one dataset name\n"),
         (["index", "--dali", str(tmp_path / "d")], "error: --dali needs exactly one dataset name\n"),
         (["index", NAME, "other", "--dali", str(tmp_path / "d")], "error: --dali needs exactly one dataset name\n"),

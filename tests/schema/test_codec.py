@@ -87,3 +87,34 @@ def test_kinds_and_inference() -> None:
     records = [codec.encode({"id": 1, "s": "a"}), codec.encode({"id": 2})]
     inferred = sorted(infer_features(records), key=lambda f: f.name)  # a protobuf map's order is its own
     assert inferred == [Feature("id", "int64"), Feature("s", "string", optional=True)]
+
+
+def test_inferred_feature_order_does_not_depend_on_the_wire_order() -> None:
+    """An Example's features are a protobuf map: TensorFlow writes them in a hash order that
+    changes from run to run, so the same records written twice must imply the same schema."""
+    from catalog import Schema, encode_example, encode_sequence_example
+
+    one = encode_example({"user_id": 1, "clicks": 2.0, "query": b"q"})
+    other = encode_example({"query": b"q", "user_id": 1, "clicks": 2.0})
+    assert one != other  # the same features, in another order on the wire
+    assert list(Schema.infer([one]).features) == list(Schema.infer([other]).features) == ["clicks", "query", "user_id"]
+    seq = [
+        encode_sequence_example({"id": 1}, {"words": [[b"a"]], "frames": [[1.0]]}),
+        encode_sequence_example({"id": 2}, {"frames": [[2.0]], "words": [[b"b"]]}),
+    ]
+    assert list(Schema.infer(seq).sequence) == ["frames", "words"]
+    # rows keep their author's order: a dict's keys are ordered
+    assert list(Schema.infer([{"b": 1, "a": 2}]).features) == ["b", "a"]
+
+
+def test_schemaless_decoding_gives_features_by_name() -> None:
+    """decode_example's dict is in name order, not the protobuf map's hash order (which
+    differs between parsers and runs), so the same bytes always decode to the same dict."""
+    from catalog import decode_example, decode_sequence_example, encode_example, encode_sequence_example
+
+    names = [f"f{(i * 7) % 20:02d}" for i in range(20)]  # every name once, out of order
+    assert list(decode_example(encode_example({n: 1 for n in names}))) == sorted(names)
+    context, lists = decode_sequence_example(
+        encode_sequence_example({n: 1 for n in names}, {n: [[1]] for n in reversed(names)})
+    )
+    assert list(context) == list(lists) == sorted(names)

@@ -103,13 +103,65 @@ def test_schemas_and_batches_it_does_not_take() -> None:
     plain = Schema.from_json({"features": {"id": {"dtype": "int64"}, "d": {"dtype": "int64", "default": 3}}})
     assert encode_plain(plain._codec, {"id": list(range(n))}, n) is None  # a default to fill in
     assert encode_plain(plain._codec, {"id": list(range(n - 1)), "d": [1] * (n - 1)}, n - 1) is None  # few rows
-    assert encode_plain(plain._codec, {"id": np.arange(n), "d": [1] * n}, n) is None  # an array: not a list
+    assert encode_plain(plain._codec, {"id": np.arange(n).reshape(n, 1), "d": [1] * n}, n) is None  # not 1-D
     filled: dict[str, list[int]] = {}
     entries: dict[str, Any] = {}
     columns = {"id": list(range(n)), "d": [1] * n}
     records = plain.encode_columns(columns, n, filled, entries)
     assert records == _one_by_one(plain, columns, n) and filled == {"d": []}
     assert list(entries["id"]) == [plain._codec.encoders["id"](i) for i in range(n)] and len(entries["d"]) == n
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(some=st.lists(st.tuples(INTS, TEXTS, F32), min_size=1, max_size=12))
+def test_array_columns_are_the_records_their_values_as_lists_make(some: list[tuple[int, str, float]]) -> None:
+    rows = (some * MIN_ROWS)[: MIN_ROWS + len(some)]
+    schema = _schema("text")
+    lists = {"id": [r[0] for r in rows], "text": [r[1] for r in rows], "score": [r[2] for r in rows]}
+    texts = np.empty(len(rows), dtype=object)
+    texts[:] = lists["text"]
+    for score in (np.array(lists["score"], dtype=np.float32), np.array(lists["score"], dtype=np.float64)):
+        arrays = {"id": np.array(lists["id"], dtype=np.int64), "text": texts, "score": score}
+        expected = encode_plain(schema._codec, {**lists, "score": score.tolist()}, len(rows))
+        assert expected is not None and encode_plain(schema._codec, arrays, len(rows)) == expected
+        assert schema.encode_columns(arrays, len(rows)) == expected
+
+
+@pytest.mark.parametrize(
+    ("feature", "array", "error"),
+    [
+        ("id", np.array([5, -1] * (MIN_ROWS // 2)), None),  # negative: ten bytes, the encoder's
+        ("id", np.array([5, 2**63] * (MIN_ROWS // 2), dtype=np.uint64), "out of int64 range"),
+        ("id", np.array([5, 6] * (MIN_ROWS // 2), dtype=np.uint8), None),  # unsigned: as a list
+        ("id", np.ones(MIN_ROWS, dtype=bool), "expected int64, got bool"),
+        ("id", np.arange(MIN_ROWS, dtype=np.float64) + 0.5, "int64"),
+        ("score", np.array([0.5, math.nan] * (MIN_ROWS // 2)), None),
+        ("score", np.array([0.5, 1e39] * (MIN_ROWS // 2)), "float32"),
+        ("score", np.arange(MIN_ROWS, dtype=np.int32), None),  # integers in a float feature: as a list
+        ("text", np.array(["t", b"x"] * (MIN_ROWS // 2), dtype=object), None),
+        ("text", np.array(["t", "u"] * (MIN_ROWS // 2)), None),  # a numpy str array: as a list
+    ],
+)
+def test_an_array_that_is_not_plain_encodes_as_its_values_as_a_list(
+    feature: str, array: Any, error: str | None
+) -> None:
+    schema = _schema("text")
+    n = MIN_ROWS
+    texts = np.empty(n, dtype=object)
+    texts[:] = ["t"] * n
+    arrays: dict[str, Any] = {"id": np.arange(n), "text": texts, "score": np.full(n, 0.5, dtype=np.float32)}
+    arrays[feature] = array
+    lists = {k: v.tolist() if v.dtype.kind in "biuf" else list(v) for k, v in arrays.items()}
+    if feature in ("id", "score") and error is None and array.dtype.kind in "if":
+        assert encode_plain(schema._codec, arrays, n) is None
+    if error is None:
+        assert schema.encode_columns(arrays, n) == schema.encode_columns(lists, n) == _one_by_one(schema, lists, n)
+    else:
+        with pytest.raises(ValidationError, match=error) as e:
+            schema.encode_columns(arrays, n)
+        with pytest.raises(ValidationError) as as_list:
+            schema.encode_columns(lists, n)
+        assert str(e.value) == str(as_list.value) and e.value.record == as_list.value.record
 
 
 def test_a_batch_is_laid_out_a_chunk_at_a_time() -> None:

@@ -19,6 +19,8 @@ from starlette.testclient import TestClient
 from catalog import Catalog
 from catalog.web import create_app
 
+NAMES_HINT = "(`catalog list` names the datasets there are)"  # a name no dataset has, where others exist
+
 EVIL = "<script>alert(1)</script>"
 
 
@@ -132,7 +134,7 @@ def test_shards_are_paged(client: Any) -> None:
 def test_bad_requests_are_one_line(client: Any) -> None:
     missing = client.get("/datasets/nope")
     assert missing.status_code == 404 and "no dataset" in missing.text.lower()
-    assert client.get("/api/datasets/nope").json()["error"] == "no dataset named 'nope'"
+    assert client.get("/api/datasets/nope").json()["error"] == "no dataset named 'nope' " + NAMES_HINT
     assert client.get("/api/datasets/pics/rows?offset=x").status_code == 400
     assert client.get("/api/datasets/pics?version=99").status_code == 404
     assert client.get("/api/datasets/pics/compare?a=train&b=nope").status_code in (400, 404)

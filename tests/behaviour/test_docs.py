@@ -1,0 +1,197 @@
+"""The documentation (issue 35): the site builds strictly, every block on its pages runs or says
+why not, the collector fails a false example, the references name every public API name,
+command and environment variable, and the help users see first has an example per command."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from doc_examples import NOT_RUN, RUN, matches, normalise, run_page
+from readme_blocks import PREPARED
+from typer.testing import CliRunner
+
+import catalog
+from catalog.cli.commands import VERBS, Group, Verb, app, built
+from catalog.manifest.tables import FORMAT_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^\s*```(\S*)")
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def test_every_block_on_the_site_runs_or_says_why_not() -> None:
+    found, unmarked = 0, []
+    for page in pages():
+        lines = page.read_text(encoding="utf-8").splitlines()
+        inside = False
+        for i, line in enumerate(lines):
+            fence = FENCE.match(line)
+            if not fence:
+                continue
+            if not inside:
+                found += 1
+                lang = fence.group(1)
+                before = lines[i - 1].strip() if i > 0 else ""
+                marked = NOT_RUN.match(before) or before == PREPARED
+                if lang not in RUN and not marked:
+                    unmarked.append(f"{page.relative_to(ROOT)}:{i + 1} ({lang or 'no language'})")
+            inside = not inside
+    assert found >= 20, found
+    assert not unmarked, f"blocks that neither run (sh, python, output) nor say why not: {unmarked}"
+
+
+FALSE_PAGES = {
+    "an output that is not what the command prints": "```sh\necho hello\n```\n\n```output\ngoodbye\n```\n",
+    "a command that fails": "```sh\nfalse\n```\n",
+    "a command that should fail but does not": "```sh\ntrue   # exits 1\n```\n",
+    "Python that raises": "```python\nraise ValueError('no')\n```\n",
+    "a Python output that differs": "```python\nprint(1 + 1)\n```\n\n```output\n3\n```\n",
+}
+
+
+@pytest.mark.parametrize("what", FALSE_PAGES)
+def test_a_false_example_fails_the_suite(tmp_path: Path, what: str) -> None:
+    """Any page with a false example makes pytest (so CI) fail; the same page made true passes."""
+    tests = ROOT / "tests"
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(tests)!r})\nfrom pathlib import Path\n"
+        "from doc_examples import pages\npytest_collect_file = pages(Path(__file__).parent).pytest()\n"
+    )
+    (tmp_path / "page.md").write_text("# A page\n\n" + FALSE_PAGES[what])
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)]
+    failed = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout[-2000:]
+    (tmp_path / "page.md").write_text("# A page\n\n```sh\necho hello\n```\n\n```output\nhello\n```\n")
+    passed = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert passed.returncode == 0 and "2 passed" in passed.stdout, passed.stdout[-2000:]
+
+
+def test_readme_runs() -> None:
+    """README's tour, run as the site's pages are (its blocks make their own inputs)."""
+    assert run_page(ROOT / "README.md") >= 8
+
+
+def test_outputs_are_compared_after_normalising_paths_and_times() -> None:
+    printed = "made /tmp/w/cat/data at 2026-12-06 20:51:28  \nnext\n"
+    assert normalise(printed, "/tmp/w") == "made cat/data at <time>\nnext"
+    assert matches("made cat/data at <time>\nnext\n", "made cat/data at <time>\nnext")
+    assert matches("made ... at <time>\n...\n", "made cat/data at <time>\nnext\nand more")
+    assert not matches("made cat/data\n", "made cat/data at <time>")
+    assert not matches("next\n", "made cat/data at <time>\nnext")
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    pytest.importorskip("mkdocstrings", reason="the docs extra (mkdocstrings) is not installed")
+    built_site = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
+    )
+    assert built_site.returncode == 0, built_site.stderr[-3000:]
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    for entry in VERBS:
+        assert f"catalog {entry.name}" in cli, entry.name
+    api = (tmp_path / "site" / "reference" / "python" / "index.html").read_text(encoding="utf-8")
+    for name in catalog.__all__:
+        assert name in api, name
+
+
+def test_the_python_reference_names_every_public_name_where_it_is_defined() -> None:
+    text = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^::: ([\w.]+)$", text, re.M))
+    expected = {f"{getattr(catalog, n).__module__}.{n}" for n in catalog.__all__}
+    assert documented == expected, (expected - documented, documented - expected)
+
+
+def test_every_environment_variable_read_is_documented() -> None:
+    text = (DOCS / "reference" / "environment.md").read_text(encoding="utf-8")
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "catalog").rglob("*.py"))
+    read = set(re.findall(r"environ\.get\(\s*\"(\w+)\"", source))
+    read |= set(re.findall(r"_ENV = \"(\w+)\"", source))  # a variable named once, read by its constant
+    assert {"CATALOG_ROOT", "CATALOG_DB_URL", "CATALOG_STATS_HELPER", "CATALOG_DASK_SCHEDULER"} <= read
+    missing = [v for v in read if f"`{v}`" not in text]
+    assert not missing, missing
+
+
+def verbs() -> list[tuple[str, Verb]]:
+    out: list[tuple[str, Verb]] = []
+    for entry in VERBS:
+        if isinstance(entry, Group):
+            out += [(f"{entry.name} {v.name}", v) for v in entry.verbs]
+        else:
+            out.append((entry.name, entry))
+    return out
+
+
+@pytest.mark.parametrize(("name", "verb"), verbs(), ids=[n for n, _ in verbs()])
+def test_every_command_says_what_it_does_in_one_line_and_shows_an_example(name: str, verb: Verb) -> None:
+    assert "\n" not in verb.help and verb.help.endswith("."), verb.help
+    words = shlex.split(verb.example)
+    assert words[: 1 + len(name.split())] == ["catalog", *name.split()], verb.example
+    entry = next(e for e in VERBS if e.name == name.split()[0])
+    command = built(entry)
+    if isinstance(entry, Group):
+        command = command.commands[verb.name]  # type: ignore[attr-defined]
+    # the example parses: every option it names exists and takes what it is given
+    command.make_context(f"catalog {name}", words[1 + len(name.split()) :]).close()
+    shown = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and f"Example: {verb.example}" in shown.stdout, shown.stdout[-600:]
+
+
+def test_version_names_the_package_and_the_manifest_format() -> None:
+    shown = CliRunner().invoke(app, ["--version"])
+    assert shown.exit_code == 0
+    assert shown.stdout == f"catalog {catalog.__version__} (tfrecord-catalog), manifest format {FORMAT_VERSION}\n"
+    assert catalog.__version__ == importlib.metadata.version("tfrecord-catalog")
+
+
+def test_a_dataset_name_that_matches_nothing_says_what_to_do_next(tmp_path: Path) -> None:
+    runner = CliRunner()
+    root = str(tmp_path / "cat")
+    assert runner.invoke(app, ["init", root]).exit_code == 0
+    empty = runner.invoke(app, ["-C", root, "show", "things"])
+    assert empty.exit_code == 1
+    assert empty.stderr == textwrap.dedent("""\
+        error: no dataset named 'things' (the catalog has none yet: `catalog register NAME --schema FILE` makes one)
+    """)
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"features": {"id": {"dtype": "int64"}}}')
+    assert runner.invoke(app, ["-C", root, "register", "things", "--schema", str(schema)]).exit_code == 0
+    far = runner.invoke(app, ["-C", root, "show", "zzz"])
+    assert far.stderr == "error: no dataset named 'zzz' (`catalog list` names the datasets there are)\n"
+    close = runner.invoke(app, ["-C", root, "show", "thing"])
+    assert close.stderr == "error: no dataset named 'thing' (did you mean 'things'?)\n"
+
+
+def test_docstring_examples_of_the_public_api_run() -> None:
+    """Every ``>>>`` example in a docstring of the package is a doctest, and passes."""
+    import doctest
+    import importlib
+    import pkgutil
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    examples = 0
+    for info in pkgutil.walk_packages(catalog.__path__, "catalog."):
+        if info.name == "catalog.__main__":
+            continue  # importing it runs the CLI
+        module = importlib.import_module(info.name)
+        for test in finder.find(module, info.name, globs=dict(vars(module))):
+            examples += len(test.examples)
+            runner.run(test)
+    assert examples >= 5, examples
+    assert runner.failures == 0, f"{runner.failures} docstring examples failed (printed above)"
