@@ -2,22 +2,30 @@
 ``ds.batches()`` (NumPy/JAX) and ``ds.torch()``; and the plain sequential reads
 ``ds.read()`` and ``ds.records()``.
 
-Dataset order on one rank and one worker streams the shards front to back (no index
-needed, compressed shards too); any other share (shuffled, several ranks or workers) reads
-its records by position (see positions.py). Both give the same records in the same order.
+Dataset order on one rank and one worker streams the shards front to back when some shard
+has no registered index, is compressed or is read from an object store; any other share
+(shuffled, several ranks or workers, or in order over local indexed shards) reads its
+records by position (see positions.py). Both give the same records in the same order.
+
+Either way several batches are read and decoded together (a group: GROUP_BATCHES of them,
+about GROUP_BYTES at most) and then cut into batches: the columnar decoder's cost is some
+hundred NumPy calls a call whatever its row count, which at 256 rows a batch was most of the
+time (issue 34). A group whose read or decode fails is done again a batch at a time, so the
+batches before the bad record are yielded and the error is the one its own batch raises.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from catalog.commit.plans import ReadPlan
-from catalog.errors import UsageError
+from catalog.errors import CatalogError, UsageError
 from catalog.keywords import Unpack, check_keywords
 from catalog.readers.decoding import Decoder, Where
 from catalog.readers.files import stream_shard
@@ -25,7 +33,9 @@ from catalog.readers.order import ROW_CHUNK, EpochOrder, OrderKeywords, check_sa
 from catalog.readers.positions import RecordReader
 
 Chunk = tuple[list[bytes], Where]
-AHEAD = 16  # batches (or row chunks) whose positions are computed together
+Columns = dict[str, np.ndarray]
+GROUP_BATCHES = 16  # batches (or row chunks) read, decoded, and their positions computed, together
+GROUP_BYTES = 16 << 20  # at most about this many bytes of records in a group (the plan's average record)
 
 
 def stream_plan(plan: ReadPlan, start: int = 0) -> Iterator[tuple[str, int, list[bytes]]]:
@@ -91,23 +101,83 @@ def _where_pieces(rows_at: list[int], pieces: list[tuple[str, int]]) -> Where:
 
 def decoded(
     reader: RecordReader, decoder: Decoder, order: EpochOrder, batch_size: int | None, worker: int = 0, workers: int = 1
-) -> Iterator[dict[str, np.ndarray]]:
+) -> Iterator[Columns]:
     """A worker's records of ``order`` decoded: one batch per output batch, or per ROW_CHUNK
-    rows. Read by position, they are parsed where the read left them (Decoder.spans)."""
-    if order.sequential and workers == 1:
-        for recs, where in _rebatch(stream_plan(reader.plan, order.start), batch_size or ROW_CHUNK):
-            yield decoder.batch(recs, where)
+    rows. Read by position, they are parsed where the read left them (Decoder.spans); a
+    group of batches at a time either way (see the module docstring)."""
+    size = batch_size or ROW_CHUNK
+    per_group = group_batches(reader.plan, size)
+    if order.sequential and workers == 1 and not by_position(reader.plan):
+        for recs, where in _rebatch(stream_plan(reader.plan, order.start), size * per_group):
+            whole = functools.partial(decoder.batch, recs, where)
+            yield from _cut(whole, _sizes(len(recs), size), functools.partial(_streamed, decoder, recs, where, size))
         return
-    for positions in _positioned(order, worker_chunks(order.per_rank, batch_size, worker, workers)):
-        yield decoder.spans(reader.read_spans(positions, decoder.pad), reader.where_of(positions))
+    for group in _positioned(order, worker_chunks(order.per_rank, batch_size, worker, workers), per_group):
+        flat = group[0] if len(group) == 1 else np.concatenate(group)
+        whole = functools.partial(_read_decode, reader, decoder, flat)
+        yield from _cut(whole, [len(g) for g in group], functools.partial(_positioned_one, reader, decoder, group))
 
 
-def _positioned(order: EpochOrder, chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    """Each chunk's dataset positions, AHEAD chunks' computed in one go: the permutation is a
-    few dozen numpy calls whatever their length, a sixth of a batch's time when paid per batch."""
-    while group := list(itertools.islice(chunks, AHEAD)):
+def by_position(plan: ReadPlan) -> bool:
+    """Whether a read in dataset order takes the plan's records by position: every shard
+    local, uncompressed and with a registered index (no scan to find its records)."""
+    return all(
+        s.compression == "none" and s.index_checksum is not None and s.cache is None and not s.io.remote
+        for s in plan.shards
+    )
+
+
+def group_batches(plan: ReadPlan, size: int) -> int:
+    """How many batches of ``size`` records go in a group: GROUP_BATCHES, fewer when their
+    records (at the plan's average size) would come to over GROUP_BYTES."""
+    records = sum(s.records for s in plan.shards)
+    average = sum(s.bytes for s in plan.shards) / records if records else 0.0
+    return max(1, min(GROUP_BATCHES, int(GROUP_BYTES // max(average * size, 1.0))))
+
+
+def _read_decode(reader: RecordReader, decoder: Decoder, positions: np.ndarray) -> Columns:
+    return decoder.spans(reader.read_spans(positions, decoder.pad), reader.where_of(positions))
+
+
+def _sizes(n: int, size: int) -> list[int]:
+    return [min(size, n - at) for at in range(0, n, size)]
+
+
+def _cut(decode: Callable[[], Columns], sizes: list[int], one: Callable[[int], Columns]) -> Iterator[Columns]:
+    """The batches of ``sizes`` rows of a group: ``decode()``'s columns cut into them (views),
+    or, when the group's read or decode fails, ``one(k)`` for each batch k in turn, which
+    raises the error of the batch holding the bad record after yielding those before it."""
+    if len(sizes) == 1:
+        yield one(0)
+        return
+    try:
+        columns = decode()
+    except CatalogError:
+        for k in range(len(sizes)):
+            yield one(k)
+        return
+    at = 0
+    for n in sizes:
+        yield {name: column[at : at + n] for name, column in columns.items()}
+        at += n
+
+
+def _streamed(decoder: Decoder, recs: list[bytes], where: Where, size: int, k: int) -> Columns:
+    """Batch k (of ``size`` records) of a streamed group, decoded alone."""
+    return decoder.batch(recs[k * size : (k + 1) * size], lambda i: where(k * size + i))
+
+
+def _positioned_one(reader: RecordReader, decoder: Decoder, group: list[np.ndarray], k: int) -> Columns:
+    """Batch k of a group read by position, read and decoded alone."""
+    return _read_decode(reader, decoder, group[k])
+
+
+def _positioned(order: EpochOrder, chunks: Iterator[np.ndarray], per_group: int) -> Iterator[list[np.ndarray]]:
+    """Each chunk's dataset positions, ``per_group`` chunks' computed in one go (the
+    permutation is a few dozen NumPy calls whatever their length) and handed back together."""
+    while group := list(itertools.islice(chunks, per_group)):
         flat = order.positions(np.concatenate(group))
-        yield from np.split(flat, np.cumsum([len(g) for g in group[:-1]]))
+        yield np.split(flat, np.cumsum([len(g) for g in group[:-1]]))
 
 
 def check_batch_size(batch_size: int | None, optional: bool = False) -> None:

@@ -446,12 +446,17 @@ def _small_scalar_ints(batch: _Batch, rec: Arr, ps: Arr, plen: Arr) -> tuple[Arr
     w = batch.w64[ps] & _BYTE_MASKS[plen]
     # exactly one varint: the high bit set on every byte but the last
     rec, w = batch.keep((w & _HIGH_BITS) == _CONTINUED[plen], rec, w)
-    # squeeze out the high bits: 7-bit groups -> 14 -> 28 -> 56
+    return rec, _squeeze(w)
+
+
+def _squeeze(w: Arr) -> Arr:
+    """Varints of 1 to 8 bytes, each read as a little-endian word zeroed past its last byte,
+    as int64 values: the high bits squeezed out, 7-bit groups -> 14 -> 28 -> 56."""
     w = w & 0x7F7F7F7F7F7F7F7F
     w = (w & 0x007F007F007F007F) | ((w >> 1) & 0x3F803F803F803F80)
     w = (w & 0x00003FFF00003FFF) | ((w >> 2) & 0x0FFFC0000FFFC000)
     w = (w & 0x000000000FFFFFFF) | ((w >> 4) & 0x00FFFFFFF0000000)
-    return rec, w.view(np.int64)
+    return w.view(np.int64)
 
 
 def _varints(batch: _Batch, rec: Arr, ps: Arr, plen: Arr) -> tuple[Arr, Arr, Arr]:
@@ -469,7 +474,13 @@ def _varints(batch: _Batch, rec: Arr, ps: Arr, plen: Arr) -> tuple[Arr, Arr, Arr
     starts = np.empty_like(ends)
     starts[:1] = 0
     starts[1:] = ends[:-1] + 1
-    shift = (np.arange(len(data), dtype=np.uint64) - np.repeat(starts, ends + 1 - starts).astype(np.uint64)) * 7
+    lens = ends + 1 - starts
+    if int(lens.max()) <= 8:  # every value below 2**56: one word read a varint, not a step a byte
+        padded = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
+        words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+        values = _squeeze(words[starts] & _BYTE_MASKS[lens])
+        return rec, values, np.diff(np.searchsorted(ends, np.cumsum(plen)), prepend=0)
+    shift = (np.arange(len(data), dtype=np.uint64) - np.repeat(starts, lens).astype(np.uint64)) * 7
     parts = (data & 0x7F).astype(np.uint64) << shift
     values = np.bitwise_or.reduceat(parts, starts).view(np.int64)
     before = np.concatenate(([0], np.cumsum(term)))

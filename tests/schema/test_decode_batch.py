@@ -251,6 +251,24 @@ def test_scalar_int_widths(values: list[int]) -> None:
         assert check_batch(schema, [*records, bad])[0] == "error"
 
 
+def test_list_ints_of_up_to_eight_bytes_read_a_word_each() -> None:
+    """Packed lists whose varints all fit eight bytes (values below 2**56) are read a word a
+    value; one longer value anywhere sends the batch's lists the byte-by-byte way: both as
+    the generic path."""
+    schema = Schema.from_json(
+        {"features": {"v": {"dtype": "int64", "shape": [None]}, "f": {"dtype": "int64", "shape": [3]}}}
+    )
+    widths = [0, 1, 127, 128, 16383, 16384, 1 << 21, 1 << 28, 1 << 35, 1 << 42, 1 << 49, (1 << 56) - 1]
+    rng = random.Random(34)
+    rows = [{"v": rng.sample(widths, i % 6), "f": rng.sample(widths, 3)} for i in range(40)]
+    records = [schema.encode(r) for r in rows]
+    cols = check_batch(schema, records)[1]
+    assert [list(v) for v in cols["v"]] == [r["v"] for r in rows] and cols["f"].tolist() == [r["f"] for r in rows]
+    longer = [*records, schema.encode({"v": [1 << 56, -1], "f": [1, 2, 3]})]
+    assert [list(v) for v in check_batch(schema, longer)[1]["v"]][-1] == [1 << 56, -1]
+    assert slow_records(schema, records) == []
+
+
 def test_empty_batch_and_iterables() -> None:
     check_batch(BASIC, [])
     cols = BASIC.decode_batch(iter(BASIC_RECORDS))
