@@ -184,8 +184,21 @@ _TABLES = _tables()
 
 def header_size(tf: Any, data: Any) -> tuple[Any, Any]:
     """(width, height) an encoded image's header declares, as int64 scalars; (0, 0) for a file
-    of none of the formats (decode_image then says what it is not). No branch: every format's
-    fields are read, and the one whose magic bytes match is kept."""
+    of none of the formats (decode_image then says what it is not). Traced once a process (a
+    ``tf.function`` that each pipeline calls): tracing its ops took half of a pipeline's making."""
+    if not _TRACED:
+        spec = tf.TensorSpec([], tf.string)
+        _TRACED.append(tf.function(lambda d: _header_size(tf, d), input_signature=[spec], autograph=False))
+    size = _TRACED[0](data)
+    return size[0], size[1]
+
+
+_TRACED: list[Any] = []
+
+
+def _header_size(tf: Any, data: Any) -> Any:
+    """header_size's ops, as a vector (width, height). No branch: every format's fields are
+    read, and the one whose magic bytes match is kept."""
     expect, ignored, weights, divisor, modulus, addend, negative = _TABLES
     head = tf.io.decode_raw(data, tf.uint8, fixed_length=HEAD)  # zero padded
     match = tf.reduce_all(tf.logical_or(tf.equal(head, expect), ignored), axis=1)
@@ -194,5 +207,4 @@ def header_size(tf: Any, data: Any) -> tuple[Any, Any]:
     fields = tf.math.floormod(tf.math.floordiv(fields, divisor), modulus) + addend
     jpeg = tf.io.extract_jpeg_shape(tf.where(match[-1], data, _STAND_IN_JPEG))  # [H, W, C]
     sizes = tf.concat([tf.reshape(fields, [-1, 2]), tf.cast(jpeg[1::-1], tf.float64)[None]], 0)
-    size = tf.cast(tf.linalg.matvec(sizes, tf.cast(match, tf.float64), transpose_a=True), tf.int64)
-    return size[0], size[1]
+    return tf.cast(tf.linalg.matvec(sizes, tf.cast(match, tf.float64), transpose_a=True), tf.int64)
