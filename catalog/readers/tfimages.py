@@ -19,6 +19,7 @@ errors (``InvalidArgumentError``) name the dataset and the feature.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -125,15 +126,40 @@ def decode(
         if dim is not None:
             said = f"{named}: an image of another size than the schema's {list(feat.image_shape or ())}"
             checks.append(_check(tf, tf.equal(found, dim), said, [width, height]))
-    # 3 channels: every format's decoder converts to them itself, as to_channels does (the
-    # tests hold them to it), with no op more; 1 and 4 some refuse (GIF, BMP, JPEG, WebP).
-    direct = 3 if target == 3 else 0
     with tf.control_dependencies(checks):
-        pixels = tf.io.decode_image(data, channels=direct, dtype=tf.uint8, expand_animations=False)
-    if target is not None and target != direct:
+        if target == 3:
+            pixels = traced(tf, "three_channels", _three_channels)(data)
+        else:
+            pixels = tf.io.decode_image(data, channels=0, dtype=tf.uint8, expand_animations=False)
+    if target not in (None, 3):
         pixels = to_channels(tf, pixels, target)
     pixels.set_shape(fixed or [None, None, target])
     return pixels
+
+
+def _three_channels(tf: Any, data: Any) -> Any:
+    """An image decoded to 3 channels by its format's decoder, which converts as to_channels
+    does (the tests hold them to it) with no op more; but WebP's, which refuses RGBA to 3."""
+
+    def stored() -> Any:
+        return to_channels(tf, tf.io.decode_image(data, channels=0, dtype=tf.uint8, expand_animations=False), 3)
+
+    def converted() -> Any:
+        return tf.io.decode_image(data, channels=3, dtype=tf.uint8, expand_animations=False)
+
+    return tf.cond(tf.equal(tf.strings.substr(data, 0, 4), b"RIFF"), stored, converted)
+
+
+def traced(tf: Any, name: str, ops: Callable[[Any, Any], Any]) -> Any:
+    """``ops(tf, data)`` of a scalar string as a ``tf.function`` traced once a process, which
+    each pipeline calls: tracing them anew took half of a pipeline's making."""
+    if name not in _TRACED:
+        spec = tf.TensorSpec([], tf.string)
+        _TRACED[name] = tf.function(lambda data: ops(tf, data), input_signature=[spec], autograph=False)
+    return _TRACED[name]
+
+
+_TRACED: dict[str, Any] = {}
 
 
 def _check(tf: Any, condition: Any, message: str, size: list[Any]) -> Any:
@@ -184,16 +210,9 @@ _TABLES = _tables()
 
 def header_size(tf: Any, data: Any) -> tuple[Any, Any]:
     """(width, height) an encoded image's header declares, as int64 scalars; (0, 0) for a file
-    of none of the formats (decode_image then says what it is not). Traced once a process (a
-    ``tf.function`` that each pipeline calls): tracing its ops took half of a pipeline's making."""
-    if not _TRACED:
-        spec = tf.TensorSpec([], tf.string)
-        _TRACED.append(tf.function(lambda d: _header_size(tf, d), input_signature=[spec], autograph=False))
-    size = _TRACED[0](data)
+    of none of the formats (decode_image then says what it is not)."""
+    size = traced(tf, "header_size", _header_size)(data)
     return size[0], size[1]
-
-
-_TRACED: list[Any] = []
 
 
 def _header_size(tf: Any, data: Any) -> Any:
