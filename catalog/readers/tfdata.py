@@ -6,7 +6,8 @@ The pipeline is the one a careful user writes by hand, nothing in Python per rec
     the read plan's shard ranges (path, compression, start, count)
       -> in dataset order: one TFRecordDataset per run of whole shards, skip/take for cut ones
          shuffled: ranges in a random order, TFRecordDatasets of 16 at a time interleaved in parallel
-      -> [shard(n, i) by record]  -> [shuffle buffer]  -> repeat  -> batch
+      -> [shard(n, i) by record]  -> [shuffle buffer]  -> repeat
+      -> [decode_images: each record's images decoded (parallel map, tfimages.py)]  -> batch
       -> parse_example on the whole batch, decode_raw + reshape, ragged features (parallel map)
       -> prefetch
 

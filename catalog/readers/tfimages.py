@@ -6,9 +6,12 @@ not convert every format to every count), so that ``model.fit`` gets uint8 tenso
 schema the channels), else a RaggedTensor ``[batch, (H), (W), C]``.
 
 Each record's images are decoded apart, in a parallel map before the records are batched (as
-TFDS decodes): a batch decoded at once keeps one core busy for all its images. So each image's
-ops are few and branch-free (a ``tf.cond`` is a function call a record): the header's size is
-read by one matrix product over its first bytes and picked by its format's magic bytes.
+TFDS decodes): a batch decoded in one ``map_fn`` kept one core busy for all its images. Each
+image's ops are few: the header's size is read without a branch (a ``tf.cond`` or ``tf.case``
+is a function call a record, and costs the pipeline's making and each iterator's start), by one
+matrix product over its first bytes, picked by its format's magic bytes; 3 channels are asked
+of the format's decoder itself. Optional image features (none or one a record) are decoded in
+the batch, where the channels of a record without one need not be known.
 
 Bounded as the other readers are: each image's header (width and height; JPEG's by
 ``tf.io.extract_jpeg_shape``) is checked against the pixel limit and the schema's height and
