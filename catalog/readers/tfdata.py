@@ -6,7 +6,8 @@ The pipeline is the one a careful user writes by hand, nothing in Python per rec
     the read plan's shard ranges (path, compression, start, count)
       -> in dataset order: one TFRecordDataset per run of whole shards, skip/take for cut ones
          shuffled: ranges in a random order, TFRecordDatasets of 16 at a time interleaved in parallel
-      -> [shard(n, i) by record]  -> [shuffle buffer]  -> repeat  -> batch
+      -> [shard(n, i) by record]  -> [shuffle buffer]  -> repeat
+      -> [decode_images: each record's images decoded (parallel map, tfimages.py)]  -> batch
       -> parse_example on the whole batch, decode_raw + reshape, ragged features (parallel map)
       -> prefetch
 
@@ -39,7 +40,7 @@ from catalog.errors import CodecError, CorruptShardError, DependencyError, Featu
 from catalog.keywords import Unpack
 from catalog.readers.files import Facts, check_content, file_facts
 from catalog.readers.images import ImageDecoding, ReadKeywords, image_decoding, reading
-from catalog.readers.tfimages import image_column
+from catalog.readers.tfimages import optional_column, per_record, record_decoder
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, to_tf_feature_spec
 from catalog.storage.cache import CachedFileIO
 from catalog.storage.files import OWNED
@@ -113,6 +114,10 @@ def tf_dataset(
         records = records.shuffle(SHUFFLE_BUFFER, seed=_second(seed), reshuffle_each_iteration=True)
     if num_epochs != 1:
         records = records.repeat(num_epochs)
+    if images is not None and per_record(images):  # in parallel, after the shuffle buffer (no pixels held)
+        images_spec = parse_spec(tf, schema, [f.name for f in per_record(images)])
+        decoder = record_decoder(tf, images, images_spec, bool(schema.sequence), sizes.where)
+        records = records.map(decoder, num_parallel_calls=tf.data.AUTOTUNE)
     batches = _batched(tf, records, batch_size, drop_remainder, num_epochs, total)
     if at_end:
         batches = batches.enumerate()
@@ -365,9 +370,14 @@ def parser(
 ) -> Any:
     """The batch parse: one ``parse_example`` over the batch, then each feature shaped. With
     ``sizes``, it takes (batch index, records) and checks the batch's size first; with
-    ``images``, its image features decoded (tfimages.py; ``where``: the read, for errors)."""
-    spec = parse_spec(tf, schema, [name for name in names if name in schema.features])
-    features = [schema.features[name] for name in names if name in schema.features]
+    ``images``, the records come with their image features decoded ({"record", "images"}:
+    tfimages.record_decoder), which are not parsed again, but for the optional ones, decoded
+    here (``where``: the read, for errors)."""
+    decoded = {f.name for f in per_record(images)} if images is not None else set()
+    optional = [f for f in images.features if f.optional] if images is not None else []
+    parsed_names = [name for name in names if name in schema.features and name not in decoded]
+    spec = parse_spec(tf, schema, parsed_names)
+    features = [schema.features[name] for name in parsed_names]
     steps = [name for name in names if name in schema.sequence]
     for feat in features:
         if feat.tensor:
@@ -376,15 +386,17 @@ def parser(
     seq_spec = to_tf_feature_spec({n: every_step[n] for n in steps}, tf)
 
     def parse(*batch: Any) -> Any:
-        serialized = batch[-1] if sizes is None else sizes.check(tf, *batch)
+        serialized, pixels = (batch[-1]["record"], batch[-1]["images"]) if decoded else (batch[-1], {})
+        if sizes is not None:
+            serialized = sizes.check(tf, batch[0], serialized)
         n = tf.shape(serialized, out_type=tf.int64)[0]
-        if schema.sequence:
+        if schema.sequence and (spec or seq_spec):
             parsed, out = sequence_batch(tf, serialized, spec, seq_spec)
-        else:
-            parsed, out = tf.io.parse_example(serialized, spec), {}
-        out = {f.name: column(tf, f, parsed, n) for f in features} | out
+        else:  # (nothing to parse when every feature asked for is a decoded image)
+            parsed, out = (tf.io.parse_example(serialized, spec) if spec else {}), {}
+        out = {f.name: column(tf, f, parsed, n) for f in features} | out | pixels
         if images is not None:
-            out |= {f.name: image_column(tf, f, images, out[f.name], where) for f in images.features}
+            out |= {f.name: optional_column(tf, f, images, out[f.name], where) for f in optional}
         out = {name: out[name] for name in names}  # in schema order
         if label_key is None:
             return out

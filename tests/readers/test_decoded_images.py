@@ -148,6 +148,68 @@ def test_channels_as_tensorflow_converts(tf: Any, name: str, channels: int) -> N
     assert_same_pixels(name, got, direct)
 
 
+def test_three_channels_decoded_directly_as_to_channels_converts(tf: Any) -> None:
+    """tf_dataset asks decode_image for 3 channels itself (no conversion ops a record): every
+    format's decoder gives them, the very pixels of decoding as stored then to_channels; but
+    WebP's, which refuses RGBA (so tf_dataset converts a WebP's pixels itself)."""
+    from catalog.readers import tfimages
+
+    for name, data in corpus().items():
+        stored = tfimages.to_channels(tf, tf.io.decode_image(data, expand_animations=False), 3).numpy()
+        if name == "webp_rgba":
+            with pytest.raises(tf.errors.InvalidArgumentError, match="Number of channels"):
+                tfs(tf, data, 3)
+        else:
+            assert np.array_equal(tfs(tf, data, 3), stored), name
+
+
+def test_tf_dataset_every_format_to_three_channels(tf: Any, tmp_path: Path) -> None:
+    """Every format of the corpus through tf_dataset with 3 channels (the schema's), RGBA WebP
+    among them: the other readers' pixels."""
+    ds = Catalog.init(tmp_path / "c").register("all", FIXED)
+    images = corpus()
+    ds.append_rows([{"image": images[name], "id": i} for i, name in enumerate(sorted(images))])
+    got = np.concatenate([b["image"].numpy() for b in ds.tf_dataset(4, decode_images=True)])
+    for name, pixels in zip(sorted(images), got, strict=True):
+        assert_same_pixels(name, pixels, ours(images[name], 3))
+
+
+def header_cases() -> dict[str, tuple[bytes, tuple[int, int]]]:
+    """Files and the (width, height) their headers declare: the corpus, a WebP of the extended
+    layout (VP8X), a BMP stored top down (its height negative), a file of no format, an empty one."""
+    cases = {name: (data, (W, H)) for name, data in corpus().items()}
+    rgba = smooth(H, W, 4, 6)
+    cases["webp_extended"] = (encoded(rgba, "WEBP", quality=90), (W, H))  # lossy with alpha: VP8X
+    assert cases["webp_extended"][0][12:16] == b"VP8X"
+    bmp = bytearray(corpus()["bmp_rgb"])
+    bmp[22:26] = struct.pack("<i", -H)
+    cases["bmp_top_down"] = (bytes(bmp), (W, H))
+    cases["none"] = (b"not an image at all", (0, 0))
+    cases["empty"] = (b"", (0, 0))
+    return cases
+
+
+@pytest.mark.parametrize("name", sorted(header_cases()))
+def test_header_size_of_every_format(tf: Any, name: str) -> None:
+    from catalog.readers import tfimages
+
+    data, size = header_cases()[name]
+    assert tuple(int(v) for v in tfimages.header_size(tf, tf.constant(data))) == size
+
+
+def test_header_size_has_no_branch_and_is_traced_once(tf: Any) -> None:
+    """Each record's header is read by a few ops, no tf.cond or tf.case (a function call a
+    record each), and traced once a process, not once a pipeline."""
+    from catalog.readers import tfimages
+
+    for data in (b"a", b"b"):
+        tfimages.header_size(tf, tf.constant(data))
+    traced = tfimages._TRACED["header_size"]
+    assert traced.experimental_get_tracing_count() == 1
+    ops = {op.type for op in traced.get_concrete_function().graph.get_operations()}
+    assert not ops & {"If", "StatelessIf", "Case", "StatelessCase", "While", "StatelessWhile"}, ops
+
+
 def test_to_channels_rules() -> None:
     rgba = np.array([[[10, 20, 30, 40]]], np.uint8)
     assert to_channels(rgba, 3).tolist() == [[[10, 20, 30]]]
