@@ -13,7 +13,7 @@ example needs is made by the page itself, in plain sight:
   ``# exits N`` comment on its last line names (how a page shows an error). A block starts in
   the directory the one before it ended in, as commands typed in one terminal would; Python
   blocks run there too.
-- ```` ```python ````: run in the page's one namespace; what it prints is its output.
+- ```` ```python ````: run in the page's one namespace; what it prints (stdout) is its output.
 - ```` ```output ````: what the block before it printed (stdout and stderr), compared after
   normalising: paths are relative to the page's directory, timestamps as ``<time>``; a line ``...``
   stands for any lines, and ``...`` inside a line for any text.
@@ -106,7 +106,7 @@ class Python(Block):
     def evaluate(self, example: Example) -> str | None:
         printed = io.StringIO()
         code = compile(str(example.parsed), f"{example.path}:{example.line}", "exec")
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        with contextlib.redirect_stdout(printed):  # (warnings, on stderr, come once a process)
             exec(code, example.namespace)  # the page's own code, as a reader would run it
         example.namespace[LAST_OUTPUT] = printed.getvalue()
         return None
