@@ -3,7 +3,8 @@
 (the same pixels as the other readers'; to_channels' conversions, as TensorFlow's decoders do
 not convert every format to every count), so that ``model.fit`` gets uint8 tensors:
 ``[batch, H, W, C]`` with a static shape when the schema fixes it (and ``channels`` or the
-schema the channels), else a RaggedTensor ``[batch, (H), (W), C]``.
+schema the channels), else a RaggedTensor ``[batch, (H), (W), C]`` (``[batch, (H), (W), (C)]``
+when neither ``channels`` nor the schema gives the channels, so that each file keeps its own).
 
 Each record's images are decoded apart, in a parallel map before the records are batched (as
 TFDS decodes): a batch decoded in one ``map_fn`` kept one core busy for all its images. Each
@@ -91,7 +92,14 @@ def image_value(tf: Any, feat: Feature, decoding: ImageDecoding, data: Any, wher
     (batched: ``[n, (H), (W), C]``)."""
     fixed, target = decoding.fixed(feat), decoding.target(feat)
     pixels = decode(tf, data, feat, target, pixel_limit(), where, fixed)
-    return pixels if fixed is not None else tf.RaggedTensor.from_tensor(pixels, ragged_rank=1)
+    return pixels if fixed is not None else tf.RaggedTensor.from_tensor(pixels, ragged_rank=_ragged_rank(target))
+
+
+def _ragged_rank(target: int | None) -> int:
+    """An image's ragged rank: ``[H, (W), C]`` when its channels are known; ``[H, (W), (C)]``
+    when each file keeps its own (a grey and a colour image in one batch: batching needs the
+    dimensions that vary between records ragged)."""
+    return 1 if target is not None else 2
 
 
 def optional_column(tf: Any, feat: Feature, decoding: ImageDecoding, value: Any, where: str) -> Any:
@@ -101,9 +109,11 @@ def optional_column(tf: Any, feat: Feature, decoding: ImageDecoding, value: Any,
     target, limit = decoding.target(feat), pixel_limit()
 
     def one(data: Any) -> Any:
-        return tf.RaggedTensor.from_tensor(decode(tf, data, feat, target, limit, where), ragged_rank=1)
+        return tf.RaggedTensor.from_tensor(
+            decode(tf, data, feat, target, limit, where), ragged_rank=_ragged_rank(target)
+        )
 
-    spec = tf.RaggedTensorSpec([None, None, target], tf.uint8, ragged_rank=1)
+    spec = tf.RaggedTensorSpec([None, None, target], tf.uint8, ragged_rank=_ragged_rank(target))
     images = tf.map_fn(one, value.values, fn_output_signature=spec)
     return tf.RaggedTensor.from_row_lengths(images, value.row_lengths())
 

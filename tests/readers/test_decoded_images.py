@@ -335,6 +335,29 @@ def test_tf_dataset_ragged_and_channels(tf: Any, catalog: Catalog) -> None:
         assert_same_pixels(name, g.numpy(), e)
 
 
+def test_tf_dataset_images_with_their_own_channels_in_one_batch(tf: Any, tmp_path: Path) -> None:
+    """Without ``channels`` or channels in the schema each file keeps its own: a grey and a
+    colour image batch as ``[n, (H), (W), (C)]`` (it failed in TensorFlow, "All flat_values
+    must have compatible shapes"), with the pixels the other readers give."""
+    grey, rgb = encoded(smooth(3, 4, 1, 1)[..., 0], "PNG", "L"), encoded(smooth(2, 5, 3, 2), "PNG")
+    ds = Catalog.init(tmp_path / "cat").register(
+        "mixed", {"features": {"image": {"dtype": "bytes", "encoding": "image"}}}
+    )
+    ds.append_rows([{"image": grey}, {"image": rgb}, {"image": grey}])
+    want = list(next(ds.batches(3, decode_images=True))["image"])
+    assert [w.shape for w in want] == [(3, 4, 1), (2, 5, 3), (3, 4, 1)]
+    for optional in (False, True):
+        if optional:  # an optional image feature is decoded in the batch: the same rule there
+            ds = ds.catalog.register(
+                "mixed-optional", {"features": {"image": {"dtype": "bytes", "encoding": "image", "optional": True}}}
+            )
+            ds.append_rows([{"image": grey}, {"image": rgb}, {"image": grey}])
+        batch = next(iter(ds.tf_dataset(3, decode_images=True)))["image"]
+        got = [(g[0] if optional else g).numpy() for g in batch]
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w)
+
+
 # --------------------------------------------------------------------------- refusals
 
 
