@@ -18,7 +18,6 @@ from catalog import RecordWriter, Schema, encode_example
 # Sections whose blocks run, each by the test named after it; any other block must be marked.
 RUN_SECTIONS = {
     "CLI": "test_cli_section",
-    "Schema migrations": "test_schema_migrations_section",
     "Python API": "test_python_api_section",
     "Images decoded on read": "test_images_decoded_on_read_section",
     "Changing rows and deriving datasets": "test_changing_rows_section",
@@ -224,38 +223,6 @@ def test_cli_section(tmp_path: Path, psql_table: dict[str, str]) -> None:
         ]
     }
     assert section.run(blocks) == 2
-
-
-MIGRATION_SCHEMA: dict[str, Any] = {
-    "features": {
-        "w": {"dtype": "float32"},
-        "h": {"dtype": "float32"},
-        "text": {"dtype": "string"},
-        "tags": {"dtype": "string", "shape": [None]},
-        "score": {"dtype": "float32"},
-    }
-}
-
-
-def test_schema_migrations_section(tmp_path: Path) -> None:
-    """The script runs as a migration file; its last operation, whose target schema the
-    README leaves out (``{...}``), is built but not applied."""
-    from catalog import Catalog
-
-    (block,) = section_blocks("Schema migrations")
-    section = Section(tmp_path, cli_env(tmp_path), names={"my_fn": lambda row: row})
-    section.run([block])
-    assert [type(op).__name__ for op in section.names["operations"]] == [
-        "AddField", "AddField", "RenameField", "DropField", "CastField", "Transform",
-    ]  # fmt: skip
-    script = tmp_path / "migrations" / "demo" / "0001_readme.py"
-    script.parent.mkdir(parents=True)
-    script.write_text("def my_fn(row):\n    return row\n\n" + block.code + "operations = operations[:-1]\n")
-    ds = Catalog.init(tmp_path / "cat").register("demo", MIGRATION_SCHEMA)
-    ds.append_rows([{"w": 2.0, "h": 3.0, "text": "a", "tags": ["x"], "score": 4.0}])
-    ds.migrate(tmp_path / "migrations", workers=1)
-    (row,) = Catalog.open(tmp_path / "cat").dataset("demo").read()
-    assert row == {"w": 2.0, "h": 3.0, "height": 256, "area": 6.0, "caption": "a", "score": 4}
 
 
 PY_SCHEMA: dict[str, Any] = {
