@@ -110,10 +110,7 @@ def tf_dataset(
     sizes = BatchSizes(total, batch_size, f"dataset {rp.dataset!r} version {rp.version}")
     at_end = num_epochs == 1 and not drop_remainder
     records = read_records(tf, shards, shuffle, seed, by_record, count_each=not at_end)
-    if shuffle:
-        records = records.shuffle(SHUFFLE_BUFFER, seed=_second(seed), reshuffle_each_iteration=True)
-    if num_epochs != 1:
-        records = records.repeat(num_epochs)
+    records = _epochs(tf, records, shuffle, seed, num_epochs)
     if images is not None and per_record(images):  # in parallel, after the shuffle buffer (no pixels held)
         images_spec = parse_spec(tf, schema, [f.name for f in per_record(images)])
         decoder = record_decoder(tf, images, images_spec, bool(schema.sequence), sizes.where)
@@ -123,6 +120,13 @@ def tf_dataset(
         batches = batches.enumerate()
     parse = parser(tf, schema, names, label_key, sizes if at_end else None, images, sizes.where)
     return batches.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _epochs(tf: Any, records: Any, shuffle: bool, seed: int | None, num_epochs: int | None) -> Any:
+    """``records`` through the shuffle buffer (after the shards' own shuffle), repeated."""
+    if shuffle:
+        records = records.shuffle(SHUFFLE_BUFFER, seed=_second(seed), reshuffle_each_iteration=True)
+    return records if num_epochs == 1 else records.repeat(num_epochs)
 
 
 def _batched(tf: Any, records: Any, batch_size: int, drop: bool, num_epochs: int | None, total: int) -> Any:
