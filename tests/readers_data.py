@@ -92,3 +92,14 @@ def add_gzip_shard(ds: Dataset, rows: list[dict[str, Any]]) -> None:
         size, checksum = file_checksum(path)
         shard = ShardFile(rel, len(rows), size, checksum, "gzip")
         commit(ds, Change(APPEND, ds.version, ds.schema_version, "gz", "test", intent.id, (adding([NewShard(shard)]),)))
+
+
+def canon(value: Any) -> Any:
+    """``value`` (a row, a batch, arrays) as plain comparable data: arrays by dtype, shape and values."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, canon(value.tolist()))
+    if isinstance(value, (list, tuple)):
+        return [canon(v) for v in value]
+    if isinstance(value, dict):
+        return {k: canon(v) for k, v in value.items()}
+    return value.item() if isinstance(value, np.generic) else value

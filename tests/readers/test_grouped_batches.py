@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from readers_data import add_gzip_shard
+from readers_data import add_gzip_shard, canon
 
 from catalog import Catalog
 from catalog.api import Dataset
@@ -96,16 +96,6 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     ds.append_files([reordered])
     ds.adopt([foreign])
     return ds
-
-
-def canon(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, canon(value.tolist()))
-    if isinstance(value, (list, tuple)):
-        return [canon(v) for v in value]
-    if isinstance(value, dict):
-        return {k: canon(v) for k, v in value.items()}
-    return value.item() if isinstance(value, np.generic) else value
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -18,6 +18,7 @@ from readers_data import (
     SCHEMA,
     N,
     add_gzip_shard,
+    canon,
     epoch_order,
     interleave,
     make_dataset,
@@ -141,16 +142,6 @@ def test_batches_in_dataset_order_keep_their_behaviour(ds: Dataset) -> None:
 
 
 # --------------------------------------------------------------------------- random access
-
-
-def canon(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, canon(value.tolist()))
-    if isinstance(value, (list, tuple)):
-        return [canon(v) for v in value]
-    if isinstance(value, dict):
-        return {k: canon(v) for k, v in value.items()}
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def check_source(ds: Dataset, version: int | None = None) -> None:
