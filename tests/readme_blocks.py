@@ -35,7 +35,6 @@ README = ROOT / "README.md"
 # blocks carries PREPARED on the line before it, which Sybil's collector skips.
 PREPARED_PAGES = [
     ROOT / "docs" / "reference" / "cli-tour.md",
-    ROOT / "docs" / "reference" / "row-changes.md",
     ROOT / "docs" / "reference" / "python-tour.md",
     ROOT / "docs" / "how-to" / "scale.md",
 ]

@@ -20,7 +20,6 @@ RUN_SECTIONS = {
     "CLI": "test_cli_section",
     "Python API": "test_python_api_section",
     "Images decoded on read": "test_images_decoded_on_read_section",
-    "Changing rows and deriving datasets": "test_changing_rows_section",
     "Running at scale": "test_running_at_scale_section",
 }
 MOST_NOT_RUN = 4
@@ -321,38 +320,6 @@ def test_images_decoded_on_read_section(tmp_path: Path, tf: Any) -> None:
     assert section.run(section_blocks("Images decoded on read")) == 1
     batch = next(iter(section.names["tds"]))
     assert (tuple(batch["image"].shape), batch["image"].dtype) == ((3, 3, 32, 32), torch.float32)
-
-
-def test_changing_rows_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The section's fragment, on a dataset of the features it names; ``add_length`` is a
-    module's function (worker processes import it by name), as the section says it must be."""
-    from catalog import Catalog
-
-    (tmp_path / "lengths.py").write_text('def add_length(row):\n    return {**row, "length": len(row["user"])}\n')
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from lengths import add_length  # type: ignore[import-not-found]
-
-    cat = Catalog.init(tmp_path / "cat")
-    schema = {
-        "features": {
-            "id": {"dtype": "int64"}, "label": {"dtype": "int64", "names": ["cat", "dog"]},
-            "score": {"dtype": "float32"}, "user": {"dtype": "string"},
-        }
-    }  # fmt: skip
-    ds = cat.register("pets", schema)
-    for start in (0, 50):
-        ds.append_rows(
-            [{"id": i, "label": i % 2, "score": i / 100, "user": f"u-{i}"} for i in range(start, start + 50)]
-        )
-    ds.append_rows([{"id": 100, "label": 0, "score": 0.1, "user": "u-1234"}])
-    section = Section(
-        tmp_path, cli_env(tmp_path), names={"cat": cat, "ds": cat.dataset("pets"), "add_length": add_length}
-    )
-    assert section.run(section_blocks("Changing rows and deriving datasets")) == 1
-    pets = cat.dataset("pets")
-    assert [r["id"] for r in pets.read() if r["label"] == 0 and r["score"] < 0.2] == []
-    assert not any(r["user"] == "u-1234" for v in range(1, pets.info().version + 1) for r in pets.read(v))
-    assert [e.operation for e in cat.dataset("lens").lineage()] == ["map"]
 
 
 @pytest.fixture
