@@ -39,13 +39,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from readme_blocks import PREPARED
+from readme_blocks import NOT_RUN, PREPARED
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 
 RUN = ("sh", "python", "output")
-NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")
 WORKDIR = "__workdir__"
 LAST_OUTPUT = "__last_output__"
 EXITS = re.compile(r"#\s*exits\s+(\d+)\s*$")
@@ -54,11 +53,11 @@ BIN = str(Path(sys.executable).parent)  # this checkout's environment: its `cata
 
 
 class Block(AbstractCodeBlockParser):
-    """The fenced blocks of one language, run by :meth:`evaluate`."""
+    """The fenced blocks of the class's ``language``, run by :meth:`evaluate`."""
 
-    def __init__(self, language: str) -> None:
+    def __init__(self) -> None:
         lexer = FencedCodeBlockLexer(language=r".+", mapping={"language": "arguments", "source": "source"})
-        super().__init__([lexer], language)
+        super().__init__([lexer], self.language)
 
     def __call__(self, document: Document) -> Iterable[Region]:
         for region in super().__call__(document):
@@ -70,8 +69,7 @@ class Block(AbstractCodeBlockParser):
 
 
 class Shell(Block):
-    def __init__(self) -> None:
-        super().__init__("sh")
+    language = "sh"
 
     def evaluate(self, example: Example) -> str | None:
         code = str(example.parsed)
@@ -81,10 +79,8 @@ class Shell(Block):
         where = Path(example.namespace[WORKDIR]) / ".cwd"
         # the directory a block ends in is where the next one starts (as in a terminal)
         script = f"trap 'pwd > {where}' EXIT\nset -eo pipefail\n{code}"
-        done = subprocess.run(
+        done = subprocess.run(  # (in the page's directory and environment: setup's)
             ["bash", "-c", script],
-            cwd=os.getcwd(),
-            env=dict(os.environ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -100,8 +96,7 @@ class Shell(Block):
 
 
 class Python(Block):
-    def __init__(self) -> None:
-        super().__init__("python")
+    language = "python"
 
     def evaluate(self, example: Example) -> str | None:
         printed = io.StringIO()
@@ -113,8 +108,7 @@ class Python(Block):
 
 
 class Output(Block):
-    def __init__(self) -> None:
-        super().__init__("output")
+    language = "output"
 
     def evaluate(self, example: Example) -> str | None:
         got = example.namespace.get(LAST_OUTPUT)

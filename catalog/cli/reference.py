@@ -4,6 +4,7 @@ example, options and exit codes, so the page cannot drift from what ``--help`` s
 
 from __future__ import annotations
 
+import typer
 from typer import _click as click
 from typer.core import TyperGroup, TyperOption
 
@@ -37,16 +38,10 @@ def markdown() -> str:
 
 
 def _root() -> str:
-    root = typer_main_command()
+    root = typer.main.get_command(app)
     lines = ["## catalog\n", f"{root.help}\n", "```text\ncatalog [OPTIONS] COMMAND [ARGS]...\n```\n"]
     lines.append(_options(root))
     return "\n".join(lines)
-
-
-def typer_main_command() -> click.Command:
-    import typer
-
-    return typer.main.get_command(app)
 
 
 def _verb(name: str, verb: Verb, command: click.Command, level: str) -> str:

@@ -84,10 +84,11 @@ def verify_catalog(
     with mf.read_txn(cat.engine) as conn:
         rows = conn.execute(select(DATASETS.c.name, DATASETS.c.pending)).all()
         known = {r.name for r in rows}
-        shown = sorted(wanted or {r.name for r in rows if not mf.abandoned(r.pending)})  # as manifest_problems
+        present = [r.name for r in rows if not mf.abandoned(r.pending)]
+        shown = sorted(wanted or present)  # as manifest_problems
         for n in wanted or ():
             if n not in known:
-                raise DatasetNotFoundError(not_found(n, [r.name for r in rows if not mf.abandoned(r.pending)]), n)
+                raise DatasetNotFoundError(not_found(n, present), n)
         q = select(
             DATASETS.c.name, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.checksum,
             SHARDS.c.compression, SHARDS.c.index_checksum, SHARDS.c.location, SHARDS.c.removed_version,

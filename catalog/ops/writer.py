@@ -164,6 +164,8 @@ class Writer:
         self._write_chunk(chunk)
 
     def _write_chunk(self, rows: list[Mapping[str, Any]]) -> None:
+        if not rows:
+            return  # (_whole would open a shard for nothing)
         encoded = [self._encode(row, self.rows + i) for i, row in enumerate(rows)]
         self._sink().write_many([record for record, _ in encoded], [filled for _, filled in encoded])
         self.rows += len(rows)

@@ -16,7 +16,7 @@ import numpy as np
 from catalog.errors import CodecError, ValidationError
 from catalog.schema.encoders import feature_encoder
 from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
-from catalog.schema.frames import as_lists
+from catalog.schema.frames import as_lists, python_values
 from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import proto
@@ -103,9 +103,8 @@ class _Entries(Sequence[bytes]):
 
     def _all(self) -> list[bytes]:
         if self._made is None:
-            column = self._column
-            values = column.tolist() if isinstance(column, np.ndarray) and column.ndim == 1 else column
-            self._made = list(map(self._encoder, values))  # (Python values, as the generic path's)
+            # Python values, as the generic path's
+            self._made = list(map(self._encoder, python_values(self._column)))
         return self._made
 
     def __len__(self) -> int:

@@ -115,11 +115,10 @@ def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool, numbers: dict[str, np
             # array (it iterates as its rows; the statistics take it whole, not decoded again)
             if col.ndim > 1 or (arrays and kept_array(col)):
                 columns[name] = col  # type: ignore[assignment]
-            elif _numbers(col):
-                columns[name] = col.tolist()
-                numbers[name] = col
             else:
-                columns[name] = list(col)
+                columns[name] = python_values(col)
+                if _numbers(col):
+                    numbers[name] = col
         elif isinstance(col, (list, tuple)):
             columns[name] = list(col)
         else:
@@ -143,10 +142,15 @@ def kept_array(col: np.ndarray) -> bool:
 def as_lists(columns: Mapping[str, Any]) -> dict[str, Any]:
     """``columns`` with every 1-D array made a list of Python values, as ``column_batches``
     makes them without ``arrays``."""
-    return {
-        name: (c.tolist() if c.dtype.kind in "biuf" else list(c)) if isinstance(c, np.ndarray) and c.ndim == 1 else c
-        for name, c in columns.items()
-    }
+    return {name: python_values(c) for name, c in columns.items()}
+
+
+def python_values(column: Any) -> Any:
+    """A 1-D array's values as a list of Python values (numbers as Python numbers, the
+    encoders' fast path); anything else as it is."""
+    if not isinstance(column, np.ndarray) or column.ndim != 1:
+        return column
+    return column.tolist() if column.dtype.kind in "biuf" else list(column)
 
 
 def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:
@@ -155,13 +159,13 @@ def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns,
         raise ValidationError("the DataFrame has two columns of this name", str(dup))
     for lo in range(0, len(df), BATCH):
         part = df.iloc[lo : lo + BATCH]
-        columns = {str(name): _series(part[name], features.get(str(name))) for name in part.columns}
-        arrays = {}
-        for name in part.columns:  # the numbers _series gives as they are (see ColumnBatch)
-            feat = features.get(str(name))
-            values = part[name].to_numpy() if isinstance(part[name].dtype, np.dtype) else None
+        columns, arrays = {}, {}
+        for name in part.columns:
+            series, feat = part[name], features.get(str(name))
+            columns[str(name)] = _series(series, feat)
+            values = series.to_numpy() if isinstance(series.dtype, np.dtype) else None
             if values is not None and _numbers(values) and (values.dtype.kind != "f" or _kept_floats(feat)):
-                arrays[str(name)] = values
+                arrays[str(name)] = values  # the numbers _series gave as they are (see ColumnBatch)
         yield ColumnBatch(columns, arrays), len(part)
 
 

@@ -329,7 +329,7 @@ def framing_fault(
     ends = payload_at + lengths
     # a comprehension of slices: the cheapest way found to call crc32c on each record; of a
     # memoryview once records are large enough that copying them costs more than the view
-    whole = memoryview(buf) if len(lengths) and int(lengths.sum()) >= VIEW_CRC_BYTES * len(lengths) else buf
+    whole = memoryview(buf) if int(lengths.sum()) >= VIEW_CRC_BYTES * len(lengths) else buf
     crcs_list = [crc32c(whole[a:b]) for a, b in zip(payload_at.tolist(), ends.tolist(), strict=True)]
     crcs = np.array(crcs_list, dtype=np.uint32)
     footers = w32[ends]

@@ -197,11 +197,7 @@ def test_an_abandoned_tally_ends_its_helper(eager: None) -> None:
 def test_no_helper_when_it_cannot_start(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
     helpers.SLOT.shutdown()
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    schema, recs = records(2000)
-    t = Tally(schema)
-    t.add_records(recs)
-    assert t._helper is None and t._sent == 0
-    same_stats(t.result(), alone(schema, recs))
+    tallied_alone()
     assert helpers.SLOT.failures == 1
 
 
@@ -209,12 +205,17 @@ def test_no_helper_on_one_core(eager: None, monkeypatch: pytest.MonkeyPatch) -> 
     """On one core (taskset -c 0) the helper would only add its copy and decoding of every
     batch to that core's work: the writer tallies alone, and counts no failure."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    tallied_alone()
+    assert helpers.SLOT.failures == 0
+
+
+def tallied_alone() -> None:
+    """A tally of 2,000 records made with no helper, its statistics those of tallying alone."""
     schema, recs = records(2000)
     t = Tally(schema)
     t.add_records(recs)
     assert t._helper is None and t._sent == 0
     same_stats(t.result(), alone(schema, recs))
-    assert helpers.SLOT.failures == 0
 
 
 def test_a_helper_that_fails_on_a_batch_reports_it(eager: None) -> None:
