@@ -103,3 +103,15 @@ def canon(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: canon(v) for k, v in value.items()}
     return value.item() if isinstance(value, np.generic) else value
+
+
+def exact(value: Any) -> Any:
+    """``value`` as comparable data that keeps every type (``int`` is not ``np.int64``, a list
+    not a tuple) and a dict's key order: for "the same as ``src[i]`` gives", not merely equal."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, [exact(v) for v in value.reshape(-1).tolist()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [exact(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(k, exact(v)) for k, v in value.items()])
+    return (type(value).__name__, value)

@@ -20,6 +20,7 @@ from catalog.errors import UsageError
 from catalog.readers.decoding import Decoder, check_columns
 from catalog.readers.images import image_decoding
 from catalog.readers.positions import RecordReader
+from catalog.schema import batch_rows
 from catalog.words import counted
 
 
@@ -87,11 +88,14 @@ class DataSource:
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """Rows at ``indices``, read together (what a DataLoader fetches for one batch from a
-        map-style dataset): one sorted pass over the shards, then ``src[i]``'s rows."""
+        map-style dataset): one sorted pass over the shards, then ``src[i]``'s rows, parsed
+        as one columnar batch and split (a SequenceExample's rows one record at a time)."""
         positions = self._positions(list(indices))
-        where = self._reader.where_of(positions)
-        recs = self._reader.read(positions)
-        return [self.decoder.row(r, where, i) for i, r in enumerate(recs)]
+        reader, decoder = self._reader, self.decoder
+        where = reader.where_of(positions)
+        if not decoder.schema.sequence:
+            return batch_rows(decoder.spans(reader.read_spans(positions, decoder.pad), where), len(positions))
+        return [decoder.row(r, where, i) for i, r in enumerate(reader.read(positions))]
 
     def records(self, indices: Any) -> Any:
         """The raw records at ``indices`` (a list of ``bytes``), or at one index (``bytes``)."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from catalog.schema.codec import Kinded, decode_kinds, unknown_fields_within
     from catalog.schema.columnar import Ragged
     from catalog.schema.features import SHAPE_SUFFIX, Feature, zero
+    from catalog.schema.frames import batch_rows
     from catalog.schema.jsonrows import (
         class_name,
         float32_json,
@@ -44,6 +45,7 @@ _HOMES = {
     "SHAPE_SUFFIX": "catalog.schema.features",
     "Feature": "catalog.schema.features",
     "zero": "catalog.schema.features",
+    "batch_rows": "catalog.schema.frames",
     "class_name": "catalog.schema.jsonrows",
     "float32_json": "catalog.schema.jsonrows",
     "folded_bytes": "catalog.schema.jsonrows",
@@ -65,6 +67,7 @@ __all__ = [
     "Ragged",
     "Schema",
     "SchemaDiff",
+    "batch_rows",
     "decode_kinds",
     "float32_json",
     "json_problem",

@@ -153,6 +153,25 @@ def python_values(column: Any) -> Any:
     return column.tolist() if column.dtype.kind in "biuf" else list(column)
 
 
+def batch_rows(columns: Mapping[str, np.ndarray], n: int) -> list[dict[str, Any]]:
+    """The ``n`` rows of a decoded batch as ``Schema.decode`` gives each record: numbers as
+    Python numbers, each array its own (a view would keep the whole batch alive), the rest
+    (text, bytes, lists, None) as the column holds them."""
+    if not columns:
+        return [{} for _ in range(n)]
+    names, values = list(columns), [_row_values(c) for c in columns.values()]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def _row_values(column: np.ndarray) -> list[Any]:
+    if column.ndim > 1:  # a fixed shape: each row's array copied out
+        return [a.copy() for a in column]
+    if column.dtype != object:
+        return column.tolist()
+    # arrays of their own sizes: views of the batch's one buffer, copied
+    return [v.copy() if isinstance(v, np.ndarray) and v.base is not None else v for v in column]
+
+
 def _pandas(df: Any, features: Mapping[str, Feature]) -> Iterator[tuple[Columns, int]]:
     if df.columns.has_duplicates:
         dup = df.columns[df.columns.duplicated()][0]
