@@ -247,3 +247,13 @@ def test_the_manifest_tables_page_has_every_table() -> None:
     page = made_page("reference/manifest-tables.md")
     for name in METADATA.tables:
         assert f"\n## {name}\n" in page, name
+
+
+def test_the_tensorflow_page_names_every_compatibility_test() -> None:
+    """docs/concepts/tensorflow-compatibility.md says how the suite proves compatibility: a test
+    added to tests/behaviour/test_tf_compat.py is named there too."""
+    page = (DOCS / "concepts" / "tensorflow-compatibility.md").read_text(encoding="utf-8")
+    source = (ROOT / "tests" / "behaviour" / "test_tf_compat.py").read_text(encoding="utf-8")
+    tests = re.findall(r"^def (test_\w+)", source, re.M)
+    assert len(tests) >= 15
+    assert not [t for t in tests if f"`{t}`" not in page]
