@@ -127,7 +127,7 @@ def _error(cls: type[BaseException]) -> str:
     lines = [f"## {cls.__name__}\n", f"{facts}\n", f"{inspect.cleandoc(cls.__doc__ or '')}\n"]
     maker = next((c for c in cls.__mro__ if c.__module__ == errors.__name__ and "__init__" in vars(c)), None)
     if maker is not None:
-        params = list(inspect.signature(maker.__init__).parameters.values())[1:]  # (self)
+        params = list(inspect.signature(vars(maker)["__init__"]).parameters.values())[1:]  # (self)
         shown = str(inspect.Signature(params)).replace("'", "")
         lines.append(f"Made as `{cls.__name__}{shown}`.\n")
     return "\n".join(lines)

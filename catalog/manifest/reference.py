@@ -70,8 +70,8 @@ ABOUT: dict[str, tuple[str, dict[str, str]]] = {
             "author": "who made it (`--author`, else the user)",
             "read_version": "the version the writer read when it planned the work",
             "token": "the idempotency token (`--token`) a retry is recognised by",
-            "records_added": "new records: an append's (or a derivation's); 0 for a rewrite (migrate, compact, delete, ...), "
-            "whose new shards hold records that were there",
+            "records_added": "new records: an append's (or a derivation's); 0 for a rewrite (migrate, compact, "
+            "delete, ...), whose new shards hold records that were there",
             "shards_added": "shards it added",
             "records": "the dataset's records right after it",
             "bytes": "the dataset's bytes right after it",
@@ -106,8 +106,7 @@ ABOUT: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
     "shard_stats": (
-        "A shard's feature statistics (counts, moments, sketches), kept apart so listing shards never "
-        "loads them.",
+        "A shard's feature statistics (counts, moments, sketches), kept apart so listing shards never loads them.",
         {
             "path": "the shard's `path`",
             "dataset_id": "the dataset",
@@ -219,9 +218,8 @@ def _key(column: Column[Any]) -> str:
 def _constraints(table: Table) -> list[str]:
     facts = []
     for constraint in sorted(table.constraints, key=lambda c: str(c.name or type(c).__name__)):
-        names = ", ".join(f"`{c.name}`" for c in constraint.columns)
         if isinstance(constraint, UniqueConstraint) and len(constraint.columns) > 1:
-            facts.append(f"unique together: {names}")
+            facts.append(f"unique together: {', '.join(f'`{c.name}`' for c in constraint.columns)}")
     indexes: list[Index] = sorted(table.indexes, key=lambda i: str(i.name))
     facts += [f"index `{i.name}` on {', '.join(f'`{c.name}`' for c in i.columns)}" for i in indexes]
     return facts

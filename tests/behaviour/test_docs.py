@@ -225,9 +225,10 @@ def test_the_error_reference_has_every_class_of_the_tree() -> None:
 
 
 def test_a_command_meeting_each_error_exits_with_the_code_its_reference_gives() -> None:
+    from typer import Exit
+
     from catalog.cli.base import verb
     from catalog.cli.reference import error_classes, exit_code
-    from typer import Exit
 
     for cls in error_classes():
         error = cls.__new__(cls)
