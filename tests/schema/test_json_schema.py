@@ -20,6 +20,8 @@ from catalog import Catalog
 from catalog.demo import DEMO_SCHEMA
 from catalog.errors import SchemaError
 from catalog.schema import Schema
+from catalog.schema.features import FEATURE_KEYS, IMAGE_FORMATS
+from catalog.schema.sequences import STEP_KEYS
 from catalog.tfrecord import encode_example
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -45,6 +47,16 @@ def test_the_file_is_a_json_schema_shipped_with_the_package() -> None:
     jsonschema.Draft202012Validator.check_schema(DOCUMENT)
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"catalog.schema" = ["*.json"]' in pyproject  # package data: installed with the wheel
+
+
+def test_it_declares_the_keys_from_json_takes_and_the_page_describes_each() -> None:
+    assert set(DOCUMENT["properties"]) == {"features", "sequence_features"}
+    assert set(DOCUMENT["$defs"]["feature"]["properties"]) == FEATURE_KEYS
+    assert set(DOCUMENT["$defs"]["step"]["properties"]) == STEP_KEYS
+    assert DOCUMENT["$defs"]["feature"]["properties"]["format"]["enum"][:-1] == list(IMAGE_FORMATS)
+    page = (ROOT / "docs" / "reference" / "schema.md").read_text(encoding="utf-8")
+    assert "](schema.schema.json)" in page
+    assert not [k for k in FEATURE_KEYS if f"`{k}`" not in page and f'`"{k}"' not in page]
 
 
 def declared_schemas() -> list[Any]:
