@@ -116,15 +116,16 @@ class DatasetError(CatalogError):
 
 
 class DatasetNotFoundError(DatasetError):
-    pass
+    """No dataset of that name; the message says what to run next (a close name, or `catalog list`)."""
 
 
 class DatasetExistsError(DatasetError):
-    pass
+    """A dataset of that name is registered already."""
 
 
 class InvalidNameError(DatasetError):
-    pass
+    """A dataset name that is not allowed: letters, digits, '.', '_' and '-', not starting with
+    '.', at most 128 characters."""
 
 
 class CommitConflictError(CatalogError):

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# How a verb that fails ends (the CLI reference's exit codes, and each error class's on
+# docs/reference/errors.md): a CatalogError, and Ctrl-C or SIGTERM (128 + SIGINT, as shells say).
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
 
 @dataclass
 class Globals:
@@ -103,13 +108,13 @@ def verb(fn: Callable[..., Output]) -> Callable[..., None]:
                 raise
             # one line, whatever a file name or a library's message holds (newlines, escapes)
             typer.echo(f"error: {visible(_redact(str(e)))}", err=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(EXIT_ERROR) from None
         except KeyboardInterrupt as e:
             if _globals().traceback:
                 raise
             # Interrupted says how a write ended; any other command was only reading.
             typer.echo(str(e) if isinstance(e, Interrupted) else "interrupted", err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
 

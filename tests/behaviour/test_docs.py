@@ -5,6 +5,7 @@ command and environment variable, and the help users see first has an example pe
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -195,3 +196,65 @@ def test_docstring_examples_of_the_public_api_run() -> None:
             runner.run(test)
     assert examples >= 5, examples
     assert runner.failures == 0, f"{runner.failures} docstring examples failed (printed above)"
+
+
+def made_page(relative: str) -> str:
+    """A page as the site shows it: its markers replaced by what docs/hooks.py makes from the code."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return str(hooks.on_page_markdown((DOCS / relative).read_text(encoding="utf-8")))
+
+
+def test_the_error_reference_has_every_class_of_the_tree() -> None:
+    from catalog import errors
+    from catalog.cli.reference import error_classes, exit_code
+
+    defined = {
+        v for v in vars(errors).values()
+        if isinstance(v, type) and issubclass(v, BaseException) and v.__module__ == errors.__name__
+    }  # fmt: skip
+    assert set(error_classes()) == defined
+    page = made_page("reference/errors.md")
+    for cls in error_classes():
+        assert "__doc__" in vars(cls) and cls.__doc__, f"{cls.__name__} has no docstring of its own"
+        section = page.split(f"\n## {cls.__name__}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"exits with {exit_code(cls)}." in section, cls.__name__
+        assert " ".join(cls.__doc__.split()[:4]) in " ".join(section.split()), cls.__name__
+
+
+def test_a_command_meeting_each_error_exits_with_the_code_its_reference_gives() -> None:
+    from typer import Exit
+
+    from catalog.cli.base import verb
+    from catalog.cli.reference import error_classes, exit_code
+
+    for cls in error_classes():
+        error = cls.__new__(cls)
+        BaseException.__init__(error, "a message")  # (whatever the class's own arguments are)
+
+        def fails(error: BaseException = error) -> None:
+            raise error
+
+        with pytest.raises(Exit) as ended:
+            verb(fails)()
+        assert ended.value.exit_code == exit_code(cls), cls.__name__
+
+
+def test_the_manifest_tables_page_has_every_table() -> None:
+    from catalog.manifest.tables import METADATA
+
+    page = made_page("reference/manifest-tables.md")
+    for name in METADATA.tables:
+        assert f"\n## {name}\n" in page, name
+
+
+def test_the_tensorflow_page_names_every_compatibility_test() -> None:
+    """docs/concepts/tensorflow-compatibility.md says how the suite proves compatibility: a test
+    added to tests/behaviour/test_tf_compat.py is named there too."""
+    page = (DOCS / "concepts" / "tensorflow-compatibility.md").read_text(encoding="utf-8")
+    source = (ROOT / "tests" / "behaviour" / "test_tf_compat.py").read_text(encoding="utf-8")
+    tests = re.findall(r"^def (test_\w+)", source, re.M)
+    assert len(tests) >= 15
+    assert not [t for t in tests if f"`{t}`" not in page]

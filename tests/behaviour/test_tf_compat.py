@@ -339,3 +339,31 @@ def test_to_tf_feature_spec_is_exported_from_catalog(tf: Any, tmp_path: Path) ->
     batches = tf.data.experimental.make_batched_features_dataset(ds.files(), 2, spec, num_epochs=1, shuffle=False)
     batch = next(iter(batches))
     assert batch["x"].numpy().tolist() == [0.5, 1.5] and batch["y"].numpy().tolist() == [1, -1]
+
+
+_WITHOUT_TF = """
+import sys
+sys.modules["tensorflow"] = None  # any `import tensorflow` now raises ImportError
+from catalog import Catalog
+from catalog.tfrecord import read_records
+root = sys.argv[1]
+schema = {"features": {"id": {"dtype": "int64"}, "v": {"dtype": "float32", "shape": [2]},
+                       "m": {"dtype": "uint8", "shape": [2, 2], "encoding": "tensor"}}}
+for compression in ("none", "gzip", "zlib"):
+    ds = Catalog.init(f"{root}/{compression}").register("d", schema, compression=compression)
+    ds.append_rows([{"id": i, "v": [i, -i], "m": [[i, 0], [0, i]]} for i in range(50)])
+    assert [row["id"] for row in ds.read()] == list(range(50))
+    assert not ds.verify().problems
+    ds.export(f"{root}/{compression}.tfrecord", compression=compression)
+    assert len(list(read_records(f"{root}/{compression}.tfrecord"))) == 50
+print("NO-TF-OK")
+"""
+
+
+def test_the_format_needs_no_tensorflow(tmp_path: Path) -> None:
+    """Registering, appending, reading, verifying and exporting, in every compression, in a
+    process where ``import tensorflow`` fails: the format is this package's own."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TF, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and "NO-TF-OK" in done.stdout, done.stderr[-3000:]
