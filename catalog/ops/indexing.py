@@ -29,7 +29,7 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import PlannedShard, ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
-from catalog.errors import CatalogError, CorruptShardError, UsageError
+from catalog.errors import CatalogError, CorruptShardError, UsageError, VersionNotFoundError
 from catalog.jsonform import SECONDS, JsonReport, shown
 from catalog.manifest import DATASETS, SHARDS
 from catalog.storage import (
@@ -217,22 +217,40 @@ def index_dataset(ds: DatasetHandle, version: VersionRef = None, progress: Progr
 
 def _rewrite_lost(ds: DatasetHandle, shards: Iterable[PlannedShard]) -> int:
     """Write again, from its shard, each registered index file missing from the index tree (one
-    listing of the dataset's folder there); how many. An index is a function of its shard's
-    bytes, so the file rebuilt is the one registered (its checksum checked; no row changes),
-    where a backup of the data area does not have it; one that comes out otherwise means the
-    shard changed since its commit: refused, nothing written."""
+    listing of the dataset's folder there, before the manifest is asked: as gc does); how many.
+    An index is a function of its shard's bytes, so the file rebuilt is the one registered (its
+    checksum checked; no row changes), where no backup of the data area has it."""
     store = ds.catalog.store
     registered = {s.rel: s for s in shards if s.index_checksum is not None and s.compression == "none"}
     present = {f.rel for f in store.index_listing({ds.name})} if registered else set()
     lost = [s for rel, s in registered.items() if index_rel(rel) not in present]
-    for s in lost:
-        data, checksum = index_bytes(_scan(s))
-        if checksum != s.index_checksum:
-            raise CorruptShardError(s.path, "record index", s.index_checksum, checksum)
-        publish_index(store, s.rel, data, unique=True)
-    if lost:
+    done = sum(_rewrite_one(ds.catalog, s) for s in lost)
+    if done:
         store.sync_dir(index_folder(ds.name))
-    return len(lost)
+    return done
+
+
+def _rewrite_one(cat: CatalogHandle, s: PlannedShard) -> bool:
+    """Publish the lost index of ``s`` again; False when gc collected the shard meanwhile (its
+    index with it). An index that comes out other than the registered one means the shard
+    changed since its commit: refused, nothing written."""
+    try:
+        data, checksum = index_bytes(_scan(s))
+    except VersionNotFoundError:  # the shard is gone too: collected (nothing to do), or deleted by hand
+        if _collected(cat, s.rel):
+            return False
+        raise
+    if checksum != s.index_checksum:
+        raise CorruptShardError(s.path, "record index", s.index_checksum, checksum)
+    publish_index(cat.store, s.rel, data, unique=True)
+    return True
+
+
+def _collected(cat: CatalogHandle, rel: str) -> bool:
+    """Whether gc collected the shard ``rel`` (or it is registered no more)."""
+    with mf.read_txn(cat.engine) as conn:
+        row = conn.execute(select(SHARDS.c.collected_at).where(SHARDS.c.path == rel)).first()
+    return row is None or row.collected_at is not None
 
 
 def index_catalog(
