@@ -250,7 +250,9 @@ class Catalog(CatalogHandle):
         or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
         under a partial name, fsynced, then published without replacing anything (``force``:
         replacing the file at ``out`` once the copy is complete): a killed backup leaves no file
-        under ``out``, or the one that was there (the next one removes its partial file)."""
+        under ``out``, or the one that was there (the next one removes its partial file). A SQLite
+        manifest of an older format (opened with ``check=False``) is copied as it is: the backup
+        to take before :meth:`upgrade`."""
         return provision.backup(self, out, force)
 
     def verify(

@@ -52,7 +52,7 @@ def init(
 def backup(
     out: Annotated[Path, typer.Argument(help="Where to write the copy of the manifest.")], force: Force = False
 ) -> Output:
-    path = open_catalog().backup(out, force)
+    path = open_catalog(check=False).backup(out, force)  # an older manifest too: backed up before its upgrade
     return Output(text=[f"manifest backed up to {path}"])
 
 

@@ -144,11 +144,12 @@ def _redact(message: str) -> str:
     return redact(message)
 
 
-def open_catalog() -> Catalog:
-    """The catalog of --catalog (else $CATALOG_ROOT, else search up), closed after the command."""
+def open_catalog(check: bool = True) -> Catalog:
+    """The catalog of --catalog (else $CATALOG_ROOT, else search up), closed after the command;
+    ``check=False``: of any manifest format (the command checks what it needs)."""
     from catalog.api import Catalog
 
-    return hold(Catalog.open(_globals().catalog))
+    return hold(Catalog.open(_globals().catalog, check=check))
 
 
 def open_reader() -> CatalogHandle:

@@ -68,7 +68,7 @@ VERBS: tuple[Verb | Group, ...] = (
     Verb("tag", "datasets:tag", "Name a version of a dataset (default: the current one); readers take the tag as --version.", "catalog tag mnist v1.0"),
     Verb("tags", "datasets:tags", "A dataset's tags and the versions they name.", "catalog tags mnist"),
     Verb("gc", "admin:gc", "Remove files that no committed shard names; with --keep-versions/--older-than, retired shards too.", "catalog gc --keep-versions 5 --dry-run"),
-    Verb("index", "indexes:index", "Give shards without a record index (older catalogs, --link) one: a read per shard, idempotent.", "catalog index mnist"),
+    Verb("index", "indexes:index", "Give shards without a record index (older catalogs, --link) one, and a lost index file back: a read per shard, idempotent.", "catalog index mnist"),
     Verb("migrate", "rewrites:migrate", "Apply pending migrations (or one quick migration): rewrite every shard, one commit each.", "catalog migrate mnist --add weight:float32=1.0"),
     Verb("restore", "rewrites:restore", "A new commit whose shards and schema are exactly version N's (history keeps everything).", "catalog restore mnist --version 2"),
     Verb("compact", "rewrites:compact", "Merge small shards of a split into fewer: same records, same order, one no-data-change commit.", "catalog compact mnist --target-size 256MiB"),

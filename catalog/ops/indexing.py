@@ -9,7 +9,8 @@ files and the first registration stands; an interrupted run leaves at most an in
 that nothing registers, which its shard owns (gc keeps it while the shard is registered and
 collects it with the shard) and the next run replaces. A shard collected meanwhile is never
 registered (``collected_at IS NULL``). Where the catalog or its data area cannot be written,
-readers get the offsets in memory instead (``ensure_indexes``), never an error.
+readers get the offsets in memory instead (``ensure_indexes``), never an error. ``catalog index``
+also writes again, from its shard, a registered index whose file was lost: the same bytes.
 """
 
 from __future__ import annotations
@@ -28,10 +29,18 @@ from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, DatasetHandle
 from catalog.commit.plans import PlannedShard, ReadPlan, plan
 from catalog.commit.values import Progress, VersionRef
-from catalog.errors import CatalogError, CorruptShardError, UsageError
+from catalog.errors import CatalogError, CorruptShardError, UsageError, VersionNotFoundError
 from catalog.jsonform import SECONDS, JsonReport, shown
 from catalog.manifest import DATASETS, SHARDS
-from catalog.storage import clear_dead_partials, fsync_dir, index_folder, partial_path, shard_missing, write_error
+from catalog.storage import (
+    clear_dead_partials,
+    fsync_dir,
+    index_folder,
+    index_rel,
+    partial_path,
+    shard_missing,
+    write_error,
+)
 from catalog.storage.index import OFFSET, index_bytes, load_offsets, publish_index, read_index
 
 INDEX_BATCH = 256  # shards whose index files are registered in one transaction
@@ -53,6 +62,7 @@ class IndexReport(JsonReport):
     shards: int  # live at the version
     indexed: int = 0  # indexed by this run (or by another that registered the same index first)
     already: int = field(default=0, metadata=shown("already_indexed"))  # had an index
+    rebuilt: int = 0  # had one registered whose file was lost: written again from the shard
     compressed: int = 0  # gzip/zlib: no random access, no index
     records: int = 0  # in the shards indexed by this run
     index_bytes: int = 0  # written by this run
@@ -189,18 +199,58 @@ def _unindexed(shards: Iterable[PlannedShard]) -> list[PlannedShard]:
 
 
 def index_dataset(ds: DatasetHandle, version: VersionRef = None, progress: Progress | None = None) -> IndexReport:
-    """Index every uncompressed shard of ``version`` (default: current) that has no index yet."""
+    """Index every uncompressed shard of ``version`` (default: current) that has no index yet,
+    and write again the registered index files that were lost (:func:`_rewrite_lost`)."""
     start = time.monotonic()
     read_plan = plan(ds, version)
     todo = _unindexed(read_plan.shards)
     indexer = _Indexer(ds.catalog, progress=progress)
     indexer.run(todo)
+    rebuilt = _rewrite_lost(ds, read_plan.shards)
     compressed = sum(s.compression != "none" for s in read_plan.shards)
     return IndexReport(
         ds.name, read_plan.version, len(read_plan.shards), len(indexer.found),
-        len(read_plan.shards) - compressed - len(todo), compressed, indexer.records, indexer.bytes,
-        time.monotonic() - start,
+        len(read_plan.shards) - compressed - len(todo) - rebuilt, rebuilt, compressed, indexer.records,
+        indexer.bytes, time.monotonic() - start,
     )  # fmt: skip
+
+
+def _rewrite_lost(ds: DatasetHandle, shards: Iterable[PlannedShard]) -> int:
+    """Write again, from its shard, each registered index file missing from the index tree (one
+    listing of the dataset's folder there, before the manifest is asked: as gc does); how many.
+    An index is a function of its shard's bytes, so the file rebuilt is the one registered (its
+    checksum checked; no row changes), where no backup of the data area has it."""
+    store = ds.catalog.store
+    registered = {s.rel: s for s in shards if s.index_checksum is not None and s.compression == "none"}
+    present = {f.rel for f in store.index_listing({ds.name})} if registered else set()
+    lost = [s for rel, s in registered.items() if index_rel(rel) not in present]
+    done = sum(_rewrite_one(ds.catalog, s) for s in lost)
+    if done:
+        store.sync_dir(index_folder(ds.name))
+    return done
+
+
+def _rewrite_one(cat: CatalogHandle, s: PlannedShard) -> bool:
+    """Publish the lost index of ``s`` again; False when gc collected the shard meanwhile (its
+    index with it). An index that comes out other than the registered one means the shard
+    changed since its commit: refused, nothing written."""
+    try:
+        data, checksum = index_bytes(_scan(s))
+    except VersionNotFoundError:  # the shard is gone too: collected (nothing to do), or deleted by hand
+        if _collected(cat, s.rel):
+            return False
+        raise
+    if checksum != s.index_checksum:
+        raise CorruptShardError(s.path, "record index", s.index_checksum, checksum)
+    publish_index(cat.store, s.rel, data, unique=True)
+    return True
+
+
+def _collected(cat: CatalogHandle, rel: str) -> bool:
+    """Whether gc collected the shard ``rel`` (or it is registered no more)."""
+    with mf.read_txn(cat.engine) as conn:
+        row = conn.execute(select(SHARDS.c.collected_at).where(SHARDS.c.path == rel)).first()
+    return row is None or row.collected_at is not None
 
 
 def index_catalog(

@@ -91,7 +91,9 @@ def backup(cat: CatalogHandle, out: str | os.PathLike[str], force: bool = False)
     or, from PostgreSQL, :func:`copy_manifest` (every row, writers held meanwhile). Written
     under a partial name, fsynced, then published without replacing anything (``force``:
     replacing the file there, in one rename): a killed backup leaves no file under ``out``,
-    or the one that was there (the next one removes its partial file)."""
+    or the one that was there (the next one removes its partial file). A SQLite manifest of an
+    older format is copied as it is: the backup to take before `catalog upgrade`."""
+    _check_backup_format(cat.engine)
     target = Path(out)
     own = (str(cat.root),) if cat.store.remote else (str(cat.root), cat.store.root)
     check_target(target, force, cat.root, own)
@@ -111,6 +113,18 @@ def backup(cat: CatalogHandle, out: str | os.PathLike[str], force: bool = False)
         for leftover in (temp, Path(f"{temp}-journal")):
             leftover.unlink(missing_ok=True)
     return target
+
+
+def _check_backup_format(engine: Engine) -> None:
+    """A SQLite manifest of an older format is backed up as it is: SQLite's backup copies its
+    pages, whatever tables they hold, and that copy is the one to take before `catalog upgrade`.
+    Any other manifest is checked as every command checks it (a PostgreSQL one is copied row by
+    row through this format's tables)."""
+    meta = mf.read_meta(engine)
+    found = meta.get("format_version", "")
+    if engine.dialect.name == "sqlite" and found.isdigit() and int(found) < mf.FORMAT_VERSION:
+        return
+    mf.check_format(meta)
 
 
 def _backup_to(engine: Engine, path: Path) -> None:

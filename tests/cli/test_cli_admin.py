@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,17 @@ def test_backup_writes_a_copy_once_and_refuses_to_overwrite(root: Path, tmp_path
     refused = run("-C", str(root), "backup", str(out), code=1)
     assert refused.stderr == f"error: {out}: already exists; use --force to replace it\n"
     run("-C", str(root), "backup", str(out), "--force")
+
+
+def test_an_older_manifest_is_backed_up_as_it_is_before_its_upgrade(tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(FIXTURE, old)
+    run("-C", str(old), "list", code=1)  # every other command asks for `catalog upgrade` first
+    out = tmp_path / "format1.db"
+    assert run("-C", str(old), "backup", str(out)).stdout == f"manifest backed up to {out}\n"
+    with sqlite3.connect(out) as conn:  # the manifest as it was: the way back if the upgrade goes wrong
+        assert conn.execute("SELECT value FROM catalog_meta WHERE key = 'format_version'").fetchall() == [("1",)]
+    assert run("-C", str(old), "upgrade").stdout.startswith("manifest format 1 -> ")
 
 
 def test_copy_manifest_counts_rows_and_switches(root: Path, tmp_path: Path) -> None:

@@ -284,6 +284,31 @@ def test_a_corrupt_shard_is_not_indexed(cat: Catalog, tmp_path: Path) -> None:
     assert shard_rows(cat)[0].index_checksum is None
 
 
+def test_catalog_index_writes_a_lost_index_file_again_as_registered(cat: Catalog) -> None:
+    cat.dataset(NAME).append_rows(rows(range(20)), shard_records=10)
+    a, b = shard_rows(cat)
+    kept = index_path(cat, a.path).read_bytes()
+    index_path(cat, a.path).unlink()  # lost (no backup of the data area holds it)
+    assert cli("-C", str(cat.root), "verify", ok=False).exit_code == 1
+    doc = json.loads(cli("-C", str(cat.root), "index", NAME, "--json").stdout)
+    (report,) = doc["datasets"]
+    assert (report["indexed"], report["already_indexed"], report["rebuilt"]) == (0, 1, 1)
+    assert index_path(cat, a.path).read_bytes() == kept  # a function of the shard: the registered one
+    assert [r.index_checksum for r in shard_rows(cat)] == [a.index_checksum, b.index_checksum]  # rows untouched
+    assert cli("-C", str(cat.root), "verify").stderr.startswith("ok: 2 shards")
+    assert cat.dataset(NAME).source()[3]["id"] == 3
+    again = cli("-C", str(cat.root), "index", NAME).stdout
+    assert again == f"{NAME} version 2: indexed 0 shards (0 records, 0 B of index); 2 already indexed\n"
+    # An index that comes out other than the registered one: the shard changed since its commit.
+    index_path(cat, b.path).unlink()
+    with mf.write_txn(cat.engine) as conn:
+        conn.execute(update(SHARDS).where(SHARDS.c.id == b.id).values(index_checksum="crc32c:00000000"))
+    refused = cli("-C", str(cat.root), "index", NAME, ok=False)
+    assert (refused.exit_code, refused.stderr.count("\n")) == (1, 1)
+    assert refused.stderr.startswith(f"error: {cat.data_root / b.path}: record index: registered crc32c:00000000")
+    assert not index_path(cat, b.path).exists()
+
+
 # --------------------------------------------------------------------------- verify
 
 
