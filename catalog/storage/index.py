@@ -86,8 +86,9 @@ def read_index(where: str, records: int, size: int, checksum: str, cache: ShardC
         else:
             with open_shard(where) as f:
                 data = f.read(records * OFFSET.itemsize + 1)  # one byte more: a longer file shows
-    except FileNotFoundError as e:
-        raise CorruptShardError(where, "record index", "present", "missing") from e
+    except FileNotFoundError as e:  # the shard may be sound: the fix is to write its index again
+        hint = f"{where}: record index: registered present, found missing (`catalog index` writes it again)"
+        raise CorruptShardError(where, "record index", "present", "missing", message=hint) from e
     return parse_index(data, where, records, size, checksum)
 
 
