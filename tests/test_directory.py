@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from catalog import Catalog
 from catalog import manifest as mf
 from catalog.directory import (
     CATALOG_FILE,
@@ -115,3 +116,14 @@ def test_write_atomically_replaces_the_file_whole_and_owner_writable_only(tmp_pa
     assert path.read_text() == '{"format": 1}'
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == [CATALOG_FILE]
+
+
+def test_catalog_json_names_the_manifest_and_not_its_format(tmp_path: Path) -> None:
+    """The format lives in the manifest (its meta row), which `upgrade` moves for every directory
+    attached to it; a copy in catalog.json went stale at the first upgrade."""
+    cat = Catalog.init(tmp_path / "c")
+    cat.close()
+    assert json.loads((tmp_path / "c" / CATALOG_FILE).read_text()) == {"db_url": None}
+    with Catalog.open(tmp_path / "c") as cat:
+        cat.copy_manifest(f"sqlite:///{tmp_path / 'moved.db'}")
+    assert json.loads((tmp_path / "c" / CATALOG_FILE).read_text()) == {"db_url": f"sqlite:///{tmp_path / 'moved.db'}"}

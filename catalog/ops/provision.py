@@ -55,7 +55,9 @@ def create(
         data_root = _create_or_attach(engine, root, storage, shared=db_url is not None, undo=undo)
         if not file_io(data_root).remote:
             undo.mkdirs(root / data_root)  # root / an absolute path = that path
-        doc = {"format": mf.FORMAT_VERSION, "db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
+        # Which manifest this directory uses, nothing more: its format is the manifest's own (meta),
+        # which `upgrade` moves for every directory attached to it; a copy here would go stale.
+        doc = {"db_url": mf.safe_url(mf.normalize_url(db_url)) if db_url else None}
         undo.files(root / CATALOG_FILE, "")
         write_atomically(root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
     except BaseException as e:
@@ -81,7 +83,7 @@ def copy_manifest(cat: CatalogHandle, db_url: str, switch: bool = True) -> dict[
     finally:
         target.dispose()
     if switch:
-        doc = {"format": mf.FORMAT_VERSION, "db_url": None if url == default_url(cat.root) else mf.safe_url(url)}
+        doc = {"db_url": None if url == default_url(cat.root) else mf.safe_url(url)}
         write_atomically(cat.root / CATALOG_FILE, json.dumps(doc, indent=2) + "\n")
     return counts
 
