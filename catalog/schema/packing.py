@@ -184,8 +184,8 @@ def _records(
     if int(body.max()) >= _MAX_BODY:
         return None
     head = 2 + (body >= 1 << 7) + (body >= 1 << 14)  # the tag and the length's varint
-    before, after = (HEADER_SIZE, FOOTER_SIZE) if framed is not None else (0, 0)  # room for the framing
-    ends = np.cumsum(before + head + body + after) - after
+    room, after = (HEADER_SIZE, FOOTER_SIZE) if framed is not None else (0, 0)  # for the framing
+    ends = np.cumsum(room + head + body + after) - after
     starts = ends - head - body
     out = np.empty(int(ends[-1]) + after, dtype=np.uint8)
     out[starts] = 0x0A  # Example.features, around the entries
