@@ -187,8 +187,9 @@ class _Program:
         out = self.op.fn(decoded)  # type: ignore[misc]
         written = 0
         for columns, n in column_batches(out, self.target.features, arrays=True):
-            records, entries = self.encoded(columns, n, sink.tallying)
-            sink.write_encoded(records, columns, {}, entries, _no_beat)
+            framed: list[bytes] = []
+            records, entries = self.encoded(columns, n, sink.tallying, framed)
+            sink.write_encoded(records, columns, {}, entries, _no_beat, b"".join(framed) if framed else None)
             written += n
         return written
 
@@ -220,14 +221,14 @@ class _Program:
         return columns, absent, ragged
 
     def encoded(
-        self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool
+        self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool, framed: list[bytes] | None = None
     ) -> tuple[list[bytes], dict[str, Sequence[bytes]]]:
         """The records of ``n`` rows given as columns, and (``tallying``) each feature's entries,
         which ``ShardSink.write_encoded`` gives the statistics instead of the records decoded
-        again. A default an output lacked counts as present there, as in a record decoded
-        (appends count it as filled: ``filled`` is not asked)."""
+        again (``framed``: see Schema.encode_columns). A default an output lacked counts as
+        present there, as in a record decoded (appends count it as filled: ``filled`` is not asked)."""
         entries: dict[str, Sequence[bytes]] = {}
-        return self.target.encode_columns(columns, n, None, entries if tallying else None), entries
+        return self.target.encode_columns(columns, n, None, entries if tallying else None, framed), entries
 
 
 def _no_beat() -> None:

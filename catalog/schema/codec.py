@@ -178,17 +178,23 @@ class RowCodec:
         return wire.features_field(b"".join(entries))
 
     def encode_columns(
-        self, columns: ColumnValues, n: int, filled: FilledRows | None = None, entries: Entries | None = None
+        self,
+        columns: ColumnValues,
+        n: int,
+        filled: FilledRows | None = None,
+        entries: Entries | None = None,
+        framed: list[bytes] | None = None,
     ) -> list[bytes]:
         """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
         time: each encoder runs over its whole column, then each record joins its entries. A
         ValidationError names the row (``record``) and the feature. ``filled``, when given,
         receives per feature the rows whose default went in; ``entries`` each feature's
-        entries, a row's each (the statistics decode a few features from them, not records)."""
+        entries, a row's each (the statistics decode a few features from them, not records);
+        ``framed`` the records framed as TFRecord, when the fast path made them (else nothing)."""
         for name in columns:
             if name not in self.features:
                 raise ValidationError("not in the schema", str(name), record=0)
-        plain = encode_plain(self, columns, n)  # every value plain: numpy lays the records out
+        plain = encode_plain(self, columns, n, framed)  # every value plain: numpy lays the records out
         if plain is not None:
             self._plain_extras(columns, filled, entries)
             return plain

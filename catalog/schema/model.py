@@ -248,15 +248,21 @@ class Schema:
         return self._codec.encode(row, filled)
 
     def encode_columns(
-        self, columns: ColumnValues, n: int, filled: FilledRows | None = None, entries: Entries | None = None
+        self,
+        columns: ColumnValues,
+        n: int,
+        filled: FilledRows | None = None,
+        entries: Entries | None = None,
+        framed: list[bytes] | None = None,
     ) -> list[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
         feature, None where a value is missing); a ValidationError's ``record`` is the row.
         ``filled``, when given, receives per feature the rows whose default went in;
         ``entries`` (Example schemas only: a sequence's are not kept) each feature's encoded
-        map entries, one a row."""
+        map entries, one a row; ``framed`` (Example schemas only) the records framed as
+        TFRecord, in parts, when they were laid out with their framing (else nothing)."""
         if not self.sequence:
-            return self._codec.encode_columns(columns, n, filled, entries)
+            return self._codec.encode_columns(columns, n, filled, entries, framed)
         out = []
         names: list[str] = []
         for i in range(n):  # sequences are ragged: a row at a time

@@ -26,6 +26,7 @@ import numpy as np
 from catalog.schema.encoders import EntryPrefix
 from catalog.schema.features import Feature
 from catalog.tfrecord import example as wire
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, frame_in_place
 
 
 class RowCodec(Protocol):
@@ -76,9 +77,13 @@ class _Plan:
 _PLANS: weakref.WeakKeyDictionary[RowCodec, _Plan] = weakref.WeakKeyDictionary()
 
 
-def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) -> list[bytes] | None:
+def encode_plain(
+    codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int, framed: list[bytes] | None = None
+) -> list[bytes] | None:
     """The records of ``n`` rows given as ``columns``, as the encoders make them; None when
-    the schema or a value is not plain (see the module): the generic path's business then."""
+    the schema or a value is not plain (see the module): the generic path's business then.
+    ``framed``, when given and the records are made here, receives them framed as TFRecord
+    (a bytes a part, in order): laid out with their framing, not framed again one by one."""
     plan = _PLANS.get(codec)
     if plan is None:
         plan = _PLANS[codec] = _Plan(codec)
@@ -93,6 +98,7 @@ def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) 
             return None
         lists.append(column)
     out: list[bytes] = []
+    parts: list[bytes] | None = [] if framed is not None else None
     for lo in range(0, n, CHUNK):  # a part at a time: its arrays stay in the CPU's caches
         values = []
         for feat, column in zip(plan.features, lists, strict=True):
@@ -100,10 +106,12 @@ def encode_plain(codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int) 
             if got is None:
                 return None
             values.append(got)
-        records = _records(plan, values, len(values[0][1]))
+        records = _records(plan, values, len(values[0][1]), parts)
         if records is None:
-            return None
+            return None  # (``framed`` untouched: every part or none)
         out += records
+    if framed is not None and parts is not None:
+        framed += parts
     return out
 
 
@@ -165,7 +173,10 @@ def _texts(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | No
 _VALUES = {"int64": _ints, "float32": _floats, "string": _texts}
 
 
-def _records(plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int) -> list[bytes] | None:
+def _records(
+    plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int, framed: list[bytes] | None
+) -> list[bytes] | None:
+    """The records (and, with ``framed``, the records framed, appended to it)."""
     layouts = [_layout(feat, sizes) for feat, (_v, sizes) in zip(plan.features, values, strict=True)]
     body = np.zeros(n, dtype=np.int64)
     for (_v, sizes), (_t, before) in zip(values, layouts, strict=True):
@@ -173,9 +184,10 @@ def _records(plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int) -
     if int(body.max()) >= _MAX_BODY:
         return None
     head = 2 + (body >= 1 << 7) + (body >= 1 << 14)  # the tag and the length's varint
-    ends = np.cumsum(head + body)
+    room, after = (HEADER_SIZE, FOOTER_SIZE) if framed is not None else (0, 0)  # for the framing
+    ends = np.cumsum(room + head + body + after) - after
     starts = ends - head - body
-    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    out = np.empty(int(ends[-1]) + after, dtype=np.uint8)
     out[starts] = 0x0A  # Example.features, around the entries
     _varint_bytes(out, starts + 1, body, head - 1)
     at = starts + head
@@ -184,7 +196,10 @@ def _records(plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int) -
         _put_values(out, feat.kind, v, sizes, at + before)
         at = at + before + sizes
     raw = out.tobytes()
-    return [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    records = [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    if framed is not None:
+        framed.append(frame_in_place(out, starts, ends, records))
+    return records
 
 
 def _layout(feat: _Feature, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

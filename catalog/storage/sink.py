@@ -221,15 +221,21 @@ class ShardSink:
         filled: Mapping[str, list[int]],
         entries: Mapping[str, Sequence[bytes]],
         beat: Callable[[], None],
+        framed: bytes | None = None,
     ) -> None:
         """Write the records ``Schema.encode_columns`` made of ``columns`` (with what it reported
-        in ``filled`` and ``entries``, asked for while ``tallying``): the statistics take the
-        columns (stats.columns), not the records decoded again. ``beat``: the writer's heartbeat."""
+        in ``filled``, ``entries`` and ``framed``, asked for while ``tallying``): the statistics
+        take the columns (stats.columns), not the records decoded again; ``framed``, the
+        records framed already, goes out as it is. ``beat``: the writer's heartbeat."""
         got = None
         if self.schema is not None and (entries or self.schema.sequence):
             got = decoded_columns(self.schema, columns, len(records), filled, entries)
         if got is not None:
-            self.write_decoded(records, *got, beat)
+            self.write_decoded(records, *got, beat, framed=framed)
+            return
+        if framed is not None and not any(filled.values()):  # (no statistics: nothing to tally)
+            self.write_framed(framed, list(map(len, records)), lambda: records)
+            beat()
             return
         fills = per_row(filled, len(records))
         for i, record in enumerate(records):
@@ -243,12 +249,14 @@ class ShardSink:
         absent: dict[str, np.ndarray],
         beat: Callable[[], None] | None = None,
         ragged: Ragged | None = None,
+        framed: bytes | None = None,
     ) -> None:
         """Write records the caller decoded already (``Schema.decode_batch``, checking them):
         the statistics take those columns (and its ``ragged`` columns' values joined) instead
         of decoding the records again, a part at a time as they are written, parted as
         Tally.add_record batches records (batch_full: ``batch_ends``, counted from the first
-        record, not from a shard's); ``beat`` (the writer's heartbeat) runs after each part."""
+        record, not from a shard's); ``beat`` (the writer's heartbeat) runs after each part.
+        ``framed``: the records framed already (written as they are when no shard rolls within)."""
         if self.schema is None:
             self.write_many(records)
             return
@@ -272,7 +280,10 @@ class ShardSink:
         size = sum(lengths) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
         writer = self._whole(len(records), size)
         if writer is not None:  # no roll within: one call, then the statistics part by part
-            self._put_many(lambda: writer.write_many(records), len(records), size)
+            if framed is not None:
+                self._put_many(lambda: writer.write_framed(framed, lengths), len(records), size)
+            else:
+                self._put_many(lambda: writer.write_many(records), len(records), size)
             for end in batch_ends(lengths):
                 tally_so_far(end)
             return

@@ -306,6 +306,24 @@ class RecordWriter:
             self.checksum = crc32c(chunk, self.checksum)
 
 
+def frame_in_place(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, records: list[bytes]) -> bytes:
+    """The records laid out in ``buf`` (uint8) from ``starts`` to ``ends`` (int64), each with
+    HEADER_SIZE bytes of room before it and FOOTER_SIZE after, framed there and returned as
+    one buffer: the bytes ``write`` of each record would make, with no bytes object a record
+    made for it. ``records``: the same records as bytes, which the CRCs are taken of (a
+    call a record on bytes, the cheapest way found: a memoryview a record costs more)."""
+    n = len(records)
+    if not n:
+        return b""
+    distinct, inverse = np.unique(ends - starts, return_inverse=True)
+    headers = np.frombuffer(b"".join(map(frame_header, distinct.tolist())), dtype=np.uint8).reshape(-1, HEADER_SIZE)
+    buf[(starts - HEADER_SIZE)[:, None] + np.arange(HEADER_SIZE)] = headers[inverse]
+    crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
+    footers = _mask_array(crcs).astype("<u4").view(np.uint8).reshape(n, FOOTER_SIZE)
+    buf[ends[:, None] + np.arange(FOOTER_SIZE)] = footers
+    return buf.tobytes()
+
+
 def framing_fault(
     buf: bytes, at: np.ndarray, lengths: np.ndarray, known: dict[int, int], data: bool = True
 ) -> tuple[int, bool] | None:

@@ -193,3 +193,36 @@ def test_a_filter_tallies_its_kept_records_decoded_where_they_lie(tmp_path, monk
     assert calls == [289] and _files(cat, "fast") == _files(cat, "slow")
     assert _stats(cat, "fast") == _stats(cat, "slow")
     assert _stats(cat, "fast")[1]["filled"] == len([i for i in range(11, 300) if i % 3])
+
+
+PLAIN = {"features": {"id": {"dtype": "int64"}, "name": {"dtype": "string"}, "score": {"dtype": "float32"}}}
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_a_batched_maps_plain_records_go_out_framed_as_the_writer_frames_them(tmp_path, monkeypatch, tf, statistics):
+    from catalog.schema import packing
+
+    cat = Catalog.init(tmp_path / "cat")
+    cat.statistics = statistics
+    src = cat.register("src", PLAIN)
+    rows = [{"id": i * 997, "name": f"n{i}é" * (i % 5), "score": i / 10} for i in range(700)]
+    src.append_rows(rows[:300], split="train")
+    src.append_rows(rows[300:], split="test")
+    framed: list[int] = []
+    frame = packing.frame_in_place
+    monkeypatch.setattr(packing, "frame_in_place", lambda buf, *a: framed.append(len(a[0])) or frame(buf, *a))
+    cat.dataset("src").map(lengths, into="framed", batched=True, workers=1)
+    assert framed == [300, 400]  # a shard's batch laid out with its framing
+    encoded = derive._Program.encoded
+    monkeypatch.setattr(derive._Program, "encoded", lambda self, c, n, t, _framed=None: encoded(self, c, n, t))
+    cat.dataset("src").map(lengths, into="unframed", batched=True, workers=1)
+    assert framed == [300, 400] and _files(cat, "framed") == _files(cat, "unframed")
+    if statistics:
+        assert _stats(cat, "framed") == _stats(cat, "unframed")
+    got = []
+    for shard in cat.dataset("framed").shards():
+        for raw in tf.data.TFRecordDataset(shard.path):
+            feature = tf.train.Example.FromString(raw.numpy()).features.feature
+            got.append((feature["id"].int64_list.value[0], feature["length"].int64_list.value[0]))
+    assert got == [(r["id"], len(r["name"])) for r in rows]
+    assert [s.split for s in cat.dataset("framed").shards()] == ["train", "test"]

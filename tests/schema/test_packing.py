@@ -1,10 +1,11 @@
 """encode_plain (catalog/schema/packing.py), the vectorised fast path of Schema.encode_columns:
-the records are byte for byte those the per-value encoders make, and any batch that is not
-plain (a None, another type, a negative number, NaN, a bad text) is left to the generic path,
-which raises its exact error."""
+the records are byte for byte those the per-value encoders make (framed: what the writer makes
+of them), and any batch that is not plain (a None, another type, a negative number, NaN, a bad
+text) is left to the generic path, which raises its exact error."""
 
 from __future__ import annotations
 
+import io
 import math
 import struct
 from typing import Any
@@ -18,6 +19,7 @@ from catalog.errors import ValidationError
 from catalog.schema import Schema
 from catalog.schema.packing import CHUNK, MIN_ROWS, encode_plain
 from catalog.tfrecord.example import FLOAT32_MAX
+from catalog.tfrecord.framing import RecordWriter
 
 F32 = st.floats(width=32, allow_nan=False, allow_infinity=False) | st.floats(-FLOAT32_MAX, FLOAT32_MAX)
 INTS = st.integers(0, 2**63 - 1) | st.sampled_from([0, 127, 128, 16383, 16384, 2**56 - 1, 2**56, 2**63 - 1])
@@ -171,3 +173,43 @@ def test_a_batch_is_laid_out_a_chunk_at_a_time() -> None:
     assert encode_plain(schema._codec, columns, n) == _one_by_one(schema, columns, n)
     columns["score"][CHUNK + 1] = math.nan  # in the second chunk: the whole batch goes generic
     assert encode_plain(schema._codec, columns, n) is None
+
+
+def _framed_one_by_one(records: list[bytes]) -> bytes:
+    """What RecordWriter.write of each record writes."""
+    out = io.BytesIO()
+    with RecordWriter(out) as w:
+        for r in records:
+            w.write(r)
+        w.flush()
+        return out.getvalue()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    some=st.lists(st.tuples(INTS, TEXTS, F32), min_size=1, max_size=12),
+    key=st.sampled_from(["text", "k" * 120, "ключ"]),
+    extra=st.integers(0, CHUNK + 3),
+)
+def test_framed_batches_are_the_bytes_the_writer_frames_the_records_into(
+    some: list[tuple[int, str, float]], key: str, extra: int
+) -> None:
+    rows = (some * (MIN_ROWS + extra))[: MIN_ROWS + extra]  # up to two chunks: two parts
+    schema = _schema(key)
+    columns = {"id": [r[0] for r in rows], key: [r[1] for r in rows], "score": [r[2] for r in rows]}
+    framed: list[bytes] = []
+    records = schema.encode_columns(columns, len(rows), None, None, framed)
+    assert records == _one_by_one(schema, columns, len(rows))
+    assert len(framed) == -(-len(rows) // CHUNK) and b"".join(framed) == _framed_one_by_one(records)
+
+
+def test_a_batch_the_fast_path_does_not_take_frames_nothing() -> None:
+    schema = _schema("text")
+    n = CHUNK + 5
+    columns = {"id": list(range(n)), "text": ["t"] * n, "score": [0.5] * n}
+    columns["score"][CHUNK + 1] = math.nan  # in the second chunk, after the first was framed
+    framed: list[bytes] = []
+    assert schema.encode_columns(columns, n, None, None, framed) == _one_by_one(schema, columns, n)
+    assert framed == []
+    long = {"id": list(range(MIN_ROWS)), "text": ["y" * (3 << 20)] * MIN_ROWS, "score": [0.5] * MIN_ROWS}
+    assert encode_plain(schema._codec, long, MIN_ROWS, framed) is None and framed == []
