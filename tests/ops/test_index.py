@@ -331,7 +331,7 @@ def test_verify_names_a_missing_damaged_or_wrong_index(cat: Catalog) -> None:
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert all(line.startswith("index: ") for line in lines) and len(lines) == 4, lines
-    assert f"{index_path(cat, a.path)}: record index: registered present, found missing (`catalog index` writes" in lines[0]
+    assert f"{index_path(cat, a.path)}: record index: registered present, found missing (`catalog index`" in lines[0]
     assert f"{index_path(cat, b.path)}: record index checksum: registered {b.index_checksum}" in lines[1]
     assert f"{index_path(cat, c.path)}: record index size: registered 80 bytes, found 72 bytes" in lines[2]
     assert lines[3].endswith(
