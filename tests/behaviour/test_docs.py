@@ -97,7 +97,7 @@ def test_a_false_example_fails_the_suite(tmp_path: Path, what: str) -> None:
     assert passed.returncode == 0 and "2 passed" in passed.stdout, passed.stdout[-2000:]
 
 
-def test_readme_runs() -> None:
+def test_the_readme_runs() -> None:
     """README's tour, run as the site's pages are (its blocks make their own inputs)."""
     assert run_page(ROOT / "README.md") >= 8
 
