@@ -176,7 +176,7 @@ def empty_database(pg: Postgres, name: str) -> str:
     return pg.url(name)
 
 
-def start_dask(env: dict[str, str]) -> tuple[str, Callable[[], None]]:
+def start_dask(env: dict[str, str]) -> tuple[str, Callable[[], object]]:
     """A Dask LocalCluster (two worker processes, one thread each, ``env`` in their
     environment: a cluster's workers have their own credentials): its address and its stop."""
     try:
@@ -187,7 +187,7 @@ def start_dask(env: dict[str, str]) -> tuple[str, Callable[[], None]]:
     return str(cluster.scheduler_address), cluster.close
 
 
-def start_scale() -> tuple[dict[str, str], list[Callable[[], None]]]:
+def start_scale() -> tuple[dict[str, str], list[Callable[[], object]]]:
     """What docs/how-to/scale.md assumes, on this machine: a PostgreSQL server with two empty
     databases, an S3 store with a bucket, a Dask scheduler. The variables that name them (the
     page's ``SCALE_*`` and AWS's own) and the stops, in the order to call them."""
@@ -196,7 +196,7 @@ def start_scale() -> tuple[dict[str, str], list[Callable[[], None]]]:
     for module, extra in (("psycopg", "postgres"), ("s3fs", "s3")):
         if importlib.util.find_spec(module) is None:
             raise Unavailable(f"{module} is not installed (pip install '.[{extra}]')")
-    stops: list[Callable[[], None]] = []
+    stops: list[Callable[[], object]] = []
     try:
         pg = start_postgres()
         stops.append(pg.stop)
