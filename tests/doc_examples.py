@@ -19,10 +19,11 @@ example needs is made by the page itself, in plain sight:
   stands for any lines, and ``...`` inside a line for any text.
 
 Any other fenced block must say why it is not run, with ``<!-- not run: REASON -->`` on the line
-before it (tests/behaviour/test_docs.py checks). A block marked ``PREPARED`` (readme_blocks.py)
-is run by tests/behaviour/test_readme.py instead, with inputs prepared out of sight: pages
-moved from the README that have not yet been rewritten to make their own inputs. Docstring
-examples (``>>>``) in the package are doctests, run by tests/behaviour/test_docs.py.
+before it (tests/behaviour/test_docs.py checks), as must a block of those languages that is not
+run. A page that needs servers (docs/how-to/scale.md: PostgreSQL, S3, Dask) names the variables
+it reads; docs/conftest.py gives them to it from throwaway servers (tests/servers.py), and skips
+it with the reason where those cannot run (a failure under CI=true). Docstring examples
+(``>>>``) in the package are doctests, run by tests/behaviour/test_docs.py.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from readme_blocks import NOT_RUN, PREPARED
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.abstract import AbstractCodeBlockParser
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 
 RUN = ("sh", "python", "output")
+NOT_RUN = re.compile(r"^\s*<!-- not run: (.+?) -->\s*$")  # on the line before a block's fence
 WORKDIR = "__workdir__"
 LAST_OUTPUT = "__last_output__"
 EXITS = re.compile(r"#\s*exits\s+(\d+)\s*$")
@@ -62,8 +63,8 @@ class Block(AbstractCodeBlockParser):
     def __call__(self, document: Document) -> Iterable[Region]:
         for region in super().__call__(document):
             before = document.text[: region.start].rstrip().rpartition("\n")[2].strip()
-            if before == PREPARED or NOT_RUN.match(before):
-                continue  # run by tests/behaviour/test_readme.py instead; or says why it is not run
+            if NOT_RUN.match(before):
+                continue  # it says why it is not run
             region.evaluator = self.evaluate
             yield region
 
@@ -164,14 +165,20 @@ def teardown(namespace: dict[str, Any]) -> None:
     shutil.rmtree(namespace[WORKDIR], ignore_errors=True)
 
 
-def pages(path: Path, patterns: tuple[str, ...] = ("*.md",)) -> Sybil:
-    """The Sybil that runs the Markdown pages under ``path``."""
+def pages(
+    path: Path, patterns: tuple[str, ...] = ("*.md",), excludes: tuple[str, ...] = (), fixtures: tuple[str, ...] = ()
+) -> Sybil:
+    """The Sybil that runs the Markdown pages under ``path`` (but ``excludes``); each example
+    first gets the pytest ``fixtures`` named (after the page's setup: one may add to its
+    environment, which its teardown restores)."""
     return Sybil(
         parsers=[Shell(), Python(), Output()],
         patterns=list(patterns),
+        excludes=list(excludes),
         path=str(path),
         setup=setup,
         teardown=teardown,
+        fixtures=list(fixtures),
     )
 
 

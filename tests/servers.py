@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +158,91 @@ def start_s3() -> S3:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return S3(server, f"http://127.0.0.1:{port}")
+
+
+# --------------------------------------------------------------------------- docs/how-to/scale.md's servers
+
+
+def empty_database(pg: Postgres, name: str) -> str:
+    """A new, empty database on ``pg``: its URL."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(pg.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    finally:
+        admin.dispose()
+    return pg.url(name)
+
+
+def start_dask(env: dict[str, str]) -> tuple[str, Callable[[], object]]:
+    """A Dask LocalCluster (two worker processes, one thread each, ``env`` in their
+    environment: a cluster's workers have their own credentials): its address and its stop."""
+    try:
+        from distributed import LocalCluster
+    except ImportError as e:
+        raise Unavailable(f"dask.distributed is not installed (pip install '.[test]'): {e}") from e
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, env=env)
+    return str(cluster.scheduler_address), cluster.close
+
+
+def start_scale() -> tuple[dict[str, str], list[Callable[[], object]]]:
+    """What docs/how-to/scale.md assumes, on this machine: a PostgreSQL server with two empty
+    databases, an S3 store with a bucket, a Dask scheduler. The variables that name them (the
+    page's ``SCALE_*`` and AWS's own) and the stops, in the order to call them."""
+    import importlib.util
+
+    for module, extra in (("psycopg", "postgres"), ("s3fs", "s3")):
+        if importlib.util.find_spec(module) is None:
+            raise Unavailable(f"{module} is not installed (pip install '.[{extra}]')")
+    stops: list[Callable[[], object]] = []
+    try:
+        pg = start_postgres()
+        stops.append(pg.stop)
+        s3 = start_s3()
+        stops.append(s3.stop)
+        env = {**S3_ENV, "AWS_ENDPOINT_URL": s3.endpoint}
+        scheduler, stop_dask = start_dask(env)
+        stops.append(stop_dask)
+        import s3fs
+
+        s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3.endpoint}, key=env["AWS_ACCESS_KEY_ID"],
+                          secret=env["AWS_SECRET_ACCESS_KEY"]).mkdir("scale")  # fmt: skip
+        env.update(
+            SCALE_DB_URL=empty_database(pg, "scale"),
+            SCALE_DB_URL_2=empty_database(pg, "scale_moved"),
+            SCALE_STORAGE="s3://scale/datasets",
+            SCALE_SCHEDULER=scheduler,
+        )
+    except BaseException:
+        for stop in reversed(stops):
+            stop()
+        raise
+    return env, stops[::-1]
+
+
+def main() -> None:
+    """``python tests/servers.py``: throwaway servers for docs/how-to/scale.md on this machine.
+    Prints the variables that name them (``eval`` them, or paste them into another shell) and
+    serves until Ctrl-C (or SIGTERM), which stops them and removes their files."""
+    import shlex
+    import signal
+    import threading
+
+    env, stops = start_scale()
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
+    print("# serving until Ctrl-C", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for stop in stops:
+            stop()
+
+
+if __name__ == "__main__":
+    main()
