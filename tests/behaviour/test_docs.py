@@ -30,7 +30,7 @@ DOCS = ROOT / "docs"
 FENCE = re.compile(r"^\s*```(\S*)")
 # Blocks that say why they are not run (pictures, installs, the whole suite, a server run until
 # Ctrl-C, a sketch): few, and a new one is a decision to take here, not in passing.
-MOST_NOT_RUN = 9
+MOST_NOT_RUN = 10  # the tenth: the TFRecord framing drawn as a table (concepts/tensorflow-compatibility.md)
 
 
 def pages() -> list[Path]:
