@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import operator
 import os
 from collections.abc import Iterable
 from concurrent.futures import Executor
@@ -27,7 +28,7 @@ from crc32c import crc32c
 
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress
-from catalog.errors import AppendError, CatalogError, CorruptRecordError
+from catalog.errors import AppendError, CatalogError, CodecError, CorruptRecordError, SchemaError
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
@@ -42,6 +43,7 @@ from catalog.ops.ingest import (
     source_of,
 )
 from catalog.ops.writer import Writer
+from catalog.schema import Schema
 from catalog.storage import (
     OWNER_FILE,
     UNCHECKED,
@@ -57,6 +59,7 @@ from catalog.storage import (
 )
 from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
+from catalog.tfrecord.example import SEQUENCE_EXAMPLE, message_kind
 from catalog.tfrecord.framing import detect_file_compression, read_record_batches
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
@@ -118,18 +121,20 @@ def location_of(path: Path) -> str:
     return file_io(str(path)).real(str(path))
 
 
-def scan(w: Target, path: Path) -> Scanned:
+def scan(w: Target, path: Path, guessed: bool = False) -> Scanned:
     """Read ``path`` once: every record checked against the writer's schema (errors name the
-    input, record and feature), counted, the whole file checksummed, offsets kept."""
+    input, record and feature), counted, the whole file checksummed, offsets kept. ``guessed``:
+    the schema was inferred from the first records only (see guess_schema): a SequenceExample,
+    whose feature lists that schema does not describe, raises GuessMissed."""
     try:
         location = location_of(path)
         compression = detect_file_compression(location) or "none"
-        return _scan(w, path, location, compression)
+        return _scan(w, path, location, compression, guessed)
     except FileNotFoundError as e:
         raise AppendError(f"{path}: gone while being adopted: nothing registered", str(path)) from e
 
 
-def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
+def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool = False) -> Scanned:
     lengths: list[np.ndarray] = []
     count = 0
     tally = w.sink.new_tally() if w.sink is not None else None
@@ -138,6 +143,8 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
         tap = _Tap(f, str(path))
         try:
             for batch in read_record_batches(cast(IO[bytes], tap), compression):
+                if guessed:
+                    refuse_sequences(batch, path, count)
                 columns, absent, ragged = check_batch(w, batch, path, count)
                 if tally is not None:
                     tally.add_batch(batch, columns, absent, ragged)
@@ -162,6 +169,71 @@ def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
     return replace(found, fingerprint=content.to_register(after) if after == before else UNCHECKED)
 
 
+# --------------------------------------------------------------------------- a new dataset's schema
+# Adopting into a new name needs a schema before the first record is checked. Inferring it from
+# every record first read every file twice, the first time record by record in Python (about
+# ten times the adoption's own time). Instead the schema is inferred from the first records
+# (GUESS_RECORDS), and the adoption itself checks that no record would have inferred another:
+# decoding against an inferred schema refuses every record that would change it (a feature not
+# in it, one missing that is not optional, another value count than a fixed shape's, another
+# wire kind, bytes that are not UTF-8 for a string), and refuse_sequences the SequenceExamples
+# decoding would take by their context alone. Once every record passed, the schema is the one
+# inference over every record gives; when one does not, the adoption is undone and the schema
+# inferred from every record as before (Catalog.adopt).
+GUESS_RECORDS = 1024
+
+
+class GuessMissed(AppendError):
+    """A record a schema inferred from the first records does not describe (see above)."""
+
+
+def guess_schema(p: Plan) -> Schema | None:
+    """The schema of the inputs' first GUESS_RECORDS records; None when none is to be guessed:
+    no records (inference over all says why), or SequenceExamples (their feature lists)."""
+    sample: list[bytes] = []
+    for path, _split in p.inputs:
+        for batch in read_record_batches(path):
+            sample += batch[: GUESS_RECORDS - len(sample)]
+            if len(sample) >= GUESS_RECORDS:
+                break
+        if len(sample) >= GUESS_RECORDS:
+            break
+    try:
+        schema = Schema.infer(sample)
+    except (CodecError, SchemaError):
+        return None  # inference over every record names the record
+    return schema if schema.features and not schema.sequence else None
+
+
+_HEAD = operator.itemgetter(slice(0, 6))  # tag, and up to 5 bytes of the features field's length
+
+
+def refuse_sequences(batch: list[bytes], path: Path, first: int) -> None:
+    """GuessMissed at the first SequenceExample of ``batch``. An Example as writers make it is
+    one features field spanning the record: checked for all at once; the others one by one."""
+    if not batch:
+        return
+    lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
+    head_lens = np.minimum(lens, 6)
+    starts = np.cumsum(head_lens) - head_lens
+    heads = np.frombuffer(b"".join(map(_HEAD, batch)) + bytes(6), dtype=np.uint8)
+    body = heads[starts[:, None] + 1 + np.arange(5)].astype(np.int64)  # the length's varint, and more
+    more = (body & 0x80) != 0
+    size = np.argmin(more, axis=1) + 1  # bytes of the varint (the first without the high bit)
+    shifts = 7 * np.arange(5)
+    value = (((body & 0x7F) << shifts) * (np.arange(5) < size[:, None])).sum(axis=1)
+    # field 1 (tag 0a), its length's varint ended within the record's head, and it spans the record
+    plain = (heads[starts] == 0x0A) & ~more.all(axis=1) & (1 + size <= head_lens) & (1 + size + value == lens)
+    for i in np.flatnonzero(~plain).tolist():
+        try:
+            kind = message_kind(batch[i])
+        except CodecError:
+            continue  # not an Example at all: decoding says so
+        if kind == SEQUENCE_EXAMPLE:
+            index = first + i
+            raise GuessMissed(f"{path}: record {index}: a SequenceExample", str(path), index)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What an adoption takes: every file with its split, and what a TFDS directory says of them."""
@@ -169,6 +241,7 @@ class Plan:
     inputs: list[tuple[Path, str]]
     split: str  # the split of plain files (a TFDS directory's files have their own)
     tfds: TfdsDataset | None = None
+    guessed: bool = False  # the schema was inferred from the first records only (see guess_schema)
 
     @cached_property
     def expected(self) -> dict[Path, int]:
@@ -305,7 +378,7 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
     or with ``executor`` and several inputs, one job per input on it."""
     sink = w.sink
     assert sink is not None
-    if executor is not None and len(p.inputs) > 1:
+    if executor is not None and len(p.inputs) > 1 and not p.guessed:
         jobs = ingest_jobs(w, [(path, "tfrecord") for path, _ in p.inputs], False, InputOptions())
         results = run_ingest_jobs(w, adopt_job, jobs, progress, executor)
         for files, (_path, split) in zip(results, p.inputs, strict=True):
@@ -315,13 +388,24 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
             _check_count(p, path, sum(f.records for f in files))
         return
     for path, split in p.inputs:
-        found = scan(w, path)
+        found = _scan_guessed(w, path) if p.guessed else scan(w, path)
         _check_count(p, path, found.records)
         if progress:
             progress(found.bytes)
         if not found.records:
             continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
         w.splits[_take(sink, found).rel] = split
+
+
+def _scan_guessed(w: Writer, path: Path) -> Scanned:
+    """scan() under a guessed schema: whatever it refuses is GuessMissed, so that Catalog.adopt
+    infers the schema from every record instead, and says what is wrong as that inference does."""
+    try:
+        return scan(w, path, guessed=True)
+    except (AppendError, CorruptRecordError) as e:
+        if isinstance(e, GuessMissed):
+            raise
+        raise GuessMissed(f"{path}: {e}", str(path)) from e
 
 
 def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> None:
