@@ -16,8 +16,9 @@ import builtins
 import io
 import operator
 import os
-from collections.abc import Iterable
-from concurrent.futures import Executor
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -28,11 +29,12 @@ from crc32c import crc32c
 
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress
-from catalog.errors import AppendError, CatalogError, CodecError, CorruptRecordError, SchemaError
+from catalog.errors import AppendError, CatalogError, CodecError, CorruptRecordError, SchemaError, ValidationError
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.ops.ingest import (
+    Decoded,
     IngestJob,
     JobTarget,
     Target,
@@ -43,7 +45,8 @@ from catalog.ops.ingest import (
     source_of,
 )
 from catalog.ops.writer import Writer
-from catalog.schema import Schema
+from catalog.schema import Ragged, Schema
+from catalog.stats.tally import Tally
 from catalog.storage import (
     OWNER_FILE,
     UNCHECKED,
@@ -60,7 +63,14 @@ from catalog.storage import (
 from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.example import SEQUENCE_EXAMPLE, message_kind
-from catalog.tfrecord.framing import detect_file_compression, read_record_batches
+from catalog.tfrecord.framing import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    detect_file_compression,
+    framing_fault,
+    masked_crc32c,
+    read_record_batches,
+)
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
 
@@ -134,39 +144,195 @@ def scan(w: Target, path: Path, guessed: bool = False) -> Scanned:
         raise AppendError(f"{path}: gone while being adopted: nothing registered", str(path)) from e
 
 
+Read = tuple[int, list[np.ndarray], int, int]  # a file's records, their data lengths, its CRC32C and size
+
+
 def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool = False) -> Scanned:
-    lengths: list[np.ndarray] = []
-    count = 0
     tally = w.sink.new_tally() if w.sink is not None else None
-    with open_shard(location) as f:
-        before = content.observe(location, f)
-        tap = _Tap(f, str(path))
-        try:
-            for batch in read_record_batches(cast(IO[bytes], tap), compression):
-                if guessed:
-                    refuse_sequences(batch, path, count)
-                columns, absent, ragged = check_batch(w, batch, path, count)
-                if tally is not None:
-                    tally.add_batch(batch, columns, absent, ragged)
-                if compression == "none":
-                    lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
-                count += len(batch)
-                w.heartbeat()
-        except CorruptRecordError as e:
-            raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
-        if tap.read(1):  # framing ended where the file did: nothing may follow unread
-            raise AppendError(f"{path}: bytes after the last record", str(path))
-        after = content.observe(location, f)
+    read: Read | None = None
+    if compression == "none":  # read a window at a time: framing checked and records decoded with NumPy
+        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, guessed))
+    if read is None:  # compressed, or damaged: the record-by-record read says where, as it always did
+        tally = w.sink.new_tally() if w.sink is not None else None
+        read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))
+    assert read is not None
+    count, lengths, crc, size = read
     # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
     stats = tally.result(lambda: shard_batches(location)).to_bytes() if tally is not None else None
-    checksum = format_checksum(tap.crc)
-    found = Scanned(location, source_of(path), count, tap.size, checksum, compression, offsets, stats)
+    found = Scanned(location, source_of(path), count, size, format_checksum(crc), compression, offsets, stats)
     # Changed while it was read (grown, say): what was checksummed is what is registered, but the
     # file's fingerprint now vouches for nothing: readers checksum it (once a process) instead.
     return replace(found, fingerprint=content.to_register(after) if after == before else UNCHECKED)
+
+
+def _opened(location: str, read: Callable[[Any], Read | None]) -> tuple[Read | None, Any, Any]:
+    """``read`` of the file opened, and what the content check saw of it before and after."""
+    with open_shard(location) as f:
+        before = content.observe(location, f)
+        out = read(f)
+        return out, before, content.observe(location, f)
+
+
+def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally | None, guessed: bool) -> Read:
+    """Every record framed one by one (read_record_batches), checked and tallied a batch at a time."""
+    lengths: list[np.ndarray] = []
+    count = 0
+    tap = _Tap(f, str(path))
+    try:
+        for batch in read_record_batches(cast(IO[bytes], tap), compression):
+            if guessed:
+                refuse_sequences(batch, path, count)
+            columns, absent, ragged = check_batch(w, batch, path, count)
+            if tally is not None:
+                tally.add_batch(batch, columns, absent, ragged)
+            if compression == "none":
+                lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
+            count += len(batch)
+            w.heartbeat()
+    except CorruptRecordError as e:
+        raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
+    if tap.read(1):  # framing ended where the file did: nothing may follow unread
+        raise AppendError(f"{path}: bytes after the last record", str(path))
+    return count, lengths, tap.crc, tap.size
+
+
+# --------------------------------------------------------------------------- windows of a file
+# An uncompressed file is read WINDOW bytes at a time by a thread one window ahead, which also
+# keeps the whole file's CRC32C (crc32c lets go of the GIL): the read and the checksum overlap
+# the work on the records. In each window the records are found by their lengths (a loop that
+# reads one number a record), their framing checked at once (framing.framing_fault: every
+# header's length CRC, every data CRC) and they are decoded where they lie (Schema.decode_spans:
+# no record copied out and joined again). Anything wrong (damage, a record the schema refuses)
+# returns None: the file is then read record by record, which names what is wrong.
+WINDOW = 2 << 20
+_U64 = struct.Struct("<Q")
+FRAMING = HEADER_SIZE + FOOTER_SIZE
+
+
+def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: bool) -> Read | None:
+    schema = w.ds.schema
+    pad = bytes(schema.spans_pad)
+    size = os.fstat(f.fileno()).st_size if hasattr(f, "fileno") else None
+    ahead = _ReadAhead(f)
+    lengths: list[np.ndarray] = []
+    count = base = 0
+    rest = b""
+    known: dict[int, int] = {}
+    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read") as pool:
+        for chunk in ahead.chunks(pool):
+            raw = rest + chunk + pad if rest else chunk + pad
+            end = len(raw) - len(pad)
+            at, lens, pos = _walk(raw, end)
+            if not _fits(raw, pos, end, base, size):
+                return None
+            if at:
+                starts, n = np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64)
+                if framing_fault(raw, starts, n, known) is not None:
+                    return None
+                if not _records(w, schema, raw, starts + HEADER_SIZE, n, path, count, tally, guessed):
+                    return None
+                lengths.append(n.astype(np.uint64))
+                count += len(at)
+            rest = raw[pos:end]
+            base += pos
+            w.heartbeat()
+    if rest:
+        return None  # bytes after the last whole record: named by the other read
+    return count, lengths, ahead.crc, ahead.size
+
+
+def _walk(raw: bytes, end: int) -> tuple[list[int], list[int], int]:
+    """The records wholly in ``raw[:end]`` by their lengths (checked afterwards): their header
+    offsets and data lengths, and where the first record not wholly there starts."""
+    unpack = _U64.unpack_from
+    at: list[int] = []
+    lens: list[int] = []
+    pos = 0
+    while pos + FRAMING <= end:
+        n = unpack(raw, pos)[0]
+        stop = pos + FRAMING + n
+        if stop > end:
+            break
+        at.append(pos)
+        lens.append(n)
+        pos = stop
+    return at, lens, pos
+
+
+def _fits(raw: bytes, pos: int, end: int, base: int, size: int | None) -> bool:
+    """Whether the record cut by the window's end at ``pos`` may be read on: a header whose CRC
+    holds and whose record ends within the file (never a damaged length read on to the end)."""
+    if pos + HEADER_SIZE > end:
+        return True
+    n = _U64.unpack_from(raw, pos)[0]
+    if masked_crc32c(raw[pos : pos + 8]) != int.from_bytes(raw[pos + 8 : pos + 12], "little"):
+        return False
+    return size is None or base + pos + FRAMING + n <= size
+
+
+def _records(
+    w: Target,
+    schema: Schema,
+    raw: bytes,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    path: Path,
+    first: int,
+    tally: Tally | None,
+    guessed: bool,
+) -> bool:
+    """Check and tally a window's records where they lie; False when the schema refuses one."""
+    records = list(map(raw.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
+    if guessed:
+        refuse_sequences(records, path, first)
+    decoded = check_spans(schema, raw, starts, lengths)
+    if decoded is None:
+        return False
+    if tally is not None:
+        tally.add_batch(records, *decoded)
+    return True
+
+
+def check_spans(schema: Schema, raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> Decoded | None:
+    """The records ``raw[starts[i]:starts[i] + lengths[i]]`` decoded against ``schema`` where
+    they lie (columns, absent, ragged as check_batch's); None when it refuses one."""
+    absent: dict[str, np.ndarray] = {}
+    ragged: Ragged = {}
+    try:
+        return schema.decode_spans(raw, starts, lengths, absent=absent, ragged=ragged), absent, ragged
+    except (ValidationError, CodecError):
+        return None
+
+
+class _ReadAhead:
+    """A file's windows, each read (and added to the file's CRC32C) by a thread while the one
+    before is worked on."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.crc = 0
+        self.size = 0
+
+    def _read(self) -> bytes:
+        data: bytes = self._f.read(WINDOW)
+        self.crc = crc32c(data, self.crc)
+        self.size += len(data)
+        return data
+
+    def chunks(self, pool: ThreadPoolExecutor) -> Iterator[bytes]:
+        pending = pool.submit(self._read)
+        while True:
+            # The end, read ahead, is read again once the window before it is worked on: a file
+            # grown meanwhile is read on, as a read one record at a time would (the content check
+            # decides about the rest).
+            chunk = pending.result() or self._read()
+            if not chunk:
+                return
+            pending = pool.submit(self._read)
+            yield chunk
 
 
 # --------------------------------------------------------------------------- a new dataset's schema
