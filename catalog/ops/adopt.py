@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import itertools
 import operator
 import os
 import struct
@@ -200,7 +201,7 @@ def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally 
 
 
 # --------------------------------------------------------------------------- windows of a file
-# An uncompressed file is read WINDOW bytes at a time by a thread one window ahead, which also
+# An uncompressed file is read READ_WINDOWS x WINDOW bytes at a time by a thread one read ahead, which also
 # keeps the whole file's CRC32C (crc32c lets go of the GIL): the read and the checksum overlap
 # the work on the records. In each window the records are found by their lengths (a loop that
 # reads one number a record), their framing checked at once (framing.framing_fault: every
@@ -208,6 +209,9 @@ def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally 
 # no record copied out and joined again). Anything wrong (damage, a record the schema refuses)
 # returns None: the file is then read record by record, which names what is wrong.
 WINDOW = 2 << 20
+# Windows read at once: every read handed between the threads costs a wait for the GIL (a few
+# milliseconds on a busy machine), so the reads are larger than the batches decoded.
+READ_WINDOWS = 4
 _U64 = struct.Struct("<Q")
 FRAMING = HEADER_SIZE + FOOTER_SIZE
 
@@ -232,16 +236,27 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
                 starts, n = np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64)
                 if framing_fault(raw, starts, n, known) is not None:
                     return None
-                if not _records(w, schema, raw, starts + HEADER_SIZE, n, path, count, tally, guessed):
-                    return None
+                for lo, hi in _groups(starts):
+                    if not _records(w, schema, raw, starts[lo:hi] + HEADER_SIZE, n[lo:hi], path, count, tally, guessed):
+                        return None
+                    count += hi - lo
                 lengths.append(n.astype(np.uint64))
-                count += len(at)
             rest = raw[pos:end]
             base += pos
             w.heartbeat()
     if rest:
         return None  # bytes after the last whole record: named by the other read
     return count, lengths, ahead.crc, ahead.size
+
+
+def _groups(starts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """The records of a read cut into groups of about WINDOW bytes: each one decoded and tallied
+    as a batch (the statistics helper takes whole batches; a smaller one shares the work finer)."""
+    cuts = np.searchsorted(starts, np.arange(WINDOW, int(starts[-1]) + 1, WINDOW)).tolist()
+    bounds = [0, *cuts, len(starts)]
+    for lo, hi in itertools.pairwise(bounds):
+        if hi > lo:
+            yield lo, hi
 
 
 def _walk(raw: bytes, end: int) -> tuple[list[int], list[int], int]:
@@ -317,7 +332,7 @@ class _ReadAhead:
         self.size = 0
 
     def _read(self) -> bytes:
-        data: bytes = self._f.read(WINDOW)
+        data: bytes = self._f.read(READ_WINDOWS * WINDOW)
         self.crc = crc32c(data, self.crc)
         self.size += len(data)
         return data
