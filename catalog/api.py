@@ -212,7 +212,8 @@ class Catalog(CatalogHandle):
         """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
         with the schema of a TFDS directory's ``features.json`` (its description too), else the
         schema inferred from every record of the files (and the compression they share, if they
-        share one), and dropped again when the adoption fails: all or nothing."""
+        share one), and dropped again when the adoption fails: all or nothing. The inference
+        rides on the adoption's one read where it can (see ops.adopt.GUESS_RECORDS)."""
         check_keywords("adopt", kw, AdoptKeywords)
         paths = given_paths(paths)
         validate_name(name)

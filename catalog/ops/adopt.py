@@ -219,7 +219,7 @@ FRAMING = HEADER_SIZE + FOOTER_SIZE
 def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: bool) -> Read | None:
     schema = w.ds.schema
     pad = bytes(schema.spans_pad)
-    size = os.fstat(f.fileno()).st_size if hasattr(f, "fileno") else None
+    size = _size_of(f)
     ahead = _ReadAhead(f)
     lengths: list[np.ndarray] = []
     count = base = 0
@@ -247,6 +247,14 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
     if rest:
         return None  # bytes after the last whole record: named by the other read
     return count, lengths, ahead.crc, ahead.size
+
+
+def _size_of(f: Any) -> int | None:
+    """The open file's size, when it has one to tell (a local file; else None: not checked early)."""
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is both)
+        return None
 
 
 def _groups(starts: np.ndarray) -> Iterator[tuple[int, int]]:
