@@ -312,6 +312,8 @@ def _records(
     if guessed:
         refuse_sequences(records, path, first)
     decoded = check_spans(schema, raw, starts, lengths)
+    if decoded is None and guessed:  # no need to find which record: the schema is inferred again
+        raise GuessMissed(f"{path}: a record from {first} on infers another schema", str(path), first)
     if decoded is None:
         return False
     if tally is not None:

@@ -179,3 +179,24 @@ def test_sequence_examples_are_told_from_examples_exactly() -> None:
     seq = encode_sequence_example({"id": 1}, {"s": [[1]]})
     with pytest.raises(adoption.GuessMissed, match="record 12: a SequenceExample"):
         adoption.refuse_sequences([*examples, seq], Path("p"), 8)
+
+
+def test_a_guess_missed_in_a_window_is_not_read_record_by_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window the guessed schema refuses ends the guess at once: the schema is inferred
+    again, no record-by-record read looks for the record first."""
+    write(tmp_path / "in" / "a.tfrecord", rows(20))
+    write(tmp_path / "in" / "b.tfrecord", rows(20, 20, at=25, extra=[1]))
+    slow: list[int] = []
+    real = adoption._read_batches
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        slow.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(adoption, "_read_batches", counted)
+    cat = Catalog.init(tmp_path / "cat")
+    cat.adopt("new", [tmp_path / "in"])
+    assert "extra" in cat.dataset("new").schema.features
+    assert slow == []
