@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from catalog.tfrecord.example import encode_example
 
 NAME = "adopted"
 TARGET = 0.8  # adopt's speed / verify's speed, on the same bytes
+PEER_TARGET = 1.0  # adopt's speed / tf.data's reading and parsing the same files (issue 34 section 3)
 X_LEN = 240  # float32s a record: with the rest, about 1 KB a record
 SCHEMA: dict[str, Any] = {
     "features": {
@@ -53,6 +54,15 @@ SCHEMA: dict[str, Any] = {
         "label": {"dtype": "int64"},
         "x": {"dtype": "float32", "shape": [X_LEN]},
         "text": {"dtype": "bytes"},
+    }
+}
+# What inference makes of the records written (text is UTF-8, so a string; features by name).
+INFERRED: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "label": {"dtype": "int64"},
+        "text": {"dtype": "string"},
+        "x": {"dtype": "float32", "shape": [X_LEN]},
     }
 }
 FRAMING = 16  # bytes a record takes in a TFRecord file besides its payload (length, 2 CRCs)
@@ -68,8 +78,11 @@ class Config(h.Racing):
     total_bytes: int  # the folder's size, about
     files: int
     workers: tuple[int, ...] = (1, 2)
+    peer_files: int = 12  # the tf.data rows' folder (issue 34: 1 GB of 1 KB records in 12 files)
+    peer_repeats: int = 3  # their timed rounds (an adoption into a new name is the slow side)
 
 
+SECTIONS = ("verify", "tfdata")
 FULL = Config(total_bytes=1_000_000_000, files=16, repeats=5, budget=30.0)
 QUICK = Config(total_bytes=100_000_000, files=16, repeats=3, budget=5.0)
 
@@ -257,7 +270,7 @@ def cold_unavailable() -> str | None:
 class Cache:
     """What runs last before a timed run: warm (the files read once, untimed) or cold (dropped)."""
 
-    def __init__(self, cold: bool, folder: Folder, reference: Reference) -> None:
+    def __init__(self, cold: bool, folder: Folder, reference: Reference | None) -> None:
         self.cold, self.folder, self.reference = cold, folder, reference
 
     @property
@@ -270,31 +283,39 @@ class Cache:
             drop_caches()
             return
         h.cache_tree(self.folder.path)  # also what another process may have pushed out since
-        h.cache_tree(self.reference.data_root)
+        if self.reference is not None:
+            h.cache_tree(self.reference.data_root)
         os.sync()  # the last run's writes on disk: no write-back lands in the next timed run
 
 
 class AdoptSide:
-    """``Dataset.adopt([folder])`` into a new catalog every run (made, and removed, untimed)."""
+    """``Dataset.adopt([folder])`` into a new catalog every run (made, and removed, untimed);
+    with ``infer``, ``Catalog.adopt(NAME, [folder])`` instead: a name not registered yet, so
+    the schema is inferred from the records first."""
 
-    def __init__(self, work: Path, folder: Folder, workers: int, cache: Cache) -> None:
-        self.work, self.folder, self.workers, self.cache = work, folder, workers, cache
+    def __init__(self, work: Path, folder: Folder, workers: int, cache: Cache, infer: bool = False) -> None:
+        self.work, self.folder, self.workers, self.cache, self.infer = work, folder, workers, cache, infer
         self.cat: Catalog | None = None
         self.ds: Dataset | None = None
         self.areas: list[DataArea] = []
 
     def prepare(self) -> None:
         self.cat = Catalog.init(self.work / f"adopt-{next(RUN_IDS):04d}")
-        self.ds = self.cat.register(NAME, SCHEMA)
+        self.ds = None if self.infer else self.cat.register(NAME, SCHEMA)
 
     def run(self) -> Commit:
-        assert self.ds is not None
+        assert self.cat is not None
         with open_executor("local", None, self.workers, self.workers) as ex:  # the CLI's --workers N
+            if self.ds is None:
+                return self.cat.adopt(NAME, [self.folder.path], executor=ex)
             return self.ds.adopt([self.folder.path], executor=ex)
 
     def finish(self, out: object, _first: bool) -> None:
         assert isinstance(out, Commit) and self.cat is not None
         h.check(out.records == self.folder.total_records, f"adopt registered {out.records:,} records")
+        if self.infer:
+            got = self.cat.dataset(NAME).schema.to_json()
+            h.check(got == INFERRED, f"the inferred schema: {got}")
         self.areas.append(measure_area(self.cat, out, self.folder))
         check_unchanged(self.folder, f"after an adoption with {self.workers} worker(s)")
         self.discard()
@@ -355,6 +376,64 @@ def bare_read(folder: Folder, cache: Cache) -> h.Contender:
         return n
 
     return h.Contender(run=run, settle=cache.settle)
+
+
+class TfDataSide:
+    """The peer: what reading and parsing the same files takes without the catalog, in this
+    process: ``TFRecordDataset(files).batch(1024).map(parse_example)`` with the full feature
+    spec, iterated to the end (TensorFlow imported by this benchmark only, when it runs)."""
+
+    BATCH = 1024
+
+    def __init__(self, folder: Folder, cache: Cache) -> None:
+        self.folder, self.cache = folder, cache
+        self.tf = h.import_tensorflow()
+        tf = self.tf
+        self.spec = {
+            "id": tf.io.FixedLenFeature([], tf.int64),
+            "label": tf.io.FixedLenFeature([], tf.int64),
+            "x": tf.io.FixedLenFeature([X_LEN], tf.float32),
+            "text": tf.io.FixedLenFeature([], tf.string),
+        }
+
+    def run(self) -> int:
+        tf, spec = self.tf, self.spec
+        files = sorted(self.folder.records)
+        ds = tf.data.TFRecordDataset(files).batch(self.BATCH).map(lambda b: tf.io.parse_example(b, spec))
+        n = 0
+        for parsed in ds:
+            n += int(parsed["id"].shape[0])
+        return n
+
+    def finish(self, out: object, _first: bool) -> None:
+        h.check(out == self.folder.total_records, f"tf.data read {out} records")
+
+    def contender(self) -> h.Contender:
+        return h.Contender(run=self.run, finish=self.finish, settle=self.cache.settle)
+
+
+def run_peer(cfg: Config, work: Path, folder: Folder, cache: Cache) -> Outcome:
+    """adopt into a registered dataset, and into a new name (inferred), against tf.data."""
+    key = f"tfdata-{cache.name}"
+    h.log(f"[{key}] adopt (registered, new name) vs tf.data, {cache.name} page cache ...")
+    started = time.perf_counter()
+    registered, inferred = AdoptSide(work, folder, 1, cache), AdoptSide(work, folder, 1, cache, infer=True)
+    sides = {
+        "adopt": registered.contender(),
+        "adopt new name": inferred.contender(),
+        "tf.data": TfDataSide(folder, cache).contender(),
+    }
+    t = h.race(sides, cfg.peer_repeats)
+    label = f"{cache.name} page cache, 1 process"
+    rows = [
+        h.versus(key, f"{label}: `adopt` into a registered dataset vs tf.data", "MB/s", folder.bytes, t["adopt"],
+                 t["tf.data"], target=PEER_TARGET),
+        h.versus(f"{key}-new", f"{label}: `adopt` into a new name (schema inferred) vs tf.data", "MB/s",
+                 folder.bytes, t["adopt new name"], t["tf.data"], target=PEER_TARGET),
+    ]  # fmt: skip
+    for row in rows:
+        h.log_race(row.key, row, started)
+    return Outcome(rows, {side: t[side].times for side in t}, registered.areas + inferred.areas)
 
 
 # --------------------------------------------------------------------------- the runs
@@ -464,6 +543,12 @@ def disk_table(folder: Folder, ref: Reference, outcomes: dict[str, Outcome]) -> 
     return "\n".join(lines)
 
 
+def disk_json(folder: Folder, ref: Reference, outcomes: dict[str, Outcome]) -> dict[str, Any]:
+    src = usage_of(folder.path, sorted(folder.records))
+    runs = {k: [a.to_json() for a in o.areas] for k, o in outcomes.items()}
+    return {"folder": src.to_json(), "reference": ref.area.to_json(), "free_drop": ref.free_drop, "runs": runs}
+
+
 def print_disk(folder: Folder, ref: Reference, outcomes: dict[str, Outcome]) -> None:
     runs = sum(len(o.areas) for o in outcomes.values()) + 1
     print("\n## Disk use (zero bytes copied)\n")
@@ -496,68 +581,123 @@ def print_results(results: list[h.Versus], outcomes: dict[str, Outcome], cold_no
     print(seconds_table(outcomes))
 
 
-def header(cfg: Config, quick: bool, folder: Folder, cold_note: str | None) -> dict[str, Any]:
-    n = folder.total_records
+def header(cfg: Config, quick: bool, cold_note: str | None) -> dict[str, Any]:
+    tf_version = h.dist_version("tensorflow", "tensorflow-cpu")
     return h.start_report(
-        "TFRecord Catalog: `adopt` against `verify` on the same bytes",
-        dict(numpy=np.__version__, crc32c=h.dist_version("crc32c"), sqlalchemy=h.dist_version("SQLAlchemy")),
-        f"mode: {'quick' if quick else 'full'}: {len(folder.records)} uncompressed TFRecord files, "
-        f"{folder.bytes:,} bytes, {n:,} tf.train.Examples of {folder.bytes / n:,.0f} bytes a record (framed): "
-        f"id, label int64, x float32[{X_LEN}] (random), text bytes (2-8 words)",
-        f"{cfg.rounds()} after an untimed warm-up run of every side",
-        "both sides timed in this process as library calls: `Dataset.adopt([folder], executor=ex)` into a new "
+        "TFRecord Catalog: `adopt` against `verify` and against tf.data on the same bytes",
+        dict(numpy=np.__version__, crc32c=h.dist_version("crc32c"), sqlalchemy=h.dist_version("SQLAlchemy"),
+             tensorflow=tf_version),
+        f"mode: {'quick' if quick else 'full'}: uncompressed TFRecord files of about {cfg.total_bytes / 1e6:,.0f} MB "
+        f"({cfg.files} files for the verify rows, {cfg.peer_files} for the tf.data rows), tf.train.Examples of "
+        f"about 1 KB a record: id, label int64, x float32[{X_LEN}] (random), text bytes (2-8 words)",
+        f"verify rows: {cfg.rounds()} after an untimed warm-up run of every side; tf.data rows: "
+        f"{cfg.peer_repeats} interleaved rounds after one",
+        "sides timed in this process as library calls: `Dataset.adopt([folder], executor=ex)` into a new "
         "catalog (made untimed) against `Catalog.verify(executor=ex)` of a catalog holding the same files adopted; "
         "`ex` opened inside the timer as the CLI's `--workers N` opens it, `open_executor('local', None, N, N)` "
-        "(1 worker: no pool)",
+        "(1 worker: no pool); tf.data's `TFRecordDataset` + `batch(1024)` + `parse_example`",
         "warm: the files (and the verified catalog's data area) read once and `os.sync()` untimed before every "
         "timed run; cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed run"
         + (f" ({cold_note}: skipped)" if cold_note else ""),
         where="catalogs and the folder",
+    )  # fmt: skip
+
+
+def verify_rows(
+    cfg: Config, work: Path, cold_note: str | None
+) -> tuple[Folder, Reference, dict[str, Outcome], dict[str, Callable[[], str]]]:
+    """The rows against verify (issue 14): their own folder of ``cfg.files`` files."""
+    t0 = time.perf_counter()
+    folder = write_folder(cfg, work / "folder")
+    h.log(f"[folder] {len(folder.records)} files, {folder.bytes:,} bytes in {time.perf_counter() - t0:.1f} s")
+    ref = make_reference(work, folder)
+    h.cache_tree(folder.path)
+    h.freeze()
+    outcomes: dict[str, Outcome] = {}
+    profiles: dict[str, Callable[[], str]] = {}
+    for cold in (False, True) if cold_note is None else (False,):
+        for workers in cfg.workers:
+            cache = Cache(cold, folder, ref)
+            out = run_pair(cfg, work, folder, ref, workers, cache)
+            key = out.rows[0].key
+            outcomes[key] = out
+            profiles[key] = AdoptSide(work, folder, workers, cache).profile
+    check_unchanged(folder, "at the end")
+    h.check(sha256_of(folder.sample) == folder.sha256, f"{folder.sample}: its sha256 changed")
+    return folder, ref, outcomes, profiles
+
+
+def peer_rows(
+    cfg: Config, work: Path, cold_note: str | None
+) -> tuple[Folder, dict[str, Outcome], dict[str, Callable[[], str]]]:
+    """The rows against tf.data (issue 34 section 3): a folder of ``cfg.peer_files`` files."""
+    folder = write_folder(replace(cfg, files=cfg.peer_files), work / "peer-folder", seed=1)
+    h.log(f"[peer folder] {len(folder.records)} files, {folder.bytes:,} bytes")
+    outcomes: dict[str, Outcome] = {}
+    profiles: dict[str, Callable[[], str]] = {}
+    for cold in (False, True) if cold_note is None else (False,):
+        cache = Cache(cold, folder, None)
+        out = run_peer(cfg, work, folder, cache)
+        outcomes[out.rows[0].key] = out
+        profiles[out.rows[0].key] = AdoptSide(work, folder, 1, cache).profile
+        profiles[out.rows[1].key] = AdoptSide(work, folder, 1, cache, infer=True).profile
+    check_unchanged(folder, "at the end of the tf.data rows")
+    return folder, outcomes, profiles
+
+
+def print_peer(results: list[h.Versus], folder: Folder, outcomes: dict[str, Outcome], cold_note: str | None) -> None:
+    print(f"\n## adopt against tf.data (issue 34 section 3): {len(folder.records)} files, {folder.bytes:,} bytes\n")
+    table = h.versus_table(results, "tf.data").splitlines()
+    table[0] = "| benchmark | adopt | tf.data | speed ratio adopt / tf.data | target | met? |"
+    print("\n".join(table))
+    print(
+        "\nspeed ratio = tf.data seconds / adopt seconds on the same files (best round; the medians below). "
+        "tf.data: `TFRecordDataset(files).batch(1024).map(parse_example)` with the full feature spec, iterated "
+        "in this process; adopt: `Dataset.adopt([folder])` of a dataset registered untimed, and "
+        "`Catalog.adopt(name, [folder])` of a name not registered (its schema inferred), each into a new "
+        "catalog made untimed, with the default single worker (the statistics helper process beside it)."
+        + (f" Cold rows skipped: {cold_note}." if cold_note else "")
     )
+    h.print_medians(results, gauge=False)
+    print("\nSeconds per run (`time.perf_counter`):\n")
+    print(seconds_table(outcomes))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, cfg = h.options(argv, QUICK, FULL, __doc__, "about 100 MB instead of 1 GB",
-                          "minimum timed rounds per row (default 5, 3 quick)", "the adopt side")  # fmt: skip
+    parser = h.arg_parser(__doc__, "about 100 MB instead of 1 GB", "minimum timed rounds per row (default 5, 3 quick)",
+                          "the adopt side")  # fmt: skip
+    parser.add_argument("--only", help=f"the rows to run, of {', '.join(SECTIONS)} (default: all)")
+    args = parser.parse_args(argv)
+    cfg, chosen = h.chosen_config(args, QUICK, FULL), h.chosen_sections(args.only, SECTIONS)
     started = time.perf_counter()
+    extra: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench_adopt_", dir="/tmp") as d:
         work = Path(d)
-        t0 = time.perf_counter()
-        folder = write_folder(cfg, work / "folder")
-        h.log(f"[folder] {len(folder.records)} files, {folder.bytes:,} bytes in {time.perf_counter() - t0:.1f} s")
         cold_note = cold_unavailable()
-        info = header(cfg, args.quick, folder, cold_note)
-        ref = make_reference(work, folder)
-        h.cache_tree(folder.path)
-        h.freeze()
-        outcomes: dict[str, Outcome] = {}
+        info = header(cfg, args.quick, cold_note)
+        results: list[h.Versus] = []
         profiles: dict[str, Callable[[], str]] = {}
-        for cold in (False, True) if cold_note is None else (False,):
-            for workers in cfg.workers:
-                cache = Cache(cold, folder, ref)
-                out = run_pair(cfg, work, folder, ref, workers, cache)
-                key = out.rows[0].key
-                outcomes[key] = out
-                profiles[key] = AdoptSide(work, folder, workers, cache).profile
-        check_unchanged(folder, "at the end")
-        h.check(sha256_of(folder.sample) == folder.sha256, f"{folder.sample}: its sha256 changed")
-        results = [r for o in outcomes.values() for r in o.rows]
-        src = usage_of(folder.path, sorted(folder.records))
-        elapsed = time.perf_counter() - started
-        print_results(results, outcomes, cold_note, elapsed)
-        print_disk(folder, ref, outcomes)
+        if "verify" in chosen:
+            folder, ref, outcomes, profiles = verify_rows(cfg, work, cold_note)
+            results += [r for o in outcomes.values() for r in o.rows]
+            print_results(results, outcomes, cold_note, time.perf_counter() - started)
+            print_disk(folder, ref, outcomes)
+            extra["seconds"] = {k: o.seconds for k, o in outcomes.items()}
+            extra["disk"] = disk_json(folder, ref, outcomes)
+        if "tfdata" in chosen:
+            peer_folder, peer_outcomes, peer_profiles = peer_rows(cfg, work, cold_note)
+            peer = [r for o in peer_outcomes.values() for r in o.rows]
+            print_peer(peer, peer_folder, peer_outcomes, cold_note)
+            results += peer
+            profiles.update(peer_profiles)
+            extra["peer_seconds"] = {k: o.seconds for k, o in peer_outcomes.items()}
         h.versus_missed(results)
         texts = h.versus_profiles(
             args.profile, results, profiles, "cProfile of one `adopt`; with 2 workers it sees this process only"
         )
     if args.json:
-        h.write_report(
-            args.json, info, args.quick, cfg, [r.to_json() for r in results],
-            seconds={k: o.seconds for k, o in outcomes.items()},
-            disk={"folder": src.to_json(), "reference": ref.area.to_json(),
-                  "free_drop": ref.free_drop, "runs": {k: [a.to_json() for a in o.areas] for k, o in outcomes.items()}},
-            cold_skipped=cold_note, elapsed_seconds=elapsed, profiles=texts,
-        )  # fmt: skip
+        h.write_report(args.json, info, args.quick, cfg, [r.to_json() for r in results], cold_skipped=cold_note,
+                       elapsed_seconds=time.perf_counter() - started, profiles=texts, **extra)  # fmt: skip
     return 0
 
 

@@ -212,7 +212,8 @@ class Catalog(CatalogHandle):
         """:meth:`Dataset.adopt` into ``name``; a dataset not registered yet is registered first,
         with the schema of a TFDS directory's ``features.json`` (its description too), else the
         schema inferred from every record of the files (and the compression they share, if they
-        share one), and dropped again when the adoption fails: all or nothing."""
+        share one), and dropped again when the adoption fails: all or nothing. The inference
+        rides on the adoption's one read where it can (see ops.adopt.GUESS_RECORDS)."""
         check_keywords("adopt", kw, AdoptKeywords)
         paths = given_paths(paths)
         validate_name(name)
@@ -225,9 +226,21 @@ class Catalog(CatalogHandle):
             return ds._adopt(adoption.plan(paths, opts.split), opts, kw)
         todo = adoption.plan(paths, opts.split)
         if todo.tfds is not None:
-            schema, description = todo.tfds.schema, description or todo.tfds.description
-        else:
-            schema = infer_inputs([(p, "tfrecord") for p, _ in todo.inputs], InputOptions()).schema
+            return self._adopt_new(name, todo.tfds.schema, description or todo.tfds.description, todo, opts, kw)
+        one_pass = kw.get("executor") is None or len(todo.inputs) == 1  # (jobs check no SequenceExample)
+        guess = adoption.guess_schema(todo) if one_pass and not (opts.copy or opts.link) else None
+        if guess is not None:
+            try:  # one pass: the adoption checks that every record infers this schema (adopt.GUESS_RECORDS)
+                return self._adopt_new(name, guess, description, replace(todo, guessed=True), opts, kw)
+            except adoption.GuessMissed:
+                pass  # a record the guess does not describe (or damage, which inference then names)
+        schema = infer_inputs([(p, "tfrecord") for p, _ in todo.inputs], InputOptions()).schema
+        return self._adopt_new(name, schema, description, todo, opts, kw)
+
+    def _adopt_new(
+        self, name: str, schema: Schema, description: str, todo: adoption.Plan, opts: AdoptOptions, kw: AdoptKeywords
+    ) -> Commit:
+        """Register ``name`` for inputs with ``schema`` and adopt ``todo`` into it: all or nothing."""
         if not schema.features:
             raise AppendError(f"{todo.named()}: no records: no schema to infer, nothing registered")
         ds = self._register_for_inputs(name, schema, description, todo.compression())

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import builtins
 import io
+import itertools
+import operator
 import os
-from collections.abc import Iterable
-from concurrent.futures import Executor
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -27,11 +30,12 @@ from crc32c import crc32c
 
 from catalog.commit.slicing import validate_split
 from catalog.commit.values import Progress
-from catalog.errors import AppendError, CatalogError, CorruptRecordError
+from catalog.errors import AppendError, CatalogError, CodecError, CorruptRecordError, SchemaError, ValidationError
 from catalog.inputs import STDIN, InputOptions, expand, given_paths
 from catalog.inputs.tfds import INFO_FILE, TfdsDataset, is_tfds_dir, read_tfds
 from catalog.manifest import DEFAULT_SPLIT
 from catalog.ops.ingest import (
+    Decoded,
     IngestJob,
     JobTarget,
     Target,
@@ -42,6 +46,8 @@ from catalog.ops.ingest import (
     source_of,
 )
 from catalog.ops.writer import Writer
+from catalog.schema import Ragged, Schema
+from catalog.stats.tally import Tally
 from catalog.storage import (
     OWNER_FILE,
     UNCHECKED,
@@ -57,7 +63,15 @@ from catalog.storage import (
 )
 from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
-from catalog.tfrecord.framing import detect_file_compression, read_record_batches
+from catalog.tfrecord.example import SEQUENCE_EXAMPLE, message_kind
+from catalog.tfrecord.framing import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    detect_file_compression,
+    framing_fault,
+    masked_crc32c,
+    read_record_batches,
+)
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
 
@@ -118,48 +132,297 @@ def location_of(path: Path) -> str:
     return file_io(str(path)).real(str(path))
 
 
-def scan(w: Target, path: Path) -> Scanned:
+def scan(w: Target, path: Path, guessed: bool = False) -> Scanned:
     """Read ``path`` once: every record checked against the writer's schema (errors name the
-    input, record and feature), counted, the whole file checksummed, offsets kept."""
+    input, record and feature), counted, the whole file checksummed, offsets kept. ``guessed``:
+    the schema was inferred from the first records only (see guess_schema): a SequenceExample,
+    whose feature lists that schema does not describe, raises GuessMissed."""
     try:
         location = location_of(path)
         compression = detect_file_compression(location) or "none"
-        return _scan(w, path, location, compression)
+        return _scan(w, path, location, compression, guessed)
     except FileNotFoundError as e:
         raise AppendError(f"{path}: gone while being adopted: nothing registered", str(path)) from e
 
 
-def _scan(w: Target, path: Path, location: str, compression: str) -> Scanned:
-    lengths: list[np.ndarray] = []
-    count = 0
+Read = tuple[int, list[np.ndarray], int, int]  # a file's records, their data lengths, its CRC32C and size
+
+
+def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool = False) -> Scanned:
     tally = w.sink.new_tally() if w.sink is not None else None
-    with open_shard(location) as f:
-        before = content.observe(location, f)
-        tap = _Tap(f, str(path))
-        try:
-            for batch in read_record_batches(cast(IO[bytes], tap), compression):
-                columns, absent, ragged = check_batch(w, batch, path, count)
-                if tally is not None:
-                    tally.add_batch(batch, columns, absent, ragged)
-                if compression == "none":
-                    lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
-                count += len(batch)
-                w.heartbeat()
-        except CorruptRecordError as e:
-            raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
-        if tap.read(1):  # framing ended where the file did: nothing may follow unread
-            raise AppendError(f"{path}: bytes after the last record", str(path))
-        after = content.observe(location, f)
+    read: Read | None = None
+    if compression == "none":  # read a window at a time: framing checked and records decoded with NumPy
+        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, guessed))
+    if read is None:  # compressed, or damaged: the record-by-record read says where, as it always did
+        tally = w.sink.new_tally() if w.sink is not None else None
+        read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))
+    assert read is not None
+    count, lengths, crc, size = read
     # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
     if compression == "none":
         offsets = offsets_from_lengths(np.concatenate(lengths) if lengths else np.zeros(0, np.uint64))
     stats = tally.result(lambda: shard_batches(location)).to_bytes() if tally is not None else None
-    checksum = format_checksum(tap.crc)
-    found = Scanned(location, source_of(path), count, tap.size, checksum, compression, offsets, stats)
+    found = Scanned(location, source_of(path), count, size, format_checksum(crc), compression, offsets, stats)
     # Changed while it was read (grown, say): what was checksummed is what is registered, but the
     # file's fingerprint now vouches for nothing: readers checksum it (once a process) instead.
     return replace(found, fingerprint=content.to_register(after) if after == before else UNCHECKED)
+
+
+def _opened(location: str, read: Callable[[Any], Read | None]) -> tuple[Read | None, Any, Any]:
+    """``read`` of the file opened, and what the content check saw of it before and after."""
+    with open_shard(location) as f:
+        before = content.observe(location, f)
+        out = read(f)
+        return out, before, content.observe(location, f)
+
+
+def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally | None, guessed: bool) -> Read:
+    """Every record framed one by one (read_record_batches), checked and tallied a batch at a time."""
+    lengths: list[np.ndarray] = []
+    count = 0
+    tap = _Tap(f, str(path))
+    try:
+        for batch in read_record_batches(cast(IO[bytes], tap), compression):
+            if guessed:
+                refuse_sequences(batch, path, count)
+            columns, absent, ragged = check_batch(w, batch, path, count)
+            if tally is not None:
+                tally.add_batch(batch, columns, absent, ragged)
+            if compression == "none":
+                lengths.append(np.fromiter(map(len, batch), dtype=np.uint64, count=len(batch)))
+            count += len(batch)
+            w.heartbeat()
+    except CorruptRecordError as e:
+        raise CorruptRecordError(e.reason, str(path), e.offset, compressed=e.compressed) from None
+    if tap.read(1):  # framing ended where the file did: nothing may follow unread
+        raise AppendError(f"{path}: bytes after the last record", str(path))
+    return count, lengths, tap.crc, tap.size
+
+
+# --------------------------------------------------------------------------- windows of a file
+# An uncompressed file is read READ_WINDOWS x WINDOW bytes at a time by a thread one read ahead, which also
+# keeps the whole file's CRC32C (crc32c lets go of the GIL): the read and the checksum overlap
+# the work on the records. In each window the records are found by their lengths (a loop that
+# reads one number a record), their framing checked at once (framing.framing_fault: every
+# header's length CRC, every data CRC) and they are decoded where they lie (Schema.decode_spans:
+# no record copied out and joined again). Anything wrong (damage, a record the schema refuses)
+# returns None: the file is then read record by record, which names what is wrong.
+WINDOW = 2 << 20
+# Windows read at once: every read handed between the threads costs a wait for the GIL (a few
+# milliseconds on a busy machine), so the reads are larger than the batches decoded.
+READ_WINDOWS = 4
+_U64 = struct.Struct("<Q")
+FRAMING = HEADER_SIZE + FOOTER_SIZE
+
+
+def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: bool) -> Read | None:
+    schema = w.ds.schema
+    pad = bytes(schema.spans_pad)
+    size = _size_of(f)
+    ahead = _ReadAhead(f)
+    lengths: list[np.ndarray] = []
+    count = base = 0
+    rest = b""
+    known: dict[int, int] = {}
+    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read") as pool:
+        for chunk in ahead.chunks(pool):
+            raw = rest + chunk + pad if rest else chunk + pad
+            end = len(raw) - len(pad)
+            at, lens, pos = _walk(raw, end)
+            if not _fits(raw, pos, end, base, size):
+                return None
+            if at:
+                starts, n = np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64)
+                if framing_fault(raw, starts, n, known) is not None:
+                    return None
+                for lo, hi in _groups(starts):
+                    if not _records(w, schema, raw, starts[lo:hi] + HEADER_SIZE, n[lo:hi], path, count, tally, guessed):
+                        return None
+                    count += hi - lo
+                lengths.append(n.astype(np.uint64))
+            rest = raw[pos:end]
+            base += pos
+            w.heartbeat()
+    if rest:
+        return None  # bytes after the last whole record: named by the other read
+    return count, lengths, ahead.crc, ahead.size
+
+
+def _size_of(f: Any) -> int | None:
+    """The open file's size, when it has one to tell (a local file; else None: not checked early)."""
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is both)
+        return None
+
+
+def _groups(starts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """The records of a read cut into groups of about WINDOW bytes: each one decoded and tallied
+    as a batch (the statistics helper takes whole batches; a smaller one shares the work finer)."""
+    cuts = np.searchsorted(starts, np.arange(WINDOW, int(starts[-1]) + 1, WINDOW)).tolist()
+    bounds = [0, *cuts, len(starts)]
+    for lo, hi in itertools.pairwise(bounds):
+        if hi > lo:
+            yield lo, hi
+
+
+def _walk(raw: bytes, end: int) -> tuple[list[int], list[int], int]:
+    """The records wholly in ``raw[:end]`` by their lengths (checked afterwards): their header
+    offsets and data lengths, and where the first record not wholly there starts."""
+    unpack = _U64.unpack_from
+    at: list[int] = []
+    lens: list[int] = []
+    pos = 0
+    while pos + FRAMING <= end:
+        n = unpack(raw, pos)[0]
+        stop = pos + FRAMING + n
+        if stop > end:
+            break
+        at.append(pos)
+        lens.append(n)
+        pos = stop
+    return at, lens, pos
+
+
+def _fits(raw: bytes, pos: int, end: int, base: int, size: int | None) -> bool:
+    """Whether the record cut by the window's end at ``pos`` may be read on: a header whose CRC
+    holds and whose record ends within the file (never a damaged length read on to the end)."""
+    if pos + HEADER_SIZE > end:
+        return True
+    n = _U64.unpack_from(raw, pos)[0]
+    if masked_crc32c(raw[pos : pos + 8]) != int.from_bytes(raw[pos + 8 : pos + 12], "little"):
+        return False
+    return size is None or base + pos + FRAMING + n <= size
+
+
+def _records(
+    w: Target,
+    schema: Schema,
+    raw: bytes,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    path: Path,
+    first: int,
+    tally: Tally | None,
+    guessed: bool,
+) -> bool:
+    """Check and tally a window's records where they lie; False when the schema refuses one."""
+    records = list(map(raw.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
+    if guessed:
+        refuse_sequences(records, path, first)
+    decoded = check_spans(schema, raw, starts, lengths)
+    if decoded is None and guessed:  # no need to find which record: the schema is inferred again
+        raise GuessMissed(f"{path}: a record from {first} on infers another schema", str(path), first)
+    if decoded is None:
+        return False
+    if tally is not None:
+        tally.add_batch(records, *decoded)
+    return True
+
+
+def check_spans(schema: Schema, raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> Decoded | None:
+    """The records ``raw[starts[i]:starts[i] + lengths[i]]`` decoded against ``schema`` where
+    they lie (columns, absent, ragged as check_batch's); None when it refuses one."""
+    absent: dict[str, np.ndarray] = {}
+    ragged: Ragged = {}
+    try:
+        return schema.decode_spans(raw, starts, lengths, absent=absent, ragged=ragged), absent, ragged
+    except (ValidationError, CodecError):
+        return None
+
+
+class _ReadAhead:
+    """A file's windows, each read (and added to the file's CRC32C) by a thread while the one
+    before is worked on."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.crc = 0
+        self.size = 0
+
+    def _read(self) -> bytes:
+        data: bytes = self._f.read(READ_WINDOWS * WINDOW)
+        self.crc = crc32c(data, self.crc)
+        self.size += len(data)
+        return data
+
+    def chunks(self, pool: ThreadPoolExecutor) -> Iterator[bytes]:
+        pending = pool.submit(self._read)
+        while True:
+            # The end, read ahead, is read again once the window before it is worked on: a file
+            # grown meanwhile is read on, as a read one record at a time would (the content check
+            # decides about the rest).
+            chunk = pending.result() or self._read()
+            if not chunk:
+                return
+            pending = pool.submit(self._read)
+            yield chunk
+
+
+# --------------------------------------------------------------------------- a new dataset's schema
+# Adopting into a new name needs a schema before the first record is checked. Inferring it from
+# every record first read every file twice, the first time record by record in Python (about
+# ten times the adoption's own time). Instead the schema is inferred from the first records
+# (GUESS_RECORDS), and the adoption itself checks that no record would have inferred another:
+# decoding against an inferred schema refuses every record that would change it (a feature not
+# in it, one missing that is not optional, another value count than a fixed shape's, another
+# wire kind, bytes that are not UTF-8 for a string), and refuse_sequences the SequenceExamples
+# decoding would take by their context alone. Once every record passed, the schema is the one
+# inference over every record gives; when one does not, the adoption is undone and the schema
+# inferred from every record as before (Catalog.adopt).
+GUESS_RECORDS = 1024
+
+
+class GuessMissed(AppendError):
+    """A record a schema inferred from the first records does not describe (see above)."""
+
+
+def guess_schema(p: Plan) -> Schema | None:
+    """The schema of the inputs' first GUESS_RECORDS records; None when none is to be guessed:
+    no records (inference over all says why), or SequenceExamples (their feature lists)."""
+    sample: list[bytes] = []
+    for path, _split in p.inputs:
+        for batch in read_record_batches(path):
+            sample += batch[: GUESS_RECORDS - len(sample)]
+            if len(sample) >= GUESS_RECORDS:
+                break
+        if len(sample) >= GUESS_RECORDS:
+            break
+    try:
+        schema = Schema.infer(sample)
+    except (CodecError, SchemaError):
+        return None  # inference over every record names the record
+    return schema if schema.features and not schema.sequence else None
+
+
+_HEAD = operator.itemgetter(slice(0, 6))  # tag, and up to 5 bytes of the features field's length
+
+
+def refuse_sequences(batch: list[bytes], path: Path, first: int) -> None:
+    """GuessMissed at the first SequenceExample of ``batch``. An Example as writers make it is
+    one features field spanning the record: checked for all at once; the others one by one."""
+    if not batch:
+        return
+    lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
+    head_lens = np.minimum(lens, 6)
+    starts = np.cumsum(head_lens) - head_lens
+    heads = np.frombuffer(b"".join(map(_HEAD, batch)) + bytes(6), dtype=np.uint8)
+    body = heads[starts[:, None] + 1 + np.arange(5)].astype(np.int64)  # the length's varint, and more
+    more = (body & 0x80) != 0
+    size = np.argmin(more, axis=1) + 1  # bytes of the varint (the first without the high bit)
+    shifts = 7 * np.arange(5)
+    value = (((body & 0x7F) << shifts) * (np.arange(5) < size[:, None])).sum(axis=1)
+    # field 1 (tag 0a), its length's varint ended within the record's head, and it spans the record
+    plain = (heads[starts] == 0x0A) & ~more.all(axis=1) & (1 + size <= head_lens) & (1 + size + value == lens)
+    for i in np.flatnonzero(~plain).tolist():
+        try:
+            kind = message_kind(batch[i])
+        except CodecError:
+            continue  # not an Example at all: decoding says so
+        if kind == SEQUENCE_EXAMPLE:
+            index = first + i
+            raise GuessMissed(f"{path}: record {index}: a SequenceExample", str(path), index)
 
 
 @dataclass(frozen=True)
@@ -169,6 +432,7 @@ class Plan:
     inputs: list[tuple[Path, str]]
     split: str  # the split of plain files (a TFDS directory's files have their own)
     tfds: TfdsDataset | None = None
+    guessed: bool = False  # the schema was inferred from the first records only (see guess_schema)
 
     @cached_property
     def expected(self) -> dict[Path, int]:
@@ -305,7 +569,7 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
     or with ``executor`` and several inputs, one job per input on it."""
     sink = w.sink
     assert sink is not None
-    if executor is not None and len(p.inputs) > 1:
+    if executor is not None and len(p.inputs) > 1 and not p.guessed:
         jobs = ingest_jobs(w, [(path, "tfrecord") for path, _ in p.inputs], False, InputOptions())
         results = run_ingest_jobs(w, adopt_job, jobs, progress, executor)
         for files, (_path, split) in zip(results, p.inputs, strict=True):
@@ -315,13 +579,24 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
             _check_count(p, path, sum(f.records for f in files))
         return
     for path, split in p.inputs:
-        found = scan(w, path)
+        found = _scan_guessed(w, path) if p.guessed else scan(w, path)
         _check_count(p, path, found.records)
         if progress:
             progress(found.bytes)
         if not found.records:
             continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
         w.splits[_take(sink, found).rel] = split
+
+
+def _scan_guessed(w: Writer, path: Path) -> Scanned:
+    """scan() under a guessed schema: whatever it refuses is GuessMissed, so that Catalog.adopt
+    infers the schema from every record instead, and says what is wrong as that inference does."""
+    try:
+        return scan(w, path, guessed=True)
+    except (AppendError, CorruptRecordError) as e:
+        if isinstance(e, GuessMissed):
+            raise
+        raise GuessMissed(f"{path}: {e}", str(path)) from e
 
 
 def bring_in(w: Writer, p: Plan, link: bool, progress: Progress | None = None) -> None:

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -166,14 +167,13 @@ CHILD = textwrap.dedent(
 
     faults.install(hook)
     if point == "scan":  # the first batch of records being checked (in a pool worker too: fork)
-        checked = adoption.check_batch
+        for seam in ("check_batch", "check_spans"):  # read record by record, or a window at a time
+            def hooked(*args, checked=getattr(adoption, seam), seam=seam, **kwargs):
+                setattr(adoption, seam, checked)
+                fire()
+                return checked(*args, **kwargs)
 
-        def check_batch(*args, **kwargs):
-            adoption.check_batch = checked
-            fire()
-            return checked(*args, **kwargs)
-
-        adoption.check_batch = check_batch
+            setattr(adoption, seam, hooked)
     from catalog.cli import main
 
     sys.argv = ["catalog", *rest]
@@ -326,6 +326,22 @@ def test_a_file_changed_between_its_scan_and_the_commit_is_not_registered(
     assert cat.verify().ok
 
 
+def on_first_check(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
+    """``act`` once, when adopt first checks records: read record by record (check_batch) or a
+    window at a time (check_spans)."""
+    done: list[bool] = []
+    for seam in ("check_batch", "check_spans"):
+        checked = getattr(adoption, seam)
+
+        def hooked(*args: Any, checked: Any = checked, **kwargs: Any) -> Any:
+            if not done:
+                done.append(True)
+                act()
+            return checked(*args, **kwargs)
+
+        monkeypatch.setattr(adoption, seam, hooked)
+
+
 @pytest.mark.parametrize("how", ["unlink", "rename"])
 def test_a_file_removed_while_it_is_read_is_one_line(
     cat: Catalog, ext: Path, how: str, monkeypatch: pytest.MonkeyPatch
@@ -334,15 +350,12 @@ def test_a_file_removed_while_it_is_read_is_one_line(
     check stats it again and FileNotFoundError escapes (a traceback from the CLI, no `error:`
     line); it should be one CatalogError line, nothing registered."""
     part = ext / "part-0.tfrecord"
-    checked = adoption.check_batch
 
-    def check_batch(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(adoption, "check_batch", checked)
+    def remove() -> None:
         if part.exists():
             part.unlink() if how == "unlink" else part.rename(ext / "moved")
-        return checked(*args, **kwargs)
 
-    monkeypatch.setattr(adoption, "check_batch", check_batch)
+    on_first_check(monkeypatch, remove)
     result = run("-C", cat.root, "adopt", "d", part)
     assert one_line_error(result), (result.stderr, result.exception)
     assert "part-0.tfrecord" in result.stderr
@@ -711,15 +724,12 @@ def test_a_file_grown_while_it_is_read_is_refused_or_registered_as_read(
     registered; whole records appended before the read reaches the end are read, counted and
     checksummed with the rest (what is registered is what was checked: verify agrees)."""
     big = write_part(ext / "big.tfrecord", range(5000))
-    checked = adoption.check_batch
 
-    def check_batch(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(adoption, "check_batch", checked)
+    def grow() -> None:
         with open(big, "ab") as f:
             f.write(b"\0" * 10 if growth == "a partial record" else (ext / "part-0.tfrecord").read_bytes())
-        return checked(*args, **kwargs)
 
-    monkeypatch.setattr(adoption, "check_batch", check_batch)
+    on_first_check(monkeypatch, grow)
     result = run("-C", cat.root, "adopt", "d", big)
     if growth == "a partial record":
         assert one_line_error(result) and "big.tfrecord" in result.stderr

@@ -173,13 +173,14 @@ def test_a_file_changed_during_its_adoption_is_checksummed_by_readers(tmp_path: 
     aged(part)
     from catalog.ops import adopt as adopt_module
 
-    real = adopt_module.check_batch
+    for seam in ("check_batch", "check_spans"):  # records checked one by one, or a window at a time
+        checked = getattr(adopt_module, seam)
 
-    def change_it(*args: Any) -> Any:
-        os.utime(part)  # as a writer that touched it mid-read would
-        return real(*args)
+        def change_it(*args: Any, real: Any = checked) -> Any:
+            os.utime(part)  # as a writer that touched it mid-read would
+            return real(*args)
 
-    monkeypatch.setattr(adopt_module, "check_batch", change_it)
+        monkeypatch.setattr(adopt_module, seam, change_it)
     cat.dataset("d").adopt([part])
     with sqlite3.connect(cat.root / "catalog.db") as db:
         assert db.execute("SELECT fingerprint FROM shards").fetchall() == [("unchecked",)]
