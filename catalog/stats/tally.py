@@ -413,7 +413,10 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
             if fs.lengths is not None:
                 fs.lengths.add(sizes)
                 sketch(fs.length_quantiles, sizes)
-            values = _flatten(fs, feat, present, int(sizes.sum()))
+            if sequence and not feat.is_scalar:  # each record's steps are lists: their values count
+                present = [step for steps in present for step in steps]
+                sizes = np.fromiter(map(len, present), dtype=np.int64, count=len(present))
+            values = _flatten(fs, feat, present, int(sizes.sum())) if present else []
         else:
             values = present
     else:

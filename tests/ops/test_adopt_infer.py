@@ -123,7 +123,7 @@ def test_a_sequence_example_past_the_guess_means_inference_over_every_record(
 ) -> None:
     """Decoding against the guess takes a SequenceExample by its context alone, so the
     adoption refuses it itself: the schema is then inferred from every record (its feature
-    lists too). (Adopting such a mix then fails in the statistics, as it did before: left.)"""
+    lists too)."""
     write(tmp_path / "in" / "a.tfrecord", rows(20))
     seq = encode_sequence_example({"id": 7, "x": [0.0, 1.0], "text": "t"}, {"steps": [[1], [2, 3]]})
     write(tmp_path / "in" / "b.tfrecord", [seq])
@@ -200,3 +200,17 @@ def test_a_guess_missed_in_a_window_is_not_read_record_by_record(
     cat.adopt("new", [tmp_path / "in"])
     assert "extra" in cat.dataset("new").schema.features
     assert slow == []
+
+
+def test_a_mix_of_examples_and_sequence_examples_is_adopted_as_sequence_examples(tmp_path: Path) -> None:
+    """The inferred schema has the feature lists (an Example reads as a SequenceExample without
+    steps); its step of lists was tallied as one value a step and stopped the adoption."""
+    write(tmp_path / "in" / "a.tfrecord", rows(20))
+    seq = encode_sequence_example({"id": 7, "x": [0.0, 1.0], "text": "t"}, {"steps": [[1], [2, 3]]})
+    write(tmp_path / "in" / "b.tfrecord", [seq])
+    cat = Catalog.init(tmp_path / "cat")
+    cat.adopt("new", [tmp_path / "in"])
+    ds = cat.dataset("new")
+    assert ds.schema.to_json()["sequence_features"] == {"steps": {"dtype": "int64", "shape": [None]}}
+    steps = ds.stats().feature("steps")
+    assert (steps.values.count, steps.values.min, steps.values.max) == (3, 1, 3)

@@ -862,3 +862,31 @@ def test_float_tensors_are_counted_exactly_on_the_thread(cat: Catalog) -> None:
     assert fs.values.std == pytest.approx(finite.std(), rel=1e-9)
     q = fs.quantile_values([0.5])
     assert q is not None and q[0] == pytest.approx(np.median(finite), abs=0.3)
+
+
+def test_sequence_steps_of_lists_are_tallied_value_by_value(cat: Catalog) -> None:
+    """A step that is itself a list (shape [None]: a SequenceExample's feature list of lists)
+    was counted as one value per step, and a numeric one stopped every append with a NumPy
+    ValueError (append, append_rows and adopt alike)."""
+    schema = {
+        "features": {"id": {"dtype": "int64"}},
+        "sequence_features": {
+            "ints": {"dtype": "int64", "shape": [None]},
+            "floats": {"dtype": "float32", "shape": [None]},
+            "words": {"dtype": "string", "shape": [None]},
+        },
+    }
+    ds = cat.register("steps_of_lists", schema)
+    rows = [
+        {"id": 0, "ints": [[1], [2, 3]], "floats": [[0.5, -1.5]], "words": [["a", "b"], [], ["c"]]},
+        {"id": 1, "ints": [], "floats": [[], [4.0]], "words": [["d"]]},
+        {"id": 2, "ints": [[-7, 9, 0]], "floats": [[2.0]], "words": []},
+    ]
+    ds.append_rows(rows)
+    stats = ds.stats()
+    ints = stats.feature("ints")
+    assert (ints.values.count, ints.values.min, ints.values.max, ints.zeros) == (6, -7, 9, 1)
+    floats = stats.feature("floats")
+    assert (floats.values.count, floats.values.min, floats.values.max) == (4, -1.5, 4.0)
+    read = [[np.asarray(step).tolist() for step in r["ints"]] for r in ds.read()]
+    assert read == [r["ints"] for r in rows]
