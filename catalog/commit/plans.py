@@ -66,6 +66,12 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
     all records, in dataset order), read from one manifest snapshot."""
     with mf.read_txn(ds.catalog.engine) as conn:
         v, sv, query = ds._live(conn, version)
+        slices = None
+        if split is not None:
+            # The splits' record counts summed in SQL (from an index), then only the rows of the
+            # splits the spec names: a 1% split of 100k shards reads 1k rows, not 100k.
+            slices = resolve(split, {name: t["records"] for name, t in split_totals(conn, query).items()})
+            query = query.where(mf.SHARDS.c.split.in_(sorted({sl.split for sl in slices})))
         rows = conn.execute(query).all()
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))
     store = ds.catalog.store
@@ -73,8 +79,8 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         PlannedShard(*live_values(store.shard_url, r), index_path=store.index_url(r.path), start=0, stop=r.records)
         for r in rows
     ]
-    if split is not None:
-        shards = list(_select(shards, resolve(split, split_counts(shards))))
+    if slices is not None:
+        shards = list(_select(shards, slices))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)
 
 
@@ -99,13 +105,6 @@ def with_cache(pinned: ReadPlan, cache: CacheKeywords, reader: str) -> ReadPlan:
         return pinned
     kept = ShardCache.at(cache_dir, cache_limit)
     return replace(pinned, shards=tuple(replace(s, cache=kept) for s in pinned.shards))
-
-
-def split_counts(shards: list[PlannedShard]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for s in shards:
-        counts[s.split] = counts.get(s.split, 0) + s.records
-    return counts
 
 
 def _select(shards: list[PlannedShard], slices: list[SplitSlice]) -> Iterator[PlannedShard]:

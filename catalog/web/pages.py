@@ -75,12 +75,13 @@ def dataset_page(
     at = paged(info.shard_count, page, SHARDS_PER_PAGE)
     shards = ds.shard_page(info.version, at.pop("offset"), SHARDS_PER_PAGE)
     items = [{**s.to_json(), "relpath": s.relpath, "state": _state(ds, s.relpath, s.location, s.bytes)} for s in shards]
-    commits = ds.history()
-    newest = paged(len(commits), history_page, HISTORY_PER_PAGE)  # page 1: the newest commits
-    end = len(commits) - newest.pop("offset")
+    # Versions are gapless from 1: the handle's version (current when it was looked up) counts
+    # the commits, and one page of them is read, not the whole history.
+    newest = paged(ds.version, history_page, HISTORY_PER_PAGE)  # page 1: the newest commits
+    commits = ds.history(HISTORY_PER_PAGE, skip=newest.pop("offset"))
     return {
         "dataset": info.to_json(),
-        "history": [_commit(c) for c in commits[max(0, end - HISTORY_PER_PAGE) : end]],  # oldest first
+        "history": [_commit(c) for c in commits],  # oldest first
         "history_page": newest,
         "diff": _diff(ds, diff) if diff else None,
         "shards": {**at, "items": items},
