@@ -57,10 +57,13 @@ def paged(total: int, page: int, per_page: int) -> dict[str, int]:
 
 def catalog_page(cat: Catalog, page: int = 1) -> dict[str, Any]:
     """The datasets, a page of DATASETS_PER_PAGE: versions, splits, records, bytes, last commit."""
-    infos = list_datasets(cat.engine, splits=True)  # totals per split for all, in one query
-    at = paged(len(infos), page, DATASETS_PER_PAGE)
+    names = [i.name for i in list_datasets(cat.engine, schemas=False)]  # no schemas, no shards: the count
+    at = paged(len(names), page, DATASETS_PER_PAGE)
+    after = names[at["offset"] - 1] if at["offset"] else None
+    # totals per split for the page's datasets only (every one's would be a pass over every shard)
+    infos = list_datasets(cat.engine, splits=True, limit=DATASETS_PER_PAGE, after=after)
     out = []
-    for info in infos[at["offset"] : at["offset"] + DATASETS_PER_PAGE]:  # a query each: a page's only
+    for info in infos:  # a query each: a page's only
         last = cat.dataset(info.name).last_commit()
         out.append({**info.to_json(), "schema": None, "last_commit": _commit(last)})
     return {"root": str(cat.root), "datasets": out, "datasets_page": at}
