@@ -13,6 +13,7 @@ reads them back through the catalog's own read paths.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -89,6 +90,7 @@ def _fill_big(conn: Any, cat: Catalog, ds_id: int, t: Template, shape: Shape, no
     """Commits 3.. of ``big`` (1 made it, 2 wrote the real shard), ``per_commit`` shards each."""
     state = conn.execute(select(mf.DATASETS).where(mf.DATASETS.c.id == ds_id)).one()
     shards, records, size, version = state.shard_count, state.records, state.bytes, state.version
+    per_split = {mf.DEFAULT_SPLIT: [shards, records, size]}  # the real shard's commit's (format 10's splits)
     commits: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     left = shape.shards - shards
@@ -100,9 +102,11 @@ def _fill_big(conn: Any, cat: Catalog, ds_id: int, t: Template, shape: Shape, no
             split = RARE_SPLIT if (shards + i) % shape.rare_every == shape.rare_every // 2 else mf.DEFAULT_SPLIT
             _link(cat, t, rel)
             rows.append(_shard(ds_id, rel, t, shape.records_per_shard, version, (version << mf.SEQ_BITS) + i, split))
+            kept = per_split.setdefault(split, [0, 0, 0])
+            kept[0], kept[1], kept[2] = kept[0] + 1, kept[1] + shape.records_per_shard, kept[2] + t.bytes
         shards, records, size, left = shards + k, records + k * shape.records_per_shard, size + k * t.bytes, left - k
         totals = {"records": records, "bytes": size, "shard_count": shards}
-        commits.append(_commit(ds_id, version, now, k * shape.records_per_shard, k, totals))
+        commits.append(_commit(ds_id, version, now, k * shape.records_per_shard, k, totals, splits=per_split))
     _insert(conn, mf.COMMITS, commits)
     _insert(conn, mf.SHARDS, rows)
     conn.execute(update(mf.DATASETS).where(mf.DATASETS.c.id == ds_id).values(version=version, **totals))
@@ -122,7 +126,8 @@ def _add_others(conn: Any, cat: Catalog, big_id: int, t: Template, n: int, now: 
     for name, ds_id in ids.items():
         schemas.append({**schema._asdict(), "id": None, "dataset_id": ds_id})
         zero = {"records": 0, "bytes": 0, "shard_count": 0}
-        commits += [_commit(ds_id, 1, now, 0, 0, zero, "create"), _commit(ds_id, 2, now, 1, 1, one)]
+        train = {mf.DEFAULT_SPLIT: [1, 1, t.bytes]}
+        commits += [_commit(ds_id, 1, now, 0, 0, zero, {}, "create"), _commit(ds_id, 2, now, 1, 1, one, train)]
         (Path(cat.store.root) / name).mkdir()
         rel = f"{name}/{_intent()}-00000.tfrecord"
         _link(cat, t, rel)
@@ -144,12 +149,20 @@ def _shard(ds_id: int, rel: str, t: Template, records: int, version: int, seq: i
 
 
 def _commit(
-    ds_id: int, version: int, now: datetime, records: int, shards: int, totals: dict[str, int], kind: str = "append"
+    ds_id: int,
+    version: int,
+    now: datetime,
+    records: int,
+    shards: int,
+    totals: dict[str, int],
+    splits: dict[str, list[int]],
+    kind: str = "append",
 ) -> dict[str, Any]:
     return {
         "dataset_id": ds_id, "version": version, "kind": kind, "schema_version": 1, "created_at": now,
         "message": "synthetic", "author": "bench", "read_version": version - 1, "token": None,
         "records_added": records, "shards_added": shards, "intent": None, **totals,
+        "splits": json.dumps(dict(sorted(splits.items())), separators=(",", ":")),  # as commits keep them (format 10)
     }  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from catalog import manifest as mf
 # dataset's history, tags and shard list need neither (tests/cli/test_cli_startup.py).
 from catalog import schema as schema_layer
 from catalog import storage
-from catalog.commit.listing import check_totals, list_datasets, split_totals
+from catalog.commit.listing import check_totals, list_datasets, splits_at
 from catalog.commit.values import (
     NO_SHARDS,
     SHARD_CHUNK,
@@ -454,7 +454,7 @@ class DatasetHandle:
             v, sv = self._resolve_version(conn, version)
             schema = load_schema(conn, self.id, sv).to_json()
             c = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == self.id, COMMITS.c.version == v)).one()
-            splits = split_totals(conn, live_at(conn, self.id, v))
+            splits = splits_at(conn, self.name, c, live_at(conn, self.id, v))
         check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(
             row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count, splits,

@@ -87,6 +87,33 @@ def split_totals(conn: Any, live: Any) -> dict[str, dict[str, int]]:
     return {name: {"records": int(r), "shards": int(n), "bytes": int(b)} for name, n, r, b in rows}
 
 
+def splits_at(conn: Any, name: str, commit: Any, live: Any) -> dict[str, dict[str, int]]:
+    """Per split, the live totals at ``commit`` (a commits row): as the commit kept them (format
+    10: one row read, whatever the dataset's size), else summed from ``live`` (its live_at
+    query). Kept totals that disagree with the commit's own are damage, as check_totals says."""
+    kept = kept_splits(commit.splits)
+    if kept is None:
+        return split_totals(conn, live)
+    said = ShardSum(*(sum(t[k] for t in kept.values()) for k in ("shards", "records", "bytes")))
+    total = ShardSum(commit.shard_count, commit.records, commit.bytes)
+    if said != total:
+        where = f"dataset {name!r} version {commit.version}"
+        raise mf.damaged(conn.engine, f"{where}: its totals per split add up to {said}, its commit {total}")
+    return kept
+
+
+def kept_splits(text: str | None) -> dict[str, dict[str, int]] | None:
+    """A commit's ``splits`` column read (None: not kept), by split name."""
+    if text is None:
+        return None
+    return {k: {"records": r, "shards": n, "bytes": b} for k, (n, r, b) in sorted(json.loads(text).items())}
+
+
+def splits_text(totals: dict[str, list[int]]) -> str:
+    """A commit's ``splits`` column: {split: [shards, records, bytes]}, splits left empty dropped."""
+    return json.dumps({k: v for k, v in sorted(totals.items()) if v[0] > 0}, separators=(",", ":"))
+
+
 def _total(column: Any) -> Any:
     return func.coalesce(func.sum(column), 0)
 

@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
+from sqlalchemy import select
+
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, live_values, load_schema
-from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
+from catalog.commit.listing import splits_at
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.errors import UsageError
 from catalog.keywords import check_keywords
@@ -70,7 +72,9 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         if split is not None:
             # The splits' record counts summed in SQL (from an index), then only the rows of the
             # splits the spec names: a 1% split of 100k shards reads 1k rows, not 100k.
-            slices = resolve(split, {name: t["records"] for name, t in split_totals(conn, query).items()})
+            commit = conn.execute(select(mf.COMMITS).where(mf.COMMITS.c.dataset_id == ds.id, mf.COMMITS.c.version == v))
+            totals = splits_at(conn, ds.name, commit.one(), query)
+            slices = resolve(split, {name: t["records"] for name, t in totals.items()})
             query = query.where(mf.SHARDS.c.split.in_(sorted({sl.split for sl in slices})))
         rows = conn.execute(query).all()
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))

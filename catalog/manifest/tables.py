@@ -123,6 +123,11 @@ COMMITS = Table(
     # The write intent this commit consumed: a writer interrupted after its COMMIT returned
     # learns here that it committed, and which version (format 3).
     _opt("intent", String(64)),
+    # Format 10. The live totals per split right after this commit, as JSON {split: [shards,
+    # records, bytes]}: `show` and a split's read plan read them here instead of summing every
+    # live shard. NULL where not kept (commits before format 10, and the earlier commits an
+    # erasure restated): then they are summed from the shard rows.
+    _opt("splits", Text),
     UniqueConstraint("dataset_id", "version"),
     UniqueConstraint("dataset_id", "token"),
 )

@@ -84,7 +84,10 @@ def _upgrade_8_to_9(conn: Connection) -> None:
 
 def _upgrade_9_to_10(conn: Connection) -> None:
     """Format 10: the per-split index gets the read order (seq), so one split's shards are found
-    in order without a pass over the dataset's; it replaces format 4's, which it covers."""
+    in order without a pass over the dataset's; it replaces format 4's, which it covers. Commits
+    keep their live totals per split (NULL for the commits before: summed from the shards, and
+    kept from the next commit on)."""
+    conn.exec_driver_sql("ALTER TABLE commits ADD COLUMN splits TEXT")
     conn.exec_driver_sql("DROP INDEX IF EXISTS ix_shards_split_totals")
     conn.exec_driver_sql(
         "CREATE INDEX IF NOT EXISTS ix_shards_split_seq "

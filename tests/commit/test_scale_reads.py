@@ -118,3 +118,47 @@ def test_list_pages_by_name(cat: Catalog) -> None:
     assert first[-1] == "... more datasets: catalog list --after b"
     assert [line.split()[0] for line in run(*c, "--after", "b").stdout.splitlines()[1:]] == ["c", "d"]
     assert [d["name"] for d in json.loads(run(*c, "--json", "-n", "3", "--after", "a").stdout)] == ["b", "c", "d"]
+
+
+def _summed(ds: Any, version: int | None = None) -> dict[str, dict[str, int]]:
+    """Per split, the live shards' totals at ``version`` counted here from the shard list."""
+    out: dict[str, dict[str, int]] = {}
+    for s in ds.shards(version):
+        t = out.setdefault(s.split, {"records": 0, "shards": 0, "bytes": 0})
+        t["records"], t["shards"], t["bytes"] = t["records"] + s.records, t["shards"] + 1, t["bytes"] + s.bytes
+    return dict(sorted(out.items()))
+
+
+def test_each_commit_keeps_its_totals_per_split_and_show_reads_them_not_the_shards(cat: Catalog) -> None:
+    ds = cat.dataset("d")
+    with statements(cat) as sent:
+        info = ds.info()
+    assert info.splits == _summed(ds) and set(info.splits) == {"train", "test"}
+    assert not [s for s in sent if "GROUP BY" in s]  # one commit row read, no pass over the shards
+    assert all(ds.info(v).splits == _summed(ds, v) for v in range(1, 9))  # every version kept its own
+    ds.compact(target_size=1 << 20)  # retires 31 shards, adds one a split
+    ds.delete("id = 3", purge=True)  # an erasure: live and retired files replaced, earlier commits restated
+    ds.append_rows([{"id": 200}], split="validation")
+    latest = ds.info().version
+    assert [ds.info(v).splits == _summed(ds, v) for v in range(1, latest + 1)] == [True] * latest
+    assert ds.info().splits is not None and ds.info().splits["train"]["records"] == 29
+
+
+def test_a_commit_row_without_kept_totals_is_summed_and_the_next_commit_keeps_them(cat: Catalog) -> None:
+    """Commits of a manifest from before format 10 (and those an erasure restated) kept none."""
+    from sqlalchemy import update
+
+    from catalog import manifest as mf
+
+    ds = cat.dataset("d")
+    with mf.write_txn(cat.engine) as conn:
+        conn.execute(update(mf.COMMITS).values(splits=None))
+    assert ds.info().splits == _summed(ds) and [s.records for s in plan(ds, split="test").shards] == [1]
+    ds.append_rows([{"id": 300}], split="test")
+    with statements(cat) as sent:
+        assert ds.info().splits == _summed(ds)
+    assert not [s for s in sent if "GROUP BY" in s]
+    with mf.write_txn(cat.engine) as conn:  # kept totals that disagree with the commit's are damage
+        conn.execute(update(mf.COMMITS).where(mf.COMMITS.c.version == 9).values(splits='{"train": [1, 1, 1]}'))
+    with pytest.raises(mf.ManifestError, match=r"version 9: its totals per split add up to 1 record, 1 byte"):
+        ds.info()
