@@ -20,8 +20,10 @@ def interruptible(code: str) -> str:
 
 
 def downgrade_to_format_9(db: Path) -> None:
-    """Turn a SQLite manifest into what format 9 had: the per-split index without the read order."""
+    """Turn a SQLite manifest into what format 9 had: the per-split index without the read order,
+    commits without their totals per split."""
     with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE commits DROP COLUMN splits")
         conn.execute("DROP INDEX ix_shards_split_seq")
         conn.execute(
             "CREATE INDEX ix_shards_split_totals ON shards (dataset_id, removed_version, split, records, bytes)"

@@ -365,6 +365,7 @@ def test_one_splits_shards_come_from_the_split_index_in_order_after_an_upgrade(p
             conn.exec_driver_sql(
                 "CREATE INDEX ix_shards_split_totals ON shards (dataset_id, removed_version, split, records, bytes)"
             )
+            conn.exec_driver_sql("ALTER TABLE commits DROP COLUMN splits")
             conn.exec_driver_sql("UPDATE catalog_meta SET value = '9' WHERE key = 'format_version'")
         assert cli("-C", str(tmp_path / "c"), "upgrade").stdout.startswith("manifest format 9 -> ")
         with cat.engine.connect() as conn:
