@@ -119,6 +119,7 @@ def _select(shards: list[PlannedShard], slices: list[SplitSlice]) -> Iterator[Pl
             if s.split != sl.split:
                 continue
             start, stop = max(sl.start, first), min(sl.stop, first + s.records)
-            if start < stop:
-                yield replace(s, start=start - first, stop=stop - first)
+            if start < stop:  # whole (as planned: 0 to its records): no copy of the dataclass per shard
+                whole = start == first and stop == first + s.records
+                yield s if whole else replace(s, start=start - first, stop=stop - first)
             first += s.records
