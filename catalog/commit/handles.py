@@ -454,8 +454,9 @@ class DatasetHandle:
             v, sv = self._resolve_version(conn, version)
             schema = load_schema(conn, self.id, sv).to_json()
             c = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == self.id, COMMITS.c.version == v)).one()
+            # the totals first: a damaged commit is named as such, before its splits are checked against it
+            check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
             splits = splits_at(conn, self.name, c, live_at(conn, self.id, v))
-        check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
         return DatasetInfo(
             row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count, splits,
             row.compression,
