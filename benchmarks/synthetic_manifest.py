@@ -1,5 +1,5 @@
 """Big manifests made fast, for bench_scale's section c: manifest rows inserted in bulk through
-the manifest's own tables (``catalog.manifest``), in one transaction per table chunk, beside one
+the manifest's own tables (``catalog.manifest``), in one transaction (executemany chunks), beside one
 shard written the ordinary way. Every synthetic shard row names a hard link to that real shard's
 file (so gc's listing and the data area look as they would), but says it holds ``records_per_shard``
 records: the files are never read by what section c measures (list, show, history, planning,
