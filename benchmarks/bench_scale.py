@@ -1,6 +1,9 @@
 """Scale benchmarks with the manifest in PostgreSQL: 8 "machines" appending to one dataset at
 once (beside the same workload on the SQLite default), and a 1,000,000-shard manifest (list,
-show --no-shards, planning a read, `show --json` streamed, append latency vs a 100-shard dataset).
+show --no-shards, planning a read, `show --json` streamed, append latency vs a 100-shard dataset);
+c: the manifest at scale on both backends, a catalog of a 100,000-shard, 10^9-record dataset and
+10,000 datasets (manifest rows made in bulk, files hard links to one real shard) against one of
+100 shards and 100 datasets: commit latency, show, list, history --limit 20, planning a split, gc --dry-run.
 
 Run from the repository root:
 
@@ -8,6 +11,7 @@ Run from the repository root:
     .venv/bin/python -m benchmarks.bench_scale --quick           # 100,000 shards, fewer commits
     .venv/bin/python -m benchmarks.bench_scale --db-url postgresql+psycopg://postgres@127.0.0.1:5432/empty
     .venv/bin/python -m benchmarks.bench_scale --workdir /big/disk --json results.json
+    .venv/bin/python -m benchmarks.bench_scale --only c          # the manifest at scale (100k vs 100 shards)
 
 Without --db-url, a throwaway PostgreSQL cluster is started by the harness (the machine's own
 initdb/pg_ctl), with fsync and synchronous_commit on so that PostgreSQL commits are as
@@ -32,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +45,9 @@ import sqlalchemy as sa
 
 import catalog
 from benchmarks import harness as h
+from benchmarks import synthetic_manifest as sm
 from catalog import Catalog, Dataset
+from catalog import manifest as mf
 
 # Server settings for the throwaway cluster unless --pg-fast: a durable commit, like SQLite's FULL.
 DURABLE_PG = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
@@ -61,6 +68,10 @@ class Config:
     query_repeats: int  # b: timed library calls per query (after a cold first call)
     subprocess_repeats: int  # b: timed CLI runs per command (after a warm-up round)
     ab_commits: int  # b: one-row appends per side, big vs small
+    c_shards: int  # c: shards of the big catalog's dataset (the small one's: C_SMALL_SHARDS)
+    c_datasets: int  # c: datasets in the big catalog (the small one's: C_SMALL_DATASETS)
+    c_rounds: int  # c: interleaved rounds per read (small, big; order alternating)
+    c_commits: int  # c: one-row appends per side
 
 
 FULL = Config(
@@ -73,9 +84,20 @@ FULL = Config(
     query_repeats=5,
     subprocess_repeats=3,
     ab_commits=60,
+    c_shards=100_000,
+    c_datasets=10_000,
+    c_rounds=7,
+    c_commits=30,
 )
 # Smaller, for checking that the script works: only what differs from FULL.
-QUICK = replace(FULL, proc_commits=25, rounds=1, shards=100_000, query_repeats=3, subprocess_repeats=2, ab_commits=20)
+QUICK = replace(
+    FULL, proc_commits=25, rounds=1, shards=100_000, query_repeats=3, subprocess_repeats=2, ab_commits=20,
+    c_shards=10_000, c_datasets=1_000, c_rounds=3, c_commits=10,
+)  # fmt: skip
+C_SMALL_SHARDS, C_SMALL_DATASETS = 100, 100  # c: what the big catalog is measured against
+C_RECORDS = 10**9  # c: records in the big dataset (manifest rows only: its files hold one record each)
+C_COMMITS = 1000  # c: commits that made the big dataset (the small one: 25, as many shards each as fit)
+C_TARGET = 2.0  # c: commit latency and `show`, big / small
 
 
 # --------------------------------------------------------------------------- the PostgreSQL server
@@ -86,6 +108,7 @@ class Server:
     url: str  # the manifest database
     stop: Callable[[], None]  # drop what we made: the cluster, or the manifest tables in a given database
     where: str  # for the header
+    admin: str | None = None  # a throwaway cluster's maintenance database: section c makes databases there
 
 
 def query(url: str, fn: Callable[[sa.Connection], Any]) -> Any:
@@ -136,7 +159,7 @@ def throwaway_cluster(fast: bool) -> Server:
         pg.stop()
         raise
     shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "listen_addresses")
-    return Server(pg.url("scale"), pg.stop, f"throwaway cluster on 127.0.0.1:{pg.port} ({shown})")
+    return Server(pg.url("scale"), pg.stop, f"throwaway cluster on 127.0.0.1:{pg.port} ({shown})", pg.url())
 
 
 def server_facts(conn: sa.Connection) -> dict[str, str]:
@@ -597,6 +620,172 @@ def profile_appends(root: Path) -> Callable[[], object]:
     return run
 
 
+# --------------------------------------------------------------------------- c. the manifest at scale
+
+
+@dataclass(frozen=True)
+class Op:
+    key: str
+    label: str  # what is timed, for the table
+    target: float | None  # the most big / small may be (None: reported only)
+    make: Callable[[Path, Dataset], Callable[[int], object]]  # (root, the big dataset's handle) -> one run
+
+
+def _cli(*args: str) -> Callable[[Path, Dataset], Callable[[int], object]]:
+    def make(root: Path, _ds: Dataset) -> Callable[[int], object]:
+        run = h.cli_in_process(root, *args)
+        return lambda _k: run()
+
+    return make
+
+
+C_READS = [
+    Op("show", "`catalog show big` (in process: open, info, the first 20 shards)", C_TARGET, _cli("show", "big")),
+    Op(
+        "info", "`Dataset.info()` (show's library call: totals, per split too)", None, lambda _r, d: lambda _k: d.info()
+    ),
+    Op("list", "`catalog list` (every dataset)", None, _cli("list")),
+    Op("list20", "`catalog list --limit 20`", None, _cli("list", "--limit", "20")),
+    Op("history", "`catalog history big --limit 20`", None, _cli("history", "big", "--limit", "20")),
+    Op(
+        "plan",
+        f"planning a read of split `{sm.RARE_SPLIT}` (1% of the shards): `ds.records(split=...)`",
+        None,
+        lambda _r, ds: lambda _k: ds.records(split=sm.RARE_SPLIT),
+    ),
+    Op("gc", "`catalog gc --dry-run` (lists the data area)", None, _cli("gc", "--dry-run")),
+]
+
+
+def c_shapes(cfg: Config) -> dict[str, sm.Shape]:
+    per_shard = C_RECORDS // cfg.c_shards
+    return {
+        "small": sm.Shape(C_SMALL_SHARDS, max(1, C_SMALL_SHARDS // 25), per_shard, C_SMALL_DATASETS - 1),
+        "big": sm.Shape(cfg.c_shards, max(1, cfg.c_shards // C_COMMITS), per_shard, cfg.c_datasets - 1),
+    }
+
+
+def c_database(server: Server, name: str) -> str:
+    """A new database ``name`` on the throwaway cluster; its URL."""
+    assert server.admin is not None
+    engine = sa.create_engine(server.admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return str(sa.make_url(server.admin).set(database=name).render_as_string(hide_password=False))
+
+
+def check_c(root: Path, shape: sm.Shape) -> tuple[bool, str]:
+    """The synthetic catalog read back through the catalog's own checks: list's totals against
+    every dataset's commit, every commit of the big dataset against its shard rows (history),
+    the per-split totals."""
+    with h.opened(root) as cat:
+        infos = {i.name: i for i in cat.list()}
+        ds = cat.dataset("big")
+        versions = [c.version for c in ds.history()]
+        info = ds.info()
+    splits = info.splits or {}
+    return h.verdict(
+        {
+            "list": len(infos) == shape.others + 1 and infos["big"].shard_count == shape.shards,
+            "history": versions == list(range(1, len(versions) + 1)),
+            "records": info.records == 1 + (shape.shards - 1) * shape.records_per_shard,
+            "splits": set(splits) == {mf.DEFAULT_SPLIT, sm.RARE_SPLIT}
+            and sum(t["shards"] for t in splits.values()) == shape.shards,
+        }
+    )
+
+
+def build_c(cfg: Config, backend: str, server: Server, work: Path, report: h.Report) -> dict[str, Path]:
+    roots: dict[str, Path] = {}
+    for side, shape in c_shapes(cfg).items():
+        roots[side] = work / f"c-{backend}-{side}"
+        url = None if backend == "SQLite" else c_database(server, f"c_{side}")
+        t0 = time.perf_counter()
+        sm.build(roots[side], url, shape)
+        built = time.perf_counter() - t0
+        if url is not None:
+            query(url, lambda conn: conn.exec_driver_sql("ANALYZE"))  # what autovacuum does as a table grows
+        ok, detail = check_c(roots[side], shape)
+        h.check(ok, f"{backend} {side}: {detail}")
+        report.add(
+            h.Result(
+                "c",
+                f"{backend}, {side}: {shape.shards:,} shards ({shape.per_commit} a commit), "
+                f"{shape.others + 1:,} datasets: setup by bulk manifest rows",
+                f"{built:.1f} s",
+                note=f"read back: {detail}",
+                data={"seconds": built},
+            )
+        )
+    return roots
+
+
+def c_rounds(op: Op, roots: dict[str, Path], handles: dict[str, Dataset], rounds: int) -> dict[str, Any]:
+    runs = {side: op.make(roots[side], handles[side]) for side in roots}
+    for run in runs.values():
+        run(-1)  # warm-up, untimed
+    load = h.loadavg()
+    wall, cpu = h.alternate(runs, rounds)
+    return {"wall": wall, "cpu": cpu, "load": load + h.loadavg()[:1]}
+
+
+def c_appends(cfg: Config, handles: dict[str, Dataset]) -> dict[str, Any]:
+    """Durable one-row appends, small and big alternating (rows[k]: the k-th append of all)."""
+    rows = h.text_rows(2 * cfg.c_commits + 2, seed=34)
+    runs = {side: (lambda k, ds=ds: ds.append_rows([rows[k]])) for side, ds in handles.items()}
+    for i, run in enumerate(runs.values()):
+        run(len(rows) - 1 - i)  # warm-up, untimed
+    load = h.loadavg()
+    wall, cpu = h.alternate(runs, cfg.c_commits)
+    return {"wall": wall, "cpu": cpu, "load": load + h.loadavg()[:1]}
+
+
+def report_c(backend: str, label: str, target: float | None, m: dict[str, Any], cfg: Config, report: h.Report,
+             profile: Callable[[], object] | None) -> None:  # fmt: skip
+    shards, datasets = cfg.c_shards, cfg.c_datasets
+    small, big = statistics.median(m["wall"]["small"]), statistics.median(m["wall"]["big"])
+    cs, cb = statistics.median(m["cpu"]["small"]), statistics.median(m["cpu"]["big"])
+    report.add(
+        h.Result(
+            "c",
+            f"{backend}: {label}, {C_SMALL_SHARDS} vs {shards:,} shards ({C_SMALL_DATASETS} vs {datasets:,} datasets)",
+            f"{h.ms(small)} vs {h.ms(big)} = {big / small:.2f}x",
+            f"<= {target:g}x" if target else "—",
+            None if target is None else big / small <= target,
+            f"medians of {len(m['wall']['big'])} interleaved rounds; CPU {h.ms(cs)} vs {h.ms(cb)}; "
+            f"load {m['load'][0]:.1f} -> {m['load'][-1]:.1f}",
+            {**m, "ratio": big / small},
+        ),
+        profile=profile,
+        what=f"{label} on the {shards:,}-shard catalog",
+    )
+
+
+def bench_c_backend(cfg: Config, backend: str, server: Server, work: Path, report: h.Report) -> None:
+    roots = build_c(cfg, backend, server, work, report)
+    cats = {side: Catalog.open(root) for side, root in roots.items()}
+    report.catalogs += cats.values()  # open for the profiles; closed at the end
+    handles = {side: cat.dataset("big") for side, cat in cats.items()}
+    m = c_appends(cfg, handles)
+    one = h.text_rows(1, seed=35)[0]
+    report_c(backend, "durable one-row append (`ds.append_rows`)", C_TARGET, m, cfg, report,
+             lambda: [handles["big"].append_rows([one]) for _ in range(10)])  # fmt: skip
+    for op in C_READS:
+        h.log(f"  {backend}: {op.key} ...")
+        m = c_rounds(op, roots, handles, cfg.c_rounds)
+        big = op.make(roots["big"], handles["big"])
+        report_c(backend, op.label, op.target, m, cfg, report, partial(big, 0))
+
+
+def bench_c(cfg: Config, server: Server, work: Path, report: h.Report) -> None:
+    backends = ["SQLite"] + (["PostgreSQL"] if server.admin is not None else [])
+    if server.admin is None:
+        h.log("  section c: a given database holds one manifest; PostgreSQL side skipped (run without --db-url)")
+    for backend in backends:
+        bench_c_backend(cfg, backend, server, work, report)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -611,7 +800,7 @@ def parse_args(argv: list[str] | None) -> Any:
     parser.add_argument("--db-url", metavar="URL", help="an empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--workdir", metavar="DIR", default=tempfile.gettempdir(), help="where the catalogs go")
     parser.add_argument("--pg-fast", action="store_true", help="throwaway cluster with fsync=off, as the tests run it")
-    parser.add_argument("--only", metavar="S", help="comma-separated sections: a, b (default both)")
+    parser.add_argument("--only", metavar="S", help="comma-separated sections: a, b, c (default all)")
     return parser.parse_args(argv)
 
 
@@ -634,7 +823,8 @@ def header(cfg: Config, quick: bool, server: Server, workdir: Path, free: int) -
         f"work directory {workdir} on {h.filesystem_of(str(workdir))}, {free / 2**30:.0f} GiB free at start",
         f"mode: {'quick' if quick else 'full'}: {cfg.procs} x {cfg.proc_commits} concurrent one-row appends "
         f"x {cfg.rounds} round(s) per backend; {cfg.shards:,} shards; rows: id int64, text string, score float32, "
-        "vec float32[8]",
+        f"vec float32[8]; c: {cfg.c_shards:,} vs {C_SMALL_SHARDS} shards, {cfg.c_datasets:,} vs {C_SMALL_DATASETS} "
+        f"datasets, {cfg.c_rounds} rounds per read, {cfg.c_commits} appends per side",
     )
     return info | {"postgres": facts, "server": server.where, "code": code}
 
@@ -642,7 +832,7 @@ def header(cfg: Config, quick: bool, server: Server, workdir: Path, free: int) -
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = QUICK if args.quick else FULL
-    sections = set(args.only.split(",")) if args.only else {"a", "b"}
+    sections = h.chosen_sections(args.only, ("a", "b", "c"))
     workdir = Path(args.workdir).resolve()
     need = cfg.shards * BYTES_PER_SHARD_ON_DISK + (2 << 30) if "b" in sections else 1 << 30
     free = shutil.disk_usage(workdir).free
@@ -657,9 +847,11 @@ def main(argv: list[str] | None = None) -> int:
             steps: list[tuple[str, str, Callable[[], None]]] = [
                 ("a", "concurrent appends", lambda: bench_concurrent(cfg, server.url, Path(d), report)),
                 ("b", f"{cfg.shards:,}-shard manifest", lambda: bench_big(cfg, server.url, Path(d), report)),
+                ("c", "the manifest at scale, SQLite and PostgreSQL", lambda: bench_c(cfg, server, Path(d), report)),
             ]
             report.run(steps, sections)
             profiles = report.conclude(started, args.profile, " (clean-up not included)")
+            report.close()
             h.log("removing the work directory ...")
     finally:
         server.stop()

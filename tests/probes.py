@@ -19,8 +19,21 @@ def interruptible(code: str) -> str:
     return CTRL_C + code
 
 
+def downgrade_to_format_9(db: Path) -> None:
+    """Turn a SQLite manifest into what format 9 had: the per-split index without the read order,
+    commits without their totals per split."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE commits DROP COLUMN splits")
+        conn.execute("DROP INDEX ix_shards_split_seq")
+        conn.execute(
+            "CREATE INDEX ix_shards_split_totals ON shards (dataset_id, removed_version, split, records, bytes)"
+        )
+        conn.execute("UPDATE catalog_meta SET value = '9' WHERE key = 'format_version'")
+
+
 def downgrade_to_format_7(db: Path) -> None:
     """Turn a SQLite manifest into what format 7 had: no shard fingerprints."""
+    downgrade_to_format_9(db)
     with sqlite3.connect(db) as conn:
         conn.execute("ALTER TABLE shards DROP COLUMN fingerprint")
         conn.execute("UPDATE catalog_meta SET value = '7' WHERE key = 'format_version'")

@@ -36,6 +36,7 @@ from catalog.cli.options import (
 from catalog.cli.output import Output, counted, human
 
 if TYPE_CHECKING:
+    from catalog.commit.handles import DatasetHandle
     from catalog.commit.values import Commit, DatasetInfo, ShardInfo, Tag
     from catalog.ops.options import AdoptOptions, AppendOptions, RegisterOptions
 
@@ -104,11 +105,20 @@ def _missing(ds: Any, version: int) -> dict[str, int | None]:
 
 
 @verb
-def list_(as_json: AsJson = False) -> Output:
+def list_(
+    as_json: AsJson = False,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most N datasets (a page).")] = None,
+    after: Annotated[
+        str | None, typer.Option("--after", metavar="NAME", help="Only the datasets whose names sort after NAME.")
+    ] = None,
+) -> Output:
     from catalog.commit.listing import list_datasets
 
     engine = open_manifest()
-    infos = list_datasets(engine)
+    # One more than the page: whether a next page exists, for the text's last line.
+    infos = list_datasets(engine, limit=None if limit is None else limit + 1, after=after, schemas=False)
+    more = limit is not None and len(infos) > limit
+    infos = infos[:limit]
     keep = (
         *("name", "description", "version", "schema_version", "shard_count", "records", "bytes", "created"),
         "compression",
@@ -116,12 +126,13 @@ def list_(as_json: AsJson = False) -> Output:
 
     def document() -> list[dict[str, Any]]:
         # Totals per split, for --json only: the text listing stays one small query.
-        return [{**{k: i.to_json()[k] for k in keep}, "splits": i.splits} for i in list_datasets(engine, splits=True)]
+        page = list_datasets(engine, splits=True, limit=limit, after=after, schemas=False)
+        return [{**{k: i.to_json()[k] for k in keep}, "splits": i.splits} for i in page]
 
-    return Output(text=_list_text(infos), json=document)
+    return Output(text=_list_text(infos, infos[-1].name if more else None), json=document)
 
 
-def _list_text(infos: list[DatasetInfo]) -> Iterator[str]:
+def _list_text(infos: list[DatasetInfo], next_after: str | None = None) -> Iterator[str]:
     if not infos:
         yield "no datasets"
         return
@@ -129,6 +140,11 @@ def _list_text(infos: list[DatasetInfo]) -> Iterator[str]:
     for i in infos:
         size = human(i.bytes)
         yield f"{i.name:24} {i.version:>7} {i.schema_version:>6} {i.shard_count:>7} {i.records:>12} {size:>10}"
+    if next_after is not None:
+        yield f"... more datasets: catalog list --after {next_after}"
+
+
+SHOWN_SHARDS = 20  # shards `show` lists as text unless --limit or --all: a summary, whatever the dataset's size
 
 
 @verb
@@ -137,19 +153,53 @@ def show(
     as_json: AsJson = False,
     version: Version = None,
     no_shards: Annotated[bool, typer.Option("--no-shards", help="Leave out the shard list.")] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=0, help=f"List the first N shards (text: {SHOWN_SHARDS} unless given; --json: all)."
+        ),
+    ] = None,
+    all_shards: Annotated[bool, typer.Option("--all", help="List every shard (text too).")] = False,
 ) -> Output:
     from catalog.commit.handles import lineage
 
+    if all_shards and limit is not None:
+        raise typer.BadParameter("give --limit N or --all, not both", param_hint="--limit/--all")
     ds = open_reader().lookup(name)
     info = ds.info(version)
     made = lineage(ds, info.version)[:1]  # how this version's rows were derived, if they were
-    shards: Iterator[ShardInfo] = iter(()) if no_shards else ds.iter_shards(info.version)
-    rows = None if no_shards else ("shards", (s.to_json() for s in shards))
+    text_limit = None if all_shards else SHOWN_SHARDS if limit is None else limit
+    rows = None if no_shards else ("shards", _shard_docs(ds, info.version, limit))
+    listed = iter(()) if no_shards else _shard_lines(ds, info, text_limit)
     with_lineage = (lambda: info.to_json() | {"lineage": made[0].to_json()}) if made else info.to_json
-    return Output(text=_show_text(info, shards, [e.describe() for e in made]), json=with_lineage, rows=rows)
+    return Output(text=_show_text(info, listed, [e.describe() for e in made]), json=with_lineage, rows=rows)
 
 
-def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo], derived: list[str]) -> Iterator[str]:
+def _shards(ds: DatasetHandle, version: int, limit: int | None) -> Iterable[ShardInfo]:
+    """The first ``limit`` shards at ``version`` (one query with LIMIT), or all of them streamed."""
+    return ds.iter_shards(version) if limit is None else ds.shard_page(version, 0, limit)
+
+
+def _shard_docs(ds: DatasetHandle, version: int, limit: int | None) -> Iterator[dict[str, Any]]:
+    """`show --json`'s shards (read only if the JSON is shown)."""
+    for s in _shards(ds, version, limit):
+        yield s.to_json()
+
+
+def _shard_lines(ds: DatasetHandle, info: DatasetInfo, limit: int | None) -> Iterator[str]:
+    """The shard lines of `show`'s text (read only if the text is shown): the first ``limit``
+    (None: all), then how many more there are."""
+    shown = 0
+    for s in _shards(ds, info.version, limit):
+        where = "  (adopted in place)" if s.location is not None else ""
+        yield f"  {s.path}  {counted(s.records, 'record')}  {human(s.bytes)}  {s.checksum}{where}"
+        shown += 1
+    if info.shard_count > shown:
+        more = counted(info.shard_count - shown, "more shard")
+        yield f"  ... {more} (--all lists every shard, --limit N the first N)"
+
+
+def _show_text(info: DatasetInfo, shard_lines: Iterable[str], derived: list[str]) -> Iterator[str]:
     yield f"dataset:        {info.name}"
     if info.description:
         yield f"description:    {info.description}"
@@ -169,9 +219,7 @@ def _show_text(info: DatasetInfo, shards: Iterable[ShardInfo], derived: list[str
             yield f"  {split + ':':{width + 1}} {counts}"
     yield "schema:"
     yield from _schema_text(info.schema)
-    for s in shards:
-        where = "  (adopted in place)" if s.location is not None else ""
-        yield f"  {s.path}  {counted(s.records, 'record')}  {human(s.bytes)}  {s.checksum}{where}"
+    yield from shard_lines
 
 
 def _schema_text(schema: dict[str, Any]) -> Iterator[str]:
@@ -333,12 +381,18 @@ def drop(name: DatasetName) -> Output:
 
 
 @verb
-def history(name: DatasetName, as_json: AsJson = False) -> Output:
+def history(
+    name: DatasetName,
+    as_json: AsJson = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=0, help="Only the newest N commits (still oldest first).")
+    ] = None,
+) -> Output:
     from catalog.commit.handles import dataset_id
     from catalog.commit.handles import history as read_history
 
     engine = open_manifest()
-    commits = read_history(engine, dataset_id(engine, name), name)
+    commits = read_history(engine, dataset_id(engine, name), name, limit)
     return Output(text=_history_text(commits), json=lambda: [c.to_json(with_shards=False) for c in commits])
 
 

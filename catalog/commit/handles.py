@@ -22,7 +22,7 @@ from catalog import manifest as mf
 # dataset's history, tags and shard list need neither (tests/cli/test_cli_startup.py).
 from catalog import schema as schema_layer
 from catalog import storage
-from catalog.commit.listing import check_totals, list_datasets, split_totals
+from catalog.commit.listing import check_totals, list_datasets, splits_at
 from catalog.commit.values import (
     NO_SHARDS,
     SHARD_CHUNK,
@@ -454,16 +454,18 @@ class DatasetHandle:
             v, sv = self._resolve_version(conn, version)
             schema = load_schema(conn, self.id, sv).to_json()
             c = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == self.id, COMMITS.c.version == v)).one()
-            splits = split_totals(conn, live_at(conn, self.id, v))
-        check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
+            # the totals first: a damaged commit is named as such, before its splits are checked against it
+            check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)
+            splits = splits_at(conn, self.name, c, live_at(conn, self.id, v))
         return DatasetInfo(
             row.name, row.description, row.created_at, v, sv, schema, c.records, c.bytes, c.shard_count, splits,
             row.compression,
         )  # fmt: skip
 
-    def history(self) -> list[Commit]:
-        """Every commit, oldest first, with the records and shards it added and retired (see :func:`history`)."""
-        return history(self.catalog.engine, self.id, self.name)
+    def history(self, limit: int | None = None, skip: int = 0) -> list[Commit]:
+        """Every commit, oldest first, with the records and shards it added and retired; with
+        ``limit``, the newest ``limit`` after the ``skip`` newest (see :func:`history`)."""
+        return history(self.catalog.engine, self.id, self.name, limit, skip)
 
     def last_commit(self) -> Commit:
         """The newest commit, as ``history()[-1]`` gives it, without reading the others (the
@@ -500,25 +502,46 @@ class DatasetHandle:
         return tags(self.catalog.engine, self.id, self.name)
 
 
-def history(engine: Engine, dataset_id: int, name: str) -> list[Commit]:
+def history(engine: Engine, dataset_id: int, name: str, limit: int | None = None, skip: int = 0) -> list[Commit]:
     """Every commit, oldest first, with the records and shards it added and retired: counted
     from the shard rows (a rewrite adds and retires shards; gc keeps collected shards' rows). Its
-    schema is not read: a dataset's history is the same whatever it is."""
+    schema is not read: a dataset's history is the same whatever it is.
+
+    ``limit``: only the newest ``limit`` commits after the ``skip`` newest (still oldest first):
+    its queries read those commits and their shards alone (the indexes by added and by removed
+    version), whatever the dataset's length. Each commit is checked as in the whole history,
+    from the totals the commit before the window states."""
     with mf.read_txn(engine) as conn:
-        rows = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == dataset_id).order_by(COMMITS.c.version)).all()
-        added = _shard_sums(conn, dataset_id, SHARDS.c.added_version)
-        removed = _shard_sums(conn, dataset_id, SHARDS.c.removed_version)
+        query = select(COMMITS).where(COMMITS.c.dataset_id == dataset_id)
+        if limit is None:
+            rows = conn.execute(query.order_by(COMMITS.c.version)).all()
+        else:
+            newest = query.order_by(COMMITS.c.version.desc()).offset(max(0, skip)).limit(max(0, limit))
+            rows = conn.execute(newest).all()[::-1]
+        first = rows[0].version if rows else 0
+        total = _totals_before(conn, dataset_id, first)
+        added = _shard_sums(conn, dataset_id, SHARDS.c.added_version, since=first)
+        removed = _shard_sums(conn, dataset_id, SHARDS.c.removed_version, since=first)
         tagged: dict[int, list[str]] = {}
         for t in tags_of(conn, dataset_id, name):
             tagged.setdefault(t.version, []).append(t.name)
     commits = []
-    total = NO_SHARDS
     for r in rows:
         plus, minus = added.get(r.version, NO_SHARDS), removed.get(r.version, NO_SHARDS)
         total = total + plus - minus
         _check_commit(engine, name, r, plus, total)
         commits.append(_commit_with(name, r, plus, minus, tagged.get(r.version, [])))
     return commits
+
+
+def _totals_before(conn: Connection, dataset_id: int, version: int) -> ShardSum:
+    """The live totals the commit before ``version`` states (none before the first)."""
+    before = conn.execute(
+        select(COMMITS.c.shard_count, COMMITS.c.records, COMMITS.c.bytes).where(
+            COMMITS.c.dataset_id == dataset_id, COMMITS.c.version == version - 1
+        )
+    ).first()
+    return NO_SHARDS if before is None else ShardSum(*before)
 
 
 def _commit_with(name: str, r: Any, plus: ShardSum, minus: ShardSum, tags: list[str]) -> Commit:
@@ -548,11 +571,11 @@ def _check_commit(engine: Engine, name: str, r: Any, added: ShardSum, total: Sha
 
 
 def _shard_sums(
-    conn: Connection, dataset_id: int, version_column: Any, version: int | None = None
+    conn: Connection, dataset_id: int, version_column: Any, version: int | None = None, since: int = 0
 ) -> dict[int, ShardSum]:
-    """Per version (or ``version`` alone): the shards (count, records, bytes) whose
-    ``version_column`` (added_version or removed_version) is that version."""
-    which = version_column.is_not(None) if version is None else version_column == version
+    """Per version (or ``version`` alone; or from ``since`` on): the shards (count, records,
+    bytes) whose ``version_column`` (added_version or removed_version) is that version."""
+    which = version_column >= since if version is None else version_column == version
     query = (
         select(version_column, func.count(), func.coalesce(func.sum(SHARDS.c.records), 0),
                func.coalesce(func.sum(SHARDS.c.bytes), 0))

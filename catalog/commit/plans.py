@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
+from sqlalchemy import select
+
 from catalog import manifest as mf
 from catalog.commit.handles import DatasetHandle, LiveShard, live_values, load_schema
-from catalog.commit.listing import split_totals as split_totals  # its home: `list` cannot import this module
+from catalog.commit.listing import splits_at
 from catalog.commit.slicing import SplitSlice, resolve
 from catalog.errors import UsageError
 from catalog.keywords import check_keywords
@@ -66,6 +68,14 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
     all records, in dataset order), read from one manifest snapshot."""
     with mf.read_txn(ds.catalog.engine) as conn:
         v, sv, query = ds._live(conn, version)
+        slices = None
+        if split is not None:
+            # The splits' record counts summed in SQL (from an index), then only the rows of the
+            # splits the spec names: a 1% split of 100k shards reads 1k rows, not 100k.
+            commit = conn.execute(select(mf.COMMITS).where(mf.COMMITS.c.dataset_id == ds.id, mf.COMMITS.c.version == v))
+            totals = splits_at(conn, ds.name, commit.one(), query)
+            slices = resolve(split, {name: t["records"] for name, t in totals.items()})
+            query = query.where(mf.SHARDS.c.split.in_(sorted({sl.split for sl in slices})))
         rows = conn.execute(query).all()
         schema = json.loads(json.dumps(load_schema(conn, ds.id, sv).to_json()))
     store = ds.catalog.store
@@ -73,8 +83,8 @@ def plan(ds: DatasetHandle, version: int | str | None = None, split: str | None 
         PlannedShard(*live_values(store.shard_url, r), index_path=store.index_url(r.path), start=0, stop=r.records)
         for r in rows
     ]
-    if split is not None:
-        shards = list(_select(shards, resolve(split, split_counts(shards))))
+    if slices is not None:
+        shards = list(_select(shards, slices))
     return ReadPlan(ds.name, v, sv, schema, str(ds.catalog.store.root), tuple(shards), split)
 
 
@@ -101,13 +111,6 @@ def with_cache(pinned: ReadPlan, cache: CacheKeywords, reader: str) -> ReadPlan:
     return replace(pinned, shards=tuple(replace(s, cache=kept) for s in pinned.shards))
 
 
-def split_counts(shards: list[PlannedShard]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for s in shards:
-        counts[s.split] = counts.get(s.split, 0) + s.records
-    return counts
-
-
 def _select(shards: list[PlannedShard], slices: list[SplitSlice]) -> Iterator[PlannedShard]:
     """The shard ranges of each slice, slice after slice, each in its split's read order."""
     for sl in slices:
@@ -116,6 +119,7 @@ def _select(shards: list[PlannedShard], slices: list[SplitSlice]) -> Iterator[Pl
             if s.split != sl.split:
                 continue
             start, stop = max(sl.start, first), min(sl.stop, first + s.records)
-            if start < stop:
-                yield replace(s, start=start - first, stop=stop - first)
+            if start < stop:  # whole (as planned: 0 to its records): no copy of the dataclass per shard
+                whole = start == first and stop == first + s.records
+                yield s if whole else replace(s, start=start - first, stop=stop - first)
             first += s.records

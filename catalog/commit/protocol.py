@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -26,6 +26,7 @@ from catalog import manifest as mf
 from catalog.commit.changes import Change, Kind, Replacement
 from catalog.commit.handles import SHARD_INFO_COLUMNS, CatalogHandle, DatasetHandle, commit_of, shard_info
 from catalog.commit.intents import DELETE_INTENT
+from catalog.commit.listing import splits_text
 from catalog.commit.values import COMMIT_RETRIES, Commit, ShardInfo, manifest_text
 from catalog.errors import AppendError, CommitConflictError, DatasetExistsError, DatasetNotFoundError
 from catalog.manifest import (
@@ -62,9 +63,21 @@ _SWAP_VERSION = (
         pending=None,  # its first commit: a dataset registered for inputs is a dataset now
     )
 )
-_LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes).where(
+_LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.split).where(
     SHARDS.c.dataset_id == bindparam("ds"), SHARDS.c.removed_version.is_(None)
 )
+# The live totals per split a commit starts from: its predecessor's, kept in its row (format 10).
+_KEPT_SPLITS = select(COMMITS.c.splits).where(
+    COMMITS.c.dataset_id == bindparam("ds"), COMMITS.c.version == bindparam("version")
+)
+# ... or summed from the live shards, where the predecessor kept none (the first commit after an
+# upgrade to format 10, or after an erasure): once, then kept from there on.
+_LIVE_SPLITS = (
+    select(SHARDS.c.split, func.count(), func.coalesce(func.sum(SHARDS.c.records), 0),
+           func.coalesce(func.sum(SHARDS.c.bytes), 0))
+    .where(SHARDS.c.dataset_id == bindparam("ds"), SHARDS.c.removed_version.is_(None))
+    .group_by(SHARDS.c.split)
+)  # fmt: skip
 _INSERT_COMMIT = insert(COMMITS)
 _INSERT_SHARD = insert(SHARDS)
 _INSERT_STATS = insert(SHARD_STATS)
@@ -129,6 +142,7 @@ def _commit_txn(ds: DatasetHandle, ch: Change) -> Commit:
         if ch.new_compression is not None:
             conn.execute(update(DATASETS).where(DATASETS.c.id == ds.id).values(compression=ch.new_compression))
         values = _commit_row(ds, ch, new, schema_version, now, totals)
+        values["splits"] = _new_splits(conn, ds, ch, row.version, retired, replaced_rows)
         conn.execute(_INSERT_COMMIT, values)
         shards = _write_shards(conn, ds, ch, retired, new, schema_version)
         _replace_files(conn, ds, ch.replaced, replaced_rows, new)
@@ -243,6 +257,7 @@ class _Retired:
     ids: tuple[int, ...]
     records: int
     bytes: int
+    splits: tuple[tuple[str, int, int], ...] = ()  # each retired shard's (split, records, bytes)
 
 
 _NONE_RETIRED = _Retired((), 0, 0)
@@ -258,7 +273,8 @@ def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
         raise LiveChanged(set(live) - expected, set(expected - live.keys()))
     ids = tuple(sorted(ch.retire))
-    return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids))
+    gone = tuple((live[i].split, live[i].records, live[i].bytes) for i in ids)
+    return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids), gone)
 
 
 def _replaced(conn: Connection, ds: DatasetHandle, ch: Change) -> tuple[dict[str, int], dict[int, Any]]:
@@ -291,6 +307,7 @@ def _replaced(conn: Connection, ds: DatasetHandle, ch: Change) -> tuple[dict[str
 
 _REPLACED_COLUMNS = (
     SHARDS.c.id, SHARDS.c.path, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.added_version, SHARDS.c.removed_version,
+    SHARDS.c.split,
 )  # fmt: skip
 
 
@@ -328,14 +345,39 @@ def _restate_commits(conn: Connection, dataset_id: int, old: Any, file: ShardFil
         update(COMMITS)
         .where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version >= old.added_version, COMMITS.c.version < until)
         .values(
-            records=COMMITS.c.records + records, bytes=COMMITS.c.bytes + size, shard_count=COMMITS.c.shard_count + count
+            records=COMMITS.c.records + records, bytes=COMMITS.c.bytes + size,
+            shard_count=COMMITS.c.shard_count + count,
+            splits=None,  # no longer what they kept: summed from the shard rows when read
         )
-    )
+    )  # fmt: skip
     conn.execute(
         update(COMMITS)
         .where(COMMITS.c.dataset_id == dataset_id, COMMITS.c.version == old.added_version, COMMITS.c.kind == "append")
         .values(records_added=COMMITS.c.records_added + records, shards_added=COMMITS.c.shards_added + count)
     )
+
+
+def _new_splits(
+    conn: Connection, ds: DatasetHandle, ch: Change, prior: int, retired: _Retired, replaced: dict[int, Any]
+) -> str:
+    """The live totals per split after ``ch`` (the commits row's ``splits``): version ``prior``'s,
+    moved by the same shards as the dataset's totals (added, retired, replaced while live)."""
+    text = conn.execute(_KEPT_SPLITS, {"ds": ds.id, "version": prior}).scalar()
+    if text is not None:
+        now: dict[str, list[int]] = {k: list(v) for k, v in json.loads(text).items()}
+    else:
+        now = {split: [int(n), int(r), int(b)] for split, n, r, b in conn.execute(_LIVE_SPLITS, {"ds": ds.id})}
+    moves = [(s.split, 1, s.file.records, s.file.bytes) for s in ch.add]
+    moves += [(split, -1, -records, -size) for split, records, size in retired.splits]
+    for r in ch.replaced:
+        old = replaced[r.id]
+        if old.removed_version is None:  # live: its split's totals change with it
+            new_records, new_bytes = (r.file.records, r.file.bytes) if r.file else (0, 0)
+            moves.append((old.split, -(r.file is None), new_records - old.records, new_bytes - old.bytes))
+    for split, n, records, size in moves:
+        t = now.setdefault(split, [0, 0, 0])
+        t[0], t[1], t[2] = t[0] + n, t[1] + records, t[2] + size
+    return splits_text(now)
 
 
 def _commit_row(
@@ -435,7 +477,7 @@ def create_dataset(
     }  # fmt: skip
     first = {
         "version": 1, "kind": "create", "schema_version": 1, "created_at": now, "message": message, "author": author,
-        "read_version": 0, "token": token, "records_added": 0, "shards_added": 0, **empty,
+        "read_version": 0, "token": token, "records_added": 0, "shards_added": 0, "splits": "{}", **empty,
     }  # fmt: skip
 
     def txn() -> None:

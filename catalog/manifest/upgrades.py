@@ -82,6 +82,19 @@ def _upgrade_8_to_9(conn: Connection) -> None:
     the datasets made before."""
 
 
+def _upgrade_9_to_10(conn: Connection) -> None:
+    """Format 10: the per-split index gets the read order (seq), so one split's shards are found
+    in order without a pass over the dataset's; it replaces format 4's, which it covers. Commits
+    keep their live totals per split (NULL for the commits before: summed from the shards, and
+    kept from the next commit on)."""
+    conn.exec_driver_sql("ALTER TABLE commits ADD COLUMN splits TEXT")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_shards_split_totals")
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_shards_split_seq "
+        "ON shards (dataset_id, removed_version, split, seq, records, bytes)"
+    )
+
+
 # Upgrade steps: UPGRADES[n] brings a manifest from format n to n + 1 inside one transaction.
 UPGRADES: dict[int, Callable[[Connection], None]] = {
     1: _upgrade_1_to_2,
@@ -92,6 +105,7 @@ UPGRADES: dict[int, Callable[[Connection], None]] = {
     6: _upgrade_6_to_7,
     7: _upgrade_7_to_8,
     8: _upgrade_8_to_9,
+    9: _upgrade_9_to_10,
 }
 
 

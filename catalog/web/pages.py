@@ -57,10 +57,13 @@ def paged(total: int, page: int, per_page: int) -> dict[str, int]:
 
 def catalog_page(cat: Catalog, page: int = 1) -> dict[str, Any]:
     """The datasets, a page of DATASETS_PER_PAGE: versions, splits, records, bytes, last commit."""
-    infos = list_datasets(cat.engine, splits=True)  # totals per split for all, in one query
-    at = paged(len(infos), page, DATASETS_PER_PAGE)
+    names = [i.name for i in list_datasets(cat.engine, schemas=False)]  # no schemas, no shards: the count
+    at = paged(len(names), page, DATASETS_PER_PAGE)
+    after = names[at["offset"] - 1] if at["offset"] else None
+    # totals per split for the page's datasets only (every one's would be a pass over every shard)
+    infos = list_datasets(cat.engine, splits=True, limit=DATASETS_PER_PAGE, after=after)
     out = []
-    for info in infos[at["offset"] : at["offset"] + DATASETS_PER_PAGE]:  # a query each: a page's only
+    for info in infos:  # a query each: a page's only
         last = cat.dataset(info.name).last_commit()
         out.append({**info.to_json(), "schema": None, "last_commit": _commit(last)})
     return {"root": str(cat.root), "datasets": out, "datasets_page": at}
@@ -75,12 +78,13 @@ def dataset_page(
     at = paged(info.shard_count, page, SHARDS_PER_PAGE)
     shards = ds.shard_page(info.version, at.pop("offset"), SHARDS_PER_PAGE)
     items = [{**s.to_json(), "relpath": s.relpath, "state": _state(ds, s.relpath, s.location, s.bytes)} for s in shards]
-    commits = ds.history()
-    newest = paged(len(commits), history_page, HISTORY_PER_PAGE)  # page 1: the newest commits
-    end = len(commits) - newest.pop("offset")
+    # Versions are gapless from 1: the handle's version (current when it was looked up) counts
+    # the commits, and one page of them is read, not the whole history.
+    newest = paged(ds.version, history_page, HISTORY_PER_PAGE)  # page 1: the newest commits
+    commits = ds.history(HISTORY_PER_PAGE, skip=newest.pop("offset"))
     return {
         "dataset": info.to_json(),
-        "history": [_commit(c) for c in commits[max(0, end - HISTORY_PER_PAGE) : end]],  # oldest first
+        "history": [_commit(c) for c in commits],  # oldest first
         "history_page": newest,
         "diff": _diff(ds, diff) if diff else None,
         "shards": {**at, "items": items},

@@ -349,6 +349,35 @@ def test_the_current_shard_list_comes_in_index_order_without_a_sort(pg_url: str,
         assert ds.files() == [s.path for s in ds.shards()] and len(ds.files()) == 2
 
 
+def test_one_splits_shards_come_from_the_split_index_in_order_after_an_upgrade(pg_url: str, tmp_path: Path) -> None:
+    """Planning a read of one split asks for that split's live shards in read order: on a
+    format-9 manifest brought to format 10 by `upgrade`, the index (dataset, removed_version,
+    split, seq) answers it without a pass over the other splits' shards and without a sort."""
+    from catalog.commit.handles import live_at
+    from catalog.manifest import SHARDS
+
+    with Catalog.init(tmp_path / "c", pg_url) as cat:
+        ds = cat.register("events", SCHEMA)
+        ds.append_rows([{"id": i, "who": "x"} for i in range(6)], shard_records=2)
+        ds.append_rows([{"id": 6, "who": "y"}], split="test")
+        with cat.engine.begin() as conn:  # what format 9 had
+            conn.exec_driver_sql("DROP INDEX ix_shards_split_seq")
+            conn.exec_driver_sql(
+                "CREATE INDEX ix_shards_split_totals ON shards (dataset_id, removed_version, split, records, bytes)"
+            )
+            conn.exec_driver_sql("ALTER TABLE commits DROP COLUMN splits")
+            conn.exec_driver_sql("UPDATE catalog_meta SET value = '9' WHERE key = 'format_version'")
+        assert cli("-C", str(tmp_path / "c"), "upgrade").stdout.startswith("manifest format 9 -> ")
+        with cat.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE shards")
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            query = live_at(conn, ds.id, ds.info().version).where(SHARDS.c.split.in_(["test"]))
+            sql = str(query.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + sql))
+        assert "ix_shards_split_seq" in plan and "Sort" not in plan, plan
+        assert [r["id"] for r in ds.read(split="test")] == [6]
+
+
 def test_backup_of_a_postgres_manifest_is_a_sqlite_file_holding_every_row(pg_url: str, tmp_path: Path) -> None:
     root = tmp_path / "c"
     with Catalog.init(root, pg_url) as cat:

@@ -57,3 +57,35 @@ def test_a_newer_manifest_is_refused_untouched(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"newer than this catalog understands"):
         upgrade(engine)
     assert read_meta(engine)["format_version"] == str(FORMAT_VERSION + 1)
+
+
+def _split_plan(engine: Engine) -> str:
+    """SQLite's plan for one split's live shards in read order (what a read plan of a split asks)."""
+    sql = (
+        "EXPLAIN QUERY PLAN SELECT * FROM shards WHERE dataset_id = 1 AND removed_version IS NULL "
+        "AND split IN ('test') ORDER BY removed_version, seq"
+    )
+    with read_txn(engine) as conn:
+        return " ".join(str(row[-1]) for row in conn.exec_driver_sql(sql))
+
+
+def test_format_10_gives_an_existing_manifest_the_split_index_in_read_order(tmp_path: Path) -> None:
+    """A format-9 manifest found one split's shards by reading every live shard of the dataset
+    (ix_shards_live_seq, then a filter on split); the upgrade swaps format 4's per-split index for
+    one ending in seq, which finds them directly, in order."""
+    from probes import downgrade_to_format_9
+
+    db = tmp_path / "m.db"
+    engine = make_engine(f"sqlite:///{db}")
+    create_manifest(engine, str(tmp_path))
+    assert "ix_shards_split_seq (dataset_id=? AND removed_version=? AND split=?)" in _split_plan(engine)
+    engine.dispose()
+    downgrade_to_format_9(db)
+    engine = make_engine(f"sqlite:///{db}")
+    assert "ix_shards_split_seq" not in _split_plan(engine)
+    assert upgrade(engine) == (9, FORMAT_VERSION)
+    assert "ix_shards_split_seq (dataset_id=? AND removed_version=? AND split=?)" in _split_plan(engine)
+    assert "TEMP B-TREE" not in _split_plan(engine)  # in order: no sort
+    with read_txn(engine) as conn:
+        names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "ix_shards_split_totals" not in names  # replaced: no extra index for every commit to keep

@@ -322,6 +322,38 @@ def test_history_and_datasets_are_paged(tmp_path: Path) -> None:
     assert (shards["page"], shards["pages"]) == (2, 2) and len(shards["items"]) == 4
 
 
+def test_a_page_reads_its_own_commits_and_datasets_only(tmp_path: Path) -> None:
+    """At 10,000 datasets and 1,000 commits a page must not read every one: the dataset page's
+    history is one LIMIT query and the shard sums of its versions only; the catalog page sums
+    the shards of its own datasets only (every dataset's was a pass over every shard)."""
+    from sqlalchemy import Engine, event
+
+    with Catalog.init(tmp_path / "cat") as cat:
+        ds = cat.register("d", {"features": {"x": {"dtype": "int64"}}})
+        for i in range(3):
+            ds.append_rows([{"x": i}])
+        cat.register("e", {"features": {"x": {"dtype": "int64"}}})
+    client = TestClient(create_app(tmp_path / "cat"))
+    sent: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        sent.append(" ".join(sql.split()))
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        client.get("/api/datasets/d")
+        history = [s for s in sent if s.startswith("SELECT commits.id") and "ORDER BY commits.version" in s]
+        sums = [s for s in sent if "GROUP BY shards.added_version" in s or "GROUP BY shards.removed_version" in s]
+        sent.clear()
+        client.get("/api/datasets")
+        per_split = [s for s in sent if "GROUP BY shards.dataset_id, shards.split" in s]
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert history and all("LIMIT" in s for s in history), history
+    assert sums and all("_version >=" in s for s in sums), sums
+    assert per_split and all("shards.dataset_id IN" in s for s in per_split), per_split
+
+
 # --------------------------------------------------------------------------- values as cat shows them, bounded
 
 BIG = 8 << 20  # one value far past any page's budget (the report's was 50 MB)
