@@ -234,11 +234,18 @@ def main() -> None:
     for key, value in env.items():
         print(f"export {key}={shlex.quote(value)}")
     print("# serving until Ctrl-C", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    done = threading.Event()
+
+    def finish(*_: object) -> None:
+        done.set()
+
+    # Ctrl-C and SIGTERM both end it, whatever SIGINT disposition it was started with (a
+    # background job or nohup hands SIG_IGN down: a SIGINT raised again would change nothing).
+    signal.signal(signal.SIGTERM, finish)
+    signal.signal(signal.SIGINT, finish)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        while not done.wait(0.5):  # (a bare wait() would not let a signal handler run)
+            pass
     finally:
         for stop in stops:
             stop()

@@ -22,6 +22,7 @@ REPRESENTATIVES = [
     "tests/ops/test_adopt_adversarial.py::test_an_interrupted_or_killed_adoption_registers_nothing[scan-SIGINT-d]",
     "tests/ops/test_adopt_adversarial.py::test_ctrl_c_of_adopt_with_workers_is_one_line",
     "tests/manifest/test_write_queue.py::test_a_writer_killed_awaiting_its_turn_blocks_nobody[2]",
+    "tests/cli/test_cli_dedup.py::test_a_kill_or_ctrl_c_anywhere_leaves_the_old_version_or_the_new_one[commit.before-interrupt]",
 ]
 
 IGNORING = (

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from probes import interruptible
 from typer.testing import CliRunner
 
 from catalog import Catalog
@@ -142,7 +143,7 @@ def test_a_kill_or_ctrl_c_anywhere_leaves_the_old_version_or_the_new_one(root: P
     before = Catalog.open(root).dataset("pets").info().version
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.run(
-        [sys.executable, "-c", STOPPED, point, how], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", interruptible(STOPPED), point, how], env=env, capture_output=True, text=True, timeout=120
     )
     done = point == "commit.after"
     if how == "kill":
