@@ -44,14 +44,7 @@ from catalog import Catalog, Dataset
 
 BATCH = 256
 SHARDS = 16
-IMAGE_SHAPE = (32, 32, 3)
-IMAGE_SCHEMA = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "image": {"dtype": "uint8", "shape": list(IMAGE_SHAPE), "encoding": "tensor"},
-        "label": {"dtype": "int64"},
-    }
-}
+IMAGE_SHAPE = h.TENSOR_IMAGE_SHAPE
 
 
 @dataclass(frozen=True)
@@ -75,15 +68,7 @@ def build(cat: Catalog, cfg: Config) -> list[Dataset]:
         h.skip_shard_fsync(w)
         for i, row in enumerate(h.labeled_rows(cfg.small_records, seed=0)):
             w.write({**row, "id": i})
-    images = cat.register("images", IMAGE_SCHEMA)
-    rng = np.random.default_rng(0)
-    with images.writer(shard_records=-(-cfg.images // SHARDS)) as w:
-        h.skip_shard_fsync(w)
-        for start in range(0, cfg.images, 10_000):
-            pixels = rng.integers(0, 256, (min(10_000, cfg.images - start), *IMAGE_SHAPE), dtype=np.uint8)
-            for i, image in enumerate(pixels):
-                w.write({"id": start + i, "image": image, "label": (start + i) % 10})
-    return [cat.dataset("small"), cat.dataset("images")]
+    return [cat.dataset("small"), h.write_tensor_images(cat, cfg.images, SHARDS)]
 
 
 def array_record_copy(ds: Dataset, folder: Path) -> Any:

@@ -55,14 +55,7 @@ SHUFFLE_QUEUE = 1024  # the tfrecord package's shuffle_queue_size and tf.data's 
 SHARDS = 16
 SETTLE_SECONDS = 0.5  # before each timed run: the previous run's workers and threads wind down
 RESUME_AT = 0.9
-IMAGE_SHAPE = (32, 32, 3)
-IMAGE_SCHEMA: dict[str, Any] = {
-    "features": {
-        "id": {"dtype": "int64"},
-        "image": {"dtype": "uint8", "shape": list(IMAGE_SHAPE), "encoding": "tensor"},
-        "label": {"dtype": "int64"},
-    }
-}
+IMAGE_SHAPE = h.TENSOR_IMAGE_SHAPE
 # The tfrecord package's description of each dataset's features ("int", "float", "byte").
 TFR_DESCRIPTION = {
     "small": {"id": "int", "label": "byte", "score": "float", "vec": "float"},
@@ -98,15 +91,7 @@ def build(cat: Catalog, cfg: Config) -> tuple[Dataset, Dataset]:
         for start in range(0, cfg.small_records, 100_000):
             for i, row in enumerate(h.labeled_rows(min(100_000, cfg.small_records - start), seed=start)):
                 w.write({**row, "id": start + i})
-    images = cat.register("images", IMAGE_SCHEMA)
-    rng = np.random.default_rng(0)
-    with images.writer(shard_records=-(-cfg.images // SHARDS)) as w:
-        h.skip_shard_fsync(w)
-        for start in range(0, cfg.images, 10_000):
-            pixels = rng.integers(0, 256, (min(10_000, cfg.images - start), *IMAGE_SHAPE), dtype=np.uint8)
-            for i, image in enumerate(pixels):
-                w.write({"id": start + i, "image": image, "label": (start + i) % 10})
-    return cat.dataset("small"), cat.dataset("images")
+    return cat.dataset("small"), h.write_tensor_images(cat, cfg.images, SHARDS)
 
 
 def tfrecord_files(ds: Dataset, folder: Path) -> dict[str, float]:

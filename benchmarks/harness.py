@@ -944,6 +944,30 @@ def skip_shard_fsync(writer: Any) -> None:
     sink.sync = False
 
 
+TENSOR_IMAGE_SHAPE = (32, 32, 3)
+TENSOR_IMAGES_SCHEMA: dict[str, Any] = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "image": {"dtype": "uint8", "shape": list(TENSOR_IMAGE_SHAPE), "encoding": "tensor"},
+        "label": {"dtype": "int64"},
+    }
+}
+
+
+def write_tensor_images(cat: Catalog, n: int, shards: int, name: str = "images") -> Dataset:
+    """``name``: ``n`` random 32x32x3 uint8 tensor images (``id`` = position, ``label`` = id % 10)
+    in ``shards`` shards, file fsyncs off (setup only); the readers' and random access' workload."""
+    ds = cat.register(name, TENSOR_IMAGES_SCHEMA)
+    rng = np.random.default_rng(0)
+    with ds.writer(shard_records=-(-n // shards)) as w:
+        skip_shard_fsync(w)
+        for start in range(0, n, 10_000):
+            pixels = rng.integers(0, 256, (min(10_000, n - start), *TENSOR_IMAGE_SHAPE), dtype=np.uint8)
+            for i, image in enumerate(pixels):
+                w.write({"id": start + i, "image": image, "label": (start + i) % 10})
+    return cat.dataset(name)
+
+
 def bulk_shards(ds: Dataset, record: bytes, n: int, per_commit: int) -> int:
     """Add ``n`` one-record shards through the writer, ``per_commit`` per commit, file fsyncs off
     (setup only); returns the commits made. Everything else is the ordinary append path."""
