@@ -77,6 +77,9 @@ ABOUT: dict[str, tuple[str, dict[str, str]]] = {
             "bytes": "the dataset's bytes right after it",
             "shard_count": "the dataset's live shards right after it",
             "intent": "the write intent it consumed: how an interrupted writer learns it committed",
+            "splits": "the dataset's live totals per split right after it (JSON: split -> [shards, records, "
+            "bytes]), which `show` and planning a split read in one row; null for commits before format 10 "
+            "and the earlier commits an erasure restated (summed from the shard rows then)",
         },
     ),
     "shards": (
