@@ -65,12 +65,12 @@ from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
 from catalog.tfrecord.example import SEQUENCE_EXAMPLE, message_kind
 from catalog.tfrecord.framing import (
-    FOOTER_SIZE,
+    FRAMING,
     HEADER_SIZE,
     detect_file_compression,
     framing_fault,
-    masked_crc32c,
     read_record_batches,
+    starts_framed,
 )
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
@@ -213,7 +213,6 @@ WINDOW = 2 << 20
 # milliseconds on a busy machine), so the reads are larger than the batches decoded.
 READ_WINDOWS = 4
 _U64 = struct.Struct("<Q")
-FRAMING = HEADER_SIZE + FOOTER_SIZE
 
 
 def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: bool) -> Read | None:
@@ -290,9 +289,9 @@ def _fits(raw: bytes, pos: int, end: int, base: int, size: int | None) -> bool:
     holds and whose record ends within the file (never a damaged length read on to the end)."""
     if pos + HEADER_SIZE > end:
         return True
-    n = _U64.unpack_from(raw, pos)[0]
-    if masked_crc32c(raw[pos : pos + 8]) != int.from_bytes(raw[pos + 8 : pos + 12], "little"):
+    if not starts_framed(raw[pos : pos + HEADER_SIZE]):
         return False
+    n = _U64.unpack_from(raw, pos)[0]
     return size is None or base + pos + FRAMING + n <= size
 
 

@@ -45,7 +45,7 @@ from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
-from catalog.schema import Feature, Ragged, Schema
+from catalog.schema import Feature, Ragged, Schema, batch_rows
 from catalog.schema.frames import column_batches
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
@@ -171,9 +171,7 @@ class _Program:
             columns = self.source.decode_batch(records)
         except Exception:  # (a record that is no Example, say)
             return None
-        names = list(columns)
-        values = [c.tolist() if c.dtype != object else list(c) for c in columns.values()]
-        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+        return batch_rows(columns, len(records))
 
     def write_batch(self, sink: ShardSink, batch: list[bytes] | Window) -> int:
         """A filter's or a batched map's records made from ``batch`` (records of one source

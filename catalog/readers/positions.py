@@ -39,7 +39,7 @@ from catalog.readers import owned
 from catalog.readers.files import check_file, open_checked, stream_shard
 from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, framing_fault, masked_crc32c
+from catalog.tfrecord.framing import FOOTER_SIZE, FRAMING, HEADER_SIZE, RecordWriter, framing_fault, masked_crc32c
 from catalog.words import counted
 
 GAP_LOCAL = 16 << 10  # one read spans needed records this close: cheaper than another syscall
@@ -54,7 +54,6 @@ INFLATED = "catalog-inflated-"  # a process's folder of inflated copies, in the 
 OWNER = ".owner"  # in that folder: locked (flock) by its process for as long as it lives
 OPEN_FILES = 64  # local shards kept open per reader and process
 INDEX_BUDGET = 256 << 20  # bytes of record offsets kept per reader and process
-FRAMING = HEADER_SIZE + FOOTER_SIZE
 
 
 @dataclass

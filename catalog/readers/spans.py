@@ -21,14 +21,13 @@ from catalog.errors import CorruptShardError
 from catalog.storage import open_shard
 from catalog.storage.files import CHECKSUM_ALGO, content_changed, format_checksum
 from catalog.storage.index import load_offsets
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, framing_fault
+from catalog.tfrecord.framing import FRAMING, HEADER_SIZE, framing_fault
 
 WINDOW_BYTES = 8 << 20  # bytes of a shard read and checked at a time (a larger record: alone)
 # A shard up to this size whose whole-file checksum is known is read in one buffer and checked
 # by that checksum instead of a CRC a record (it bounds the memory a job holds at once).
 TRUST_BYTES = 64 << 20
 SCRATCH_BYTES = 2 * WINDOW_BYTES  # the largest read buffer a thread keeps between reads
-FRAMING = HEADER_SIZE + FOOTER_SIZE
 
 
 @dataclass(frozen=True)

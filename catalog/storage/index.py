@@ -23,11 +23,10 @@ from catalog.storage.cache import ShardCache
 from catalog.storage.fileio import file_io, write_error
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches
 from catalog.storage.names import index_folder, index_rel
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE
+from catalog.tfrecord.framing import FRAMING
 from catalog.words import counted
 
 OFFSET = np.dtype("<u8")
-FRAMING = HEADER_SIZE + FOOTER_SIZE  # bytes around each record's data
 _LENGTH = struct.Struct("<Q")  # a record header's first field: the data's length
 _SPAN = np.arange(_LENGTH.size)
 

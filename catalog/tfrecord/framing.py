@@ -32,6 +32,7 @@ from catalog.words import counted
 MASK_DELTA = 0xA282EAD8
 HEADER_SIZE = 12  # u64 length + u32 masked crc of the length
 FOOTER_SIZE = 4  # u32 masked crc of the data
+FRAMING = HEADER_SIZE + FOOTER_SIZE  # bytes around each record's data
 READ_CHUNK = 1 << 20  # bytes read per call while scanning small records
 DIRECT_READ = 1 << 20  # records at least this large are read straight into their own buffer
 STREAM_PIECE = 16 << 20  # a large record from a stream is gathered in pieces of this size
