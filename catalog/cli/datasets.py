@@ -165,7 +165,7 @@ def show(
 
     if all_shards and limit is not None:
         raise typer.BadParameter("give --limit N or --all, not both", param_hint="--limit/--all")
-    ds = open_reader().lookup(name)
+    ds = open_reader().lookup(name, parsed=False)  # its schema shown from its stored JSON (info)
     info = ds.info(version)
     made = lineage(ds, info.version)[:1]  # how this version's rows were derived, if they were
     text_limit = None if all_shards else SHOWN_SHARDS if limit is None else limit

@@ -45,6 +45,7 @@ from catalog.errors import (
     VersionNotFoundError,
 )
 from catalog.manifest import COMMITS, DATASETS, DEFAULT_SPLIT, LINEAGE, SCHEMA_VERSIONS, SHARDS, TAGS
+from catalog.schema.canonical import fingerprint
 from catalog.storage.fileio import FileIO, file_io, located
 from catalog.words import counted
 
@@ -117,9 +118,19 @@ class CatalogHandle:
     def list(self) -> list[DatasetInfo]:
         return list_datasets(self.engine)
 
-    def lookup(self, name: str) -> DatasetHandle:
-        """The dataset ``name`` as it is now (its version and schema pinned)."""
-        return DatasetHandle(self, *self.dataset_row(name))
+    def lookup(self, name: str, parsed: bool = True) -> DatasetHandle:
+        """The dataset ``name`` as it is now (its version and schema pinned). ``parsed=False``:
+        its schema's stored JSON is read now but parsed on first use of ``.schema`` (a verb
+        that shows the dataset never loads NumPy and the codec; a damaged schema fails then)."""
+        if parsed:
+            return DatasetHandle(self, *self.dataset_row(name))
+        validate_name(name)
+        with mf.read_txn(self.engine) as conn:
+            row = _dataset_row(conn, name)
+            text = _schema_row(conn, row.id, row.schema_version).schema_json
+        ds = DatasetHandle(self, row.id, row.name, row.version, row.schema_version, None, row.compression)
+        ds.unparsed = text
+        return ds
 
     def dataset_row(self, name: str) -> tuple[int, str, int, int, Schema, str]:
         validate_name(name)
@@ -217,12 +228,25 @@ def dataset_id(engine: Engine, name: str) -> int:
 
 
 def load_schema(conn: Connection, dataset_id: int, version: int) -> Schema:
-    text = conn.execute(
-        select(SCHEMA_VERSIONS.c.schema_json).where(
-            SCHEMA_VERSIONS.c.dataset_id == dataset_id, SCHEMA_VERSIONS.c.version == version
-        )
-    ).scalar_one()
-    return schema_layer.Schema.from_json(json.loads(text))
+    return schema_layer.Schema.from_json(json.loads(_schema_row(conn, dataset_id, version).schema_json))
+
+
+def schema_doc(conn: Connection, dataset_id: int, version: int) -> dict[str, Any]:
+    """Schema ``version``'s JSON form, as ``load_schema(...).to_json()`` gives it. The stored
+    text is what a parsed Schema wrote: while its fingerprint (stored beside it) matches, it is
+    that form already, and NumPy and the codec need not load to show it; a text changed since
+    (edited, damaged) is parsed, to fail as it does for every reader or to be normalised."""
+    row = _schema_row(conn, dataset_id, version)
+    doc = json.loads(row.schema_json)
+    if isinstance(doc, dict) and fingerprint(doc) == row.fingerprint:
+        return doc
+    return schema_layer.Schema.from_json(doc).to_json()
+
+
+def _schema_row(conn: Connection, dataset_id: int, version: int) -> Any:
+    columns = (SCHEMA_VERSIONS.c.schema_json, SCHEMA_VERSIONS.c.fingerprint)
+    where = (SCHEMA_VERSIONS.c.dataset_id == dataset_id, SCHEMA_VERSIONS.c.version == version)
+    return conn.execute(select(*columns).where(*where)).one()
 
 
 def resolve_version(conn: Connection, dataset_id: int, name: str, version: VersionRef) -> tuple[int, int]:
@@ -357,7 +381,7 @@ class DatasetHandle:
         name: str,
         version: int,
         schema_version: int,
-        schema: Schema,
+        schema: Schema | None,
         compression: str = "none",
     ) -> None:
         self.catalog = catalog
@@ -365,8 +389,21 @@ class DatasetHandle:
         self.name = name
         self.version = version
         self.schema_version = schema_version
-        self.schema = schema
+        self._schema = schema  # None: ``unparsed`` holds its stored JSON (CatalogHandle.lookup)
+        self.unparsed = ""
         self.compression = compression  # how new shards are stored: none, gzip or zlib
+
+    @property
+    def schema(self) -> Schema:
+        """The pinned schema version's schema (parsed from its stored JSON on first use, for a
+        handle looked up with ``parsed=False``)."""
+        if self._schema is None:
+            self._schema = schema_layer.Schema.from_json(json.loads(self.unparsed))
+        return self._schema
+
+    @schema.setter
+    def schema(self, schema: Schema) -> None:
+        self._schema = schema
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.version}, schema_version={self.schema_version})"
@@ -374,11 +411,14 @@ class DatasetHandle:
     def __getstate__(self) -> dict[str, Any]:
         """Pickled with its catalog (which connects anew where it is unpickled); the schema
         as its JSON form (its compiled codec is rebuilt)."""
-        return {**self.__dict__, "schema": self.schema.to_json()}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_schema", "unparsed")}
+        return {**state, "schema": self.schema.to_json()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self.schema = schema_layer.Schema.from_json(state.pop("schema"))
         self.__dict__.update(state)
-        self.schema = schema_layer.Schema.from_json(state["schema"])
+        self.unparsed = ""
 
     # ---- reading
     def _resolve_version(self, conn: Connection, version: VersionRef) -> tuple[int, int]:
@@ -452,7 +492,7 @@ class DatasetHandle:
             if row is None:
                 raise DatasetNotFoundError(f"no dataset named {self.name!r}", self.name)
             v, sv = self._resolve_version(conn, version)
-            schema = load_schema(conn, self.id, sv).to_json()
+            schema = schema_doc(conn, self.id, sv)
             c = conn.execute(select(COMMITS).where(COMMITS.c.dataset_id == self.id, COMMITS.c.version == v)).one()
             # the totals first: a damaged commit is named as such, before its splits are checked against it
             check_totals(self.catalog.engine, row, ShardSum(c.shard_count, c.records, c.bytes), v)

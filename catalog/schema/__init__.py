@@ -2,6 +2,7 @@
 
 Layered inside, each module importing only the ones before it:
 
+- ``canonical``: a schema's fingerprint from its JSON form (the standard library only);
 - ``features``: one feature, its JSON declaration and the rules its values follow;
 - ``encoders``: per-feature encoders, a fast path for common values over those rules;
 - ``codec``: the compiled row codec (encode, check, decode one record) and inference;

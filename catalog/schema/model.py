@@ -23,7 +23,6 @@ list (see ``sequences.py``)::
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from catalog.errors import CatalogError, SchemaError, ValidationError
+from catalog.schema.canonical import fingerprint
 from catalog.schema.codec import ColumnValues, Entries, FilledRows, RowCodec, decode_kinds, infer_features
 from catalog.schema.columnar import Ragged, decode_batch, decode_spans, spans_pad
 from catalog.schema.features import (
@@ -183,8 +183,7 @@ class Schema:
     @cached_property
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON form: equal schemas, equal fingerprints."""
-        canon = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+        return fingerprint(self.to_json())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Schema) and self.fingerprint == other.fingerprint

@@ -102,3 +102,24 @@ def test_tags_and_drop_and_their_errors(root: Path, tmp_path: Path) -> None:
     assert run(*c, "drop", "d").stdout == "dropped d; run `catalog gc` to remove its files\n"
     gone = run(*c, "show", "d", code=1)
     assert gone.stderr.startswith("error: ") and "'d'" in gone.stderr and gone.stderr.count("\n") == 1
+
+
+def edit_schema(root: Path, text: str) -> None:
+    """Change the stored schema's JSON and not its fingerprint (a hand edit, a damaged row)."""
+    import sqlite3
+
+    with sqlite3.connect(root / "catalog.db") as conn:
+        conn.execute("UPDATE schema_versions SET schema_json = ?", (text,))
+
+
+def test_show_parses_a_stored_schema_its_fingerprint_no_longer_vouches_for(root: Path, tmp_path: Path) -> None:
+    """show prints a stored schema as it is while its fingerprint matches (no NumPy loaded);
+    one edited since is parsed: normalised as every reader sees it, or refused in one line."""
+    c = ["-C", str(root)]
+    run(*c, "register", "d", "--schema", str(tmp_path / "schema.json"))
+    assert json.loads(run(*c, "show", "d", "--json").stdout)["schema"] == SCHEMA
+    edit_schema(root, '{"features": {"x": {"dtype": "int64", "encoding": null, "optional": false, "shape": []}}}')
+    assert json.loads(run(*c, "show", "d", "--json").stdout)["schema"] == {"features": {"x": {"dtype": "int64"}}}
+    edit_schema(root, '{"features": {"": {}}}')
+    refused = run(*c, "show", "d", code=1)
+    assert refused.stderr == "error: feature names must be non-empty strings, got ''\n"

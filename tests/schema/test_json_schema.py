@@ -20,6 +20,7 @@ from catalog import Catalog
 from catalog.demo import DEMO_SCHEMA
 from catalog.errors import SchemaError
 from catalog.schema import Schema
+from catalog.schema.canonical import fingerprint
 from catalog.schema.features import FEATURE_KEYS, IMAGE_FORMATS
 from catalog.schema.sequences import STEP_KEYS
 from catalog.tfrecord import encode_example
@@ -220,3 +221,18 @@ def test_json_schema_and_from_json_agree(features: dict[str, Any], steps: dict[s
     if steps is not None:
         doc["sequence_features"] = steps
     assert valid(doc) == loads(doc) or beyond_reach(doc), (doc, [e.message for e in VALIDATOR.iter_errors(doc)])
+
+
+def test_a_stored_schema_is_its_own_json_form() -> None:
+    """What `catalog show` relies on to print a stored schema unparsed (commit.handles.schema_doc):
+    the JSON a Schema stores parses back to itself, and its fingerprint is that text's, for every
+    schema the tests declare and every one the format-1 fixture (old code) stored."""
+    docs = [json.loads(json.dumps(Schema.from_json(d).to_json())) for d in declared_schemas() if loads(d)]
+    assert len(docs) > 200, len(docs)
+    for doc in docs:
+        schema = Schema.from_json(doc)
+        assert (schema.to_json(), schema.fingerprint) == (doc, fingerprint(doc)), doc
+    with sqlite3.connect(ROOT / "tests" / "fixtures" / "manifest-format1" / "catalog.db") as db:
+        rows = db.execute("SELECT schema_json, fingerprint FROM schema_versions").fetchall()
+    for text, stored in rows:
+        assert (Schema.from_json(text).to_json(), fingerprint(json.loads(text))) == (json.loads(text), stored)
