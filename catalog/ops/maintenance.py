@@ -16,7 +16,6 @@ from catalog import faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, not_found
 from catalog.commit.intents import intent_states, live_intents, revoke
-from catalog.commit.protocol import drop_dataset
 from catalog.commit.values import GcReport, Problem, Progress, ShardCount, TagKeep, VerifyReport
 from catalog.errors import CatalogError, DataAreaError, DatasetNotFoundError, ManifestError, SchemaError, UsageError
 from catalog.executors import run_jobs
@@ -408,6 +407,10 @@ def _collect_retired(
 def _drop_abandoned(cat: CatalogHandle, report: GcReport) -> None:
     """Datasets registered for inputs whose process died before their commit (datasets.pending):
     dropped while still at the version they had (their writers' files go as any dead writer's do)."""
+    # Imported here: gc alone commits, and verify's start-up (the commit protocol and its
+    # changes) counts in its GB/s (tests/cli/test_cli_startup.py).
+    from catalog.commit.protocol import drop_dataset
+
     with mf.read_txn(cat.engine) as conn:
         rows = conn.execute(select(DATASETS.c.id, DATASETS.c.name, DATASETS.c.pending, DATASETS.c.version)).all()
     for r in rows:

@@ -442,9 +442,8 @@ class ShardSink:
         """Publish the last shard and make every rename durable."""
         self._finish()
         if self.sync and self.placed:
-            self.store.sync_dir(self.dataset)
-            if any(s.index_checksum is not None for s in self.shards):
-                self.store.sync_dir(index_folder(self.dataset))
+            indexed = any(s.index_checksum is not None for s in self.shards)
+            self.store.sync_dirs([self.dataset, index_folder(self.dataset)] if indexed else [self.dataset])
         return self.shards
 
     def abort(self) -> None:
