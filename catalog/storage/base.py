@@ -10,14 +10,14 @@ checksumming a shard) is written once here.
 from __future__ import annotations
 
 import abc
-import threading
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
 from catalog.errors import DataAreaError, ManifestError
-from catalog.storage.fileio import FileIO, write_error
+from catalog.storage.fileio import FileIO, together, write_error
 from catalog.storage.names import AREA_PATH_RE, INDEX_FOLDER, INDEX_PATH_RE, OWNER_FILE, index_rel
 
 # Bound once: url() runs once per shard (a million in `show --json`).
@@ -223,32 +223,14 @@ class Store(abc.ABC):
         self.io.sync_folder(self._prefix + dataset)
 
     def sync_dirs(self, folders: Sequence[str]) -> None:
-        """:meth:`sync_dir` of each of ``folders``, all at once for a local area: the file
-        system (ext4's journal) commits fsyncs that arrive together in one transaction, so a
-        durable append's two folders (its shard's, its index's) wait about as long as one
-        (bench_catalog section 1). Returns when all are durable; the first error is raised."""
-        if self.remote or len(folders) < 2:
+        """:meth:`sync_dir` of each of ``folders``, all at once for a local area (see
+        fileio.together: a durable append's two folders, its shard's and its index's, wait
+        about as long as one). Returns when all are durable."""
+        if self.remote:
             for folder in folders:
                 self.sync_dir(folder)
             return
-        errors: list[BaseException] = []
-
-        def sync(folder: str) -> None:
-            try:
-                self.sync_dir(folder)
-            except BaseException as e:  # raised in the caller's thread below
-                errors.append(e)
-
-        helpers = [threading.Thread(target=sync, args=(f,), name="catalog-fsync") for f in folders[1:]]
-        for t in helpers:
-            t.start()
-        try:
-            self.sync_dir(folders[0])
-        finally:
-            for t in helpers:
-                t.join()
-        if errors:
-            raise errors[0]
+        together(*(functools.partial(self.sync_dir, folder) for folder in folders))
 
     @abc.abstractmethod
     def link(self, source: str, rel: str) -> bool:

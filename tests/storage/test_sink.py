@@ -73,3 +73,45 @@ def test_a_dataset_name_that_leads_outside_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"outside the data area"):
         ShardSink(tmp_path / "area", "../escape", INTENT, shard_size=UNLIMITED, shard_records=1)
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_shard_and_its_index_are_published_at_once_and_a_failure_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable local shard's publish (flush, fsync, rename) and its index's run together
+    (fileio.together), as do their folders' fsyncs: each waits here until the other has
+    started, so one after the other would break the barrier. A failed index publish raises
+    and abort() then removes the shard published beside it."""
+    import threading
+
+    store = LocalStore(tmp_path)
+    publish, sync_dir = store.publish, store.sync_dir
+    together = threading.Barrier(2, timeout=10)
+
+    def publish_together(*args: object, **kwargs: object) -> None:
+        together.wait()
+        publish(*args, **kwargs)  # type: ignore[arg-type]
+
+    def sync_together(folder: str) -> None:
+        together.wait()
+        sync_dir(folder)
+
+    monkeypatch.setattr(store, "publish", publish_together)
+    monkeypatch.setattr(store, "sync_dir", sync_together)
+    sink = ShardSink(store, "ds", INTENT, shard_size=UNLIMITED, shard_records=UNLIMITED)
+    sink.write_many([b"a", b"b"])
+    [shard] = sink.close()
+    assert _records(tmp_path / shard.rel) == [b"a", b"b"] and (tmp_path / index_rel(shard.rel)).exists()
+
+    def index_fails(f: object, temp: Path, rel: str, sync: bool = True) -> None:
+        if rel.startswith(".index"):
+            raise OSError("no space left")
+        publish(f, temp, rel, sync)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "publish", index_fails)
+    sink = ShardSink(store, "ds2", INTENT, shard_size=UNLIMITED, shard_records=UNLIMITED)
+    sink.write(b"c")
+    with pytest.raises(OSError, match="no space left"):
+        sink.close()
+    sink.abort()
+    assert list((tmp_path / "ds2").iterdir()) == [] and list((tmp_path / ".index" / "ds2").iterdir()) == []
