@@ -16,6 +16,7 @@ side by side (the peers run once a round: they are the same for both)."""
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -119,15 +120,25 @@ def _peers(tmp: Path) -> dict[str, list[str]]:
     }
 
 
-def _run(argv: list[str], path: str | None) -> float:
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _run(argv: list[str], path: str | None, cpu: list[float] | None = None) -> float:
+    """Wall seconds of one run; its CPU seconds (user + system) appended to ``cpu``: on a
+    shared box the wall time waits for a core, the CPU time much less (the context rows)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if path is not None:
         env["PYTHONPATH"] = path
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     # Run from / : `python -c` puts its working directory first on the path, where a checkout's
     # catalog/ would shadow the side's PYTHONPATH (--compare from the repository ran this code twice).
     proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, cwd=os.sep)
     elapsed = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(_children_cpu() - c0)
     h.check(proc.returncode == 0, f"{argv[-1]}: {proc.stderr.decode()[-300:]}")
     return elapsed
 
@@ -140,8 +151,9 @@ def sides(cfg: Config) -> dict[str, str]:
     return found
 
 
-def measure(cfg: Config, tmp: Path) -> dict[str, list[float]]:
-    """Round times per label (``side: command``, or a peer's), rotated round by round."""
+def measure(cfg: Config, tmp: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Round times per label (``side: command``, or a peer's), rotated round by round, and
+    their CPU times."""
     paths = sides(cfg)
     runs: list[tuple[str, str | None, list[str]]] = [(name, None, argv) for name, argv in _peers(tmp).items()]
     for side, path in paths.items():
@@ -150,14 +162,15 @@ def measure(cfg: Config, tmp: Path) -> dict[str, list[float]]:
         _run(["-c", MAKE, str(work)], path)
         runs += [(f"{side}: {name}", path, argv) for name, argv in _commands(work).items()]
     times: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    cpu: dict[str, list[float]] = {label: [] for label, _, _ in runs}
     order = [str(i) for i in range(len(runs))]
     for rnd in range(cfg.rounds + 1):  # round 0 warms the page cache
         for i in h.rotation(order, rnd):
             label, code, argv = runs[int(i)]
-            dt = _run(argv, code)
+            dt = _run(argv, code, cpu[label] if rnd else None)
             if rnd:
                 times[label].append(dt)
-    return times
+    return times, cpu
 
 
 def heaviest_imports(tmp: Path, *command: str, top: int = 8) -> list[str]:
@@ -185,6 +198,16 @@ def table(times: dict[str, list[float]]) -> list[dict[str, object]]:
         )
         out.append({"command": label, "median": med, "times": values, "target": target})
     return out
+
+
+def cpu_ratios(cpu: dict[str, list[float]]) -> None:
+    """Context: each command's least CPU time (user + system) over its peer's, same rounds."""
+    print("\n## Context: least CPU time of the rounds (user + system) against the peer's\n")
+    for label, values in cpu.items():
+        side, _, command = label.partition(": ")
+        if command in RATIO_TARGETS and side != "peer":
+            peer = cpu[RATIO_TARGETS[command][0]]
+            print(f"- {label}: {min(values) / min(peer):.2f}x ({h.ms(min(values))} / {h.ms(min(peer))})")
 
 
 def ratios(times: dict[str, list[float]], report: h.Report) -> None:
@@ -222,16 +245,17 @@ def main() -> None:
     started = time.perf_counter()
     report = h.Report()
     with tempfile.TemporaryDirectory() as tmp:
-        times = measure(cfg, Path(tmp))
+        times, cpu = measure(cfg, Path(tmp))
         results = table(times)
         print("\n## Issue 34: minimum of the rounds against the peer\n")
         ratios(times, report)
+        cpu_ratios(cpu)
         report.summary(started, f"; load average at the end {' '.join(map(str, h.loadavg()))}")
         for command in (["list"], ["show", SHOWN]):
             heaviest = heaviest_imports(Path(tmp), *command)
             print(f"\nheaviest imports of `catalog {' '.join(command)}` (cumulative): " + "; ".join(heaviest))
     if args.json:
-        h.write_report(args.json, info, args.quick, cfg, results, ratios=[vars(r) for r in report.results])
+        h.write_report(args.json, info, args.quick, cfg, results, ratios=[vars(r) for r in report.results], cpu=cpu)
 
 
 if __name__ == "__main__":
