@@ -12,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from catalog import faults
+# The commit protocol through the package's lazy name: gc alone commits (it drops abandoned
+# datasets), and verify's start-up counts in its GB/s (tests/cli/test_cli_startup.py).
+from catalog import commit, faults
 from catalog import manifest as mf
 from catalog.commit.handles import CatalogHandle, not_found
 from catalog.commit.intents import intent_states, live_intents, revoke
@@ -407,14 +409,10 @@ def _collect_retired(
 def _drop_abandoned(cat: CatalogHandle, report: GcReport) -> None:
     """Datasets registered for inputs whose process died before their commit (datasets.pending):
     dropped while still at the version they had (their writers' files go as any dead writer's do)."""
-    # Imported here: gc alone commits, and verify's start-up (the commit protocol and its
-    # changes) counts in its GB/s (tests/cli/test_cli_startup.py).
-    from catalog.commit.protocol import drop_dataset
-
     with mf.read_txn(cat.engine) as conn:
         rows = conn.execute(select(DATASETS.c.id, DATASETS.c.name, DATASETS.c.pending, DATASETS.c.version)).all()
     for r in rows:
-        if mf.abandoned(r.pending) and (report.dry_run or drop_dataset(cat, r.id, only_at=r.version)):
+        if mf.abandoned(r.pending) and (report.dry_run or commit.drop_dataset(cat, r.id, only_at=r.version)):
             report.abandoned.append(r.name)
 
 

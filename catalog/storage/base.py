@@ -18,6 +18,7 @@ from typing import IO, ClassVar
 
 from catalog.errors import DataAreaError, ManifestError
 from catalog.storage.fileio import FileIO, together, write_error
+from catalog.storage.files import file_checksum, open_shard
 from catalog.storage.names import AREA_PATH_RE, INDEX_FOLDER, INDEX_PATH_RE, OWNER_FILE, index_rel
 
 # Bound once: url() runs once per shard (a million in `show --json`).
@@ -95,18 +96,12 @@ class Store(abc.ABC):
         return self.url(index_rel(rel))
 
     def open(self, rel: str) -> IO[bytes]:
-        # Imported here: a store that only names its shards (`catalog show`) loads no record
-        # framing and no crc32c (tests/cli/test_cli_startup.py).
-        from catalog.storage.files import open_shard
-
         return open_shard(self.url(rel))
 
     def checksum(
         self, rel: str, limit: int | None = None, tap: Callable[[memoryview], object] | None = None
     ) -> tuple[int, str]:
         """(size, "crc32c:xxxxxxxx") of a stored shard, streamed (see file_checksum for ``limit``, ``tap``)."""
-        from catalog.storage.files import file_checksum  # (as in open)
-
         return file_checksum(self.url(rel), limit, tap)
 
     # ---- ownership

@@ -114,11 +114,11 @@ NEVER = (
     *("torch", "tensorflow", "pyarrow", "pandas", "PIL", "pydantic"),
 )
 VERB_MODULES = ("admin", "changes", "datasets", "files", "indexes", "rewrites", "rows", "statistics")
-# A parsed schema (NumPy, protobuf, the schema codec's modules) and what reads shard files (the
-# record framing, crc32c): none of the read verbs loads them.
+# A parsed schema (NumPy, protobuf, the schema codec's modules) and what reads records (their
+# framing): none of the read verbs loads them.
 DECODING = (
-    *("numpy", "google.protobuf", "crc32c", "catalog.storage.files", "catalog.schema.model", "catalog.schema.features"),
-    *("catalog.schema.codec", "catalog.tfrecord.framing", "catalog.tfrecord.example", "catalog.tfrecord.proto"),
+    *("numpy", "google.protobuf", "catalog.schema.model", "catalog.schema.features", "catalog.schema.codec"),
+    *("catalog.tfrecord.framing", "catalog.tfrecord.example", "catalog.tfrecord.proto"),
 )
 
 
