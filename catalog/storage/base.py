@@ -10,14 +10,13 @@ checksumming a shard) is written once here.
 from __future__ import annotations
 
 import abc
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
 from catalog.errors import DataAreaError, ManifestError
-from catalog.storage.fileio import FileIO, together, write_error
+from catalog.storage.fileio import FileIO, write_error
 from catalog.storage.files import file_checksum, open_shard
 from catalog.storage.names import AREA_PATH_RE, INDEX_FOLDER, INDEX_PATH_RE, OWNER_FILE, index_rel
 
@@ -216,16 +215,6 @@ class Store(abc.ABC):
     def sync_dir(self, dataset: str) -> None:
         """Make the publications in a dataset folder (or index folder) durable."""
         self.io.sync_folder(self._prefix + dataset)
-
-    def sync_dirs(self, folders: Sequence[str]) -> None:
-        """:meth:`sync_dir` of each of ``folders``, all at once for a local area (see
-        fileio.together: a durable append's two folders, its shard's and its index's, wait
-        about as long as one). Returns when all are durable."""
-        if self.remote:
-            for folder in folders:
-                self.sync_dir(folder)
-            return
-        together(*(functools.partial(self.sync_dir, folder) for folder in folders))
 
     @abc.abstractmethod
     def link(self, source: str, rel: str) -> bool:

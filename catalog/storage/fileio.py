@@ -24,7 +24,6 @@ import errno
 import io
 import os
 import stat
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,32 +74,6 @@ def publish(f: IO[bytes], temp: Path, final: Path, sync: bool = True) -> None:
         os.fsync(f.fileno())
     f.close()
     os.rename(temp, final)
-
-
-def together(*calls: Callable[[], object]) -> None:
-    """Run ``calls`` at once, all but the first in threads of their own, and return when all
-    have: fsyncs issued together share one commit of the file system's journal (ext4), so
-    two wait about as long as one (a durable append's shard and index, and their folders:
-    bench_catalog section 1). The caller's own exception wins; else a thread's is raised."""
-    errors: list[BaseException] = []
-
-    def run(call: Callable[[], object]) -> None:
-        try:
-            call()
-        except BaseException as e:  # raised in the caller's thread below
-            errors.append(e)
-
-    helpers = [threading.Thread(target=run, args=(c,), name="catalog-together") for c in calls[1:]]
-    for t in helpers:
-        t.start()
-    try:
-        if calls:
-            calls[0]()
-    finally:
-        for t in helpers:
-            t.join()  # (a Ctrl-C here: the calls still finish before the caller cleans up)
-    if errors:
-        raise errors[0]
 
 
 def fsync_dir(path: Path) -> None:

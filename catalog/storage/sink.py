@@ -27,7 +27,7 @@ from catalog.stats.tally import batch_ends, per_row, ragged_cutter
 from catalog.storage.base import Store
 from catalog.storage.content import UNCHECKED, observe, to_register
 from catalog.storage.factory import store_for
-from catalog.storage.fileio import together, write_error
+from catalog.storage.fileio import write_error
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum
 from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
@@ -402,7 +402,12 @@ class ShardSink:
         # Until the lists below say where the shard is, abort() finds it here: a Ctrl-C that
         # lands right after the rename (or upload) must not leave the published file behind.
         self._publishing = rel
-        checksum = self._publish(f, temp, rel, writer.offsets() if self.index else None)
+        self.store.publish(f, temp, rel, self.sync)
+        self.temps.pop()  # renamed or uploaded (the temp file is always the newest entry)
+        checksum = None
+        if self.index:  # published before the commit that registers both
+            data, checksum = index_bytes(writer.offsets())
+            publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
         self.placed.append(rel)
         self.shards.append(
             ShardFile(
@@ -418,32 +423,6 @@ class ShardSink:
         )
         self._publishing = None
         self._bytes = self._records = 0
-
-    def _publish(self, f: IO[bytes], temp: Path, rel: str, offsets: np.ndarray | None) -> str | None:
-        """Publish the shard and, given its records' ``offsets``, its index (before the commit
-        that registers both); the index's checksum. A local durable shard's fsync and its
-        index's run at once (fileio.together: about one fsync's wait for the two)."""
-
-        def shard() -> None:
-            self.store.publish(f, temp, rel, self.sync)
-
-        if offsets is None:
-            shard()
-            self.temps.pop()  # renamed or uploaded (the temp file is always the newest entry)
-            return None
-        data, checksum = index_bytes(offsets)
-
-        def index() -> None:
-            publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
-
-        if self.sync and not self.store.remote:
-            together(shard, index)
-            self.temps.pop()
-        else:
-            shard()
-            self.temps.pop()
-            index()
-        return checksum
 
     def _tally_result(self, temp: Path) -> bytes | None:
         """The open shard's statistics, once its file is complete (``temp``: read again if the
@@ -463,8 +442,9 @@ class ShardSink:
         """Publish the last shard and make every rename durable."""
         self._finish()
         if self.sync and self.placed:
-            indexed = any(s.index_checksum is not None for s in self.shards)
-            self.store.sync_dirs([self.dataset, index_folder(self.dataset)] if indexed else [self.dataset])
+            self.store.sync_dir(self.dataset)
+            if any(s.index_checksum is not None for s in self.shards):
+                self.store.sync_dir(index_folder(self.dataset))
         return self.shards
 
     def abort(self) -> None:

@@ -87,30 +87,3 @@ def test_link_and_adopt_never_replace_a_name_and_paths_stay_inside(tmp_path: Pat
         "the manifest names a shard '../escape' outside the data area (a shard is <dataset>/<file>)"
     )
     assert store.index_listing() == []
-
-
-def test_folders_are_synced_at_once_and_a_failure_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """sync_dirs fsyncs a shard's folder and its index's together (concurrent fsyncs share one
-    journal commit): each waits here until the other has started, so one after the other would
-    break the barrier. It returns once both are done; a failure in either is raised."""
-    import threading
-
-    store = LocalStore(tmp_path)
-    together = threading.Barrier(2, timeout=10)
-    synced: list[str] = []
-
-    def sync_dir(folder: str) -> None:
-        together.wait()
-        synced.append(folder)
-
-    monkeypatch.setattr(store, "sync_dir", sync_dir)
-    store.sync_dirs(["ds", "_index/ds"])
-    assert sorted(synced) == ["_index/ds", "ds"]
-
-    def failing(folder: str) -> None:
-        if folder == "_index/ds":
-            raise ManifestError("no space left")  # any CatalogError the folder's fsync raises
-
-    monkeypatch.setattr(store, "sync_dir", failing)
-    with pytest.raises(ManifestError, match="no space left"):
-        store.sync_dirs(["ds", "_index/ds"])
