@@ -19,7 +19,7 @@ from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
 from catalog.schema.frames import as_lists, python_values
 from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
-from catalog.tfrecord import proto
+from catalog.tfrecord import native, proto
 from catalog.words import counted
 
 # What columnar encoding takes: rows as one sequence per feature (None: missing); and fills
@@ -37,6 +37,12 @@ def decode_kinds(data: bytes) -> Kinded:
     A ``Feature`` with no list type set (``tf.train.Feature()``, TFX's missing value) is
     left out: TensorFlow treats it as absent, so a default fills it.
     """
+    fast = native.parse_example(data)  # the usual layout, in C; anything else goes to protobuf
+    return fast if fast is not None else kinds_by_protobuf(data)
+
+
+def kinds_by_protobuf(data: bytes) -> Kinded:
+    """:func:`decode_kinds` by protobuf's own parse: any layout, and its errors."""
     try:
         ex = proto.Example.FromString(data)
     except Exception as e:  # upb raises DecodeError, but be safe against any runtime

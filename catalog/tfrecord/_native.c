@@ -1,0 +1,356 @@
+/* catalog.tfrecord._native: the few per-record loops that Python pays for most, in C.
+ *
+ * Optional: setup.py builds it when a C compiler is there (optional=True), and
+ * catalog/tfrecord/native.py falls back to the pure-Python code (same results) when it is not, or
+ * when CATALOG_NATIVE=0. Plain CPython C API and the buffer protocol only (no NumPy
+ * headers), so it builds against any CPython >= 3.10 with any C99 compiler.
+ *
+ *   crc32c_ranges(buf, starts, ends) -> bytes   CRC32C of each buf[starts[i]:ends[i]],
+ *                                                as native-order uint32s
+ *   slices(buf, starts, ends) -> list[bytes]     each buf[starts[i]:ends[i]] as bytes
+ *   parse_example(data) -> dict | None           a tf.train.Example as {name: (kind, values)},
+ *                                                or None when its layout is not the regular
+ *                                                one serializers write (the caller's protobuf
+ *                                                path then decides, and raises its errors)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ CRC32C (Castagnoli) */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* slicing-by-8: eight table lookups per 8 bytes (little- or big-endian hosts alike) */
+static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+/* SSE4.2's crc32 instruction computes exactly CRC32C; chosen at run time (cpuid) */
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = ~crc;
+    while (n && ((uintptr_t)p & 7)) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#endif
+
+static uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) = crc_soft;
+
+/* ------------------------------------------------------------------ helpers */
+
+/* The int64 index arrays' buffers, checked against the data's length. */
+typedef struct {
+    Py_buffer data, starts, ends;
+    Py_ssize_t n;
+} Ranges;
+
+static void ranges_release(Ranges *r) {
+    if (r->data.obj) PyBuffer_Release(&r->data);
+    if (r->starts.obj) PyBuffer_Release(&r->starts);
+    if (r->ends.obj) PyBuffer_Release(&r->ends);
+}
+
+static int get_index(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != 8 || view->format == NULL || (strcmp(view->format, "q") && strcmp(view->format, "l") &&
+                                                         strcmp(view->format, "<q") && strcmp(view->format, "<l") &&
+                                                         strcmp(view->format, "=q") && strcmp(view->format, "=l"))) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int64 array", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int ranges_get(PyObject *args, Ranges *r) {
+    PyObject *data, *starts, *ends;
+    memset(r, 0, sizeof(*r));
+    if (!PyArg_ParseTuple(args, "OOO", &data, &starts, &ends)) return -1;
+    if (PyObject_GetBuffer(data, &r->data, PyBUF_SIMPLE) < 0) goto fail;
+    if (get_index(starts, &r->starts, "starts") < 0 || get_index(ends, &r->ends, "ends") < 0) goto fail;
+    if (r->starts.len != r->ends.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        goto fail;
+    }
+    r->n = r->starts.len / 8;
+    const int64_t *s = r->starts.buf, *e = r->ends.buf;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        if (s[i] < 0 || s[i] > e[i] || e[i] > (int64_t)r->data.len) {
+            PyErr_Format(PyExc_ValueError, "range %zd [%lld, %lld) is outside the buffer of %zd bytes", i,
+                         (long long)s[i], (long long)e[i], r->data.len);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    ranges_release(r);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ crc32c_ranges, slices */
+
+static PyObject *crc32c_ranges(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, r.n * 4);
+    if (out != NULL) {
+        uint32_t *crcs = (uint32_t *)PyBytes_AS_STRING(out);
+        const unsigned char *buf = r.data.buf;
+        const int64_t *s = r.starts.buf, *e = r.ends.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < r.n; i++) crcs[i] = crc_fn(0, buf + s[i], (size_t)(e[i] - s[i]));
+        Py_END_ALLOW_THREADS;
+    }
+    ranges_release(&r);
+    return out;
+}
+
+static PyObject *crc32c_one(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &crc)) return NULL;
+    uint32_t out = crc_fn(crc, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(out);
+}
+
+static PyObject *slices(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyList_New(r.n);
+    const char *buf = r.data.buf;
+    const int64_t *s = r.starts.buf, *e = r.ends.buf;
+    for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
+        PyObject *item = PyBytes_FromStringAndSize(buf + s[i], (Py_ssize_t)(e[i] - s[i]));
+        if (item == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    ranges_release(&r);
+    return out;
+}
+
+/* ------------------------------------------------------------------ parse_example */
+
+/* What a parse step says: go on, or stop because the layout is not the regular one (the
+ * caller falls back), or stop on a Python error (memory). */
+enum { OK = 0, IRREGULAR = 1, FAILED = -1 };
+
+typedef struct {
+    const unsigned char *p, *end;
+} Cursor;
+
+/* A varint of at most ten bytes; the tenth may hold only int64's top bit. */
+static int read_varint(Cursor *c, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (c->p >= c->end) return IRREGULAR;
+        unsigned char b = *c->p++;
+        if (shift == 63 && b > 1) return IRREGULAR;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *out = v;
+            return OK;
+        }
+    }
+    return IRREGULAR;
+}
+
+/* A length-delimited field with this one-byte tag: its payload as a sub-cursor. */
+static int read_field(Cursor *c, unsigned char tag, Cursor *payload) {
+    uint64_t n;
+    if (c->p >= c->end || *c->p != tag) return IRREGULAR;
+    c->p++;
+    if (read_varint(c, &n) != OK || n > (uint64_t)(c->end - c->p)) return IRREGULAR;
+    payload->p = c->p;
+    payload->end = c->p + n;
+    c->p += n;
+    return OK;
+}
+
+static PyObject *kind_bytes, *kind_float, *kind_int64;
+
+static int bytes_values(Cursor body, PyObject *list) {
+    while (body.p < body.end) {
+        Cursor v;
+        if (read_field(&body, 0x0A, &v) != OK) return IRREGULAR;
+        PyObject *item = PyBytes_FromStringAndSize((const char *)v.p, v.end - v.p);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+/* Packed values: one field 1 spanning the list (an empty list has none). */
+static int packed(Cursor body, Cursor *values) {
+    values->p = values->end = body.p;
+    if (body.p == body.end) return OK;
+    if (read_field(&body, 0x0A, values) != OK || body.p != body.end) return IRREGULAR;
+    return OK;
+}
+
+static int float_values(Cursor body, PyObject *list) {
+    Cursor v;
+    if (packed(body, &v) != OK || (v.end - v.p) % 4) return IRREGULAR;
+    for (; v.p < v.end; v.p += 4) {
+        uint32_t bits = (uint32_t)v.p[0] | (uint32_t)v.p[1] << 8 | (uint32_t)v.p[2] << 16 | (uint32_t)v.p[3] << 24;
+        float f;
+        memcpy(&f, &bits, 4);
+        PyObject *item = PyFloat_FromDouble((double)f);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+static int int64_values(Cursor body, PyObject *list) {
+    Cursor v;
+    if (packed(body, &v) != OK) return IRREGULAR;
+    while (v.p < v.end) {
+        uint64_t u;
+        if (read_varint(&v, &u) != OK) return IRREGULAR;
+        PyObject *item = PyLong_FromLongLong((long long)(int64_t)u);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+/* One Feature: (kind, values) in *out, or *out = NULL for a Feature with no list set. */
+static int feature(Cursor f, PyObject **out) {
+    *out = NULL;
+    if (f.p == f.end) return OK;
+    unsigned char tag = *f.p;
+    Cursor body;
+    if (read_field(&f, tag, &body) != OK || f.p != f.end) return IRREGULAR;
+    PyObject *kind = tag == 0x0A ? kind_bytes : tag == 0x12 ? kind_float : tag == 0x1A ? kind_int64 : NULL;
+    if (kind == NULL) return IRREGULAR;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) return FAILED;
+    int rc = tag == 0x0A ? bytes_values(body, list) : tag == 0x12 ? float_values(body, list) : int64_values(body, list);
+    if (rc == OK) {
+        *out = PyTuple_Pack(2, kind, list);
+        rc = *out == NULL ? FAILED : OK;
+    }
+    Py_DECREF(list);
+    return rc;
+}
+
+/* One map entry ``key = 1, value = 2``, exactly these two in this order. */
+static int entry(Cursor e, PyObject *dict, PyObject *seen) {
+    Cursor key, value;
+    if (read_field(&e, 0x0A, &key) != OK || read_field(&e, 0x12, &value) != OK || e.p != e.end) return IRREGULAR;
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)key.p, key.end - key.p, NULL);
+    if (name == NULL) {
+        PyErr_Clear(); /* not UTF-8: protobuf's own parse says so */
+        return IRREGULAR;
+    }
+    int dup = PySet_Contains(seen, name);
+    int rc = dup != 0 ? (dup < 0 ? FAILED : IRREGULAR) : PySet_Add(seen, name) < 0 ? FAILED : OK;
+    PyObject *kinded = NULL;
+    if (rc == OK) rc = feature(value, &kinded);
+    if (rc == OK && kinded != NULL && PyDict_SetItem(dict, name, kinded) < 0) rc = FAILED;
+    Py_XDECREF(kinded);
+    Py_DECREF(name);
+    return rc;
+}
+
+static int example(Cursor c, PyObject *dict, PyObject *seen) {
+    while (c.p < c.end) {
+        Cursor features;
+        if (read_field(&c, 0x0A, &features) != OK) return IRREGULAR;
+        while (features.p < features.end) {
+            Cursor e;
+            if (read_field(&features, 0x0A, &e) != OK) return IRREGULAR;
+            int rc = entry(e, dict, seen);
+            if (rc != OK) return rc;
+        }
+    }
+    return OK;
+}
+
+static PyObject *parse_example(PyObject *self, PyObject *arg) {
+    Py_buffer data;
+    if (!PyBytes_Check(arg)) Py_RETURN_NONE; /* what protobuf makes of other objects is its own call */
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *dict = PyDict_New(), *seen = PySet_New(NULL);
+    int rc = dict == NULL || seen == NULL ? FAILED : OK;
+    if (rc == OK) {
+        Cursor c = {(const unsigned char *)data.buf, (const unsigned char *)data.buf + data.len};
+        rc = example(c, dict, seen);
+    }
+    PyBuffer_Release(&data);
+    Py_XDECREF(seen);
+    if (rc == OK) return dict;
+    Py_XDECREF(dict);
+    if (rc == FAILED) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *hardware_crc(PyObject *self, PyObject *unused) { return PyBool_FromLong(crc_fn != crc_soft); }
+
+static PyMethodDef methods[] = {
+    {"crc32c_ranges", crc32c_ranges, METH_VARARGS, "CRC32C of each buf[starts[i]:ends[i]], as native-order uint32s."},
+    {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
+    {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
+    {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
+    {"hardware_crc", hardware_crc, METH_NOARGS, "Whether CRC32C runs on the CPU's own instruction."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "catalog.tfrecord._native", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    crc_init();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) crc_fn = crc_hw;
+#endif
+    kind_bytes = PyUnicode_InternFromString("bytes_list");
+    kind_float = PyUnicode_InternFromString("float_list");
+    kind_int64 = PyUnicode_InternFromString("int64_list");
+    if (!kind_bytes || !kind_float || !kind_int64) return NULL;
+    return PyModule_Create(&module);
+}

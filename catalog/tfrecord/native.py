@@ -1,0 +1,62 @@
+"""The optional C extension (``_native.c``) behind the loops Python pays for per record,
+with pure-Python equivalents giving the same results where it is not built.
+
+``setup.py`` builds the extension where the installing machine has a C compiler and skips
+it where not (``optional=True``): a wheel-less platform still installs. ``CATALOG_NATIVE=0``
+turns it off (the fallbacks' own tests run that way, and a user can rule it out when
+something looks wrong). Only the CPython C API and the buffer protocol are used.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from crc32c import crc32c
+
+Kinded = dict[str, tuple[str | None, list[Any]]]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("CATALOG_NATIVE", "1") == "0":
+        return None
+    try:
+        from catalog.tfrecord import _native
+    except ImportError:  # not built on this machine (no C compiler at install)
+        return None
+    return _native
+
+
+NATIVE: ModuleType | None = _load()
+
+
+def crc32c_ranges(buf: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The CRC32C (unmasked) of each ``buf[starts[i]:ends[i]]`` (int64 arrays), as uint32s."""
+    if NATIVE is not None:
+        return np.frombuffer(NATIVE.crc32c_ranges(buf, _int64(starts), _int64(ends)), dtype=np.uint32)
+    view = memoryview(buf).cast("B")
+    return np.array([crc32c(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)], dtype=np.uint32)
+
+
+def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    """Each ``buf[starts[i]:ends[i]]`` as bytes."""
+    if NATIVE is not None:
+        return NATIVE.slices(buf, _int64(starts), _int64(ends))
+    data = bytes(buf)
+    return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def parse_example(data: Any) -> Kinded | None:
+    """A tf.train.Example laid out as serializers write it, as ``{name: (kind, values)}``
+    (a Feature with no list set left out); None for any other layout (unknown or repeated
+    fields, repeated keys, unpacked numbers, invalid bytes), which protobuf's own parse
+    then judges. Without the extension: always None."""
+    if NATIVE is None:
+        return None
+    return NATIVE.parse_example(data)
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
