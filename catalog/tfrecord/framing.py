@@ -25,6 +25,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog.errors import CodecError, CorruptRecordError, StorageError, UsageError
+from catalog.tfrecord import native
 from catalog.tfrecord.compression import AUTO, COMPRESSIONS, NONE, SPELLED
 from catalog.tfrecord.sources import Source, open_source
 from catalog.words import counted
@@ -39,7 +40,6 @@ STREAM_PIECE = 16 << 20  # a large record from a stream is gathered in pieces of
 LOOKAHEAD = 64 << 20  # a compressed record claiming more is proven present before it is kept
 WRITE_BATCH_BYTES = 1 << 20  # the writer frames pending records once they reach this size
 WRITE_BATCH_RECORDS = 4096
-VIEW_CRC_BYTES = 1024  # records this long on average are CRC-checked through a memoryview, not a copy
 HEADER_CACHE_LIMIT = 1 << 16  # distinct verified headers remembered by a reader
 ZLIB_MEM_LEVEL = 9  # TensorFlow's default; with level -1 our output is byte-identical to TF's
 GZIP_WBITS = 31
@@ -319,7 +319,10 @@ def frame_in_place(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, record
     distinct, inverse = np.unique(ends - starts, return_inverse=True)
     headers = np.frombuffer(b"".join(map(frame_header, distinct.tolist())), dtype=np.uint8).reshape(-1, HEADER_SIZE)
     buf[(starts - HEADER_SIZE)[:, None] + np.arange(HEADER_SIZE)] = headers[inverse]
-    crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
+    if native.NATIVE is not None:  # every record's CRC in one call, where they lie
+        crcs = native.crc32c_ranges(buf, starts, ends)
+    else:
+        crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
     footers = _mask_array(crcs).astype("<u4").view(np.uint8).reshape(n, FOOTER_SIZE)
     buf[ends[:, None] + np.arange(FOOTER_SIZE)] = footers
     return buf.tobytes()
@@ -346,11 +349,7 @@ def framing_fault(
         return (int(bad[0]), True) if bad.size else None
     payload_at = at + HEADER_SIZE
     ends = payload_at + lengths
-    # a comprehension of slices: the cheapest way found to call crc32c on each record; of a
-    # memoryview once records are large enough that copying them costs more than the view
-    whole = memoryview(buf) if int(lengths.sum()) >= VIEW_CRC_BYTES * len(lengths) else buf
-    crcs_list = [crc32c(whole[a:b]) for a, b in zip(payload_at.tolist(), ends.tolist(), strict=True)]
-    crcs = np.array(crcs_list, dtype=np.uint32)
+    crcs = native.crc32c_ranges(buf, payload_at, ends)
     footers = w32[ends]
     bad = np.flatnonzero(bad_header | (_mask_array(crcs) != footers))
     if not bad.size:
