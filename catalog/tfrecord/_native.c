@@ -161,6 +161,95 @@ static PyObject *slices(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ------------------------------------------------------------------ TFRecord framing */
+
+static uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u; }
+
+static uint64_t le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--) v = v << 8 | p[k];
+    return v;
+}
+
+static uint32_t le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* scan_records(buf, pos, verify) -> (records, pos, cut, bad_header, bad_data)
+ * Every whole record framed in buf from pos: its data as bytes; the position after the last;
+ * cut: the data length (a u64) of a record that starts there but does not end in buf (-1: none);
+ * bad_header: the offset of a header whose length CRC fails, where the scan stopped (-1: none);
+ * bad_data: the header offset of the first record whose data CRC fails (-1: none). With
+ * verify false, no CRC is checked. */
+static PyObject *scan_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    int verify;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &verify)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len;
+    long long bad_header = -1, bad_data = -1;
+    uint64_t cut = 0;
+    int was_cut = 0;
+    PyObject *out = PyList_New(0);
+    while (out != NULL && pos >= 0 && pos + 12 <= end) {
+        uint64_t n = le64(buf + pos);
+        if (verify && masked(crc_fn(0, buf + pos, 8)) != le32(buf + pos + 8)) {
+            bad_header = pos;
+            break;
+        }
+        if (end - pos < 16 || n > (uint64_t)(end - pos - 16)) {
+            cut = n;
+            was_cut = 1;
+            break;
+        }
+        const unsigned char *data = buf + pos + 12;
+        if (verify && bad_data < 0 && masked(crc_fn(0, data, n)) != le32(data + n)) bad_data = pos;
+        PyObject *item = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
+        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+        pos += 16 + (Py_ssize_t)n;
+    }
+    PyBuffer_Release(&view);
+    if (out == NULL) return NULL;
+    if (!was_cut) return Py_BuildValue("NniLL", out, pos, -1, bad_header, bad_data);
+    return Py_BuildValue("NnKLL", out, pos, (unsigned long long)cut, bad_header, bad_data);
+}
+
+/* walk_records(buf, end) -> (at, lengths, pos): the records wholly in buf[:end] by their
+ * lengths alone (the caller checks their CRCs): header offsets and data lengths as int64
+ * bytes, and where the first record not wholly there starts. */
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t end;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &end)) return NULL;
+    if (end < 0 || end > view.len) end = view.len;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = 0, count = 0, cap = 1024;
+    int64_t *at = PyMem_Malloc(cap * 8), *lens = PyMem_Malloc(cap * 8);
+    PyObject *result = NULL;
+    if (at == NULL || lens == NULL) goto done;
+    while (pos + 16 <= end) {
+        uint64_t n = le64(buf + pos);
+        if (n > (uint64_t)(end - pos - 16)) break;
+        if (count == cap) {
+            cap *= 2;
+            int64_t *a2 = PyMem_Realloc(at, cap * 8), *l2 = a2 ? PyMem_Realloc(lens, cap * 8) : NULL;
+            if (a2) at = a2;
+            if (l2) lens = l2;
+            if (!a2 || !l2) goto done;
+        }
+        at[count] = pos;
+        lens[count++] = (int64_t)n;
+        pos += 16 + (Py_ssize_t)n;
+    }
+    result = Py_BuildValue("y#y#n", (const char *)at, count * 8, (const char *)lens, count * 8, pos);
+done:
+    if (result == NULL && !PyErr_Occurred()) PyErr_NoMemory();
+    PyMem_Free(at);
+    PyMem_Free(lens);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ------------------------------------------------------------------ parse_example */
 
 /* What a parse step says: go on, or stop because the layout is not the regular one (the
@@ -336,6 +425,8 @@ static PyMethodDef methods[] = {
     {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
     {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
+    {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
+    {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},
     {"hardware_crc", hardware_crc, METH_NOARGS, "Whether CRC32C runs on the CPU's own instruction."},
     {NULL, NULL, 0, NULL},
 };

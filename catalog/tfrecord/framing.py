@@ -358,6 +358,27 @@ def framing_fault(
     return j, bool(bad_header[j])
 
 
+def whole_records(raw: bytes, end: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The records wholly in ``raw[:end]`` by their lengths (checked afterwards): their header
+    offsets and data lengths (int64), and where the first record not wholly there starts."""
+    if native.NATIVE is not None:
+        at_bytes, lens_bytes, pos = native.NATIVE.walk_records(raw, end)
+        return np.frombuffer(at_bytes, dtype=np.int64), np.frombuffer(lens_bytes, dtype=np.int64), pos
+    unpack = _U64.unpack_from
+    at: list[int] = []
+    lens: list[int] = []
+    pos = 0
+    while pos + FRAMING <= end:
+        n = unpack(raw, pos)[0]
+        stop = pos + FRAMING + n
+        if stop > end:
+            break
+        at.append(pos)
+        lens.append(n)
+        pos = stop
+    return np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64), pos
+
+
 def _header_crcs(lengths: np.ndarray, known: dict[int, int]) -> np.ndarray:
     """The masked CRC each record's header holds for its length."""
     unique, inverse = np.unique(lengths, return_inverse=True)
@@ -540,6 +561,21 @@ class _Scanner:
 
         Returns (records, position of the first unparsed byte, bytes that record needs).
         """
+        if native.NATIVE is None:
+            return self.scan_each(buf, pos, base)
+        out, pos, cut, bad_header, bad_data = native.NATIVE.scan_records(buf, pos, self.verify)
+        if bad_header >= 0:
+            self.check_header(buf, bad_header, base)  # raises, naming the header as scan_each does
+        need = HEADER_SIZE
+        if cut >= 0:
+            need = cut + HEADER_SIZE + FOOTER_SIZE
+            self.check_fits(base + pos, need)
+        if bad_data >= 0:
+            raise self.error("corrupt record: data CRC mismatch", base + bad_data)
+        return out, pos, need
+
+    def scan_each(self, buf: bytes, pos: int, base: int) -> tuple[list[bytes], int, int]:
+        """:meth:`scan` a record at a time in Python (without the C extension)."""
         out: list[bytes] = []
         stops: list[int] = []
         end = len(buf)

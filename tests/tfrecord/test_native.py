@@ -7,10 +7,13 @@ protobuf rejects, and bytes of any shape never crash it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,10 +22,10 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog.errors import CodecError
+from catalog.errors import CodecError, CorruptRecordError
 from catalog.schema.codec import kinds_by_protobuf
 from catalog.tfrecord import example as wire
-from catalog.tfrecord import native, proto
+from catalog.tfrecord import framing, native, proto
 
 _native = native.NATIVE
 _turned_off = os.environ.get("CATALOG_NATIVE", "1") == "0"
@@ -225,3 +228,62 @@ def test_only_bytes_are_parsed(odd: Any) -> None:
 def test_an_empty_feature_is_left_out_and_an_empty_list_kept() -> None:
     record = wire.features_field(wire.map_entry(b"gone", b"") + wire.map_entry(b"empty", wire.int64_feature([])))
     assert native.parse_example(record) == {"empty": ("int64_list", [])} == kinds_by_protobuf(record)
+
+
+# --------------------------------------------------------------------------- framing scans
+
+_records = st.lists(st.binary(max_size=300), max_size=12)
+
+
+def _framed_damaged(records: list[bytes], data: st.DataObject) -> bytes:
+    framed = [framing.frame_header(len(r)) + r + framing.masked_crc32c(r).to_bytes(4, "little") for r in records]
+    buf = bytearray(b"".join(framed))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if buf and data.draw(st.booleans()):
+            buf[data.draw(st.integers(0, len(buf) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+        else:
+            del buf[data.draw(st.integers(0, len(buf))) :]
+    return bytes(buf)
+
+
+def _scan_outcome(scan: Any, buf: bytes, pos: int, base: int) -> tuple[str, Any]:
+    try:
+        return "ok", scan(buf, pos, base)
+    except CorruptRecordError as e:
+        return "error", str(e)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(_records, st.data(), st.booleans(), st.booleans())
+def test_scan_records_is_the_scan_a_record_at_a_time(
+    records: list[bytes], data: st.DataObject, verify: bool, size: bool
+) -> None:
+    buf = _framed_damaged(records, data)
+    pos = data.draw(st.integers(0, min(len(buf), 40)))
+    scanner = framing._Scanner(io.BytesIO(), "f.tfrecord", verify, False, len(buf) + 7 if size else None)
+    assert _scan_outcome(scanner.scan, buf, pos, 100) == _scan_outcome(scanner.scan_each, buf, pos, 100)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(_records, st.data())
+def test_whole_records_walks_as_python_does(records: list[bytes], data: st.DataObject) -> None:
+    buf = _framed_damaged(records, data)
+    end = data.draw(st.integers(0, len(buf)))
+    fast = framing.whole_records(buf, end)
+    with _without_native():
+        slow = framing.whole_records(buf, end)
+    assert fast[0].tolist() == slow[0].tolist() and fast[1].tolist() == slow[1].tolist() and fast[2] == slow[2]
+    assert fast[0].dtype == slow[0].dtype == np.int64
+
+
+@contextlib.contextmanager
+def _without_native() -> Iterator[None]:
+    """The fallbacks run: the C extension is not there for the time being."""
+    saved = native.NATIVE
+    native.NATIVE = None
+    try:
+        yield
+    finally:
+        native.NATIVE = saved
