@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import inspect
 import itertools
+import operator
 import os
 import sys
 import time
@@ -31,6 +32,7 @@ from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, lineage, 
 from catalog.commit.intents import Intent
 from catalog.commit.plans import ReadPlan, plan
 from catalog.commit.protocol import commit
+from catalog.commit.statistics import stored_stats
 from catalog.commit.values import LineageEntry, default_author
 from catalog.errors import (
     CatalogError,
@@ -47,6 +49,7 @@ from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
 from catalog.schema.frames import column_batches
+from catalog.stats.dataset import DatasetStats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
 from catalog.storage.sink import Decoded
@@ -138,6 +141,7 @@ class DeriveJob:
     source_compression: str = "none"  # the source shard's
     index_at: str | None = None  # where the source shard's record index is (with index_checksum)
     index_checksum: str | None = None  # None: no index registered (the shard is read through)
+    source_stats: bytes | None = None  # the source shard's statistics (a batched map's, to reuse)
 
 
 class _Program:
@@ -150,6 +154,7 @@ class _Program:
         filtering = job.op.kind == FILTER
         self.test = _Compiled(RowProgram(job.source_schema, job.op.where or "", job.op.batched)) if filtering else None
         self.scalar = not self.source.sequence and all(f.is_scalar for f in self.source.features.values())
+        self.through = PassThrough(self.source, self.target, job.source_stats if job.op.kind == MAP else None)
 
     @property
     def by_row(self) -> bool:
@@ -182,7 +187,10 @@ class _Program:
             decoded = self.source.decode_spans(batch.raw, batch.starts, batch.lengths)
         else:
             decoded = self.source.decode_batch(batch)
+        before = self.through.before(decoded)
         out = self.op.fn(decoded)  # type: ignore[misc]
+        if sink.tallying:
+            self.through.tell(sink, self.through.passed(decoded, out, before))
         written = 0
         for columns, n in column_batches(out, self.target.features, arrays=True):
             framed: list[bytes] = []
@@ -227,6 +235,57 @@ class _Program:
         present there, as in a record decoded (appends count it as filled: ``filled`` is not asked)."""
         entries: dict[str, Sequence[bytes]] = {}
         return self.target.encode_columns(columns, n, None, entries if tallying else None, framed), entries
+
+
+class PassThrough:
+    """A batched map's columns passed through unchanged (the very arrays it was given, with the
+    same values after it ran), whose statistics over a whole shard are then its source shard's:
+    taken from there (ShardSink.give_stats) instead of tallied again. Only required scalars of
+    the same declaration in both schemas, and only when the source shard has statistics."""
+
+    def __init__(self, source: Schema, target: Schema, stats: bytes | None) -> None:
+        known = DatasetStats.from_bytes(stats).features if stats else {}
+        self.stats = {
+            name: known[name]
+            for name, f in target.features.items()
+            if name in known and source.features.get(name) == f and _plain_scalar(f)
+        }
+        if source.sequence or target.sequence:
+            self.stats = {}
+        self.given: set[str] | None = None  # what the shard's first batch passed through
+
+    def before(self, decoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Copies of the candidate columns, to see after the function whether it changed them
+        in place (a shallow copy of texts: Python strings do not change)."""
+        return {n: c.copy() for n in self.stats if type(c := decoded.get(n)) is np.ndarray}
+
+    def passed(self, decoded: Mapping[str, Any], out: Any, before: Mapping[str, np.ndarray]) -> set[str]:
+        """The features ``out`` (the function's output of ``decoded``) passes through unchanged."""
+        if not isinstance(out, Mapping):
+            return set()
+        return {n for n, was in before.items() if _unchanged(out.get(n), decoded[n], was)}
+
+    def tell(self, sink: ShardSink, passed: set[str]) -> None:
+        """Give ``sink`` the source's statistics of what the first batch passed through; take
+        them back if a later batch does not pass one of them through (the shard is tallied then)."""
+        if self.given is None:
+            self.given = passed if sink.give_stats({n: self.stats[n] for n in passed}) else set()
+        elif not self.given <= passed:
+            sink.take_back_stats()
+            self.given = set()
+
+
+def _plain_scalar(f: Feature) -> bool:
+    return f.is_scalar and not f.tensor and not f.optional and f.dtype in ("int64", "float32", "string", "bytes")
+
+
+def _unchanged(now: Any, given: np.ndarray, was: np.ndarray) -> bool:
+    """Whether ``now`` is the column ``given`` to the function, holding the values ``was``."""
+    if now is not given or now.dtype != was.dtype or now.shape != was.shape:
+        return False
+    if was.dtype == object:  # the same objects (immutable: str, bytes)
+        return all(map(operator.is_, now.tolist(), was.tolist()))
+    return bool(now.tobytes() == was.tobytes())  # bit for bit (a NaN equals itself here)
 
 
 def _no_beat() -> None:
@@ -468,7 +527,8 @@ def run(
     opts, progress = CommitOptions.taking(kw), kw.get("progress")
     executor, workers = where_jobs_run(op, executor=kw.get("executor"), workers=kw.get("workers"))
     with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
-        jobs = [_job(src, dst, op, snap, s, intent.prefix(i)) for i, s in enumerate(shards)]
+        known = _source_stats(src, dst, op, shards)
+        jobs = [_job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel)) for i, s in enumerate(shards)]
         done = (lambda job, _r: progress(job.records)) if progress else None
         results = run_jobs(derive_shard, jobs, ex, intent, done)
         added = [
@@ -488,12 +548,23 @@ def run(
     return report
 
 
-def _job(src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, s: LiveShard, prefix: str) -> DeriveJob:
+def _source_stats(src: DatasetHandle, dst: DatasetHandle, op: Operation, shards: list[LiveShard]) -> dict[str, bytes]:
+    """The source shards' stored statistics by path, for a batched map to reuse those of the
+    columns it passes through (PassThrough); none for other operations or without statistics."""
+    if op.kind != MAP or not op.batched or not dst.catalog.statistics:
+        return {}
+    return {path: stats.to_bytes() for path, stats in stored_stats(src, [s.rel for s in shards]).items()}
+
+
+def _job(
+    src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, s: LiveShard, prefix: str,
+    stats: bytes | None = None,
+) -> DeriveJob:  # fmt: skip
     cat = dst.catalog
     return DeriveJob(
         op, snap.schema.to_json(), dst.schema.to_json(), s.path, s.records, s.bytes, dst.compression,
         cat.store.root, dst.name, prefix, cat.statistics, s.checksum, s.fingerprint, s.location is not None,
-        s.compression, cat.store.index_url(s.rel), s.index_checksum,
+        s.compression, cat.store.index_url(s.rel), s.index_checksum, stats,
     )  # fmt: skip
 
 
