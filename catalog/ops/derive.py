@@ -527,7 +527,7 @@ def run(
     opts, progress = CommitOptions.taking(kw), kw.get("progress")
     executor, workers = where_jobs_run(op, executor=kw.get("executor"), workers=kw.get("workers"))
     with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
-        known = _source_stats(src, dst, op, shards)
+        known = _source_stats(src, dst, op, [s for s in shards if s.schema_version == snap.schema_version])
         jobs = [_job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel)) for i, s in enumerate(shards)]
         done = (lambda job, _r: progress(job.records)) if progress else None
         results = run_jobs(derive_shard, jobs, ex, intent, done)
@@ -550,7 +550,9 @@ def run(
 
 def _source_stats(src: DatasetHandle, dst: DatasetHandle, op: Operation, shards: list[LiveShard]) -> dict[str, bytes]:
     """The source shards' stored statistics by path, for a batched map to reuse those of the
-    columns it passes through (PassThrough); none for other operations or without statistics."""
+    columns it passes through (PassThrough); none for other operations or without statistics.
+    (The caller passes the shards written under the schema version read: an older shard's
+    statistics were tallied under another declaration, class names for one.)"""
     if op.kind != MAP or not op.batched or not dst.catalog.statistics:
         return {}
     return {path: stats.to_bytes() for path, stats in stored_stats(src, [s.rel for s in shards]).items()}
