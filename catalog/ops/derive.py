@@ -45,6 +45,7 @@ from catalog.executors import executor_for, run_jobs
 from catalog.manifest import COMMITS, SHARDS
 from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
 from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
+from catalog.readers.batches import records as plan_records
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
@@ -447,7 +448,9 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     if given is not None:
         return given
     read = plan(src, snap.version, split)
-    first = list(itertools.islice(rows(read, None), INFER_ROWS))
+    # a batched map's first records decoded a batch at once, as its jobs decode them (not a row
+    # made of each, encoded again and decoded: most of this inference's time)
+    first: list[Any] = list(itertools.islice(plan_records(read) if op.batched else rows(read, None), INFER_ROWS))
     if not first:
         raise UsageError(f"map: {src.name!r} has no row to infer the output schema from: give schema=")
     outputs = _first_outputs(op, snap.schema, first, read)
@@ -460,13 +463,15 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
 
 
-def _first_outputs(op: Operation, schema: Schema, first: list[dict[str, Any]], read: ReadPlan) -> Any:
-    """The function's outputs of the ``first`` rows of ``read``; a failure names the source
-    shard and record, as one in the jobs does (a batch: its first record, and how many)."""
+def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPlan) -> Any:
+    """The function's outputs of the ``first`` rows of ``read`` (batched: its first records);
+    a failure names the source shard and record, as one in the jobs does (a batch: its first
+    record, and how many)."""
     outputs: list[Any] = []
+    batch = schema.decode_batch(first) if op.batched else None
     try:
         if op.batched:
-            return op.fn(schema.decode_batch([schema.encode(r) for r in first]))  # type: ignore[misc]
+            return op.fn(batch)  # type: ignore[misc]
         for row in first:
             outputs.append(_row_of(op.fn(row)))  # type: ignore[misc]
         return outputs

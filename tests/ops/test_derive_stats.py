@@ -124,3 +124,13 @@ def test_a_column_passed_through_in_a_shards_first_batch_only_is_tallied_from_th
     assert CALLS[0] > 2
     assert reused == ["d", "id", "length", "name", "score"]  # the shard tallied again, whole
     assert _stats(cat, "reused") == _stats(cat, "tallied")
+
+
+def test_a_batched_maps_schema_is_inferred_from_its_first_records_decoded_as_one_batch(tmp_path, monkeypatch):
+    cat = _source(tmp_path)
+    monkeypatch.setattr(derive, "rows", lambda *a, **k: pytest.fail("the first rows made one by one"))
+    cat.dataset("src").map(lengths, into="out", batched=True, workers=1)
+    out = cat.dataset("out")
+    assert list(out.schema.features) == ["id", "name", "score", "d", "length"]
+    assert out.schema.features["d"] == cat.dataset("src").schema.features["d"]  # its default kept
+    assert [r["length"] for r in out.read()][:4] == [0, 3, 6, 9]
