@@ -104,6 +104,8 @@ def test_the_columns_a_batched_map_passes_through_keep_their_source_shards_stati
     d = next(f for f in _stats(cat, "reused") if f["feature"] == "d")
     assert d["filled"] == 0 and d["present"] == 1000  # the source's 200 filled: written as values now
     assert [s.records for s in cat.dataset("reused").shards()] == [600, 400]
+    cat.dataset("src").map(lengths, into="pool", batched=True, workers=2)  # the statistics sent to workers
+    assert _stats(cat, "pool") == _stats(cat, "reused")
 
 
 def test_a_column_changed_in_place_is_tallied(tmp_path, monkeypatch):
