@@ -44,7 +44,7 @@ from catalog.errors import (
 from catalog.executors import executor_for, run_jobs
 from catalog.manifest import COMMITS, SHARDS
 from catalog.ops.options import CommitOptions, RunKeywords, Unpack, VerbKeywords
-from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, where_jobs_run
+from catalog.ops.rowchanges import RowProgram, Where, _Compiled, describe_where, job_schema, where_jobs_run
 from catalog.readers.batches import records as plan_records
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
@@ -150,8 +150,8 @@ class _Program:
 
     def __init__(self, job: DeriveJob) -> None:
         self.op = job.op
-        self.source = Schema.from_json(job.source_schema)
-        self.target = Schema.from_json(job.target_schema) if job.op.kind == MAP else self.source
+        self.source = job_schema(job.source_schema)
+        self.target = job_schema(job.target_schema) if job.op.kind == MAP else self.source
         filtering = job.op.kind == FILTER
         self.test = _Compiled(RowProgram(job.source_schema, job.op.where or "", job.op.batched)) if filtering else None
         self.scalar = not self.source.sequence and all(f.is_scalar for f in self.source.features.values())
