@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,12 +52,14 @@ from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
 from catalog.schema.frames import column_batches
 from catalog.stats.dataset import DatasetStats
-from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
+from catalog.storage import UNLIMITED, ShardFile, ShardSink, Store, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
+from catalog.storage.names import index_folder, index_rel
 from catalog.storage.sink import Decoded
 from catalog.words import counted
 
 FILTER, MAP = "filter", "map"
+Derived = tuple[int, ShardFile | None]  # a job's result: records written, the new shard (None: none)
 INFER_ROWS = 1000  # a map's schema, when not given, is inferred from its outputs of this many rows
 
 
@@ -143,6 +146,7 @@ class DeriveJob:
     index_at: str | None = None  # where the source shard's record index is (with index_checksum)
     index_checksum: str | None = None  # None: no index registered (the shard is read through)
     source_stats: bytes | None = None  # the source shard's statistics (a batched map's, to reuse)
+    sync: bool = True  # False: the new shard's files are not fsynced by the job (Syncs does it)
 
 
 class _Program:
@@ -313,7 +317,14 @@ def derive_shard(job: DeriveJob) -> tuple[int, ShardFile | None]:
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     target = program.target if job.statistics else None
     sink = ShardSink(
-        job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=target
+        job.data_root,
+        job.dataset,
+        job.prefix,
+        UNLIMITED,
+        UNLIMITED,
+        job.sync,
+        compression=job.compression,
+        schema=target,
     )
     written = 0
     try:
@@ -530,12 +541,19 @@ def run(
     report = DeriveReport(dst.name, src.name, snap.version, op.describe(), split=split)
     origin = f"{op.kind} of {src.name} version {snap.version}"
     opts, progress = CommitOptions.taking(kw), kw.get("progress")
+    here = kw.get("executor") is None  # the jobs run on this machine: their files synced here, together
     executor, workers = where_jobs_run(op, executor=kw.get("executor"), workers=kw.get("workers"))
-    with executor_for(executor, workers, max(len(shards), 1)) as ex, Intent.of(dst) as intent:
+    with (
+        executor_for(executor, workers, max(len(shards), 1)) as ex,
+        Intent.of(dst) as intent,
+        Syncs(dst.catalog.store, dst.name, here) as syncs,
+    ):
         known = _source_stats(src, dst, op, [s for s in shards if s.schema_version == snap.schema_version])
-        jobs = [_job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel)) for i, s in enumerate(shards)]
-        done = (lambda job, _r: progress(job.records)) if progress else None
-        results = run_jobs(derive_shard, jobs, ex, intent, done)
+        jobs = [
+            _job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel), sync=not here) for i, s in enumerate(shards)
+        ]
+        results = run_jobs(derive_shard, jobs, ex, intent, syncs.after(progress))
+        syncs.wait()
         added = [
             NewShard(replace(f, source=origin), None, None, s.split)
             for s, (_n, f) in zip(shards, results, strict=True)
@@ -565,14 +583,65 @@ def _source_stats(src: DatasetHandle, dst: DatasetHandle, op: Operation, shards:
 
 def _job(
     src: DatasetHandle, dst: DatasetHandle, op: Operation, snap: Snapshot, s: LiveShard, prefix: str,
-    stats: bytes | None = None,
+    stats: bytes | None = None, sync: bool = True,
 ) -> DeriveJob:  # fmt: skip
     cat = dst.catalog
     return DeriveJob(
         op, snap.schema.to_json(), dst.schema.to_json(), s.path, s.records, s.bytes, dst.compression,
         cat.store.root, dst.name, prefix, cat.statistics, s.checksum, s.fingerprint, s.location is not None,
-        s.compression, cat.store.index_url(s.rel), s.index_checksum, stats,
+        s.compression, cat.store.index_url(s.rel), s.index_checksum, stats, sync,
     )  # fmt: skip
+
+
+class Syncs:
+    """The new shards' files made durable by this process, when the jobs run on this machine
+    (``enabled``) and write them without fsync: each job's files fsynced on threads as the job
+    ends (an fsync lets go of the GIL: the next shard's work goes on meanwhile, and the disk
+    takes several at once: 16 fsyncs of 3 MB files took a third of the time together), then
+    their folders, all before the commit, as each job's own syncs were (ShardSink: fsync, then
+    rename; here the rename comes first, of a file nothing registers until the commit). Jobs
+    on other machines (an executor given: Dask) sync their own files, as before."""
+
+    THREADS = 4
+
+    def __init__(self, store: Store, dataset: str, enabled: bool) -> None:
+        self.store, self.dataset, self.enabled = store, dataset, enabled
+        self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="catalog-fsync") if enabled else None
+        self._pending: list[Future[None]] = []
+        self._indexed = False
+
+    def __enter__(self) -> Syncs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:  # (on a failure too: no fsync left running when the files go)
+            self._pool.shutdown(wait=True)
+
+    def after(
+        self, progress: Callable[[int], None] | None
+    ) -> Callable[[DeriveJob, tuple[int, ShardFile | None]], None]:
+        """run_jobs' callback of each finished job: its files synced, its progress told."""
+
+        def done(job: DeriveJob, result: tuple[int, ShardFile | None]) -> None:
+            if self._pool is not None and result[1] is not None:
+                rel = result[1].rel
+                self._pending.append(self._pool.submit(self.store.sync_file, rel))
+                if result[1].index_checksum is not None:
+                    self._pending.append(self._pool.submit(self.store.sync_file, index_rel(rel)))
+                    self._indexed = True
+            if progress is not None:
+                progress(job.records)
+
+        return done
+
+    def wait(self) -> None:
+        """Every file synced (the first failure raised), then their folders."""
+        for fut in self._pending:
+            fut.result()
+        if self._pending:
+            self.store.sync_dir(self.dataset)
+            if self._indexed:
+                self.store.sync_dir(index_folder(self.dataset))
 
 
 # --------------------------------------------------------------------------- lineage and refresh
