@@ -549,9 +549,7 @@ def run(
         Syncs(dst.catalog.store, dst.name, here) as syncs,
     ):
         known = _source_stats(src, dst, op, [s for s in shards if s.schema_version == snap.schema_version])
-        jobs = [
-            _job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel), sync=not here) for i, s in enumerate(shards)
-        ]
+        jobs = [_job(src, dst, op, snap, s, intent.prefix(i), known.get(s.rel), not here) for i, s in enumerate(shards)]
         results = run_jobs(derive_shard, jobs, ex, intent, syncs.after(progress))
         syncs.wait()
         added = [
