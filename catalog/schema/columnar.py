@@ -594,11 +594,10 @@ def _slices(batch: _Batch, vrec: Arr, vs: Arr, ve: Arr, text: bool) -> list[Any]
     raw = batch.raw
     if not text:
         return native.slices(raw, vs, ve)
+    decoded = native.texts(raw, vs, ve)
+    if decoded is not None:
+        return decoded
     spans = list(zip(vs.tolist(), ve.tolist(), strict=True))
-    try:
-        return [raw[a:b].decode("utf-8") for a, b in spans]
-    except UnicodeDecodeError:
-        pass
     out: list[Any] = []
     for r, (a, b) in zip(vrec.tolist(), spans, strict=True):
         try:

@@ -250,6 +250,31 @@ done:
     return result;
 }
 
+/* texts(buf, starts, ends) -> list[str] | None: each range decoded as UTF-8; None when one is not */
+static PyObject *texts(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyList_New(r.n);
+    const char *buf = r.data.buf;
+    const int64_t *s = r.starts.buf, *e = r.ends.buf;
+    for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
+        PyObject *item = PyUnicode_DecodeUTF8(buf + s[i], (Py_ssize_t)(e[i] - s[i]), NULL);
+        if (item != NULL) {
+            PyList_SET_ITEM(out, i, item);
+            continue;
+        }
+        Py_CLEAR(out);
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            out = Py_None;
+            Py_INCREF(out);
+            break;
+        }
+    }
+    ranges_release(&r);
+    return out;
+}
+
 /* ------------------------------------------------------------------ parse_example */
 
 /* What a parse step says: go on, or stop because the layout is not the regular one (the
@@ -424,6 +449,7 @@ static PyMethodDef methods[] = {
     {"crc32c_ranges", crc32c_ranges, METH_VARARGS, "CRC32C of each buf[starts[i]:ends[i]], as native-order uint32s."},
     {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
+    {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},
     {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
     {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
     {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},

@@ -51,6 +51,17 @@ def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
+    """Each ``buf[starts[i]:ends[i]]`` decoded as UTF-8; None when one of them is not UTF-8."""
+    if NATIVE is not None:
+        return NATIVE.texts(buf, _int64(starts), _int64(ends))
+    data = bytes(buf)
+    try:
+        return [data[a:b].decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    except UnicodeDecodeError:
+        return None
+
+
 def parse_example(data: Any) -> Kinded | None:
     """A tf.train.Example laid out as serializers write it, as ``{name: (kind, values)}``
     (a Feature with no list set left out); None for any other layout (unknown or repeated

@@ -287,3 +287,26 @@ def _without_native() -> Iterator[None]:
         yield
     finally:
         native.NATIVE = saved
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=8).map(lambda t: t.encode("utf-8")), st.binary(max_size=6)), max_size=10))
+def test_texts_decode_as_python_does(values: list[bytes]) -> None:
+    buf = b"".join(values)
+    ends = np.cumsum([len(v) for v in values], dtype=np.int64)
+    starts = ends - np.array([len(v) for v in values], dtype=np.int64)
+    fast = native.texts(buf, starts, ends)
+    with _without_native():
+        slow = native.texts(buf, starts, ends)
+    assert fast == slow
+    if slow is None:
+        assert any(not _is_utf8(v) for v in values)
+
+
+def _is_utf8(v: bytes) -> bool:
+    try:
+        v.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
