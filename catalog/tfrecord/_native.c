@@ -275,6 +275,192 @@ static PyObject *texts(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ------------------------------------------------------------------ encode_plain */
+
+/* encode_plain(columns, n, framed) -> (buf, starts, ends)
+ * Examples of n rows whose features are all plain scalars, written as the encoders write them
+ * (map entries in the columns' order). columns: a sequence of (key bytes, kind, values, sizes)
+ * with kind 0 an int64 (values: n non-negative int64s), 1 a float32 (values: n float32s), 2 a
+ * text (values: the UTF-8 bytes of all, sizes: n int64 byte counts). With framed, each record
+ * has its TFRecord header and footer around it and buf is the framed records back to back;
+ * starts/ends (int64 bytes) locate each record's own bytes in buf. */
+
+static Py_ssize_t varint_len(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* a length-delimited field's size with its one-byte tag */
+static Py_ssize_t field_len(Py_ssize_t n) { return 1 + varint_len((uint64_t)n) + n; }
+
+static unsigned char *put_head(unsigned char *p, unsigned char tag, Py_ssize_t n) {
+    *p++ = tag;
+    return put_varint(p, (uint64_t)n);
+}
+
+typedef struct {
+    Py_buffer key, values, sizes;
+    int kind;
+    const int64_t *text_at; /* texts: where each one starts in values */
+} Column;
+
+static void columns_release(Column *cols, Py_ssize_t k) {
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (cols[c].key.obj) PyBuffer_Release(&cols[c].key);
+        if (cols[c].values.obj) PyBuffer_Release(&cols[c].values);
+        if (cols[c].sizes.obj) PyBuffer_Release(&cols[c].sizes);
+        PyMem_Free((void *)cols[c].text_at);
+    }
+    PyMem_Free(cols);
+}
+
+static int column_get(PyObject *item, Column *col, Py_ssize_t n) {
+    PyObject *key, *values, *sizes;
+    if (!PyArg_ParseTuple(item, "OiOO", &key, &col->kind, &values, &sizes)) return -1;
+    if (PyObject_GetBuffer(key, &col->key, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(values, &col->values, PyBUF_SIMPLE) < 0)
+        return -1;
+    Py_ssize_t want = col->kind == 0 ? n * 8 : col->kind == 1 ? n * 4 : -1;
+    if (col->kind < 0 || col->kind > 2 || (want >= 0 && col->values.len != want)) {
+        PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");
+        return -1;
+    }
+    if (col->kind != 2) return 0;
+    if (PyObject_GetBuffer(sizes, &col->sizes, PyBUF_SIMPLE) < 0) return -1;
+    if (col->sizes.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "a text column's sizes do not fit n rows");
+        return -1;
+    }
+    int64_t *at = PyMem_Malloc((size_t)(n ? n : 1) * 8), total = 0;
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    col->text_at = at;
+    const int64_t *sz = col->sizes.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (sz[i] < 0 || sz[i] > (int64_t)col->values.len - total) {
+            PyErr_SetString(PyExc_ValueError, "a text column's sizes run past its bytes");
+            return -1;
+        }
+        at[i] = total;
+        total += sz[i];
+    }
+    return 0;
+}
+
+/* the serialized Feature's length of row i */
+static Py_ssize_t feature_len(const Column *col, Py_ssize_t i) {
+    if (col->kind == 0) return field_len(field_len(varint_len((uint64_t)((const int64_t *)col->values.buf)[i])));
+    if (col->kind == 1) return field_len(field_len(4));
+    return field_len(field_len((Py_ssize_t)((const int64_t *)col->sizes.buf)[i]));
+}
+
+static unsigned char *put_feature(unsigned char *p, const Column *col, Py_ssize_t i) {
+    if (col->kind == 0) {
+        uint64_t v = (uint64_t)((const int64_t *)col->values.buf)[i];
+        Py_ssize_t vl = varint_len(v);
+        p = put_head(p, 0x1A, field_len(vl));
+        p = put_head(p, 0x0A, vl);
+        return put_varint(p, v);
+    }
+    if (col->kind == 1) {
+        p = put_head(p, 0x12, field_len(4));
+        p = put_head(p, 0x0A, 4);
+        memcpy(p, (const char *)col->values.buf + 4 * i, 4);
+        return p + 4;
+    }
+    Py_ssize_t t = (Py_ssize_t)((const int64_t *)col->sizes.buf)[i];
+    p = put_head(p, 0x0A, field_len(t));
+    p = put_head(p, 0x0A, t);
+    memcpy(p, (const char *)col->values.buf + col->text_at[i], (size_t)t);
+    return p + t;
+}
+
+static Py_ssize_t entry_len(const Column *col, Py_ssize_t i) {
+    return field_len(field_len(col->key.len) + field_len(feature_len(col, i)));
+}
+
+static unsigned char *put_entry(unsigned char *p, const Column *col, Py_ssize_t i) {
+    Py_ssize_t f = feature_len(col, i);
+    p = put_head(p, 0x0A, field_len(col->key.len) + field_len(f));
+    p = put_head(p, 0x0A, col->key.len);
+    memcpy(p, col->key.buf, (size_t)col->key.len);
+    p += col->key.len;
+    p = put_head(p, 0x12, f);
+    return put_feature(p, col, i);
+}
+
+static PyObject *encode_plain(PyObject *self, PyObject *args) {
+    PyObject *seq, *result = NULL, *buf = NULL, *starts = NULL, *ends = NULL;
+    Py_ssize_t n;
+    int framed;
+    if (!PyArg_ParseTuple(args, "Onp", &seq, &n, &framed)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
+    if (fast == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    Column *cols = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Column));
+    if (cols == NULL) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t c = 0; c < k; c++)
+        if (column_get(PySequence_Fast_GET_ITEM(fast, c), &cols[c], n) < 0) goto done;
+    Py_ssize_t room = framed ? 16 : 0, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t body = 0;
+        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        total += room + field_len(body);
+    }
+    buf = PyBytes_FromStringAndSize(NULL, total);
+    starts = PyBytes_FromStringAndSize(NULL, n * 8);
+    ends = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (buf == NULL || starts == NULL || ends == NULL) goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(buf);
+    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *e = (int64_t *)PyBytes_AS_STRING(ends);
+    const unsigned char *base = p;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t body = 0;
+        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        unsigned char *header = p;
+        if (framed) p += 12;
+        s[i] = p - base;
+        p = put_head(p, 0x0A, body);
+        for (Py_ssize_t c = 0; c < k; c++) p = put_entry(p, &cols[c], i);
+        e[i] = p - base;
+        if (framed) {
+            uint64_t len = (uint64_t)(e[i] - s[i]);
+            for (int b = 0; b < 8; b++) header[b] = (unsigned char)(len >> (8 * b));
+            uint32_t hc = masked(crc_fn(0, header, 8)), dc = masked(crc_fn(0, base + s[i], (size_t)len));
+            for (int b = 0; b < 4; b++) {
+                header[8 + b] = (unsigned char)(hc >> (8 * b));
+                p[b] = (unsigned char)(dc >> (8 * b));
+            }
+            p += 4;
+        }
+    }
+    result = PyTuple_Pack(3, buf, starts, ends);
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    columns_release(cols, k);
+    Py_DECREF(fast);
+    return result;
+}
+
 /* ------------------------------------------------------------------ parse_example */
 
 /* What a parse step says: go on, or stop because the layout is not the regular one (the
@@ -450,6 +636,7 @@ static PyMethodDef methods[] = {
     {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
     {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},
+    {"encode_plain", encode_plain, METH_VARARGS, "Examples of plain scalar columns, optionally framed."},
     {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
     {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
     {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},
