@@ -71,6 +71,7 @@ from catalog.tfrecord.framing import (
     framing_fault,
     read_record_batches,
     starts_framed,
+    whole_records,
 )
 from catalog.tfrecord.sources import regular_file_problem
 from catalog.words import counted
@@ -228,11 +229,11 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
         for chunk in ahead.chunks(pool):
             raw = rest + chunk + pad if rest else chunk + pad
             end = len(raw) - len(pad)
-            at, lens, pos = _walk(raw, end)
+            at, lens, pos = whole_records(raw, end)
             if not _fits(raw, pos, end, base, size):
                 return None
-            if at:
-                starts, n = np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64)
+            if len(at):
+                starts, n = at, lens
                 if framing_fault(raw, starts, n, known) is not None:
                     return None
                 for lo, hi in _groups(starts):
@@ -264,24 +265,6 @@ def _groups(starts: np.ndarray) -> Iterator[tuple[int, int]]:
     for lo, hi in itertools.pairwise(bounds):
         if hi > lo:
             yield lo, hi
-
-
-def _walk(raw: bytes, end: int) -> tuple[list[int], list[int], int]:
-    """The records wholly in ``raw[:end]`` by their lengths (checked afterwards): their header
-    offsets and data lengths, and where the first record not wholly there starts."""
-    unpack = _U64.unpack_from
-    at: list[int] = []
-    lens: list[int] = []
-    pos = 0
-    while pos + FRAMING <= end:
-        n = unpack(raw, pos)[0]
-        stop = pos + FRAMING + n
-        if stop > end:
-            break
-        at.append(pos)
-        lens.append(n)
-        pos = stop
-    return at, lens, pos
 
 
 def _fits(raw: bytes, pos: int, end: int, base: int, size: int | None) -> bool:

@@ -194,8 +194,13 @@ class RecordReader:
 
     def read_one(self, position: int) -> bytes:
         """The record at ``position``: ``read`` for one record, without its per-batch work."""
-        with self.local.lock, self._closing():
-            return self._read_one(position)
+        local = self.local
+        with local.lock:  # (no _closing context: a row's read is hot, and this is what it does)
+            try:
+                return self._read_one(position, local)
+            finally:
+                if local.retired:
+                    self._close_retired(local)
 
     @contextlib.contextmanager
     def _closing(self) -> Iterator[None]:
@@ -203,14 +208,17 @@ class RecordReader:
         try:
             yield
         finally:
-            retired, self.local.retired = self.local.retired, []
-            for f in retired:
-                f.close()
+            self._close_retired(self.local)
 
-    def _read_one(self, position: int) -> bytes:
+    @staticmethod
+    def _close_retired(local: _Local) -> None:
+        retired, local.retired = local.retired, []
+        for f in retired:
+            f.close()
+
+    def _read_one(self, position: int, local: _Local) -> bytes:
         i = bisect.bisect_right(self._firsts, position) - 1
         rec = position - self._firsts[i] + self._starts[i]
-        local = self.local
         shard = local.shards.get(i) or self._shard(i)
         start, end = int(shard.bounds[rec]), int(shard.bounds[rec + 1])
         f = None if shard.remote else local.files.get(i) or self._file(i, shard)
@@ -218,7 +226,7 @@ class RecordReader:
         if len(data) != end - start:  # remote, or cut since it was opened
             data = self._fetch(np.array([i]), np.array([start]), np.array([end]))[0]
         length = end - start - FRAMING
-        known = self.local.headers
+        known = local.headers
         header_crc = known.get(length)
         if header_crc is None:
             header_crc = known[length] = masked_crc32c(length.to_bytes(8, "little"))

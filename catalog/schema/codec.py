@@ -8,7 +8,7 @@ back to for every record it does not take.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from catalog.schema.features import SHAPE_SUFFIX, Feature, ListTally
 from catalog.schema.frames import as_lists, python_values
 from catalog.schema.packing import encode_plain
 from catalog.tfrecord import example as wire
-from catalog.tfrecord import proto
+from catalog.tfrecord import native, proto
 from catalog.words import counted
 
 # What columnar encoding takes: rows as one sequence per feature (None: missing); and fills
@@ -37,6 +37,12 @@ def decode_kinds(data: bytes) -> Kinded:
     A ``Feature`` with no list type set (``tf.train.Feature()``, TFX's missing value) is
     left out: TensorFlow treats it as absent, so a default fills it.
     """
+    fast = native.parse_example(data)  # the usual layout, in C; anything else goes to protobuf
+    return fast if fast is not None else kinds_by_protobuf(data)
+
+
+def kinds_by_protobuf(data: bytes) -> Kinded:
+    """:func:`decode_kinds` by protobuf's own parse: any layout, and its errors."""
     try:
         ex = proto.Example.FromString(data)
     except Exception as e:  # upb raises DecodeError, but be safe against any runtime
@@ -149,6 +155,11 @@ class RowCodec:
         self.plan = [(name, enc, self.default_entries.get(name)) for name, enc in self.encoders.items()]
         shapes = {f.name + SHAPE_SUFFIX for f in self.features.values() if f.stores_shape}
         self.allowed = frozenset(self.features) | shapes  # every key a record may hold
+        # decode's quick path: a reader a feature, None where only the checked path will do
+        readers = [(name, _quick_reader(f)) for name, f in self.features.items()]
+        self.quick: list[tuple[str, Callable[[Any], Any]]] | None = (
+            [(name, r) for name, r in readers if r is not None] if all(r for _, r in readers) else None
+        )
 
     # ---- encoding
     def encode(self, row: Mapping[str, Any], filled: list[str] | None = None) -> bytes:
@@ -299,6 +310,19 @@ class RowCodec:
     # ---- decoding
     def decode(self, data: bytes) -> dict[str, Any]:
         kinded = decode_kinds(data)
+        if self.quick is not None and kinded.keys() <= self.features.keys():
+            row: dict[str, Any] = {}
+            for name, read in self.quick:
+                value = read(kinded.get(name))
+                if value is _CHECK:
+                    break
+                row[name] = value
+            else:
+                return row
+        return self._decode_checked(kinded)
+
+    def _decode_checked(self, kinded: Kinded) -> dict[str, Any]:
+        """decode's every rule, each error as the checks say it."""
         self.check_decoded(kinded)
         row: dict[str, Any] = {}
         for name, feat in self.features.items():
@@ -341,6 +365,67 @@ class RowCodec:
                 if f.has_default
             )
         return {name: build_column(f, columns[name], shapes.get(name), count) for name, f in self.features.items()}
+
+
+_CHECK = object()  # a quick reader's "not mine: go the checked way"
+
+
+def _quick_reader(feat: Feature) -> Callable[[Any], Any] | None:
+    """A reader of one feature's ``(kind, values)`` (None: absent) into its row value, for
+    values in the plain form only: present, of the kind and count wanted, text valid. It
+    answers _CHECK for anything else, and decode then goes the checked way (which raises the
+    error, fills a default, reads a stored shape). None: a feature only that way will do."""
+    if feat.optional or feat.stores_shape:
+        return None
+    kind, size = feat.wire_kind, feat.size
+    if feat.tensor:
+        dtype, shape, nbytes = feat.np_dtype, feat.shape, (size or 0) * feat.np_dtype.itemsize
+
+        def tensor(got: Any) -> Any:
+            if got is None or got[0] != kind or len(got[1]) != 1 or len(got[1][0]) != nbytes:
+                return _CHECK
+            return np.frombuffer(got[1][0], dtype=dtype).reshape(shape).copy()
+
+        return tensor
+    if feat.dtype == "string":
+        return _text_reader(feat)
+    if not feat.is_scalar:
+        return _list_reader(feat)
+
+    def scalar(got: Any) -> Any:
+        return got[1][0] if got is not None and got[0] == kind and len(got[1]) == 1 else _CHECK
+
+    return scalar
+
+
+def _text_reader(feat: Feature) -> Callable[[Any], Any] | None:
+    kind, scalar = feat.wire_kind, feat.is_scalar
+    if not (scalar or feat.is_varlen):
+        return None
+
+    def text(got: Any) -> Any:
+        if got is None or got[0] != kind or (scalar and len(got[1]) != 1):
+            return _CHECK
+        try:
+            return got[1][0].decode("utf-8") if scalar else [v.decode("utf-8") for v in got[1]]
+        except UnicodeDecodeError:
+            return _CHECK
+
+    return text
+
+
+def _list_reader(feat: Feature) -> Callable[[Any], Any]:
+    kind, size, shape, dtype = feat.wire_kind, feat.size, feat.shape, feat.np_dtype
+    numeric = dtype.kind != "O"
+
+    def values(got: Any) -> Any:
+        if got is None or got[0] != kind or (size is not None and len(got[1]) != size):
+            return _CHECK
+        if size is None:  # variable length
+            return np.array(got[1], dtype=dtype) if numeric else got[1]
+        return np.array(got[1], dtype=dtype if numeric else object).reshape(shape)
+
+    return values
 
 
 def _row_value(feat: Feature, values: list[Any]) -> Any:

@@ -31,6 +31,7 @@ from numpy.lib.stride_tricks import as_strided
 from catalog.schema.codec import RowCodec, build_column
 from catalog.schema.features import SHAPE_SUFFIX, Feature
 from catalog.tfrecord import example as wire
+from catalog.tfrecord import native
 
 Arr = npt.NDArray[Any]
 Values = Any  # of E entries: an (E, *shape) array, or a list of E per-record values (varlen)
@@ -591,13 +592,12 @@ def _object_array(values: list[Any], shape: tuple[int, ...]) -> Arr:
 def _slices(batch: _Batch, vrec: Arr, vs: Arr, ve: Arr, text: bool) -> list[Any]:
     """The values ``raw[vs:ve]``, decoded when ``text``; invalid UTF-8 sends its record slow."""
     raw = batch.raw
-    spans = list(zip(vs.tolist(), ve.tolist(), strict=True))
     if not text:
-        return [raw[a:b] for a, b in spans]
-    try:
-        return [raw[a:b].decode("utf-8") for a, b in spans]
-    except UnicodeDecodeError:
-        pass
+        return native.slices(raw, vs, ve)
+    decoded = native.texts(raw, vs, ve)
+    if decoded is not None:
+        return decoded
+    spans = list(zip(vs.tolist(), ve.tolist(), strict=True))
     out: list[Any] = []
     for r, (a, b) in zip(vrec.tolist(), spans, strict=True):
         try:

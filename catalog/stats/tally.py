@@ -9,6 +9,7 @@ updated with arrays, strings counted once per batch (a Counter) before the sketc
 
 from __future__ import annotations
 
+import copy
 import json
 import weakref
 from collections import Counter, deque
@@ -106,9 +107,14 @@ class Tally:
     batches the helper process (catalog.stats.helper) has room for go to it, on another core;
     the rest are tallied here, and the two parts merge in ``result``."""
 
-    def __init__(self, schema: Schema, helper: bool = True) -> None:
+    def __init__(self, schema: Schema, helper: bool = True, given: Mapping[str, FeatureStats] | None = None) -> None:
         self.schema = schema
-        self._want_helper = helper
+        # Features whose statistics over the whole shard the writer knows already (a map's
+        # columns passed through unchanged: its source shard's), not tallied again; the helper
+        # tallies every feature of the records it takes, so it is not asked then.
+        self._given = dict(given or {})
+        self._recount_all = False  # a given feature stopped being given: the shard is read again
+        self._want_helper = helper and not self._given
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
         self._batches = 0  # batches tallied here
@@ -273,6 +279,8 @@ class Tally:
         and, when the caller has them, its ``ragged`` columns' values joined."""
         self.stats.records += n
         for name, feat in self._features.items():
+            if name in self._given:
+                continue
             fs = self.stats.features[name]
             mask = absent.get(name)
             lacked = int(np.count_nonzero(mask)) if mask is not None else 0
@@ -286,12 +294,21 @@ class Tally:
                 _add_column(fs, feat, columns[name], name in self._sequence, feed)
         self._batches += 1
 
+    def ungive(self) -> None:
+        """The features given whole are not so after all (a map passed a column through in some
+        batches only): the shard is tallied again from its file (``result``'s ``reread``)."""
+        self._recount_all = bool(self._given)
+
     def result(self, reread: Reread | None = None) -> DatasetStats:
         """The shard's statistics. ``reread``: the shard's records again, batch by batch, for
-        when the helper was lost with its part (the whole shard is then tallied here)."""
+        when the helper was lost with its part, or given features were taken back (the whole
+        shard is then tallied here)."""
         self.flush()
         self._bytes.apply(self.stats.features)
-        if self._helper is not None:
+        if self._recount_all or any(fs.records != self.stats.records for fs in self._given.values()):
+            self._recount(reread)  # (given features included: tallied from the records)
+            self._given.clear()
+        elif self._helper is not None:
             self._merge_helper(reread)
         for name, fs in self.stats.features.items():
             if self._exact_fills is not None:
@@ -300,6 +317,8 @@ class Tally:
                 fs.filled += self._writer_fills[name]
             fs.present = fs.records - fs.missing - fs.filled
         self._writer_fills.clear()
+        for name, given in self._given.items():
+            self.stats.features[name] = _written_again(given)
         return self.stats
 
     def _merge_helper(self, reread: Reread | None) -> None:
@@ -345,6 +364,14 @@ class Tally:
         if self._finalizer is not None:
             self._finalizer()
             self._helper = None
+
+
+def _written_again(fs: FeatureStats) -> FeatureStats:
+    """A feature's statistics once its records' values are written again, as a map writes a
+    column it passed through: a default its source read is now a value there (present)."""
+    out = copy.copy(fs)
+    out.present, out.filled = fs.present + fs.filled, 0
+    return out
 
 
 class ByteCounts:

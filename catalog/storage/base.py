@@ -216,6 +216,11 @@ class Store(abc.ABC):
         """Make the publications in a dataset folder (or index folder) durable."""
         self.io.sync_folder(self._prefix + dataset)
 
+    def sync_file(self, rel: str) -> None:
+        """Make the bytes of ``rel``, published without ``sync`` by a process of this machine,
+        durable (then its folder's publication: sync_dir)."""
+        self.io.sync_file(self.url(rel))
+
     @abc.abstractmethod
     def link(self, source: str, rel: str) -> bool:
         """Make ``rel`` hold the bytes of the stored shard ``source`` without reading them

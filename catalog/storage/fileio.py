@@ -257,6 +257,10 @@ class FileIO(ABC):
         """Make the publications in the folder ``location`` durable."""
 
     @abstractmethod
+    def sync_file(self, location: str) -> None:
+        """Make the bytes of a file published without ``sync`` durable."""
+
+    @abstractmethod
     def publish(self, f: IO[bytes], temp: Path, location: str, sync: bool = True) -> None:
         """Close ``f`` (written at the local ``temp``: beside ``location``, or in a local spool)
         and make it the file ``location`` at once: flush, fsync (``sync``) and rename (the
@@ -327,6 +331,9 @@ class ForwardingFileIO(FileIO):
 
     def sync_folder(self, location: str) -> None:
         self.inner.sync_folder(location)
+
+    def sync_file(self, location: str) -> None:
+        self.inner.sync_file(location)
 
     def publish(self, f: IO[bytes], temp: Path, location: str, sync: bool = True) -> None:
         self.inner.publish(f, temp, location, sync)
@@ -440,6 +447,16 @@ class LocalFileIO(FileIO):
     def sync_folder(self, location: str) -> None:
         try:
             fsync_dir(Path(location))
+        except OSError as e:
+            raise write_error(Path(location), e) from e
+
+    def sync_file(self, location: str) -> None:
+        try:
+            fd = os.open(location, os.O_RDONLY)  # fsync flushes the file's pages, whoever wrote them
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as e:
             raise write_error(Path(location), e) from e
 
@@ -598,6 +615,9 @@ class FsspecFileIO(FileIO):
         """Nothing to do: a key needs no folder."""
 
     def sync_folder(self, location: str) -> None:
+        """Nothing to do: a PUT is durable when it returns."""
+
+    def sync_file(self, location: str) -> None:
         """Nothing to do: a PUT is durable when it returns."""
 
     def publish(self, f: IO[bytes], temp: Path, location: str, sync: bool = True) -> None:

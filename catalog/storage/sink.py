@@ -23,6 +23,7 @@ from catalog.errors import CatalogError
 from catalog.schema import Ragged, Schema
 from catalog.stats import Tally
 from catalog.stats.columns import decoded_columns
+from catalog.stats.sketches import FeatureStats
 from catalog.stats.tally import batch_ends, per_row, ragged_cutter
 from catalog.storage.base import Store
 from catalog.storage.content import UNCHECKED, observe, to_register
@@ -81,6 +82,7 @@ class ShardSink:
         # not computed (the catalog's ``statistics`` off).
         self.schema = schema
         self._tally: Tally | None = None
+        self._given: dict[str, FeatureStats] = {}  # see give_stats
         self.store.prepare(dataset)
 
     @property
@@ -98,7 +100,7 @@ class ShardSink:
         self.temps.append(self._temp)
         codec = None if self.compression == "none" else self.compression
         self._writer = RecordWriter(self._file, codec, index=self.index)
-        self._tally = self.new_tally()
+        self._tally = None if self.schema is None else Tally(self.schema, given=self._given)
         return self._writer
 
     @property
@@ -109,6 +111,24 @@ class ShardSink:
     def new_tally(self) -> Tally | None:
         """An empty tally of statistics (None when they are not computed)."""
         return None if self.schema is None else Tally(self.schema)
+
+    def give_stats(self, given: Mapping[str, FeatureStats]) -> bool:
+        """Take ``given`` as the statistics of these features over the whole shard this sink
+        writes (a map's columns passed through unchanged: its source shard's), instead of
+        tallying them; only before the first record, by a sink that never rolls (its one shard
+        is the whole of what the caller knows them for). Whether they were taken."""
+        one_shard = self.shard_size == UNLIMITED and self.shard_records == UNLIMITED
+        if not given or self.schema is None or not one_shard or self._writer is not None or self.placed:
+            return False
+        self._given = dict(given)
+        return True
+
+    def take_back_stats(self) -> None:
+        """The statistics given (give_stats) are not the shard's after all (a column passed
+        through in its first batches only): its features are tallied from the shard read again."""
+        self._given = {}
+        if self._tally is not None:
+            self._tally.ungive()
 
     def _room(self, size: int, before_roll: Callable[[], None] | None = None) -> RecordWriter:
         """The writer of the shard a record of ``size`` framed bytes goes to (a new one when

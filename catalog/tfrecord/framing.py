@@ -25,6 +25,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog.errors import CodecError, CorruptRecordError, StorageError, UsageError
+from catalog.tfrecord import native
 from catalog.tfrecord.compression import AUTO, COMPRESSIONS, NONE, SPELLED
 from catalog.tfrecord.sources import Source, open_source
 from catalog.words import counted
@@ -39,7 +40,6 @@ STREAM_PIECE = 16 << 20  # a large record from a stream is gathered in pieces of
 LOOKAHEAD = 64 << 20  # a compressed record claiming more is proven present before it is kept
 WRITE_BATCH_BYTES = 1 << 20  # the writer frames pending records once they reach this size
 WRITE_BATCH_RECORDS = 4096
-VIEW_CRC_BYTES = 1024  # records this long on average are CRC-checked through a memoryview, not a copy
 HEADER_CACHE_LIMIT = 1 << 16  # distinct verified headers remembered by a reader
 ZLIB_MEM_LEVEL = 9  # TensorFlow's default; with level -1 our output is byte-identical to TF's
 GZIP_WBITS = 31
@@ -319,7 +319,10 @@ def frame_in_place(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, record
     distinct, inverse = np.unique(ends - starts, return_inverse=True)
     headers = np.frombuffer(b"".join(map(frame_header, distinct.tolist())), dtype=np.uint8).reshape(-1, HEADER_SIZE)
     buf[(starts - HEADER_SIZE)[:, None] + np.arange(HEADER_SIZE)] = headers[inverse]
-    crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
+    if native.NATIVE is not None:  # every record's CRC in one call, where they lie
+        crcs = native.crc32c_ranges(buf, starts, ends)
+    else:
+        crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
     footers = _mask_array(crcs).astype("<u4").view(np.uint8).reshape(n, FOOTER_SIZE)
     buf[ends[:, None] + np.arange(FOOTER_SIZE)] = footers
     return buf.tobytes()
@@ -346,17 +349,34 @@ def framing_fault(
         return (int(bad[0]), True) if bad.size else None
     payload_at = at + HEADER_SIZE
     ends = payload_at + lengths
-    # a comprehension of slices: the cheapest way found to call crc32c on each record; of a
-    # memoryview once records are large enough that copying them costs more than the view
-    whole = memoryview(buf) if int(lengths.sum()) >= VIEW_CRC_BYTES * len(lengths) else buf
-    crcs_list = [crc32c(whole[a:b]) for a, b in zip(payload_at.tolist(), ends.tolist(), strict=True)]
-    crcs = np.array(crcs_list, dtype=np.uint32)
+    crcs = native.crc32c_ranges(buf, payload_at, ends)
     footers = w32[ends]
     bad = np.flatnonzero(bad_header | (_mask_array(crcs) != footers))
     if not bad.size:
         return None
     j = int(bad[0])
     return j, bool(bad_header[j])
+
+
+def whole_records(raw: bytes, end: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The records wholly in ``raw[:end]`` by their lengths (checked afterwards): their header
+    offsets and data lengths (int64), and where the first record not wholly there starts."""
+    if native.NATIVE is not None:
+        at_bytes, lens_bytes, pos = native.NATIVE.walk_records(raw, end)
+        return np.frombuffer(at_bytes, dtype=np.int64), np.frombuffer(lens_bytes, dtype=np.int64), pos
+    unpack = _U64.unpack_from
+    at: list[int] = []
+    lens: list[int] = []
+    pos = 0
+    while pos + FRAMING <= end:
+        n = unpack(raw, pos)[0]
+        stop = pos + FRAMING + n
+        if stop > end:
+            break
+        at.append(pos)
+        lens.append(n)
+        pos = stop
+    return np.array(at, dtype=np.int64), np.array(lens, dtype=np.int64), pos
 
 
 def _header_crcs(lengths: np.ndarray, known: dict[int, int]) -> np.ndarray:
@@ -541,6 +561,21 @@ class _Scanner:
 
         Returns (records, position of the first unparsed byte, bytes that record needs).
         """
+        if native.NATIVE is None:
+            return self.scan_each(buf, pos, base)
+        out, pos, cut, bad_header, bad_data = native.NATIVE.scan_records(buf, pos, self.verify)
+        if bad_header >= 0:
+            self.check_header(buf, bad_header, base)  # raises, naming the header as scan_each does
+        need = HEADER_SIZE
+        if cut >= 0:
+            need = cut + HEADER_SIZE + FOOTER_SIZE
+            self.check_fits(base + pos, need)
+        if bad_data >= 0:
+            raise self.error("corrupt record: data CRC mismatch", base + bad_data)
+        return out, pos, need
+
+    def scan_each(self, buf: bytes, pos: int, base: int) -> tuple[list[bytes], int, int]:
+        """:meth:`scan` a record at a time in Python (without the C extension)."""
         out: list[bytes] = []
         stops: list[int] = []
         end = len(buf)

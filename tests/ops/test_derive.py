@@ -310,3 +310,10 @@ def test_a_feature_name_that_is_not_text_is_named_as_such(tmp_path):
     one = {"features": {"id": {"dtype": "int64", "shape": []}}}
     with pytest.raises(RowChangeError, match=said):
         src.map(a_number_as_name, into="bad", schema=one, workers=1)
+
+
+def test_a_process_builds_each_jobs_schema_once():
+    first, again = _program(SCHEMA), _program(dict(SCHEMA))
+    assert first.source is again.source and first.target is again.target
+    reordered = {"features": dict(reversed(SCHEMA["features"].items()))}  # another record layout
+    assert list(_program(reordered).source.features) == list(reversed(SCHEMA["features"]))

@@ -8,6 +8,7 @@ ordinary records really take the fast path.
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from hypothesis.extra import numpy as hnp
 from catalog.errors import CodecError, SchemaError, ValidationError
 from catalog.schema import Schema, to_tf_feature_spec
 from catalog.schema import columnar as fastdecode
+from catalog.schema.codec import kinds_by_protobuf
 from catalog.tfrecord import example as wire
 
 # --------------------------------------------------------------------------- helpers
@@ -68,6 +70,9 @@ def check_batch(schema: Schema, records: Sequence[bytes]) -> tuple[str, Any]:
             same(flat, whole, name)  # (NaN equals NaN: tolist() compared NaN objects unequal)
         for name in joined[1]:
             same(joined[1][name], fast[1][name], name)
+    for record in records:
+        if type(record) is bytes:
+            check_row(schema, record)
     generic = outcome(lambda: schema._codec.decode_batch_generic(list(records)))
     others = [generic]
     if all(type(r) is bytes for r in records):  # records read from a shard, parsed where they lie
@@ -81,6 +86,24 @@ def check_batch(schema: Schema, records: Sequence[bytes]) -> tuple[str, Any]:
             for name in other[1]:
                 same(fast[1][name], other[1][name], name)
     return fast
+
+
+def check_row(schema: Schema, record: bytes) -> None:
+    """``Schema.decode`` (the C parse where it takes the record, the quick readers) against
+    protobuf's own parse and every check: the same row, or the same error."""
+    quick = outcome(lambda: schema.decode(record))
+    checked = outcome(lambda: schema._codec._decode_checked(kinds_by_protobuf(record)))
+    assert quick[0] == checked[0], (quick, checked)
+    if quick[0] == "error":
+        assert quick[1] == checked[1]
+        return
+    assert list(quick[1]) == list(checked[1])
+    for name, value in quick[1].items():
+        other = checked[1][name]
+        if isinstance(value, float) and math.isnan(value):
+            assert type(other) is float and math.isnan(other), name
+        else:
+            same(value, other, name)
 
 
 def laid_out(schema: Schema, records: Sequence[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -761,3 +784,24 @@ def test_a_projection_does_not_look_at_the_other_features() -> None:
     same(got["id"], want["id"], "id")
     same(got["label"], want["label"], "label")
     assert BASIC.decode_batch(records, columns=[]) == {}
+
+
+def test_decoded_rows_own_writable_arrays() -> None:
+    """Schema.decode's quick path (every feature plain) hands out arrays a caller may change,
+    not views of the record."""
+    schema = Schema.from_json(
+        {
+            "features": {
+                "t": {"dtype": "uint16", "shape": [2, 3], "encoding": "tensor"},
+                "iv": {"dtype": "int64", "shape": [None]},
+                "f2": {"dtype": "float32", "shape": [2]},
+                "s": {"dtype": "string"},
+            }
+        }
+    )
+    assert schema._codec.quick is not None
+    record = schema.encode({"t": np.ones((2, 3), dtype=np.uint16), "iv": [1, 2], "f2": [0.5, 1.5], "s": "é"})
+    row = schema.decode(record)
+    for name in ("t", "iv", "f2"):
+        assert row[name].flags.writeable, name  # a view of the record bytes would be read-only
+    check_row(schema, record)

@@ -1,0 +1,660 @@
+/* catalog.tfrecord._native: the few per-record loops that Python pays for most, in C.
+ *
+ * Optional: setup.py builds it when a C compiler is there (optional=True), and
+ * catalog/tfrecord/native.py falls back to the pure-Python code (same results) when it is not, or
+ * when CATALOG_NATIVE=0. Plain CPython C API and the buffer protocol only (no NumPy
+ * headers), so it builds against any CPython >= 3.10 with any C99 compiler.
+ *
+ *   crc32c_ranges(buf, starts, ends) -> bytes   CRC32C of each buf[starts[i]:ends[i]],
+ *                                                as native-order uint32s
+ *   slices(buf, starts, ends) -> list[bytes]     each buf[starts[i]:ends[i]] as bytes
+ *   parse_example(data) -> dict | None           a tf.train.Example as {name: (kind, values)},
+ *                                                or None when its layout is not the regular
+ *                                                one serializers write (the caller's protobuf
+ *                                                path then decides, and raises its errors)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ CRC32C (Castagnoli) */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* slicing-by-8: eight table lookups per 8 bytes (little- or big-endian hosts alike) */
+static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+/* SSE4.2's crc32 instruction computes exactly CRC32C; chosen at run time (cpuid) */
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = ~crc;
+    while (n && ((uintptr_t)p & 7)) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#endif
+
+static uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) = crc_soft;
+
+/* ------------------------------------------------------------------ helpers */
+
+/* The int64 index arrays' buffers, checked against the data's length. */
+typedef struct {
+    Py_buffer data, starts, ends;
+    Py_ssize_t n;
+} Ranges;
+
+static void ranges_release(Ranges *r) {
+    if (r->data.obj) PyBuffer_Release(&r->data);
+    if (r->starts.obj) PyBuffer_Release(&r->starts);
+    if (r->ends.obj) PyBuffer_Release(&r->ends);
+}
+
+static int get_index(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != 8 || view->format == NULL || (strcmp(view->format, "q") && strcmp(view->format, "l") &&
+                                                         strcmp(view->format, "<q") && strcmp(view->format, "<l") &&
+                                                         strcmp(view->format, "=q") && strcmp(view->format, "=l"))) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous int64 array", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int ranges_get(PyObject *args, Ranges *r) {
+    PyObject *data, *starts, *ends;
+    memset(r, 0, sizeof(*r));
+    if (!PyArg_ParseTuple(args, "OOO", &data, &starts, &ends)) return -1;
+    if (PyObject_GetBuffer(data, &r->data, PyBUF_SIMPLE) < 0) goto fail;
+    if (get_index(starts, &r->starts, "starts") < 0 || get_index(ends, &r->ends, "ends") < 0) goto fail;
+    if (r->starts.len != r->ends.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        goto fail;
+    }
+    r->n = r->starts.len / 8;
+    const int64_t *s = r->starts.buf, *e = r->ends.buf;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        if (s[i] < 0 || s[i] > e[i] || e[i] > (int64_t)r->data.len) {
+            PyErr_Format(PyExc_ValueError, "range %zd [%lld, %lld) is outside the buffer of %zd bytes", i,
+                         (long long)s[i], (long long)e[i], r->data.len);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    ranges_release(r);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ crc32c_ranges, slices */
+
+static PyObject *crc32c_ranges(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, r.n * 4);
+    if (out != NULL) {
+        uint32_t *crcs = (uint32_t *)PyBytes_AS_STRING(out);
+        const unsigned char *buf = r.data.buf;
+        const int64_t *s = r.starts.buf, *e = r.ends.buf;
+        Py_BEGIN_ALLOW_THREADS;
+        for (Py_ssize_t i = 0; i < r.n; i++) crcs[i] = crc_fn(0, buf + s[i], (size_t)(e[i] - s[i]));
+        Py_END_ALLOW_THREADS;
+    }
+    ranges_release(&r);
+    return out;
+}
+
+static PyObject *crc32c_one(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &crc)) return NULL;
+    uint32_t out = crc_fn(crc, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(out);
+}
+
+static PyObject *slices(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyList_New(r.n);
+    const char *buf = r.data.buf;
+    const int64_t *s = r.starts.buf, *e = r.ends.buf;
+    for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
+        PyObject *item = PyBytes_FromStringAndSize(buf + s[i], (Py_ssize_t)(e[i] - s[i]));
+        if (item == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    ranges_release(&r);
+    return out;
+}
+
+/* ------------------------------------------------------------------ TFRecord framing */
+
+static uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u; }
+
+static uint64_t le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--) v = v << 8 | p[k];
+    return v;
+}
+
+static uint32_t le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* scan_records(buf, pos, verify) -> (records, pos, cut, bad_header, bad_data)
+ * Every whole record framed in buf from pos: its data as bytes; the position after the last;
+ * cut: the data length (a u64) of a record that starts there but does not end in buf (-1: none);
+ * bad_header: the offset of a header whose length CRC fails, where the scan stopped (-1: none);
+ * bad_data: the header offset of the first record whose data CRC fails (-1: none). With
+ * verify false, no CRC is checked. */
+static PyObject *scan_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    int verify;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &pos, &verify)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len;
+    long long bad_header = -1, bad_data = -1;
+    uint64_t cut = 0;
+    int was_cut = 0;
+    PyObject *out = PyList_New(0);
+    while (out != NULL && pos >= 0 && pos + 12 <= end) {
+        uint64_t n = le64(buf + pos);
+        if (verify && masked(crc_fn(0, buf + pos, 8)) != le32(buf + pos + 8)) {
+            bad_header = pos;
+            break;
+        }
+        if (end - pos < 16 || n > (uint64_t)(end - pos - 16)) {
+            cut = n;
+            was_cut = 1;
+            break;
+        }
+        const unsigned char *data = buf + pos + 12;
+        if (verify && bad_data < 0 && masked(crc_fn(0, data, n)) != le32(data + n)) bad_data = pos;
+        PyObject *item = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)n);
+        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+        pos += 16 + (Py_ssize_t)n;
+    }
+    PyBuffer_Release(&view);
+    if (out == NULL) return NULL;
+    if (!was_cut) return Py_BuildValue("NniLL", out, pos, -1, bad_header, bad_data);
+    return Py_BuildValue("NnKLL", out, pos, (unsigned long long)cut, bad_header, bad_data);
+}
+
+/* walk_records(buf, end) -> (at, lengths, pos): the records wholly in buf[:end] by their
+ * lengths alone (the caller checks their CRCs): header offsets and data lengths as int64
+ * bytes, and where the first record not wholly there starts. */
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t end;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &end)) return NULL;
+    if (end < 0 || end > view.len) end = view.len;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = 0, count = 0, cap = 1024;
+    int64_t *at = PyMem_Malloc(cap * 8), *lens = PyMem_Malloc(cap * 8);
+    PyObject *result = NULL;
+    if (at == NULL || lens == NULL) goto done;
+    while (pos + 16 <= end) {
+        uint64_t n = le64(buf + pos);
+        if (n > (uint64_t)(end - pos - 16)) break;
+        if (count == cap) {
+            cap *= 2;
+            int64_t *a2 = PyMem_Realloc(at, cap * 8), *l2 = a2 ? PyMem_Realloc(lens, cap * 8) : NULL;
+            if (a2) at = a2;
+            if (l2) lens = l2;
+            if (!a2 || !l2) goto done;
+        }
+        at[count] = pos;
+        lens[count++] = (int64_t)n;
+        pos += 16 + (Py_ssize_t)n;
+    }
+    result = Py_BuildValue("y#y#n", (const char *)at, count * 8, (const char *)lens, count * 8, pos);
+done:
+    if (result == NULL && !PyErr_Occurred()) PyErr_NoMemory();
+    PyMem_Free(at);
+    PyMem_Free(lens);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* texts(buf, starts, ends) -> list[str] | None: each range decoded as UTF-8; None when one is not */
+static PyObject *texts(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    PyObject *out = PyList_New(r.n);
+    const char *buf = r.data.buf;
+    const int64_t *s = r.starts.buf, *e = r.ends.buf;
+    for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
+        PyObject *item = PyUnicode_DecodeUTF8(buf + s[i], (Py_ssize_t)(e[i] - s[i]), NULL);
+        if (item != NULL) {
+            PyList_SET_ITEM(out, i, item);
+            continue;
+        }
+        Py_CLEAR(out);
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            out = Py_None;
+            Py_INCREF(out);
+            break;
+        }
+    }
+    ranges_release(&r);
+    return out;
+}
+
+/* ------------------------------------------------------------------ encode_plain */
+
+/* encode_plain(columns, n, framed) -> (buf, starts, ends)
+ * Examples of n rows whose features are all plain scalars, written as the encoders write them
+ * (map entries in the columns' order). columns: a sequence of (key bytes, kind, values, sizes)
+ * with kind 0 an int64 (values: n non-negative int64s), 1 a float32 (values: n float32s), 2 a
+ * text (values: the UTF-8 bytes of all, sizes: n int64 byte counts). With framed, each record
+ * has its TFRecord header and footer around it and buf is the framed records back to back;
+ * starts/ends (int64 bytes) locate each record's own bytes in buf. */
+
+static Py_ssize_t varint_len(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* a length-delimited field's size with its one-byte tag */
+static Py_ssize_t field_len(Py_ssize_t n) { return 1 + varint_len((uint64_t)n) + n; }
+
+static unsigned char *put_head(unsigned char *p, unsigned char tag, Py_ssize_t n) {
+    *p++ = tag;
+    return put_varint(p, (uint64_t)n);
+}
+
+typedef struct {
+    Py_buffer key, values, sizes;
+    int kind;
+    const int64_t *text_at; /* texts: where each one starts in values */
+} Column;
+
+static void columns_release(Column *cols, Py_ssize_t k) {
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (cols[c].key.obj) PyBuffer_Release(&cols[c].key);
+        if (cols[c].values.obj) PyBuffer_Release(&cols[c].values);
+        if (cols[c].sizes.obj) PyBuffer_Release(&cols[c].sizes);
+        PyMem_Free((void *)cols[c].text_at);
+    }
+    PyMem_Free(cols);
+}
+
+static int column_get(PyObject *item, Column *col, Py_ssize_t n) {
+    PyObject *key, *values, *sizes;
+    if (!PyArg_ParseTuple(item, "OiOO", &key, &col->kind, &values, &sizes)) return -1;
+    if (PyObject_GetBuffer(key, &col->key, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(values, &col->values, PyBUF_SIMPLE) < 0)
+        return -1;
+    Py_ssize_t want = col->kind == 0 ? n * 8 : col->kind == 1 ? n * 4 : -1;
+    if (col->kind < 0 || col->kind > 2 || (want >= 0 && col->values.len != want)) {
+        PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");
+        return -1;
+    }
+    if (col->kind != 2) return 0;
+    if (PyObject_GetBuffer(sizes, &col->sizes, PyBUF_SIMPLE) < 0) return -1;
+    if (col->sizes.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "a text column's sizes do not fit n rows");
+        return -1;
+    }
+    int64_t *at = PyMem_Malloc((size_t)(n ? n : 1) * 8), total = 0;
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    col->text_at = at;
+    const int64_t *sz = col->sizes.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (sz[i] < 0 || sz[i] > (int64_t)col->values.len - total) {
+            PyErr_SetString(PyExc_ValueError, "a text column's sizes run past its bytes");
+            return -1;
+        }
+        at[i] = total;
+        total += sz[i];
+    }
+    return 0;
+}
+
+/* the serialized Feature's length of row i */
+static Py_ssize_t feature_len(const Column *col, Py_ssize_t i) {
+    if (col->kind == 0) return field_len(field_len(varint_len((uint64_t)((const int64_t *)col->values.buf)[i])));
+    if (col->kind == 1) return field_len(field_len(4));
+    return field_len(field_len((Py_ssize_t)((const int64_t *)col->sizes.buf)[i]));
+}
+
+static unsigned char *put_feature(unsigned char *p, const Column *col, Py_ssize_t i) {
+    if (col->kind == 0) {
+        uint64_t v = (uint64_t)((const int64_t *)col->values.buf)[i];
+        Py_ssize_t vl = varint_len(v);
+        p = put_head(p, 0x1A, field_len(vl));
+        p = put_head(p, 0x0A, vl);
+        return put_varint(p, v);
+    }
+    if (col->kind == 1) {
+        p = put_head(p, 0x12, field_len(4));
+        p = put_head(p, 0x0A, 4);
+        memcpy(p, (const char *)col->values.buf + 4 * i, 4);
+        return p + 4;
+    }
+    Py_ssize_t t = (Py_ssize_t)((const int64_t *)col->sizes.buf)[i];
+    p = put_head(p, 0x0A, field_len(t));
+    p = put_head(p, 0x0A, t);
+    memcpy(p, (const char *)col->values.buf + col->text_at[i], (size_t)t);
+    return p + t;
+}
+
+static Py_ssize_t entry_len(const Column *col, Py_ssize_t i) {
+    return field_len(field_len(col->key.len) + field_len(feature_len(col, i)));
+}
+
+static unsigned char *put_entry(unsigned char *p, const Column *col, Py_ssize_t i) {
+    Py_ssize_t f = feature_len(col, i);
+    p = put_head(p, 0x0A, field_len(col->key.len) + field_len(f));
+    p = put_head(p, 0x0A, col->key.len);
+    memcpy(p, col->key.buf, (size_t)col->key.len);
+    p += col->key.len;
+    p = put_head(p, 0x12, f);
+    return put_feature(p, col, i);
+}
+
+static PyObject *encode_plain(PyObject *self, PyObject *args) {
+    PyObject *seq, *result = NULL, *buf = NULL, *starts = NULL, *ends = NULL;
+    Py_ssize_t n;
+    int framed;
+    if (!PyArg_ParseTuple(args, "Onp", &seq, &n, &framed)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
+    if (fast == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    Column *cols = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Column));
+    if (cols == NULL) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t c = 0; c < k; c++)
+        if (column_get(PySequence_Fast_GET_ITEM(fast, c), &cols[c], n) < 0) goto done;
+    Py_ssize_t room = framed ? 16 : 0, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t body = 0;
+        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        total += room + field_len(body);
+    }
+    buf = PyBytes_FromStringAndSize(NULL, total);
+    starts = PyBytes_FromStringAndSize(NULL, n * 8);
+    ends = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (buf == NULL || starts == NULL || ends == NULL) goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(buf);
+    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *e = (int64_t *)PyBytes_AS_STRING(ends);
+    const unsigned char *base = p;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t body = 0;
+        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        unsigned char *header = p;
+        if (framed) p += 12;
+        s[i] = p - base;
+        p = put_head(p, 0x0A, body);
+        for (Py_ssize_t c = 0; c < k; c++) p = put_entry(p, &cols[c], i);
+        e[i] = p - base;
+        if (framed) {
+            uint64_t len = (uint64_t)(e[i] - s[i]);
+            for (int b = 0; b < 8; b++) header[b] = (unsigned char)(len >> (8 * b));
+            uint32_t hc = masked(crc_fn(0, header, 8)), dc = masked(crc_fn(0, base + s[i], (size_t)len));
+            for (int b = 0; b < 4; b++) {
+                header[8 + b] = (unsigned char)(hc >> (8 * b));
+                p[b] = (unsigned char)(dc >> (8 * b));
+            }
+            p += 4;
+        }
+    }
+    result = PyTuple_Pack(3, buf, starts, ends);
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    columns_release(cols, k);
+    Py_DECREF(fast);
+    return result;
+}
+
+/* ------------------------------------------------------------------ parse_example */
+
+/* What a parse step says: go on, or stop because the layout is not the regular one (the
+ * caller falls back), or stop on a Python error (memory). */
+enum { OK = 0, IRREGULAR = 1, FAILED = -1 };
+
+typedef struct {
+    const unsigned char *p, *end;
+} Cursor;
+
+/* A varint of at most ten bytes; the tenth may hold only int64's top bit. */
+static int read_varint(Cursor *c, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (c->p >= c->end) return IRREGULAR;
+        unsigned char b = *c->p++;
+        if (shift == 63 && b > 1) return IRREGULAR;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *out = v;
+            return OK;
+        }
+    }
+    return IRREGULAR;
+}
+
+/* A length-delimited field with this one-byte tag: its payload as a sub-cursor. */
+static int read_field(Cursor *c, unsigned char tag, Cursor *payload) {
+    uint64_t n;
+    if (c->p >= c->end || *c->p != tag) return IRREGULAR;
+    c->p++;
+    if (read_varint(c, &n) != OK || n > (uint64_t)(c->end - c->p)) return IRREGULAR;
+    payload->p = c->p;
+    payload->end = c->p + n;
+    c->p += n;
+    return OK;
+}
+
+static PyObject *kind_bytes, *kind_float, *kind_int64;
+
+static int bytes_values(Cursor body, PyObject *list) {
+    while (body.p < body.end) {
+        Cursor v;
+        if (read_field(&body, 0x0A, &v) != OK) return IRREGULAR;
+        PyObject *item = PyBytes_FromStringAndSize((const char *)v.p, v.end - v.p);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+/* Packed values: one field 1 spanning the list (an empty list has none). */
+static int packed(Cursor body, Cursor *values) {
+    values->p = values->end = body.p;
+    if (body.p == body.end) return OK;
+    if (read_field(&body, 0x0A, values) != OK || body.p != body.end) return IRREGULAR;
+    return OK;
+}
+
+static int float_values(Cursor body, PyObject *list) {
+    Cursor v;
+    if (packed(body, &v) != OK || (v.end - v.p) % 4) return IRREGULAR;
+    for (; v.p < v.end; v.p += 4) {
+        uint32_t bits = (uint32_t)v.p[0] | (uint32_t)v.p[1] << 8 | (uint32_t)v.p[2] << 16 | (uint32_t)v.p[3] << 24;
+        float f;
+        memcpy(&f, &bits, 4);
+        PyObject *item = PyFloat_FromDouble((double)f);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+static int int64_values(Cursor body, PyObject *list) {
+    Cursor v;
+    if (packed(body, &v) != OK) return IRREGULAR;
+    while (v.p < v.end) {
+        uint64_t u;
+        if (read_varint(&v, &u) != OK) return IRREGULAR;
+        PyObject *item = PyLong_FromLongLong((long long)(int64_t)u);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return FAILED;
+        }
+        Py_DECREF(item);
+    }
+    return OK;
+}
+
+/* One Feature: (kind, values) in *out, or *out = NULL for a Feature with no list set. */
+static int feature(Cursor f, PyObject **out) {
+    *out = NULL;
+    if (f.p == f.end) return OK;
+    unsigned char tag = *f.p;
+    Cursor body;
+    if (read_field(&f, tag, &body) != OK || f.p != f.end) return IRREGULAR;
+    PyObject *kind = tag == 0x0A ? kind_bytes : tag == 0x12 ? kind_float : tag == 0x1A ? kind_int64 : NULL;
+    if (kind == NULL) return IRREGULAR;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) return FAILED;
+    int rc = tag == 0x0A ? bytes_values(body, list) : tag == 0x12 ? float_values(body, list) : int64_values(body, list);
+    if (rc == OK) {
+        *out = PyTuple_Pack(2, kind, list);
+        rc = *out == NULL ? FAILED : OK;
+    }
+    Py_DECREF(list);
+    return rc;
+}
+
+/* One map entry ``key = 1, value = 2``, exactly these two in this order. */
+static int entry(Cursor e, PyObject *dict, PyObject *seen) {
+    Cursor key, value;
+    if (read_field(&e, 0x0A, &key) != OK || read_field(&e, 0x12, &value) != OK || e.p != e.end) return IRREGULAR;
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)key.p, key.end - key.p, NULL);
+    if (name == NULL) {
+        PyErr_Clear(); /* not UTF-8: protobuf's own parse says so */
+        return IRREGULAR;
+    }
+    int dup = PySet_Contains(seen, name);
+    int rc = dup != 0 ? (dup < 0 ? FAILED : IRREGULAR) : PySet_Add(seen, name) < 0 ? FAILED : OK;
+    PyObject *kinded = NULL;
+    if (rc == OK) rc = feature(value, &kinded);
+    if (rc == OK && kinded != NULL && PyDict_SetItem(dict, name, kinded) < 0) rc = FAILED;
+    Py_XDECREF(kinded);
+    Py_DECREF(name);
+    return rc;
+}
+
+static int example(Cursor c, PyObject *dict, PyObject *seen) {
+    while (c.p < c.end) {
+        Cursor features;
+        if (read_field(&c, 0x0A, &features) != OK) return IRREGULAR;
+        while (features.p < features.end) {
+            Cursor e;
+            if (read_field(&features, 0x0A, &e) != OK) return IRREGULAR;
+            int rc = entry(e, dict, seen);
+            if (rc != OK) return rc;
+        }
+    }
+    return OK;
+}
+
+static PyObject *parse_example(PyObject *self, PyObject *arg) {
+    Py_buffer data;
+    if (!PyBytes_Check(arg)) Py_RETURN_NONE; /* what protobuf makes of other objects is its own call */
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *dict = PyDict_New(), *seen = PySet_New(NULL);
+    int rc = dict == NULL || seen == NULL ? FAILED : OK;
+    if (rc == OK) {
+        Cursor c = {(const unsigned char *)data.buf, (const unsigned char *)data.buf + data.len};
+        rc = example(c, dict, seen);
+    }
+    PyBuffer_Release(&data);
+    Py_XDECREF(seen);
+    if (rc == OK) return dict;
+    Py_XDECREF(dict);
+    if (rc == FAILED) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *hardware_crc(PyObject *self, PyObject *unused) { return PyBool_FromLong(crc_fn != crc_soft); }
+
+static PyMethodDef methods[] = {
+    {"crc32c_ranges", crc32c_ranges, METH_VARARGS, "CRC32C of each buf[starts[i]:ends[i]], as native-order uint32s."},
+    {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
+    {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
+    {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},
+    {"encode_plain", encode_plain, METH_VARARGS, "Examples of plain scalar columns, optionally framed."},
+    {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
+    {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
+    {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},
+    {"hardware_crc", hardware_crc, METH_NOARGS, "Whether CRC32C runs on the CPU's own instruction."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "catalog.tfrecord._native", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    crc_init();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) crc_fn = crc_hw;
+#endif
+    kind_bytes = PyUnicode_InternFromString("bytes_list");
+    kind_float = PyUnicode_InternFromString("float_list");
+    kind_int64 = PyUnicode_InternFromString("int64_list");
+    if (!kind_bytes || !kind_float || !kind_int64) return NULL;
+    return PyModule_Create(&module);
+}

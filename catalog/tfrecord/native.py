@@ -1,0 +1,76 @@
+"""The optional C extension (``_native.c``) behind the loops Python pays for per record,
+with pure-Python equivalents giving the same results where it is not built.
+
+``setup.py`` builds the extension where the installing machine has a C compiler and skips
+it where not (``optional=True``): a wheel-less platform still installs. ``CATALOG_NATIVE=0``
+turns it off (the fallbacks' own tests run that way, and a user can rule it out when
+something looks wrong). Only the CPython C API and the buffer protocol are used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from crc32c import crc32c
+
+Kinded = dict[str, tuple[str | None, list[Any]]]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("CATALOG_NATIVE", "1") == "0":
+        return None
+    try:  # by name: the import checker sees no module in a compiled file
+        return importlib.import_module("catalog.tfrecord._native")
+    except ImportError:  # not built on this machine (no C compiler at install)
+        return None
+
+
+NATIVE: ModuleType | None = _load()
+
+
+def crc32c_ranges(buf: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The CRC32C (unmasked) of each ``buf[starts[i]:ends[i]]`` (int64 arrays), as uint32s."""
+    if NATIVE is not None:
+        return np.frombuffer(NATIVE.crc32c_ranges(buf, _int64(starts), _int64(ends)), dtype=np.uint32)
+    # slices of bytes: the cheapest way to call crc32c a record; of a memoryview once records
+    # are long enough (1 KiB on average) that copying them costs more than the view
+    whole = memoryview(buf).cast("B") if int((ends - starts).sum()) >= 1024 * len(starts) else bytes(buf)
+    spans = zip(starts.tolist(), ends.tolist(), strict=True)
+    return np.array([crc32c(whole[a:b]) for a, b in spans], dtype=np.uint32)
+
+
+def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    """Each ``buf[starts[i]:ends[i]]`` as bytes."""
+    if NATIVE is not None:
+        return NATIVE.slices(buf, _int64(starts), _int64(ends))
+    data = bytes(buf)
+    return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
+    """Each ``buf[starts[i]:ends[i]]`` decoded as UTF-8; None when one of them is not UTF-8."""
+    if NATIVE is not None:
+        return NATIVE.texts(buf, _int64(starts), _int64(ends))
+    data = bytes(buf)
+    try:
+        return [data[a:b].decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    except UnicodeDecodeError:
+        return None
+
+
+def parse_example(data: Any) -> Kinded | None:
+    """A tf.train.Example laid out as serializers write it, as ``{name: (kind, values)}``
+    (a Feature with no list set left out); None for any other layout (unknown or repeated
+    fields, repeated keys, unpacked numbers, invalid bytes), which protobuf's own parse
+    then judges. Without the extension: always None."""
+    if NATIVE is None:
+        return None
+    return NATIVE.parse_example(data)
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)

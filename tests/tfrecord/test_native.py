@@ -1,0 +1,312 @@
+"""The C extension (catalog/tfrecord/_native.c) against the Python it stands in for.
+
+Its promise: the same results as the fallbacks, on any input. ``parse_example`` may decline
+(None) any record, but when it answers, the answer is protobuf's; it never accepts a record
+protobuf rejects, and bytes of any shape never crash it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from catalog.errors import CodecError, CorruptRecordError
+from catalog.schema.codec import kinds_by_protobuf
+from catalog.tfrecord import example as wire
+from catalog.tfrecord import framing, native, proto
+
+_native = native.NATIVE
+_turned_off = os.environ.get("CATALOG_NATIVE", "1") == "0"
+needs_native = pytest.mark.skipif(
+    _native is None and (os.environ.get("CI") != "true" or _turned_off),
+    reason="the C extension is not built here (no C compiler?) or CATALOG_NATIVE=0",
+)
+
+
+def test_built_where_ci_runs() -> None:
+    """Under CI the extension must be there: a build that silently fell back would test nothing."""
+    if os.environ.get("CI") == "true" and not _turned_off:
+        assert _native is not None, "catalog.tfrecord._native did not build (setup.py skips it without a C compiler)"
+    else:
+        assert native.NATIVE is _native
+
+
+def test_catalog_native_0_turns_it_off() -> None:
+    code = "from catalog.tfrecord import native; print(native.NATIVE is None)"
+    env = {**os.environ, "CATALOG_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------- CRC and slices
+
+
+def _ranges(data: bytes, cuts: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    n = len(data)
+    pairs = [(min(a, b) % (n + 1), max(a, b) % (n + 1)) for a, b in cuts]
+    pairs = [(min(a, b), max(a, b)) for a, b in pairs]
+    return np.array([a for a, _ in pairs], dtype=np.int64), np.array([b for _, b in pairs], dtype=np.int64)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3000), st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 4000)), max_size=20))
+def test_crc32c_ranges_and_slices_are_the_fallbacks(data: bytes, cuts: list[tuple[int, int]]) -> None:
+    starts, ends = _ranges(data, cuts)
+    want = [crc32c(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    assert native.crc32c_ranges(data, starts, ends).tolist() == want
+    assert [_native.crc32c(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)] == want  # type: ignore[union-attr]
+    assert native.slices(data, starts, ends) == [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+@needs_native
+def test_crc32c_continues_and_knows_its_check_value() -> None:
+    assert _native is not None
+    assert _native.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
+    assert _native.crc32c(b"56789", _native.crc32c(b"1234")) == 0xE3069283
+    big = os.urandom(1 << 20)
+    assert _native.crc32c(big) == crc32c(big)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("starts", "ends"),
+    [([0], [11]), ([-1], [2]), ([3], [2]), ([0, 1], [1])],
+    ids=["past-end", "negative", "backwards", "lengths"],
+)
+def test_ranges_outside_the_buffer_are_refused(starts: list[int], ends: list[int]) -> None:
+    with pytest.raises(ValueError):
+        native.crc32c_ranges(b"0123456789", np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    with pytest.raises(ValueError):
+        native.slices(b"0123456789", np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+
+
+@needs_native
+def test_index_arrays_of_another_type_are_refused() -> None:
+    with pytest.raises(TypeError, match="int64"):
+        _native.crc32c_ranges(b"0123", np.array([0], dtype=np.int32), np.array([2], dtype=np.int32))  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- parse_example
+
+_names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_values = st.one_of(
+    st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=6),
+    st.lists(st.floats(width=32, allow_nan=False), max_size=6),
+    st.lists(st.binary(max_size=40), max_size=6),
+)
+
+
+def _feature(values: list[Any]) -> bytes:
+    ex = proto.Example()
+    feat = ex.features.feature["x"]
+    if values and isinstance(values[0], int):
+        feat.int64_list.value.extend(values)
+    elif values and isinstance(values[0], float):
+        feat.float_list.value.extend(values)
+    else:
+        feat.bytes_list.value.extend(values)
+    return feat.SerializeToString()
+
+
+def _example(features: dict[str, list[Any]]) -> bytes:
+    ex = proto.Example()
+    for name, values in features.items():
+        ex.features.feature[name].MergeFromString(_feature(values))
+    return ex.SerializeToString()
+
+
+def _same_as_protobuf(data: bytes) -> None:
+    fast = native.parse_example(data)
+    try:
+        want = kinds_by_protobuf(data)
+    except CodecError:
+        assert fast is None, "accepted a record protobuf rejects"
+        return
+    if fast is not None:
+        assert _exact(fast) == _exact(want)
+
+
+def _exact(kinded: dict[str, Any]) -> dict[str, Any]:
+    """Values with their Python types, floats by their bits (a NaN equals itself)."""
+    out = {}
+    for name, (kind, values) in kinded.items():
+        out[name] = (kind, [(type(v), struct.pack("<d", v) if isinstance(v, float) else v) for v in values])
+    return out
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_names, _values, max_size=6))
+def test_serialized_examples_parse_as_protobuf_parses_them(features: dict[str, list[Any]]) -> None:
+    data = _example(features)
+    assert native.parse_example(data) is not None  # protobuf's own serialization is the regular layout
+    _same_as_protobuf(data)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_names, _values, min_size=1, max_size=4), st.data())
+def test_damaged_examples_are_protobufs_answer_or_declined(features: dict[str, list[Any]], data: st.DataObject) -> None:
+    record = bytearray(_example(features))
+    for _ in range(data.draw(st.integers(1, 3))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        at = data.draw(st.integers(0, max(len(record) - 1, 0)))
+        if op == "flip" and record:
+            record[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif op == "cut":
+            del record[at:]
+        else:
+            record[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+    _same_as_protobuf(bytes(record))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_protobufs_answer_or_declined(data: bytes) -> None:
+    _same_as_protobuf(data)
+
+
+def _twice(key: bytes) -> bytes:
+    return wire.map_entry(key, wire.int64_feature([1])) + wire.map_entry(key, wire.int64_feature([2]))
+
+
+def _int64_payload(packed: bytes) -> bytes:
+    return wire.length_delimited(wire.TAG_3, wire.length_delimited(wire.TAG_1, packed))
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "record",
+    [
+        # two entries for one key: protobuf keeps the last
+        wire.features_field(
+            wire.map_entry(b"a", wire.int64_feature([1])) + wire.map_entry(b"a", wire.int64_feature([2]))
+        ),
+        # floats unpacked (fixed32 each), as old writers may
+        wire.features_field(wire.map_entry(b"f", wire.length_delimited(wire.TAG_2, b"\x0d" + struct.pack("<f", 1.5)))),
+        # an unknown field in the Example
+        wire.features_field(wire.map_entry(b"a", wire.int64_feature([1]))) + b"\x18\x05",
+        # a key that is not UTF-8
+        wire.features_field(wire.map_entry(b"\xff", wire.int64_feature([1]))),
+        # a SequenceExample's feature_lists
+        wire.features_field(b"") + wire.length_delimited(wire.TAG_2, b""),
+        # an 11-byte varint
+        wire.features_field(
+            wire.map_entry(
+                b"a", wire.length_delimited(wire.TAG_3, wire.length_delimited(wire.TAG_1, b"\xff" * 10 + b"\x01"))
+            )
+        ),
+    ],
+    ids=["repeated-key", "unpacked-floats", "unknown-field", "bad-utf8-key", "sequence-example", "long-varint"],
+)
+def test_irregular_layouts_are_declined(record: bytes) -> None:
+    assert native.parse_example(record) is None
+    _same_as_protobuf(record)
+
+
+@needs_native
+@pytest.mark.parametrize("odd", [bytearray(b"\x0a\x00"), memoryview(b"\x0a\x00"), "text", None, 5])
+def test_only_bytes_are_parsed(odd: Any) -> None:
+    assert native.parse_example(odd) is None  # protobuf says what other objects are
+
+
+@needs_native
+def test_an_empty_feature_is_left_out_and_an_empty_list_kept() -> None:
+    record = wire.features_field(wire.map_entry(b"gone", b"") + wire.map_entry(b"empty", wire.int64_feature([])))
+    assert native.parse_example(record) == {"empty": ("int64_list", [])} == kinds_by_protobuf(record)
+
+
+# --------------------------------------------------------------------------- framing scans
+
+_records = st.lists(st.binary(max_size=300), max_size=12)
+
+
+def _framed_damaged(records: list[bytes], data: st.DataObject) -> bytes:
+    framed = [framing.frame_header(len(r)) + r + framing.masked_crc32c(r).to_bytes(4, "little") for r in records]
+    buf = bytearray(b"".join(framed))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if buf and data.draw(st.booleans()):
+            buf[data.draw(st.integers(0, len(buf) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+        else:
+            del buf[data.draw(st.integers(0, len(buf))) :]
+    return bytes(buf)
+
+
+def _scan_outcome(scan: Any, buf: bytes, pos: int, base: int) -> tuple[str, Any]:
+    try:
+        return "ok", scan(buf, pos, base)
+    except CorruptRecordError as e:
+        return "error", str(e)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(_records, st.data(), st.booleans(), st.booleans())
+def test_scan_records_is_the_scan_a_record_at_a_time(
+    records: list[bytes], data: st.DataObject, verify: bool, size: bool
+) -> None:
+    buf = _framed_damaged(records, data)
+    pos = data.draw(st.integers(0, min(len(buf), 40)))
+    scanner = framing._Scanner(io.BytesIO(), "f.tfrecord", verify, False, len(buf) + 7 if size else None)
+    assert _scan_outcome(scanner.scan, buf, pos, 100) == _scan_outcome(scanner.scan_each, buf, pos, 100)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(_records, st.data())
+def test_whole_records_walks_as_python_does(records: list[bytes], data: st.DataObject) -> None:
+    buf = _framed_damaged(records, data)
+    end = data.draw(st.integers(0, len(buf)))
+    fast = framing.whole_records(buf, end)
+    with _without_native():
+        slow = framing.whole_records(buf, end)
+    assert fast[0].tolist() == slow[0].tolist() and fast[1].tolist() == slow[1].tolist() and fast[2] == slow[2]
+    assert fast[0].dtype == slow[0].dtype == np.int64
+
+
+@contextlib.contextmanager
+def _without_native() -> Iterator[None]:
+    """The fallbacks run: the C extension is not there for the time being."""
+    saved = native.NATIVE
+    native.NATIVE = None
+    try:
+        yield
+    finally:
+        native.NATIVE = saved
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=8).map(lambda t: t.encode("utf-8")), st.binary(max_size=6)), max_size=10))
+def test_texts_decode_as_python_does(values: list[bytes]) -> None:
+    buf = b"".join(values)
+    ends = np.cumsum([len(v) for v in values], dtype=np.int64)
+    starts = ends - np.array([len(v) for v in values], dtype=np.int64)
+    fast = native.texts(buf, starts, ends)
+    with _without_native():
+        slow = native.texts(buf, starts, ends)
+    assert fast == slow
+    if slow is None:
+        assert any(not _is_utf8(v) for v in values)
+
+
+def _is_utf8(v: bytes) -> bool:
+    try:
+        v.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
