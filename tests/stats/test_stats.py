@@ -22,7 +22,7 @@ from catalog.cli import app
 from catalog.errors import CatalogError, CheckError, SchemaError, ValidationError
 from catalog.schema import Schema
 from catalog.schema.frames import column_batches
-from catalog.stats import Tally, tally
+from catalog.stats import Tally, sketches, tally
 from catalog.stats.columns import decoded_columns
 from catalog.stats.sketches import KLL_K
 from catalog.stats.tally import BYTE_ROW, byte_sums
@@ -890,3 +890,37 @@ def test_sequence_steps_of_lists_are_tallied_value_by_value(cat: Catalog) -> Non
     assert (floats.values.count, floats.values.min, floats.values.max) == (4, -1.5, 4.0)
     read = [[np.asarray(step).tolist() for step in r["ints"]] for r in ds.read()]
     assert read == [r["ints"] for r in rows]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(7).normal(1000, 0.01, 3 * sketches.PASS + 17).astype(np.float32),  # mean >> spread
+        np.random.default_rng(8).integers(-(2**62), 2**62, 2 * sketches.PASS + 1),
+        np.random.default_rng(9).integers(0, 2**64 - 1, sketches.PASS + 3, dtype=np.uint64),
+        np.concatenate([np.zeros(sketches.PASS), np.full(sketches.PASS + 5, 7.5)]),  # parts of unlike means
+    ],
+)
+def test_moments_of_many_parts_equal_numpy(values: np.ndarray) -> None:
+    """Moments of more than PASS numbers are summed a part at a time in float64 and the parts
+    merged: the mean and the spread equal NumPy's over the whole, to float64 rounding."""
+    m = sketches.Moments()
+    m.add(values)
+    wide = values.astype(np.float64)
+    assert (m.count, m.min, m.max) == (values.size, values.min().item(), values.max().item())
+    assert m.mean == pytest.approx(wide.mean(), rel=1e-12)
+    assert m.m2 == pytest.approx(wide.var() * wide.size, rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int16"])
+def test_zeros_counted_by_comparison_equal_numpy(dtype: str) -> None:
+    """Zeros of floats are counted by comparing (NumPy's count_nonzero of floats is slow): -0.0
+    counts, NaN and infinities do not, whatever the dtype."""
+    values = np.random.default_rng(4).integers(-3, 4, 50_000).astype(dtype)
+    if values.dtype.kind == "f":
+        values[::7] = -0.0
+        values[1::11] = np.nan
+        values[2::13] = -np.inf
+    want = int(np.sum(values.astype(np.float64) == 0))
+    assert tally.count_zeros(values) == want
+    assert tally.number_figures(values).zeros == want
