@@ -511,7 +511,25 @@ def sketch(quantiles: Any, values: np.ndarray) -> None:
     makes that nearly free (2.8 ms for 100,000 values unsorted, 1.5 ms sorting included). Its
     error bounds hold for values in any order. Sorted in their own dtype, then widened (in
     order: widening never reorders): float32 values sort in half the time of float64 ones."""
-    quantiles.update(np.sort(values, axis=None).astype(np.float64, copy=False))
+    quantiles.update(sorted_values(values.reshape(-1)))
+
+
+# Integers spanning at most this many times their count (+ COUNTED_SPAN) are sorted by counting
+# them: labels, counts, ids of a batch (a tenth of np.sort's time for 8,192 values in 0..999).
+COUNTED_SPAN = 1 << 12
+
+
+def sorted_values(flat: np.ndarray) -> np.ndarray:
+    """``flat``'s values in order, as float64. Integers of a small range are counted
+    (bincount) and repeated, the same values as np.sort gives, in O(values + range)."""
+    if flat.dtype.kind in "iu" and flat.size > 1:
+        lo, hi = int(flat.min()), int(flat.max())
+        if hi - lo <= 2 * flat.size + COUNTED_SPAN:
+            wide = flat if flat.dtype.itemsize == 8 else flat.astype(np.int64)  # (no wrap below)
+            counts = np.bincount((wide - wide.dtype.type(lo)).astype(np.intp), minlength=hi - lo + 1)
+            levels = np.arange(lo, hi + 1, dtype=wide.dtype).astype(np.float64)  # each rounded as np.sort's would be
+            return np.repeat(levels, counts)
+    return np.sort(flat).astype(np.float64, copy=False)
 
 
 @dataclass

@@ -949,3 +949,22 @@ def test_small_tensor_batches_are_counted_without_a_thread(cat: Catalog, monkeyp
         assert (img.values.count, img.zeros, img.values.min, img.values.max) == (
             flat.size, int((flat == 0).sum()), int(flat.min()), int(flat.max()))  # fmt: skip
         assert img.values.mean == pytest.approx(flat.mean(), rel=1e-12)
+
+
+def _near(dtype: str, lo: int, hi: int) -> Any:
+    return hnp.arrays(dtype, st.integers(0, 300), elements=st.integers(lo, hi))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(st.sampled_from(["int8", "uint8", "int16", "int32", "int64", "uint64"]), st.integers(0, 300))
+    | _near("int64", 2**63 - 1500, 2**63 - 1)  # float64 rounds these to multiples of 1024
+    | _near("int64", -(2**63), -(2**63) + 400)
+    | _near("uint64", 2**64 - 400, 2**64 - 1)
+    | _near("int64", -3000, 3000)
+)
+def test_integers_sorted_by_counting_equal_numpy_sort(values: np.ndarray) -> None:
+    """The quantile sketch's input, integers of a small range counted and repeated: the values
+    np.sort gives, as float64, at every dtype's extremes."""
+    got, want = tally.sorted_values(values), np.sort(values).astype(np.float64)
+    assert got.dtype == np.float64 and np.array_equal(got, want)
