@@ -431,7 +431,9 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
             if fs.lengths is not None:
                 fs.lengths.add(sizes)
                 sketch(fs.length_quantiles, sizes)
-            if sequence and not feat.is_scalar:  # each record's steps are lists: their values count
+            if sequence and not feat.is_scalar and _steps_as_rows(fs, present):
+                sizes = np.fromiter((v.size for v in present), dtype=np.int64, count=len(present))
+            elif sequence and not feat.is_scalar:  # each record's steps are lists: their values count
                 present = [step for steps in present for step in steps]
                 sizes = np.fromiter(map(len, present), dtype=np.int64, count=len(present))
             values = _flatten(fs, feat, present, int(sizes.sum())) if present else []
@@ -443,6 +445,13 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
         _add_numbers(fs, np.asarray(values), feed)
     else:
         _add_texts(fs, values if isinstance(values, list) else values.tolist())
+
+
+def _steps_as_rows(fs: FeatureStats, present: list[Any]) -> bool:
+    """Whether each record's steps are the rows of one array of numbers (decoding's form, and
+    the columns an append takes as given): flattened whole, not split into a list of steps
+    first (a list of 200,000 arrays a batch of SequenceExamples)."""
+    return fs.numeric and all(type(v) is np.ndarray and v.ndim >= 2 for v in present)
 
 
 def _add_joined(fs: FeatureStats, flat: np.ndarray, counts: np.ndarray, feed: Feed) -> None:

@@ -968,3 +968,33 @@ def test_integers_sorted_by_counting_equal_numpy_sort(values: np.ndarray) -> Non
     np.sort gives, as float64, at every dtype's extremes."""
     got, want = tally.sorted_values(values), np.sort(values).astype(np.float64)
     assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_sequence_steps_given_as_arrays_equal_steps_given_as_lists() -> None:
+    """A sequence feature whose records' steps are the rows of one array is flattened whole;
+    its statistics equal those of the same steps given as lists, one a step."""
+    schema = Schema.from_json(
+        {"features": {}, "sequence_features": {"frames": {"dtype": "float32", "shape": [3]},
+                                               "ids": {"dtype": "int64", "shape": [2]}}}
+    )  # fmt: skip
+    rng = np.random.default_rng(11)
+    steps = rng.integers(1, 7, 400)
+    frames = [rng.normal(0, 5, (k, 3)).astype(np.float32) for k in steps]
+    ids = [rng.integers(-50, 50, (k, 2)) for k in steps]
+    tallies = []
+    for form in (lambda a: a, lambda a: [step.tolist() for step in a]):
+        t = Tally(schema, helper=False)
+        columns = {"frames": np.fromiter(map(form, frames), dtype=object, count=400),
+                   "ids": np.fromiter(map(form, ids), dtype=object, count=400)}  # fmt: skip
+        t.add_columns(columns, 400, {})
+        tallies.append(t.result())
+    as_arrays, as_lists = tallies
+    for name, rows in (("frames", frames), ("ids", ids)):
+        flat = np.concatenate(rows, axis=None).astype(np.float64)
+        got, want = as_arrays.features[name], as_lists.features[name]
+        assert (got.values.count, got.values.min, got.values.max, got.zeros) == (
+            flat.size, flat.min(), flat.max(), int((flat == 0).sum()))  # fmt: skip
+        assert (want.values.count, want.values.min, want.values.max) == (flat.size, flat.min(), flat.max())
+        assert got.values.mean == pytest.approx(want.values.mean, rel=1e-12)
+        assert got.quantiles.n == want.quantiles.n == flat.size
+        assert (got.lengths.count, got.lengths.min, got.lengths.max) == (400, int(steps.min()), int(steps.max()))
