@@ -53,9 +53,10 @@ HELPER_MAX_RECORD = 2048
 # feature on average: long strings or bytes (1 KiB payloads), which are digested here a batch at
 # once (stats.digest) for less than copying them to the helper, which decodes them again.
 HELPER_MAX_SCALAR_BYTES = 64
-# A first batch of this many records goes to the helper when the process has one up already
-# (a migration's shard of 10,000 SequenceExamples: the writer decoded its first 8,192 itself,
-# 4.7 s of 26); a smaller one (a small append) is tallied here, for less than a round trip.
+# A first batch of this many records, not decoded yet, goes to the helper when the process has
+# one up already (a migration's shard of 10,000 SequenceExamples: the writer decoded its first
+# 8,192 itself, 4.7 s of 26); a smaller one (a small append) is tallied here, for less than a
+# round trip, and so is a first batch whose columns the writer has (the helper would decode it).
 EARLY_RECORDS = BATCH // 2
 BYTE_SUMS = 1 << 14  # 1-byte values at least this many a batch are summed on a helper thread
 BYTE_ROW = 1 << 15  # 1-byte values summed at once in int32: 255**2 * BYTE_ROW < 2**31
@@ -230,7 +231,7 @@ class Tally:
         HELPER_MAX_SCALAR_BYTES a feature for a schema of scalars)."""
         if not (self._helper or self._want_helper) or sum(map(len, records)) > self._helper_max_record * len(records):
             return False
-        self._early = self._early or len(records) >= EARLY_RECORDS
+        self._early = self._early or (kind == helpers.BATCH and len(records) >= EARLY_RECORDS)
         return self._hand(lambda helper: helper.offer(records, kind))
 
     def _offer_sample(self, name: str, values: np.ndarray) -> bool:
