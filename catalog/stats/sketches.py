@@ -36,11 +36,13 @@ Number = int | float
 # FeatureStats' plain counts: summed by a merge, stored as they are
 COUNTS = ("records", "present", "filled", "missing", "zeros", "nans", "infs", "long_values", "top_rest")
 CHUNK = 1 << 20  # numbers a Moments.add works on at once
-# Numbers a pass of Moments.add works on while they sit in the CPU's cache: NumPy's var of a
-# million float32 values makes float64 temporaries the size of the whole (four passes over
-# memory); parts of PASS values copied to float64 once, then summed, centred and squared where
-# they lie, cost half (bench_stats: `big`, large float32 tensors).
-PASS = 1 << 14
+# Numbers a pass of Moments.add works on at once: NumPy's var of a million float32 values makes
+# float64 temporaries the size of the whole (four passes over memory); parts of PASS values
+# copied to float64 once (2 MiB, in the CPU's last-level cache), then summed, centred and
+# squared where they lie, cost a third (bench_stats: `big`, large float32 tensors). Not
+# smaller: on the counting thread each NumPy call takes the GIL back from the writer, and parts
+# of 16k values made 500 such calls a batch (the writer waited on its switch interval).
+PASS = 1 << 18
 
 
 @dataclass
