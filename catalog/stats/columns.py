@@ -76,6 +76,8 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         return column if column.dtype == feat.np_dtype and column.shape[1:] == feat.shape else None
     if feat.is_varlen and feat.dtype == "int64":
         return _rows(column, {list, tuple, np.ndarray})
+    if feat.is_varlen and feat.dtype == "float32":  # float32 arrays alone: the encoder rounds others
+        return _float32_rows(column)
     if not feat.is_scalar:
         return None
     if feat.dtype in ("string", "bytes"):  # (bytes stored as given: an image's file too)
@@ -105,6 +107,15 @@ def _steps(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     want = np.dtype(feat.np_dtype)
     for row in column:
         if type(row) is not np.ndarray or row.dtype != want or row.shape[1:] != feat.shape:
+            return None
+    return np.fromiter(column, dtype=object, count=len(column))
+
+
+def _float32_rows(column: Sequence[Any]) -> np.ndarray | None:
+    """A float32 list feature's column as an object array when every value is a 1-D float32
+    array (a migration's decoded rows, or an append's arrays): the values decoding gives."""
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != np.float32 or row.ndim != 1:
             return None
     return np.fromiter(column, dtype=object, count=len(column))
 

@@ -998,3 +998,54 @@ def test_sequence_steps_given_as_arrays_equal_steps_given_as_lists() -> None:
         assert got.values.mean == pytest.approx(want.values.mean, rel=1e-12)
         assert got.quantiles.n == want.quantiles.n == flat.size
         assert (got.lengths.count, got.lengths.min, got.lengths.max) == (400, int(steps.min()), int(steps.max()))
+
+
+def test_row_level_migration_tallies_its_rows_not_its_records_again(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row-level migration hands the statistics the rows it encoded (as an append's columns):
+    no record is decoded again for them, and they equal those of the new records decoded."""
+    features = {"id": {"dtype": "int64"}, "word": {"dtype": "string"}, "blob": {"dtype": "bytes"},
+                "f": {"dtype": "float32", "shape": [None]}, "t": {"dtype": "int64", "shape": [None]}}  # fmt: skip
+    schema = {"features": features}
+    rng = np.random.default_rng(12)
+    ds = cat.register("d", schema)
+    ds.append_rows([{"id": i, "word": f"w{i % 9}", "blob": rng.bytes(int(rng.integers(0, 300))),
+                     "f": rng.normal(0, 3, int(rng.integers(0, 9))).astype(np.float32),
+                     "t": rng.integers(-5, 5, int(rng.integers(0, 6)))} for i in range(3000)])  # fmt: skip
+    script = tmp_path / "migrations" / "d" / "0001_z.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "from catalog.migrate import AddField\n\n"
+        'operations = [AddField("z", {"dtype": "int64"}, fn=lambda r: r["id"] % 3)]\n'
+    )
+    decoded: list[int] = []
+    real = Tally.add_decoded
+    monkeypatch.setattr(
+        Tally,
+        "add_decoded",
+        lambda self, records, counted: (decoded.append(len(records)), real(self, records, counted)),
+    )
+    monkeypatch.setattr(helpers_module().SLOT, "enabled", False)  # the writer's own tally: what it decodes shows
+    ds.migrate(tmp_path / "migrations")
+    assert decoded == []
+    migrated = cat.dataset("d")
+    st = migrated.stats()
+    fresh = Tally(migrated.schema, helper=False)
+    fresh.add_records(migrated.records())
+    want = fresh.result()
+    for name in ("id", "word", "blob", "f", "t", "z"):
+        a, b = st.feature(name), want.features[name]
+        assert (a.records, a.present, a.missing, a.zeros) == (b.records, b.present, b.missing, b.zeros), name
+        assert (a.values.count, a.values.min, a.values.max) == (b.values.count, b.values.min, b.values.max), name
+        assert a.values.mean == pytest.approx(b.values.mean, rel=1e-12), name
+        if a.lengths is not None:
+            assert (a.lengths.count, a.lengths.min, a.lengths.max) == (b.lengths.count, b.lengths.min, b.lengths.max)
+        if a.top is not None:
+            assert sorted(a.top_values(5)) == sorted(b.top_values(5)), name
+
+
+def helpers_module() -> Any:
+    from catalog.stats import helper
+
+    return helper
