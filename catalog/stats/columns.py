@@ -71,8 +71,10 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     if feat.optional:
         return None
     if feat.tensor:
-        if feat.stores_shape or not isinstance(column, np.ndarray):
+        if feat.stores_shape:
             return None
+        if not isinstance(column, np.ndarray):
+            return _stacked(feat, column)
         return column if column.dtype == feat.np_dtype and column.shape[1:] == feat.shape else None
     if feat.is_varlen and feat.dtype == "int64":
         return _rows(column, {list, tuple, np.ndarray})
@@ -109,6 +111,16 @@ def _steps(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
         if type(row) is not np.ndarray or row.dtype != want or row.shape[1:] != feat.shape:
             return None
     return np.fromiter(column, dtype=object, count=len(column))
+
+
+def _stacked(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
+    """A fixed-shape tensor feature's column given an array a row (a migration's decoded rows)
+    as one array, when every row is an array of the feature's dtype and shape."""
+    want = np.dtype(feat.np_dtype)
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != want or row.shape != feat.shape:
+            return None
+    return np.stack(column) if len(column) else None
 
 
 def _float32_rows(column: Sequence[Any]) -> np.ndarray | None:

@@ -1006,13 +1006,17 @@ def test_row_level_migration_tallies_its_rows_not_its_records_again(
     """A row-level migration hands the statistics the rows it encoded (as an append's columns):
     no record is decoded again for them, and they equal those of the new records decoded."""
     features = {"id": {"dtype": "int64"}, "word": {"dtype": "string"}, "blob": {"dtype": "bytes"},
-                "f": {"dtype": "float32", "shape": [None]}, "t": {"dtype": "int64", "shape": [None]}}  # fmt: skip
+                "f": {"dtype": "float32", "shape": [None]}, "t": {"dtype": "int64", "shape": [None]},
+                "img": {"dtype": "uint8", "shape": [4, 4], "encoding": "tensor"},
+                "x": {"dtype": "float32", "shape": [3], "encoding": "tensor"}}  # fmt: skip
     schema = {"features": features}
     rng = np.random.default_rng(12)
     ds = cat.register("d", schema)
     ds.append_rows([{"id": i, "word": f"w{i % 9}", "blob": rng.bytes(int(rng.integers(0, 300))),
                      "f": rng.normal(0, 3, int(rng.integers(0, 9))).astype(np.float32),
-                     "t": rng.integers(-5, 5, int(rng.integers(0, 6)))} for i in range(3000)])  # fmt: skip
+                     "t": rng.integers(-5, 5, int(rng.integers(0, 6))),
+                     "img": rng.integers(0, 256, (4, 4), dtype=np.uint8),
+                     "x": rng.normal(0, 2, 3).astype(np.float32)} for i in range(3000)])  # fmt: skip
     script = tmp_path / "migrations" / "d" / "0001_z.py"
     script.parent.mkdir(parents=True)
     script.write_text(
@@ -1034,7 +1038,7 @@ def test_row_level_migration_tallies_its_rows_not_its_records_again(
     fresh = Tally(migrated.schema, helper=False)
     fresh.add_records(migrated.records())
     want = fresh.result()
-    for name in ("id", "word", "blob", "f", "t", "z"):
+    for name in ("id", "word", "blob", "f", "t", "img", "x", "z"):
         a, b = st.feature(name), want.features[name]
         assert (a.records, a.present, a.missing, a.zeros) == (b.records, b.present, b.missing, b.zeros), name
         assert (a.values.count, a.values.min, a.values.max) == (b.values.count, b.values.min, b.values.max), name
