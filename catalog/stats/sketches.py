@@ -57,17 +57,18 @@ class Moments:
     min: Number | None = None
     max: Number | None = None
 
-    def add(self, values: np.ndarray) -> None:
+    def add(self, values: np.ndarray, bounds: tuple[Number, Number] | None = None) -> None:
         """Add finite numbers (any numeric dtype, flat), a million at a time: var's float64
-        temporaries stay small (a batch of images holds tens of millions)."""
+        temporaries stay small (a batch of images holds tens of millions). ``bounds``: their
+        minimum and maximum when the caller has them (two passes fewer)."""
         if values.size > CHUNK:
             for start in range(0, values.size, CHUNK):
-                self.add(values[start : start + CHUNK])
+                self.add(values[start : start + CHUNK], bounds)  # (the merge keeps the whole's)
             return
         n = int(values.size)
         if not n:
             return
-        lo, hi = values.min().item(), values.max().item()
+        lo, hi = bounds if bounds is not None else (values.min().item(), values.max().item())
         with np.errstate(over="ignore", invalid="ignore"):
             mean, m2 = _mean_m2(values)
             if not (math.isfinite(mean) and math.isfinite(m2)):  # a sum overflowed: on the values scaled down
