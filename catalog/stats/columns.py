@@ -71,11 +71,15 @@ def _direct(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     if feat.optional:
         return None
     if feat.tensor:
-        if feat.stores_shape or not isinstance(column, np.ndarray):
+        if feat.stores_shape:
             return None
+        if not isinstance(column, np.ndarray):
+            return _stacked(feat, column)
         return column if column.dtype == feat.np_dtype and column.shape[1:] == feat.shape else None
     if feat.is_varlen and feat.dtype == "int64":
         return _rows(column, {list, tuple, np.ndarray})
+    if feat.is_varlen and feat.dtype == "float32":  # float32 arrays alone: the encoder rounds others
+        return _float32_rows(column)
     if not feat.is_scalar:
         return None
     if feat.dtype in ("string", "bytes"):  # (bytes stored as given: an image's file too)
@@ -105,6 +109,25 @@ def _steps(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
     want = np.dtype(feat.np_dtype)
     for row in column:
         if type(row) is not np.ndarray or row.dtype != want or row.shape[1:] != feat.shape:
+            return None
+    return np.fromiter(column, dtype=object, count=len(column))
+
+
+def _stacked(feat: Feature, column: Sequence[Any]) -> np.ndarray | None:
+    """A fixed-shape tensor feature's column given an array a row (a migration's decoded rows)
+    as one array, when every row is an array of the feature's dtype and shape."""
+    want = np.dtype(feat.np_dtype)
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != want or row.shape != feat.shape:
+            return None
+    return np.stack(column) if len(column) else None
+
+
+def _float32_rows(column: Sequence[Any]) -> np.ndarray | None:
+    """A float32 list feature's column as an object array when every value is a 1-D float32
+    array (a migration's decoded rows, or an append's arrays): the values decoding gives."""
+    for row in column:
+        if type(row) is not np.ndarray or row.dtype != np.float32 or row.ndim != 1:
             return None
     return np.fromiter(column, dtype=object, count=len(column))
 

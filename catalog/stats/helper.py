@@ -242,6 +242,11 @@ class _Slot:
         # False: this process tallies alone (CATALOG_STATS_HELPER=0, or a pool's worker)
         self.enabled = os.environ.get("CATALOG_STATS_HELPER", "1") != "0"
 
+    def running(self) -> bool:
+        """Whether a helper is up, ready and free (lending it costs no start)."""
+        helper = self.helper
+        return self.enabled and not self.busy and helper is not None and helper.ready and not helper.lost
+
     def borrow(self) -> Helper | None:
         with self.lock:
             if self.busy or self.failures >= 3 or not self.enabled or not _can_start():

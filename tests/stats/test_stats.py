@@ -22,7 +22,7 @@ from catalog.cli import app
 from catalog.errors import CatalogError, CheckError, SchemaError, ValidationError
 from catalog.schema import Schema
 from catalog.schema.frames import column_batches
-from catalog.stats import Tally, tally
+from catalog.stats import Tally, sketches, tally
 from catalog.stats.columns import decoded_columns
 from catalog.stats.sketches import KLL_K
 from catalog.stats.tally import BYTE_ROW, byte_sums
@@ -890,3 +890,166 @@ def test_sequence_steps_of_lists_are_tallied_value_by_value(cat: Catalog) -> Non
     assert (floats.values.count, floats.values.min, floats.values.max) == (4, -1.5, 4.0)
     read = [[np.asarray(step).tolist() for step in r["ints"]] for r in ds.read()]
     assert read == [r["ints"] for r in rows]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(7).normal(1000, 0.01, 3 * sketches.PASS + 17).astype(np.float32),  # mean >> spread
+        np.random.default_rng(8).integers(-(2**62), 2**62, 2 * sketches.PASS + 1),
+        np.random.default_rng(9).integers(0, 2**64 - 1, sketches.PASS + 3, dtype=np.uint64),
+        np.concatenate([np.zeros(sketches.PASS), np.full(sketches.PASS + 5, 7.5)]),  # parts of unlike means
+    ],
+)
+def test_moments_of_many_parts_equal_numpy(values: np.ndarray) -> None:
+    """Moments of more than PASS numbers are summed a part at a time in float64 and the parts
+    merged: the mean and the spread equal NumPy's over the whole, to float64 rounding."""
+    m = sketches.Moments()
+    m.add(values)
+    wide = values.astype(np.float64)
+    assert (m.count, m.min, m.max) == (values.size, values.min().item(), values.max().item())
+    assert m.mean == pytest.approx(wide.mean(), rel=1e-12)
+    assert m.m2 == pytest.approx(wide.var() * wide.size, rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int16"])
+def test_zeros_counted_by_comparison_equal_numpy(dtype: str) -> None:
+    """Zeros of floats are counted by comparing (NumPy's count_nonzero of floats is slow): -0.0
+    counts, NaN and infinities do not, whatever the dtype."""
+    values = np.random.default_rng(4).integers(-3, 4, 50_000).astype(dtype)
+    if values.dtype.kind == "f":
+        values[::7] = -0.0
+        values[1::11] = np.nan
+        values[2::13] = -np.inf
+    want = int(np.sum(values.astype(np.float64) == 0))
+    assert tally.count_zeros(values) == want
+    assert tally.number_figures(values).zeros == want
+
+
+def test_small_tensor_batches_are_counted_without_a_thread(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tensor batches under INLINE_BYTES are counted where they are tallied (a thread cost a
+    small append 8 ms waiting for 0.2 ms of sums); larger ones on the thread: exact both ways."""
+    pools: list[object] = []
+    real = tally.ThreadPoolExecutor
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        pools.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tally, "ThreadPoolExecutor", counting)
+    schema = {"features": {"img": {"dtype": "uint8", "shape": [32, 32, 3], "encoding": "tensor"}}}
+    px = np.random.default_rng(2).integers(0, 256, (400, 32, 32, 3), dtype=np.uint8)
+    small, large = cat.register("small", schema), cat.register("large", schema)
+    small.append_rows({"img": px[:100]})  # 300 KiB
+    assert pools == []
+    large.append_rows({"img": np.concatenate([px] * 3)})  # 3.5 MiB: past INLINE_BYTES
+    assert len(pools) == 1
+    for ds, images in ((small, px[:100]), (large, np.concatenate([px] * 3))):
+        img, flat = ds.stats().feature("img"), images.reshape(-1).astype(np.int64)
+        assert (img.values.count, img.zeros, img.values.min, img.values.max) == (
+            flat.size, int((flat == 0).sum()), int(flat.min()), int(flat.max()))  # fmt: skip
+        assert img.values.mean == pytest.approx(flat.mean(), rel=1e-12)
+
+
+def _near(dtype: str, lo: int, hi: int) -> Any:
+    return hnp.arrays(dtype, st.integers(0, 300), elements=st.integers(lo, hi))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(st.sampled_from(["int8", "uint8", "int16", "int32", "int64", "uint64"]), st.integers(0, 300))
+    | _near("int64", 2**63 - 1500, 2**63 - 1)  # float64 rounds these to multiples of 1024
+    | _near("int64", -(2**63), -(2**63) + 400)
+    | _near("uint64", 2**64 - 400, 2**64 - 1)
+    | _near("int64", -3000, 3000)
+)
+def test_integers_sorted_by_counting_equal_numpy_sort(values: np.ndarray) -> None:
+    """The quantile sketch's input, integers of a small range counted and repeated: the values
+    np.sort gives, as float64, at every dtype's extremes."""
+    got, want = tally.sorted_values(values), np.sort(values).astype(np.float64)
+    assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_sequence_steps_given_as_arrays_equal_steps_given_as_lists() -> None:
+    """A sequence feature whose records' steps are the rows of one array is flattened whole;
+    its statistics equal those of the same steps given as lists, one a step."""
+    schema = Schema.from_json(
+        {"features": {}, "sequence_features": {"frames": {"dtype": "float32", "shape": [3]},
+                                               "ids": {"dtype": "int64", "shape": [2]}}}
+    )  # fmt: skip
+    rng = np.random.default_rng(11)
+    steps = rng.integers(1, 7, 400)
+    frames = [rng.normal(0, 5, (k, 3)).astype(np.float32) for k in steps]
+    ids = [rng.integers(-50, 50, (k, 2)) for k in steps]
+    tallies = []
+    for form in (lambda a: a, lambda a: [step.tolist() for step in a]):
+        t = Tally(schema, helper=False)
+        columns = {"frames": np.fromiter(map(form, frames), dtype=object, count=400),
+                   "ids": np.fromiter(map(form, ids), dtype=object, count=400)}  # fmt: skip
+        t.add_columns(columns, 400, {})
+        tallies.append(t.result())
+    as_arrays, as_lists = tallies
+    for name, rows in (("frames", frames), ("ids", ids)):
+        flat = np.concatenate(rows, axis=None).astype(np.float64)
+        got, want = as_arrays.features[name], as_lists.features[name]
+        assert (got.values.count, got.values.min, got.values.max, got.zeros) == (
+            flat.size, flat.min(), flat.max(), int((flat == 0).sum()))  # fmt: skip
+        assert (want.values.count, want.values.min, want.values.max) == (flat.size, flat.min(), flat.max())
+        assert got.values.mean == pytest.approx(want.values.mean, rel=1e-12)
+        assert got.quantiles.n == want.quantiles.n == flat.size
+        assert (got.lengths.count, got.lengths.min, got.lengths.max) == (400, int(steps.min()), int(steps.max()))
+
+
+def test_row_level_migration_tallies_its_rows_not_its_records_again(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row-level migration hands the statistics the rows it encoded (as an append's columns):
+    no record is decoded again for them, and they equal those of the new records decoded."""
+    features = {"id": {"dtype": "int64"}, "word": {"dtype": "string"}, "blob": {"dtype": "bytes"},
+                "f": {"dtype": "float32", "shape": [None]}, "t": {"dtype": "int64", "shape": [None]},
+                "img": {"dtype": "uint8", "shape": [4, 4], "encoding": "tensor"},
+                "x": {"dtype": "float32", "shape": [3], "encoding": "tensor"}}  # fmt: skip
+    schema = {"features": features}
+    rng = np.random.default_rng(12)
+    ds = cat.register("d", schema)
+    ds.append_rows([{"id": i, "word": f"w{i % 9}", "blob": rng.bytes(int(rng.integers(0, 300))),
+                     "f": rng.normal(0, 3, int(rng.integers(0, 9))).astype(np.float32),
+                     "t": rng.integers(-5, 5, int(rng.integers(0, 6))),
+                     "img": rng.integers(0, 256, (4, 4), dtype=np.uint8),
+                     "x": rng.normal(0, 2, 3).astype(np.float32)} for i in range(3000)])  # fmt: skip
+    script = tmp_path / "migrations" / "d" / "0001_z.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "from catalog.migrate import AddField\n\n"
+        'operations = [AddField("z", {"dtype": "int64"}, fn=lambda r: r["id"] % 3)]\n'
+    )
+    decoded: list[int] = []
+    real = Tally.add_decoded
+    monkeypatch.setattr(
+        Tally,
+        "add_decoded",
+        lambda self, records, counted: (decoded.append(len(records)), real(self, records, counted)),
+    )
+    monkeypatch.setattr(helpers_module().SLOT, "enabled", False)  # the writer's own tally: what it decodes shows
+    ds.migrate(tmp_path / "migrations")
+    assert decoded == []
+    migrated = cat.dataset("d")
+    st = migrated.stats()
+    fresh = Tally(migrated.schema, helper=False)
+    fresh.add_records(migrated.records())
+    want = fresh.result()
+    for name in ("id", "word", "blob", "f", "t", "img", "x", "z"):
+        a, b = st.feature(name), want.features[name]
+        assert (a.records, a.present, a.missing, a.zeros) == (b.records, b.present, b.missing, b.zeros), name
+        assert (a.values.count, a.values.min, a.values.max) == (b.values.count, b.values.min, b.values.max), name
+        assert a.values.mean == pytest.approx(b.values.mean, rel=1e-12), name
+        if a.lengths is not None:
+            assert (a.lengths.count, a.lengths.min, a.lengths.max) == (b.lengths.count, b.lengths.min, b.lengths.max)
+        if a.top is not None:
+            assert sorted(a.top_values(5)) == sorted(b.top_values(5)), name
+
+
+def helpers_module() -> Any:
+    from catalog.stats import helper
+
+    return helper

@@ -458,3 +458,49 @@ def test_pool_workers_tally_alone() -> None:
     with executor:
         assert run_jobs(_helper_allowed, [0, 1], executor, None) == [False, False]
     assert helpers.SLOT.enabled  # the caller's own writes still have one
+
+
+def test_a_full_first_batch_goes_to_a_helper_already_up(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first batch of EARLY_RECORDS goes to the process's helper when it is up (a migration's
+    shard of one batch was decoded and tallied by the writer alone); none is up: tallied here."""
+    monkeypatch.setattr(tally, "EARLY_RECORDS", 500)
+    schema, recs = records(3000)
+    t = Tally(schema)
+    t.add_records(recs)
+    assert t._sent == 6  # every batch of 500, the first too
+    same_stats(t.result(), alone(schema, recs))
+    with monkeypatch.context() as m:
+        m.setattr(helpers.SLOT, "running", lambda: False)
+        u = Tally(schema)
+        u.add_records(recs)
+        assert u._sent == 5  # the first here: starting a helper for it costs more than it saves
+        same_stats(u.result(), alone(schema, recs))
+    v = Tally(schema)  # columns in hand: the first batch's are tallied here (the helper would decode it)
+    for start in range(0, len(recs), 500):
+        batch = recs[start : start + 500]
+        absent: dict[str, np.ndarray] = {}
+        v.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    assert v._sent == 5
+    same_stats(v.result(), alone(schema, recs))
+
+
+def test_sequence_batches_decoded_by_the_caller_are_tallied_by_the_writer(eager: None) -> None:
+    """SequenceExamples' columns in hand are tallied by the writer: the helper would decode
+    their records again a step at a time, far behind the writer."""
+    schema = Schema.from_json(
+        {"features": {"label": {"dtype": "int64"}},
+         "sequence_features": {"tokens": {"dtype": "int64"}, "frames": {"dtype": "float32", "shape": [2]}}}
+    )  # fmt: skip
+    rng = np.random.default_rng(6)
+    recs = []
+    for i in range(1500):
+        steps = int(rng.integers(1, 6))
+        row = {"label": i % 3, "tokens": rng.integers(0, 99, steps), "frames": rng.random((steps, 2), dtype=np.float32)}
+        recs.append(schema.encode(row))
+    t = Tally(schema)
+    for start in range(0, len(recs), 500):
+        batch = recs[start : start + 500]
+        absent: dict[str, np.ndarray] = {}
+        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    assert t._sent == 0
+    same_stats(t.result(), alone(schema, recs))

@@ -463,16 +463,32 @@ def evolve(schema: Schema, ops: Sequence[Operation]) -> list[Schema]:
 
 
 RecordFn = Callable[[bytes, int], bytes]
+# A source record (and its index) to the target record and the row it was encoded from.
+RowFn = Callable[[bytes, int], tuple[bytes, dict[str, Any]]]
 
 
 def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn:
     """One function from a source record (and its index) to the target record."""
     if all(op.byte_level for op in ops) and not any(s.sequence for s in chain):
         return _byte_plan(ops, chain)  # feature lists (SequenceExample schemas) take the row path
+    with_row = _row_plan(ops, chain)
+    return lambda record, index: with_row(record, index)[0]
+
+
+def compile_row_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RowFn | None:
+    """``compile_steps``' function for a row-level plan, giving each target record with the row
+    it was encoded from (the statistics take the rows, not the records decoded again); None
+    for a byte-level plan, which has no rows."""
+    if all(op.byte_level for op in ops) and not any(s.sequence for s in chain):
+        return None
+    return _row_plan(ops, chain)
+
+
+def _row_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RowFn:
     source, target = chain[0], chain[-1]
     carry = not source.sequence and not target.sequence  # feature lists the schemas do not describe
 
-    def by_row(record: bytes, index: int) -> bytes:
+    def by_row(record: bytes, index: int) -> tuple[bytes, dict[str, Any]]:
         row = source.decode(record)
         if unknown_fields_within(record):
             raise ValidationError(
@@ -481,7 +497,7 @@ def compile_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RecordFn
         for op, before, after in zip(ops, chain[:-1], chain[1:], strict=True):
             row = op.apply(row, before, after)
         # the row is the features; feature_lists no schema describes go along untouched
-        return target.encode(row) + (beyond_features(record) if carry else b"")
+        return target.encode(row) + (beyond_features(record) if carry else b""), row
 
     return by_row
 

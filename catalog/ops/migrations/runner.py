@@ -46,6 +46,8 @@ from catalog.ops.migrations.operations import (
     DropField,
     Operation,
     RenameField,
+    RowFn,
+    compile_row_steps,
     compile_steps,
     evolve,
     from_json,
@@ -64,6 +66,7 @@ from catalog.ops.migrations.scripts import (
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords
 from catalog.schema import Schema, SchemaDiff
 from catalog.stats import DatasetStats
+from catalog.stats.columns import decoded_columns
 from catalog.stats.tally import constant_stats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
@@ -133,8 +136,9 @@ class ShardJob:
     adopted: bool = False
 
 
-# per process: MigrationSpec.key() -> the record function and the target schema
-_COMPILED: dict[str, tuple[Any, Schema]] = {}
+# per process: MigrationSpec.key() -> the record function, the row function (None: a byte-level
+# plan) and the target schema
+_COMPILED: dict[str, tuple[Any, RowFn | None, Schema]] = {}
 
 
 def migrate_shard(job: ShardJob) -> ShardFile | None:
@@ -143,10 +147,11 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     if key not in _COMPILED:
         try:
             chain = job.spec.chain()
-            _COMPILED[key] = compile_steps(job.spec.ops(), chain), chain[-1]
+            ops = job.spec.ops()
+            _COMPILED[key] = compile_steps(ops, chain), compile_row_steps(ops, chain), chain[-1]
         except CatalogError as e:
             raise MigrationError(f"{job.spec.id}: {e}") from None
-    fn, target = _COMPILED[key]
+    fn, with_rows, target = _COMPILED[key]
     clear_attempt(store_for(job.data_root), job.dataset, job.prefix)  # a rerun of a task whose worker died
     schema = target if job.statistics else None
     sink = ShardSink(
@@ -156,11 +161,22 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     try:
         if job.checksum is not None:
             check_named(job.source, job.checksum, job.fingerprint, job.adopted)
-        write = sink.write
         for batch in shard_batches(job.source, job.size):
+            # rows for the statistics when the source's exact fill counts replace what they show
+            # (a row holds a default its record lacked: decoding alone counts it as filled)
+            if with_rows is None or job.filled is None or not job.statistics:
+                for record in batch:
+                    sink.write(fn(record, index))
+                    index += 1
+                continue
+            records: list[bytes] = []
+            rows: list[dict[str, Any]] = []
             for record in batch:
-                write(fn(record, index))
+                new, row = with_rows(record, index)
+                records.append(new)
+                rows.append(row)
                 index += 1
+            _write_rows(sink, target, records, rows)
         if job.filled is not None:
             sink.set_filled(dict(job.filled))
         else:  # no statistics to carry: at least the features this migration filled in
@@ -174,6 +190,18 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
         found = counted(index, "record")
         raise MigrationError(f"{job.source}: {found} read, {job.records} registered; run `catalog verify`")
     return shards[0] if shards else None
+
+
+def _write_rows(sink: ShardSink, target: Schema, records: list[bytes], rows: list[dict[str, Any]]) -> None:
+    """Migrated records written with the rows they were encoded from, which the statistics take
+    as an append's columns (stats.columns), not the records decoded again (unless a feature's
+    values are in no form taken as given, or the row lacks one: then they are)."""
+    columns = {name: [row.get(name) for row in rows] for name in target.all_features}
+    got = decoded_columns(target, columns, len(records), {}, {})
+    if got is None:
+        sink.write_many(records)
+    else:
+        sink.write_decoded(records, *got)
 
 
 def _record_error(job: ShardJob, index: int, e: Exception) -> MigrationError:
