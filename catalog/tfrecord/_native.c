@@ -146,20 +146,6 @@ static PyObject *crc32c_one(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(out);
 }
 
-static PyObject *slices(PyObject *self, PyObject *args) {
-    Ranges r;
-    if (ranges_get(args, &r) < 0) return NULL;
-    PyObject *out = PyList_New(r.n);
-    const char *buf = r.data.buf;
-    const int64_t *s = r.starts.buf, *e = r.ends.buf;
-    for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
-        PyObject *item = PyBytes_FromStringAndSize(buf + s[i], (Py_ssize_t)(e[i] - s[i]));
-        if (item == NULL) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, i, item);
-    }
-    ranges_release(&r);
-    return out;
-}
 
 /* ------------------------------------------------------------------ TFRecord framing */
 
@@ -250,21 +236,23 @@ done:
     return result;
 }
 
-/* texts(buf, starts, ends) -> list[str] | None: each range decoded as UTF-8; None when one is not */
-static PyObject *texts(PyObject *self, PyObject *args) {
+/* Each range of buf as bytes, or (text) decoded as UTF-8, in a list; with text, None when
+ * one range is not UTF-8. */
+static PyObject *ranges_list(PyObject *args, int text) {
     Ranges r;
     if (ranges_get(args, &r) < 0) return NULL;
     PyObject *out = PyList_New(r.n);
     const char *buf = r.data.buf;
     const int64_t *s = r.starts.buf, *e = r.ends.buf;
     for (Py_ssize_t i = 0; out != NULL && i < r.n; i++) {
-        PyObject *item = PyUnicode_DecodeUTF8(buf + s[i], (Py_ssize_t)(e[i] - s[i]), NULL);
+        Py_ssize_t n = (Py_ssize_t)(e[i] - s[i]);
+        PyObject *item = text ? PyUnicode_DecodeUTF8(buf + s[i], n, NULL) : PyBytes_FromStringAndSize(buf + s[i], n);
         if (item != NULL) {
             PyList_SET_ITEM(out, i, item);
             continue;
         }
         Py_CLEAR(out);
-        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        if (text && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
             PyErr_Clear();
             out = Py_None;
             Py_INCREF(out);
@@ -274,6 +262,10 @@ static PyObject *texts(PyObject *self, PyObject *args) {
     ranges_release(&r);
     return out;
 }
+
+static PyObject *slices(PyObject *self, PyObject *args) { return ranges_list(args, 0); }
+
+static PyObject *texts(PyObject *self, PyObject *args) { return ranges_list(args, 1); }
 
 /* ------------------------------------------------------------------ encode_plain */
 
@@ -501,16 +493,19 @@ static int read_field(Cursor *c, unsigned char tag, Cursor *payload) {
 
 static PyObject *kind_bytes, *kind_float, *kind_int64;
 
+/* Append a new reference (NULL: its making failed) to list, giving the reference up. */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return FAILED;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc < 0 ? FAILED : OK;
+}
+
 static int bytes_values(Cursor body, PyObject *list) {
     while (body.p < body.end) {
         Cursor v;
         if (read_field(&body, 0x0A, &v) != OK) return IRREGULAR;
-        PyObject *item = PyBytes_FromStringAndSize((const char *)v.p, v.end - v.p);
-        if (item == NULL || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            return FAILED;
-        }
-        Py_DECREF(item);
+        if (append_new(list, PyBytes_FromStringAndSize((const char *)v.p, v.end - v.p)) != OK) return FAILED;
     }
     return OK;
 }
@@ -530,12 +525,7 @@ static int float_values(Cursor body, PyObject *list) {
         uint32_t bits = (uint32_t)v.p[0] | (uint32_t)v.p[1] << 8 | (uint32_t)v.p[2] << 16 | (uint32_t)v.p[3] << 24;
         float f;
         memcpy(&f, &bits, 4);
-        PyObject *item = PyFloat_FromDouble((double)f);
-        if (item == NULL || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            return FAILED;
-        }
-        Py_DECREF(item);
+        if (append_new(list, PyFloat_FromDouble((double)f)) != OK) return FAILED;
     }
     return OK;
 }
@@ -546,12 +536,7 @@ static int int64_values(Cursor body, PyObject *list) {
     while (v.p < v.end) {
         uint64_t u;
         if (read_varint(&v, &u) != OK) return IRREGULAR;
-        PyObject *item = PyLong_FromLongLong((long long)(int64_t)u);
-        if (item == NULL || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            return FAILED;
-        }
-        Py_DECREF(item);
+        if (append_new(list, PyLong_FromLongLong((long long)(int64_t)u)) != OK) return FAILED;
     }
     return OK;
 }

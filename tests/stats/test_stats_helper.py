@@ -475,13 +475,21 @@ def test_a_full_first_batch_goes_to_a_helper_already_up(eager: None, monkeypatch
         u.add_records(recs)
         assert u._sent == 5  # the first here: starting a helper for it costs more than it saves
         same_stats(u.result(), alone(schema, recs))
-    v = Tally(schema)  # columns in hand: the first batch's are tallied here (the helper would decode it)
+    v = _tallied_decoded(
+        schema, recs
+    )  # columns in hand: the first batch's are tallied here (the helper would decode it)
+    assert v._sent == 5
+    same_stats(v.result(), alone(schema, recs))
+
+
+def _tallied_decoded(schema: Schema, recs: list[bytes]) -> Tally:
+    """A tally given batches of 500 records with their columns decoded by the caller."""
+    t = Tally(schema)
     for start in range(0, len(recs), 500):
         batch = recs[start : start + 500]
         absent: dict[str, np.ndarray] = {}
-        v.add_batch(batch, schema.decode_batch(batch, absent), absent)
-    assert v._sent == 5
-    same_stats(v.result(), alone(schema, recs))
+        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    return t
 
 
 def test_sequence_batches_decoded_by_the_caller_are_tallied_by_the_writer(eager: None) -> None:
@@ -497,10 +505,6 @@ def test_sequence_batches_decoded_by_the_caller_are_tallied_by_the_writer(eager:
         steps = int(rng.integers(1, 6))
         row = {"label": i % 3, "tokens": rng.integers(0, 99, steps), "frames": rng.random((steps, 2), dtype=np.float32)}
         recs.append(schema.encode(row))
-    t = Tally(schema)
-    for start in range(0, len(recs), 500):
-        batch = recs[start : start + 500]
-        absent: dict[str, np.ndarray] = {}
-        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    t = _tallied_decoded(schema, recs)
     assert t._sent == 0
     same_stats(t.result(), alone(schema, recs))
