@@ -128,10 +128,20 @@ static PyObject *crc32c_ranges(PyObject *self, PyObject *args) {
     if (out != NULL) {
         uint32_t *crcs = (uint32_t *)PyBytes_AS_STRING(out);
         const unsigned char *buf = r.data.buf;
-        const int64_t *s = r.starts.buf, *e = r.ends.buf;
+        /* read once each and checked again: without the GIL another thread may change them */
+        const volatile int64_t *s = r.starts.buf, *e = r.ends.buf;
+        Py_ssize_t i = 0;
         Py_BEGIN_ALLOW_THREADS;
-        for (Py_ssize_t i = 0; i < r.n; i++) crcs[i] = crc_fn(0, buf + s[i], (size_t)(e[i] - s[i]));
+        for (; i < r.n; i++) {
+            int64_t a = s[i], b = e[i];
+            if (a < 0 || a > b || b > (int64_t)r.data.len) break;
+            crcs[i] = crc_fn(0, buf + a, (size_t)(b - a));
+        }
         Py_END_ALLOW_THREADS;
+        if (i < r.n) {
+            PyErr_Format(PyExc_ValueError, "range %zd changed while its CRC was taken", i);
+            Py_CLEAR(out);
+        }
     }
     ranges_release(&r);
     return out;
@@ -176,7 +186,7 @@ static PyObject *scan_records(PyObject *self, PyObject *args) {
     uint64_t cut = 0;
     int was_cut = 0;
     PyObject *out = PyList_New(0);
-    while (out != NULL && pos >= 0 && pos + 12 <= end) {
+    while (out != NULL && pos >= 0 && pos <= end - 12) { /* pos + 12 would overflow near 2**63 */
         uint64_t n = le64(buf + pos);
         if (verify && masked(crc_fn(0, buf + pos, 8)) != le32(buf + pos + 8)) {
             bad_header = pos;
@@ -400,6 +410,10 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     int framed;
     if (!PyArg_ParseTuple(args, "Onp", &seq, &n, &framed)) return NULL;
+    if (n < 0 || n > PY_SSIZE_T_MAX / 8) { /* n * 8 (the int64 columns', starts' and ends' size) must not wrap */
+        PyErr_SetString(PyExc_ValueError, "n must be a row count, 0 <= n < 2**60");
+        return NULL;
+    }
     PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
     if (fast == NULL) return NULL;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
@@ -410,10 +424,17 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t c = 0; c < k; c++)
         if (column_get(PySequence_Fast_GET_ITEM(fast, c), &cols[c], n) < 0) goto done;
-    Py_ssize_t room = framed ? 16 : 0, total = 0;
+    /* Each entry's size is bounded by its buffers' (held in memory), but columns may share
+     * buffers: the sums are checked, a wrapped one would size buf too small. */
+    Py_ssize_t room = framed ? 16 : 0, total = 0, most = PY_SSIZE_T_MAX - 32;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t body = 0;
-        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        for (Py_ssize_t c = 0; c < k; c++) {
+            Py_ssize_t len = entry_len(&cols[c], i);
+            if (len > most - body) goto too_big;
+            body += len;
+        }
+        if (room + field_len(body) > most - total) goto too_big;
         total += room + field_len(body);
     }
     buf = PyBytes_FromStringAndSize(NULL, total);
@@ -444,6 +465,9 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
         }
     }
     result = PyTuple_Pack(3, buf, starts, ends);
+    goto done;
+too_big:
+    PyErr_SetString(PyExc_OverflowError, "the records would not fit in memory");
 done:
     Py_XDECREF(buf);
     Py_XDECREF(starts);

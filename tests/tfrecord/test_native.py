@@ -310,3 +310,73 @@ def _is_utf8(v: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+# --------------------------------------------------------------------------- hostile arguments
+
+
+def _survives(code: str) -> str:
+    """Run ``code`` (with ``N``, the extension, and ``np``) in a child: a crash fails the test
+    rather than the run. Returns what it printed."""
+    prelude = "import numpy as np\nfrom catalog.tfrecord import native\nN = native.NATIVE\n"
+    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    return out.stdout.strip()
+
+
+@needs_native
+@pytest.mark.parametrize("pos", [(1 << 63) - 1, (1 << 63) - 5, (1 << 63) - 12, -1, -(1 << 63)])
+def test_scan_records_from_a_position_past_the_buffer_finds_nothing(pos: int) -> None:
+    """``pos + 12`` overflowed near 2**63 and the scan read far outside the buffer."""
+    assert _survives(f"print(N.scan_records(b'0123456789abcdef', {pos}, True))") == repr(([], pos, -1, -1, -1))
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("kind", "values", "n"),
+    [(0, b"\0" * 8, (1 << 61) + 1), (1, b"\0" * 4, (1 << 62) + 1), (0, b"", -1), (2, b"", -1)],
+    ids=["int64-n*8-wraps", "float32-n*4-wraps", "negative-int64", "negative-text"],
+)
+def test_encode_plain_refuses_a_row_count_the_columns_cannot_hold(kind: int, values: bytes, n: int) -> None:
+    """``n * 8`` (``n * 4``) wrapped to the values' length and the rows were read past it."""
+    code = f"""
+try:
+    N.encode_plain([(b"k", {kind}, {values!r}, b"")], {n}, False)
+except ValueError as e:
+    print("ValueError")
+"""
+    assert _survives(code) == "ValueError"
+
+
+@needs_native
+@pytest.mark.parametrize("n", [-1, 1 << 61])
+def test_encode_plain_without_columns_refuses_a_negative_or_huge_row_count(n: int) -> None:
+    """Without columns nothing bounded ``n``: a loop of 2**61 rows, or a negative size's SystemError."""
+    code = f"""
+try:
+    N.encode_plain([], {n}, True)
+except ValueError as e:
+    print("ValueError")
+"""
+    assert _survives(code) == "ValueError"
+
+
+@needs_native
+def test_crc32c_ranges_rechecks_ranges_another_thread_changes() -> None:
+    """The ranges were checked, then read again with the GIL released: a thread that moved
+    a start meanwhile sent the CRC a gigabyte before the buffer."""
+    code = """
+import threading, time
+buf = bytes(1 << 24)
+starts, ends = np.zeros(400, dtype=np.int64), np.full(400, 1 << 24, dtype=np.int64)
+def move():
+    time.sleep(0.05)
+    starts[-1] = -(1 << 40)
+threading.Thread(target=move).start()
+try:
+    N.crc32c_ranges(buf, starts, ends)
+    print("raced past" if starts[-1] >= 0 else "too quick")
+except ValueError:
+    print("ValueError")
+"""
+    assert _survives(code) in ("ValueError", "too quick")
