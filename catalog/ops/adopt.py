@@ -233,14 +233,13 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
             if not _fits(raw, pos, end, base, size):
                 return None
             if len(at):
-                starts, n = at, lens
-                if framing_fault(raw, starts, n, known) is not None:
+                if framing_fault(raw, at, lens, known) is not None:
                     return None
-                for lo, hi in _groups(starts):
-                    if not _records(w, schema, raw, starts[lo:hi] + HEADER_SIZE, n[lo:hi], path, count, tally, guessed):
+                for lo, hi in _groups(at):
+                    if not _records(w, schema, raw, at[lo:hi] + HEADER_SIZE, lens[lo:hi], path, count, tally, guessed):
                         return None
                     count += hi - lo
-                lengths.append(n.astype(np.uint64))
+                lengths.append(lens.astype(np.uint64))
             rest = raw[pos:end]
             base += pos
             w.heartbeat()

@@ -307,7 +307,7 @@ def _row_of(out: Any) -> Mapping[str, Any]:
     return out
 
 
-def derive_shard(job: DeriveJob) -> tuple[int, ShardFile | None]:
+def derive_shard(job: DeriveJob) -> Derived:
     """Module-level (picklable) worker: (records written, the new shard; None when none)."""
     try:
         program = _Program(job)
@@ -615,12 +615,10 @@ class Syncs:
         if self._pool is not None:  # (on a failure too: no fsync left running when the files go)
             self._pool.shutdown(wait=True)
 
-    def after(
-        self, progress: Callable[[int], None] | None
-    ) -> Callable[[DeriveJob, tuple[int, ShardFile | None]], None]:
+    def after(self, progress: Callable[[int], None] | None) -> Callable[[DeriveJob, Derived], None]:
         """run_jobs' callback of each finished job: its files synced, its progress told."""
 
-        def done(job: DeriveJob, result: tuple[int, ShardFile | None]) -> None:
+        def done(job: DeriveJob, result: Derived) -> None:
             if self._pool is not None and result[1] is not None:
                 rel = result[1].rel
                 self._pending.append(self._pool.submit(self.store.sync_file, rel))

@@ -214,7 +214,7 @@ def _records_native(
 ) -> list[bytes]:
     assert native.NATIVE is not None
     columns = [
-        (feat.key, _KINDS[feat.kind], v, np.ascontiguousarray(sizes, dtype=np.int64))
+        (feat.key, _KINDS[feat.kind], v, sizes)  # (sizes: read for texts only, int64 already)
         for feat, (v, sizes) in zip(plan.features, values, strict=True)
     ]
     buf, starts, ends = native.NATIVE.encode_plain(columns, n, framed is not None)
