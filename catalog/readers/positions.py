@@ -39,6 +39,7 @@ from catalog.readers import owned
 from catalog.readers.files import check_file, open_checked, stream_shard
 from catalog.storage import damaged_shard, open_shard
 from catalog.storage.index import load_offsets
+from catalog.tfrecord import native
 from catalog.tfrecord.framing import FOOTER_SIZE, FRAMING, HEADER_SIZE, RecordWriter, framing_fault, masked_crc32c
 from catalog.words import counted
 
@@ -176,7 +177,7 @@ class RecordReader:
         first = np.flatnonzero(new_run)
         last = np.append(first[1:], len(rec)) - 1
         span_starts, span_ends = starts[first], ends[last]  # sorted within a shard: ends never decrease
-        buf = b"".join([*self._fetch(shard[first], span_starts, span_ends), bytes(pad)])
+        buf = self._fetch_joined(shard[first], span_starts, span_ends, pad)
         base = np.cumsum(span_ends - span_starts) - span_ends  # where each run's file offset 0 falls in buf
         at = starts + np.repeat(base, last - first + 1)
         lengths = ends - starts - FRAMING
@@ -250,6 +251,20 @@ class RecordReader:
             return self.shards[int(shard[0])].path, int(rec[0])
 
         return where
+
+    def _fetch_joined(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray, pad: int) -> bytes:
+        """The ranges of :meth:`_fetch` in one buffer, then ``pad`` zero bytes. Local files are
+        read by one call of the C extension where it is built (a random batch is a few hundred
+        reads: their Python calls and the join were a fifth of ``src[list]``); anything else,
+        or a read that fails or comes back short, goes the general way, which says why."""
+        if not self.remote and native.NATIVE is not None:
+            opened = {i: self._shard(i) for i in set(shards.tolist())}
+            numbers = {i: self._file(i, shard).fileno() for i, shard in opened.items()}
+            fds = np.array([numbers[i] for i in shards.tolist()], dtype=np.int64)
+            got = native.pread_ranges(fds, starts, ends, pad)
+            if got is not None:
+                return got
+        return b"".join([*self._fetch(shards, starts, ends), bytes(pad)])
 
     def _fetch(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
         """Bytes ``starts[k]`` to ``ends[k]`` of planned shard ``shards[k]``, for each k."""

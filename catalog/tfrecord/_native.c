@@ -12,11 +12,20 @@
  *                                                or None when its layout is not the regular
  *                                                one serializers write (the caller's protobuf
  *                                                path then decides, and raises its errors)
+ *   pread_ranges(fds, starts, ends, pad) -> bytes | None
+ *                                                bytes starts[k]..ends[k] of file fds[k], each k,
+ *                                                joined, then pad zero bytes; None when a read
+ *                                                fails or comes back short (the caller's own
+ *                                                reads then say which and why)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _WIN32
+#include <errno.h>
+#include <unistd.h>
+#endif
 
 /* ------------------------------------------------------------------ CRC32C (Castagnoli) */
 
@@ -154,6 +163,74 @@ static PyObject *crc32c_one(PyObject *self, PyObject *args) {
     uint32_t out = crc_fn(crc, data.buf, (size_t)data.len);
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(out);
+}
+
+/* ------------------------------------------------------------------ pread_ranges */
+
+#ifndef _WIN32
+/* Read each range in turn into out (room for `room` bytes); 0, or -1 when a read failed or
+ * came back short, or a range no longer fits (the arrays were changed by another thread). */
+static int read_all(char *out, Py_ssize_t room, const volatile int64_t *fds, const volatile int64_t *s,
+                    const volatile int64_t *e, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t fd = fds[i], at = s[i], want = e[i] - at;
+        if (fd < 0 || fd > INT32_MAX || at < 0 || want < 0 || want > room) return -1;
+        room -= want;
+        while (want > 0) {
+            ssize_t got = pread((int)fd, out, (size_t)want, (off_t)at);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return -1;
+            out += got, at += got, want -= got;
+        }
+    }
+    return 0;
+}
+#endif
+
+static PyObject *pread_ranges(PyObject *self, PyObject *args) {
+    PyObject *fds_obj, *starts, *ends;
+    Py_ssize_t pad;
+    if (!PyArg_ParseTuple(args, "OOOn", &fds_obj, &starts, &ends, &pad)) return NULL;
+#ifdef _WIN32
+    Py_RETURN_NONE; /* no pread: the caller reads the ranges itself */
+#else
+    Py_buffer fds = {0}, s = {0}, e = {0};
+    PyObject *out = NULL;
+    if (get_index(fds_obj, &fds, "fds") < 0 || get_index(starts, &s, "starts") < 0 || get_index(ends, &e, "ends") < 0)
+        goto done;
+    Py_ssize_t n = s.len / 8, total = 0;
+    if (fds.len != s.len || e.len != s.len || pad < 0) {
+        PyErr_SetString(PyExc_ValueError, "fds, starts and ends differ in length, or pad < 0");
+        goto done;
+    }
+    const int64_t *sv = s.buf, *ev = e.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (sv[i] < 0 || ev[i] < sv[i] || ev[i] - sv[i] > PY_SSIZE_T_MAX - pad - total) {
+            PyErr_Format(PyExc_ValueError, "range %zd [%lld, %lld) is not a range of a file", i, (long long)sv[i],
+                         (long long)ev[i]);
+            goto done;
+        }
+        total += (Py_ssize_t)(ev[i] - sv[i]);
+    }
+    out = PyBytes_FromStringAndSize(NULL, total + pad);
+    if (out == NULL) goto done;
+    char *buf = PyBytes_AS_STRING(out);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = read_all(buf, total, fds.buf, s.buf, e.buf, n);
+    Py_END_ALLOW_THREADS;
+    memset(buf + total, 0, (size_t)pad);
+    if (rc < 0) {
+        Py_CLEAR(out);
+        out = Py_None;
+        Py_INCREF(out);
+    }
+done:
+    if (fds.obj) PyBuffer_Release(&fds);
+    if (s.obj) PyBuffer_Release(&s);
+    if (e.obj) PyBuffer_Release(&e);
+    return out;
+#endif
 }
 
 
@@ -649,6 +726,7 @@ static PyMethodDef methods[] = {
     {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
     {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
     {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},
+    {"pread_ranges", pread_ranges, METH_VARARGS, "Ranges of open files read into one bytes, then pad zero bytes."},
     {"hardware_crc", hardware_crc, METH_NOARGS, "Whether CRC32C runs on the CPU's own instruction."},
     {NULL, NULL, 0, NULL},
 };

@@ -51,6 +51,16 @@ def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+def pread_ranges(fds: np.ndarray, starts: np.ndarray, ends: np.ndarray, pad: int) -> bytes | None:
+    """Bytes ``starts[k]`` to ``ends[k]`` of open file descriptor ``fds[k]``, for each k, in
+    one bytes object followed by ``pad`` zero bytes: one call, the GIL released, no join.
+    None when a read fails or comes back short, and always without the extension: the caller
+    then reads the ranges its own way, which says which one and why."""
+    if NATIVE is None:
+        return None
+    return NATIVE.pread_ranges(_int64(fds), _int64(starts), _int64(ends), pad)
+
+
 def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
     """Each ``buf[starts[i]:ends[i]]`` decoded as UTF-8; None when one of them is not UTF-8."""
     if NATIVE is not None:

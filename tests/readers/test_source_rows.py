@@ -4,6 +4,7 @@ of feature, column selection, absent optional values and defaults."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,28 @@ def test_getitems_of_sequence_examples(tmp_path: Path) -> None:
     ds.append_rows([{"id": k, "tok": list(range(k))} for k in range(5)])
     src = ds.source()
     assert [exact(r) for r in src.__getitems__([4, 1])] == [exact(src[4]), exact(src[1])]
+
+
+@pytest.mark.parametrize("joined_in_c", [True, False], ids=["pread_ranges", "python-reads"])
+def test_a_batch_across_shards_is_their_records_and_a_file_cut_meanwhile_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, joined_in_c: bool
+) -> None:
+    """A random batch over several shards is read in one call of the C extension where it is
+    built, or by a read a range in Python: the same rows either way; a shard cut after it was
+    opened is named with the byte where its read came back short, either way."""
+    from catalog.errors import CorruptShardError
+    from catalog.tfrecord import native
+
+    if not joined_in_c:
+        monkeypatch.setattr(native, "pread_ranges", lambda *_: None)
+    ds = Catalog.init(tmp_path / "cat").register("z", {"features": {"i": {"dtype": "int64"}, "s": {"dtype": "string"}}})
+    for part in range(3):
+        ds.append_rows([{"i": part * 100 + k, "s": "x" * k} for k in range(100)])
+    src = ds.source()
+    picks = [250, 3, 117, 3, 299, 0, 180, 181, 182]
+    assert src[picks]["i"].tolist() == picks
+    assert [src[p]["s"] for p in picks] == ["x" * (p % 100) for p in picks]
+    last = ds.shards()[-1]
+    os.truncate(last.path, last.bytes - 50)
+    with pytest.raises(CorruptShardError, match=f"{last.path}: .*came back short"):
+        src[[5, 299]]

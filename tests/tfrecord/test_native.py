@@ -380,3 +380,61 @@ except ValueError:
     print("ValueError")
 """
     assert _survives(code) in ("ValueError", "too quick")
+
+
+# --------------------------------------------------------------------------- pread_ranges
+
+
+@needs_native
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.binary(max_size=2000), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2100), st.integers(0, 2100)), max_size=12),
+    st.integers(0, 80),
+)
+def test_pread_ranges_is_the_reads_joined(tmp_path_factory: Any, files: list[bytes], cuts: list[Any], pad: int) -> None:
+    """Ranges of several open files, in any order, into one buffer with ``pad`` zeros after it:
+    what ``os.pread`` of each, joined, gives; a range past a file's end comes back short: None."""
+    folder = tmp_path_factory.mktemp("pread")
+    with contextlib.ExitStack() as stack:
+        fds = []
+        for k, data in enumerate(files):
+            (folder / f"{k}").write_bytes(data)
+            fds.append(stack.enter_context(open(folder / f"{k}", "rb")).fileno())
+        which = [fds[i % len(fds)] for i, _, _ in cuts]
+        starts = [min(a, b) for _, a, b in cuts]
+        ends = [max(a, b) for _, a, b in cuts]
+        reads = [os.pread(fd, b - a, a) for fd, a, b in zip(which, starts, ends, strict=True)]
+        got = native.pread_ranges(*(np.array(v, dtype=np.int64) for v in (which, starts, ends)), pad)
+        short = any(len(r) != b - a for r, a, b in zip(reads, starts, ends, strict=True))
+        assert got == (None if short else b"".join(reads) + bytes(pad))
+
+
+@needs_native
+def test_pread_ranges_of_a_closed_file_or_bad_arguments(tmp_path: Any) -> None:
+    """A read that fails (a closed descriptor) is None, for the caller's own read to raise;
+    arguments that cannot be ranges are refused before anything is read."""
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    with open(path, "rb") as f:
+        fd = f.fileno()
+    one = np.array([fd], dtype=np.int64)
+    assert native.pread_ranges(one, np.array([0], dtype=np.int64), np.array([4], dtype=np.int64), 0) is None
+    with open(path, "rb") as f:
+        fds = np.array([f.fileno()], dtype=np.int64)
+        for starts, ends, pad in (([3], [2], 0), ([-1], [2], 0), ([0], [2], -1), ([0, 1], [2], 0)):
+            with pytest.raises(ValueError):
+                native.pread_ranges(fds, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64), pad)
+        with pytest.raises(TypeError, match="int64"):
+            _native.pread_ranges(fds, np.array([0], dtype=np.int32), np.array([2], dtype=np.int32), 0)  # type: ignore[union-attr]
+
+
+def test_pread_ranges_without_the_extension_declines() -> None:
+    """The fallback is the caller's own reads: without the extension the answer is None."""
+    code = (
+        "from catalog.tfrecord import native; import numpy as np; z = np.zeros(1, np.int64); "
+        "print(native.pread_ranges(z, z, z, 0))"
+    )
+    env = {**os.environ, "CATALOG_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None"
