@@ -74,6 +74,28 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uns
     while (n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
     return ~(uint32_t)c;
 }
+
+/* Three buffers' CRCs at once: the instruction takes 3 cycles but a new one can start every
+ * cycle, so three independent chains run in the time of one (records are independent). */
+__attribute__((target("sse4.2"))) static void crc_hw3(const unsigned char *const p[3], const size_t n[3],
+                                                        uint32_t out[3]) {
+    uint64_t c0 = 0xFFFFFFFFu, c1 = 0xFFFFFFFFu, c2 = 0xFFFFFFFFu;
+    size_t common = n[0] < n[1] ? n[0] : n[1];
+    common = (common < n[2] ? common : n[2]) & ~(size_t)7;
+    for (size_t k = 0; k < common; k += 8) {
+        uint64_t w0, w1, w2;
+        memcpy(&w0, p[0] + k, 8);
+        memcpy(&w1, p[1] + k, 8);
+        memcpy(&w2, p[2] + k, 8);
+        c0 = __builtin_ia32_crc32di(c0, w0);
+        c1 = __builtin_ia32_crc32di(c1, w1);
+        c2 = __builtin_ia32_crc32di(c2, w2);
+    }
+    /* crc_hw continues from a finished CRC: hand it each chain's state, inverted back */
+    out[0] = crc_hw(~(uint32_t)c0, p[0] + common, n[0] - common);
+    out[1] = crc_hw(~(uint32_t)c1, p[1] + common, n[1] - common);
+    out[2] = crc_hw(~(uint32_t)c2, p[2] + common, n[2] - common);
+}
 #endif
 
 static uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) = crc_soft;
@@ -141,6 +163,20 @@ static PyObject *crc32c_ranges(PyObject *self, PyObject *args) {
         const volatile int64_t *s = r.starts.buf, *e = r.ends.buf;
         Py_ssize_t i = 0;
         Py_BEGIN_ALLOW_THREADS;
+#ifdef HAVE_HW_CRC
+        for (; crc_fn == crc_hw && i + 3 <= r.n; i += 3) {
+            const unsigned char *p[3];
+            size_t n[3];
+            int k = 0;
+            for (; k < 3; k++) {
+                int64_t a = s[i + k], b = e[i + k];
+                if (a < 0 || a > b || b > (int64_t)r.data.len) break;
+                p[k] = buf + a, n[k] = (size_t)(b - a);
+            }
+            if (k < 3) break; /* the single loop below finds which one */
+            crc_hw3(p, n, crcs + i);
+        }
+#endif
         for (; i < r.n; i++) {
             int64_t a = s[i], b = e[i];
             if (a < 0 || a > b || b > (int64_t)r.data.len) break;

@@ -71,6 +71,20 @@ def test_crc32c_ranges_and_slices_are_the_fallbacks(data: bytes, cuts: list[tupl
     assert native.slices(data, starts, ends) == [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+def test_crc32c_ranges_three_at_a_time_whatever_their_lengths_and_alignment() -> None:
+    """The hardware path takes records three at a time (their common length together, then
+    each one's rest): every mix of lengths, empty ones and unaligned starts, in runs of any
+    count, is each range's own CRC."""
+    data = os.urandom(5000)
+    lengths = [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 3]
+    for count in range(1, 10):
+        for shift in range(8):
+            starts = np.array([(shift + 37 * k) % 900 for k in range(count)], dtype=np.int64)
+            ends = starts + np.array([lengths[(k + shift) % len(lengths)] for k in range(count)], dtype=np.int64)
+            want = [crc32c(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+            assert native.crc32c_ranges(data, starts, ends).tolist() == want
+
+
 @needs_native
 def test_crc32c_continues_and_knows_its_check_value() -> None:
     assert _native is not None
