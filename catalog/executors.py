@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
@@ -32,7 +33,6 @@ from concurrent.futures import (
 from typing import Any, Protocol, TypeVar
 
 from catalog.errors import CatalogError, ExecutorError, UsageError, first_line
-from catalog.stats import helper as stats_helper
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -249,7 +249,13 @@ def _worker_setup(parent: int) -> None:
         signal.signal(signal.SIGINT, lambda _sig, _frame: os._exit(130))
     # The pool's workers take the cores already: a statistics helper each would only compete
     # with them (2 workers and 2 helpers on 2 cores adopted 30% slower than 2 workers alone).
-    stats_helper.SLOT.enabled = False
+    # Not imported here (NumPy): verify's jobs never tally; a worker that loads it later reads
+    # the variable, one forked from a parent that loaded it has its slot turned off.
+    helper = sys.modules.get("catalog.stats.helper")
+    if helper is None:
+        os.environ["CATALOG_STATS_HELPER"] = "0"
+    else:
+        helper.SLOT.enabled = False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

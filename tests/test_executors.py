@@ -59,3 +59,30 @@ def test_a_pool_broken_by_ctrl_c_prints_no_thread_traceback(monkeypatch) -> None
     for exc, thread in ((race, manager), (unrelated, manager), (race, other)):
         threading.excepthook(threading.ExceptHookArgs((type(exc), exc, None, thread)))
     assert seen == [unrelated, race]
+
+
+UNLOADED = r"""
+import sys
+
+from catalog.executors import make_executor, run_jobs
+
+
+def job(_i):
+    before = "catalog.stats.helper" in sys.modules
+    from catalog.stats import helper
+
+    return before, helper.SLOT.enabled
+
+
+pool = make_executor(2, 2)
+with pool:
+    print(run_jobs(job, [0, 1], pool, None), "catalog.stats.helper" in sys.modules)
+"""
+
+
+def test_pool_workers_tally_alone_without_loading_the_statistics_helper() -> None:
+    """A worker turns the statistics helper off without importing it (NumPy: verify's jobs never
+    tally, and its start-up counts in its GB/s); one that loads it later finds it off. (Forked
+    from a process that loaded it: tests/stats/test_stats_helper.py.)"""
+    res = subprocess.run([sys.executable, "-c", UNLOADED], capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stdout.strip()) == (0, "[(False, False), (False, False)] False"), res.stderr[-2000:]

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from catalog.cli.options import Jobs
-from catalog.cli.output import Output, emit, visible
 from catalog.errors import CatalogError, Interrupted
 
 if TYPE_CHECKING:
@@ -28,6 +26,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from catalog.api import Catalog
+    from catalog.cli.options import Jobs
+    from catalog.cli.output import Output
     from catalog.commit.handles import CatalogHandle
 
 T = TypeVar("T")
@@ -97,6 +97,9 @@ def verb(fn: Callable[..., Output]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        # Here, not at the top: `catalog --help` builds no verb and writes no output of one.
+        from catalog.cli.output import emit, visible
+
         global _verb_started
         _verb_started = True
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from crc32c import crc32c
@@ -19,12 +20,14 @@ from crc32c import crc32c
 from catalog import faults
 from catalog.errors import CorruptRecordError, CorruptShardError
 from catalog.storage.base import Store
-from catalog.storage.cache import ShardCache
 from catalog.storage.fileio import file_io, write_error
 from catalog.storage.files import damaged_shard, format_checksum, open_shard, shard_batches
 from catalog.storage.names import index_folder, index_rel
 from catalog.tfrecord.framing import FRAMING
 from catalog.words import counted
+
+if TYPE_CHECKING:
+    from catalog.storage.cache import ShardCache
 
 OFFSET = np.dtype("<u8")
 _LENGTH = struct.Struct("<Q")  # a record header's first field: the data's length

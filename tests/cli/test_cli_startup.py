@@ -4,6 +4,7 @@ and the catalog a command opens being closed after its output."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,31 @@ def test_verify_loads_no_writer_reader_or_other_operation(tmp_path: Path) -> Non
     others = ("catalog.api", "catalog.ops.writer", "catalog.ops.ingest", "catalog.ops.adopt", "catalog.ops.derive")
     others += ("catalog.commit.protocol", "catalog.commit.changes")
     assert not {m for m in modules if m.startswith((*others, "catalog.readers", "catalog.inputs"))}
+    # No statistics: the pool's workers turn their helper off without loading it.
+    assert not under(modules, "catalog.stats", "rich")
+    # A shard's check reads its bytes and its index where they are: no shard cache.
+    assert not under(modules, "catalog.storage.cache")
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")])
+def test_verify_loads_numpy_with_one_blas_thread(tmp_path: Path, given: str | None, seen: str) -> None:
+    """NumPy's OpenBLAS starts a thread per core as it loads, which verify's start-up paid for
+    and never used: verify loads it with one, unless the user said otherwise."""
+    root = tmp_path / "cat"
+    Catalog.init(root).register("events", {"features": {"x": {"dtype": "int64"}}}).append_rows([{"x": 1}])
+    report = (
+        "import atexit, os, sys\n"
+        "blas = lambda: os.environ.get('OPENBLAS_NUM_THREADS')\n"
+        "atexit.register(lambda: print('BLAS', blas(), 'numpy' in sys.modules, file=sys.stderr))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env.update({"OPENBLAS_NUM_THREADS": given} if given else {})
+    proc = subprocess.run(
+        [sys.executable, "-c", report + CONSOLE_SCRIPT, "-C", str(root), "verify"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.rpartition("BLAS ")[2].split() == [seen, "True"]
 
 
 def test_verify_closes_its_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,6 +161,8 @@ def test_help_lists_the_verbs_from_their_table_alone() -> None:
     assert "show           Show a dataset: version, schema, totals and shards." in proc.stdout
     assert not under(modules, *(f"catalog.cli.{m}" for m in VERB_MODULES), "catalog.cli.generated")
     assert not under(modules, *NEVER, *DECODING, "sqlalchemy", "catalog.manifest", "catalog.commit")
+    # nor the verbs' options and output (and json): the help is typer's, from the table
+    assert under(modules, "catalog.cli") == {"catalog.cli", "catalog.cli.base", "catalog.cli.commands"}
 
 
 @pytest.mark.parametrize("args", [["list"], ["tags", "events"], ["history", "events"], ["show", "events"]])
