@@ -41,8 +41,14 @@ HEAD = struct.Struct("<cQ")
 # KNOWN, the writer counted them); the tally's result
 SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
 SAMPLE = b"Q"  # values for one feature's quantile sketch: name length (4 bytes), name, dtype (4), values
+# A span of a local file's records for the helper to read itself, check against the schema and tally
+# (adopt): SPAN_HEAD, then the file's path (UTF-8); answered by SPAN_OK or REFUSED (see serve.span)
+SPAN = b"W"
+SPAN_HEAD = struct.Struct("<QQQI?")  # file offset, bytes, records, CRC32C of those bytes, guessed schema
 READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
+SPAN_OK, REFUSED = b"O", b"N"  # helper -> writer: a span checked and tallied, or not (what it read, or the schema, refused it)
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
+SPANS_AHEAD = 2  # spans sent and not yet answered, at most: the helper always has the next one queued
 STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
 
 
@@ -106,12 +112,15 @@ class Helper:
         self.ready = False
         self.lost = False
         self.backlog = 0  # batches sent, not acknowledged
+        self.spans = 0  # spans sent, not answered
+        self.refused = False  # a span came back refused
         self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
 
     # ---- sending: on a thread, since a pipe takes a batch only as fast as the helper reads it
     def open(self, schema_json: bytes) -> None:
         """Start a tally of records of this schema (the previous one's result was taken)."""
+        self.spans, self.refused = 0, False
         self._sender = threading.Thread(target=self._send_all, name="catalog-statistics-sender", daemon=True)
         self._sender.start()
         self._queue.put([HEAD.pack(SCHEMA, len(schema_json)), schema_json])
@@ -141,6 +150,27 @@ class Helper:
         head = struct.pack("<I", len(key)) + key + values.dtype.str.encode("ascii").ljust(4)
         self._put(SAMPLE, head, np.ascontiguousarray(values).tobytes())
         return True
+
+    def offer_span(self, path: str, offset: int, size: int, records: int, crc: int, guessed: bool) -> bool:
+        """Send a span of ``path`` (``size`` bytes at ``offset``, ``records`` whole records, of
+        CRC32C ``crc`` as the writer read them) to be read, checked and tallied by the helper, if
+        it is up and has fewer than SPANS_AHEAD to answer; False: the writer does it."""
+        self._take_replies(wait=False)
+        if self.lost or not self.ready or self.spans >= SPANS_AHEAD:
+            return False
+        name = os.fsencode(path)
+        self._queue.put([HEAD.pack(SPAN, SPAN_HEAD.size + len(name)), SPAN_HEAD.pack(offset, size, records, crc, guessed), name])
+        self.spans += 1
+        return True
+
+    def spans_held(self) -> bool:
+        """Wait for every span's answer: whether each was checked and tallied (False: one was
+        refused, or the helper was lost with its answers; the writer then checks the file itself)."""
+        deadline = time.monotonic() + STALL
+        while self.spans and not self.lost:
+            if self._take_replies(wait=True) is not None or time.monotonic() > deadline:
+                self.lost = True  # (a STATS reply nobody asked for: a helper speaking nonsense)
+        return not self.lost and not self.refused
 
     def _has_room(self) -> bool:
         """Whether the helper is up and has fewer than BACKLOG messages to acknowledge."""
@@ -202,6 +232,9 @@ class Helper:
                 self.ready = True
             elif kind == ACK:
                 self.backlog -= 1
+            elif kind in (SPAN_OK, REFUSED):
+                self.spans -= 1
+                self.refused = self.refused or kind == REFUSED
             elif kind == STATS:
                 return payload
             else:  # FAILED, or a helper speaking nonsense

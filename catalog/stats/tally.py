@@ -245,6 +245,23 @@ class Tally:
         sample: its KLL updates are most of what a batch of images costs the writer)."""
         return self._hand(lambda helper: helper.offer_sample(name, values))
 
+    def offer_span(self, path: str, offset: int, size: int, records: int, crc: int, guessed: bool = False) -> bool:
+        """Whether the helper took a span of a local file's ``records`` whole records (``size``
+        bytes at ``offset``, their CRC32C ``crc`` as the caller read them) to read again itself,
+        check against this tally's schema and tally (helper.Helper.offer_span): the caller
+        then neither decodes nor tallies them, and learns from ``spans_held`` whether they passed.
+        Taken from the first span when the process's helper is up already."""
+        self._early = True
+        if not self._hand(lambda helper: helper.offer_span(path, offset, size, records, crc, guessed)):
+            return False
+        self._note_run(True, records)
+        return True
+
+    def spans_held(self) -> bool:
+        """Whether every span the helper took was checked and tallied (see ``offer_span``);
+        False when one was refused, or the helper was lost: the caller checks them itself."""
+        return self._helper is None or self._helper.spans_held()
+
     def _hand(self, send: Callable[[helpers.Helper], bool]) -> bool:
         """Whether the helper, lent to this tally, took what ``send`` gives it."""
         if not self._borrow():

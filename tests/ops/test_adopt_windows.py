@@ -44,14 +44,14 @@ def scanned(tmp_path: Path, path: Path, windows: bool) -> adoption.Scanned:
     cat = Catalog.init(tmp_path / f"cat-{windows}-{path.stem}")
     ds = cat.register("d", SCHEMA)
     found: list[adoption.Scanned] = []
-    real = adoption.scan
+    real = adoption._scanned
 
     def keep(*args: Any, **kw: Any) -> adoption.Scanned:
         found.append(real(*args, **kw))
         return found[-1]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(adoption, "scan", keep)
+        mp.setattr(adoption, "_scanned", keep)
         if not windows:
             mp.setattr(adoption, "_read_windows", lambda *a: None)
         ds.adopt([path])
