@@ -127,7 +127,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         try:
             if kind == SCHEMA:
                 files.close()
-                tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False), ""
+                tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False, threads=False), ""
             elif kind in (BATCH, KNOWN) and tally is not None and not failure:
                 tally.add_decoded(_records(payload), counted=kind == BATCH)
             elif kind == SAMPLE and tally is not None and not failure:

@@ -112,7 +112,11 @@ class Tally:
     batches the helper process (catalog.stats.helper) has room for go to it, on another core;
     the rest are tallied here, and the two parts merge in ``result``."""
 
-    def __init__(self, schema: Schema, helper: bool = True, given: Mapping[str, FeatureStats] | None = None) -> None:
+    def __init__(
+        self, schema: Schema, helper: bool = True, given: Mapping[str, FeatureStats] | None = None, threads: bool = True
+    ) -> None:
+        """``threads``: whether the exact figures of large tensors are counted on a thread
+        (ByteCounts); not in a process whose other core is busy already (the helper itself)."""
         self.schema = schema
         # Features whose statistics over the whole shard the writer knows already (a map's
         # columns passed through unchanged: its source shard's), not tallied again; the helper
@@ -138,7 +142,7 @@ class Tally:
         # anyway: DataSketches' KLL compaction flips its own coins.
         self._rng = np.random.default_rng()
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
-        self._bytes = ByteCounts()
+        self._bytes = ByteCounts(inline=not threads)
         self._helper_max_record = HELPER_MAX_RECORD
         if not self._sequence and all(f.is_scalar and not f.tensor for f in self._features.values()):
             self._helper_max_record = min(HELPER_MAX_RECORD, HELPER_MAX_SCALAR_BYTES * len(self._features))
@@ -255,6 +259,7 @@ class Tally:
         if not self._hand(lambda helper: helper.offer_span(path, offset, size, records, crc, guessed)):
             return False
         self._note_run(True, records)
+        self._bytes.inline = True  # the helper takes the other core: a thread would only compete for this one
         return True
 
     def spans_held(self) -> bool:
@@ -416,7 +421,8 @@ class ByteCounts:
     # (a 100-image append: 8 ms waiting for 0.2 ms of sums).
     INLINE_BYTES = 1 << 20
 
-    def __init__(self) -> None:
+    def __init__(self, inline: bool = False) -> None:
+        self.inline = inline  # every batch counted at once (see Tally's threads)
         self._pool: ThreadPoolExecutor | None = None
         self._jobs: list[tuple[str, Future[Any]]] = []  # (byte_sums' tuple, or Figures)
         self._done: list[tuple[str, Any]] = []  # counted at once (INLINE_BYTES)
@@ -425,7 +431,7 @@ class ByteCounts:
     def add(self, name: str, values: np.ndarray) -> None:
         """Count ``values``: 1-byte integers by sums (byte_sums), others as numbers (number_figures)."""
         count: Callable[[np.ndarray], Any] = byte_sums if values.dtype.itemsize == 1 else _figures_alone
-        if values.nbytes < self.INLINE_BYTES:
+        if self.inline or values.nbytes < self.INLINE_BYTES:
             self._done.append((name, count(values)))
             return
         if self._pool is None:
