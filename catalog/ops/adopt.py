@@ -13,6 +13,8 @@ its size before they read it, ``verify`` its checksum.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import functools
 import io
 import itertools
 import operator
@@ -144,16 +146,19 @@ def scan(w: Target, path: Path, guessed: bool = False) -> Scanned:
 Finish = Callable[[], Scanned]
 
 
-def scan_started(w: Target, path: Path, guessed: bool = False, then: Callable[[], None] | None = None) -> Finish:
+def scan_started(
+    w: Target, path: Path, guessed: bool = False, then: Callable[[], None] | None = None, pool: Executor | None = None
+) -> Finish:
     """``scan`` in two steps: the file read, and (the call returned) what its statistics helper
     owes waited for. ``then`` runs once the file's first records are checked here, or before
     anything is raised: there the scan of the file before it is finished, while the helper ends
-    that file's last spans and this process begins the next file (no wait at each file's end)."""
+    that file's last spans and this process begins the next file (no wait at each file's end).
+    ``pool``: the read-ahead's thread, kept for every file (else one a file)."""
     once = _Once(then)
     try:
         location = location_of(path)
         compression = detect_file_compression(location) or "none"
-        finish = _scan(w, path, location, compression, guessed, once)
+        finish = _scan(w, path, location, compression, guessed, once, pool)
     except BaseException as e:
         once()  # (the file before this one is finished first: its error, if any, comes first)
         if isinstance(e, FileNotFoundError):
@@ -189,13 +194,21 @@ def _not_gone(path: Path, finish: Finish) -> Scanned:
 Read = tuple[int, list[np.ndarray], int, int]  # a file's records, their data lengths, its CRC32C and size
 
 
-def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool, then: Callable[[], None]) -> Finish:
+def _scan(
+    w: Target,
+    path: Path,
+    location: str,
+    compression: str,
+    guessed: bool,
+    then: Callable[[], None],
+    pool: Executor | None,
+) -> Finish:
     tally = w.sink.new_tally() if w.sink is not None else None
     spans = _Spans(tally, location, guessed) if tally is not None and _tallies(tally, w.ds.schema) else None
     read: Read | None = None
     before = after = None
     if compression == "none":  # read a window at a time: framing checked and records decoded with NumPy
-        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, spans, guessed, then))
+        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, spans, guessed, then, pool))
 
     def finish() -> Scanned:
         nonlocal read, before, after, tally
@@ -203,12 +216,15 @@ def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool,
             # compressed, damaged, or refused by the helper: the record-by-record read says where, as it always did
             tally = w.sink.new_tally() if w.sink is not None else None
             read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))
+        assert read is not None
         return _scanned(path, location, compression, read, tally, before == after, after)
 
     return finish
 
 
-def _scanned(path: Path, location: str, compression: str, read: Read, tally: Tally | None, same: bool, after: Any) -> Scanned:
+def _scanned(
+    path: Path, location: str, compression: str, read: Read, tally: Tally | None, same: bool, after: Any
+) -> Scanned:
     count, lengths, crc, size = read
     # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
@@ -268,7 +284,14 @@ _U64 = struct.Struct("<Q")
 
 
 def _read_windows(
-    w: Target, f: Any, path: Path, tally: Tally | None, spans: _Spans | None, guessed: bool, then: Callable[[], None]
+    w: Target,
+    f: Any,
+    path: Path,
+    tally: Tally | None,
+    spans: _Spans | None,
+    guessed: bool,
+    then: Callable[[], None],
+    pool: Executor | None,
 ) -> Read | None:
     """The file ``f`` read a window at a time (see above); ``spans``: the helper that may take
     some of them (a local file's), which the caller waits for; ``then``: run after the first
@@ -282,8 +305,8 @@ def _read_windows(
     count = base = 0
     rest = b""
     known: dict[int, int] = {}
-    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read") as pool:
-        for chunk in ahead.chunks(pool):
+    with contextlib.nullcontext(pool) if pool is not None else _read_ahead_pool() as reads:
+        for chunk in ahead.chunks(reads):
             raw = rest + chunk + pad if rest else chunk + pad
             end = len(raw) - len(pad)
             at, lens, pos = whole_records(raw, end)
@@ -296,7 +319,9 @@ def _read_windows(
                     stop = int(at[hi - 1] + FRAMING + lens[hi - 1])
                     if helper is not None and helper.offer(raw, base, int(at[lo]), stop, hi - lo):
                         pass  # read, checked and tallied by the statistics helper
-                    elif not _records(w, schema, raw, at[lo:hi] + HEADER_SIZE, lens[lo:hi], path, count, tally, guessed):
+                    elif not _records(
+                        w, schema, raw, at[lo:hi] + HEADER_SIZE, lens[lo:hi], path, count, tally, guessed
+                    ):
                         return None
                     else:
                         then()
@@ -308,6 +333,10 @@ def _read_windows(
     if rest:
         return None  # bytes after the last whole record: named by the other read
     return count, lengths, ahead.crc, ahead.size
+
+
+def _read_ahead_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read")
 
 
 def _tallies(tally: Tally, schema: Schema) -> bool:
@@ -419,7 +448,7 @@ class _ReadAhead:
         self.size += len(data)
         return data
 
-    def chunks(self, pool: ThreadPoolExecutor) -> Iterator[bytes]:
+    def chunks(self, pool: Executor) -> Iterator[bytes]:
         pending = pool.submit(self._read)
         while True:
             # The end, read ahead, is read again once the window before it is worked on: a file
@@ -479,7 +508,9 @@ def refuse_sequences(batch: list[bytes], path: Path, first: int) -> None:
     lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
     head_lens = np.minimum(lens, 6)
     heads = b"".join(map(_HEAD, batch)) + bytes(6)
-    _refuse_sequence(first_sequence(plain_examples(heads, np.cumsum(head_lens) - head_lens, lens), batch.__getitem__), path, first)
+    _refuse_sequence(
+        first_sequence(plain_examples(heads, np.cumsum(head_lens) - head_lens, lens), batch.__getitem__), path, first
+    )
 
 
 def _refuse_sequence(found: int | None, path: Path, first: int) -> None:
@@ -654,17 +685,22 @@ def _scans(w: Writer, p: Plan) -> Iterator[tuple[Path, str, Scanned]]:
     """Each input scanned, in order; each one finished (its statistics helper's part waited
     for) once the next one's first records are checked (see scan_started)."""
     pending: tuple[Path, str, Finish] | None = None
-    for path, split in p.inputs:
-        done: list[tuple[Path, str, Scanned]] = []
+    with _read_ahead_pool() as pool:
+        for path, split in p.inputs:
+            done: list[tuple[Path, str, Scanned]] = []
 
-        def then(before: tuple[Path, str, Finish] | None = pending, done: list[Any] = done) -> None:
-            if before is not None:
-                done.append((before[0], before[1], before[2]()))
+            def then(before: tuple[Path, str, Finish] | None = pending, done: list[Any] = done) -> None:
+                if before is not None:
+                    done.append((before[0], before[1], before[2]()))
 
-        pending = (path, split, _guessing(path, lambda: scan_started(w, path, True, then)) if p.guessed else scan_started(w, path, then=then))
-        yield from done
-    if pending is not None:
-        yield pending[0], pending[1], pending[2]()
+            if p.guessed:
+                finish = _guessing(path, functools.partial(scan_started, w, path, True, then, pool))
+            else:
+                finish = scan_started(w, path, False, then, pool)
+            pending = (path, split, finish)
+            yield from done
+        if pending is not None:
+            yield pending[0], pending[1], pending[2]()
 
 
 def _guessing(path: Path, started: Callable[[], Finish]) -> Finish:

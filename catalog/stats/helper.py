@@ -46,7 +46,10 @@ SAMPLE = b"Q"  # values for one feature's quantile sketch: name length (4 bytes)
 SPAN = b"W"
 SPAN_HEAD = struct.Struct("<QQQI?")  # file offset, bytes, records, CRC32C of those bytes, guessed schema
 READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
-SPAN_OK, REFUSED = b"O", b"N"  # helper -> writer: a span checked and tallied, or not (what it read, or the schema, refused it)
+SPAN_OK, REFUSED = (
+    b"O",
+    b"N",
+)  # helper -> writer: a span checked and tallied, or not (what it read, or the schema, refused it)
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
 SPANS_AHEAD = 2  # spans sent and not yet answered, at most: the helper always has the next one queued
 STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
@@ -159,7 +162,9 @@ class Helper:
         if self.lost or not self.ready or self.spans >= SPANS_AHEAD:
             return False
         name = os.fsencode(path)
-        self._queue.put([HEAD.pack(SPAN, SPAN_HEAD.size + len(name)), SPAN_HEAD.pack(offset, size, records, crc, guessed), name])
+        self._queue.put(
+            [HEAD.pack(SPAN, SPAN_HEAD.size + len(name)), SPAN_HEAD.pack(offset, size, records, crc, guessed), name]
+        )
         self.spans += 1
         return True
 

@@ -101,7 +101,11 @@ def span(tally: Tally, payload: bytes, files: Files) -> bool:
     if pos != size or len(at) != count:
         return False
     starts = at + HEADER_SIZE
-    if guessed and first_sequence(plain_examples(raw, starts, lens), lambda i: raw[starts[i] : starts[i] + lens[i]]) is not None:
+    if (
+        guessed
+        and first_sequence(plain_examples(raw, starts, lens), lambda i: raw[starts[i] : starts[i] + lens[i]])
+        is not None
+    ):
         return False
     absent: dict[str, np.ndarray] = {}
     ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
