@@ -213,6 +213,8 @@ def _scan(
     def finish() -> Scanned:
         nonlocal read, before, after, tally
         if read is None or (spans is not None and not spans.held()):
+            if spans is not None:
+                spans.tally.release()
             # compressed, damaged, or refused by the helper: the record-by-record read says where, as it always did
             tally = w.sink.new_tally() if w.sink is not None else None
             read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))

@@ -391,6 +391,26 @@ class Tally:
                 start, left = start + take, left - take
         self.stats = fresh.result()
 
+    def release(self) -> None:
+        """The tally is dropped, its records tallied elsewhere (a file whose spans the helper
+        refused is read again): its helper, if lent, given back once it answered the rest of
+        what it was sent (ended if it does not)."""
+        helper, self._helper = self._helper, None
+        if helper is None or self._finalizer is None:
+            return
+        self._finalizer.detach()
+        try:
+            if self._sent:
+                helper.result()  # (what it tallied goes nowhere)
+            else:
+                helper.end_sending()
+        except BaseException as e:  # lost, stalled, or interrupted (Ctrl-C): that helper is ended
+            helper.lost = True
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            helpers.SLOT.give_back(helper, failed=False)
+
     def discard(self) -> None:
         """The shard is abandoned: the helper (if lent) is ended, not waited for."""
         if self._finalizer is not None:

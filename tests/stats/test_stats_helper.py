@@ -508,3 +508,24 @@ def test_sequence_batches_decoded_by_the_caller_are_tallied_by_the_writer(eager:
     t = _tallied_decoded(schema, recs)
     assert t._sent == 0
     same_stats(t.result(), alone(schema, recs))
+
+
+def test_a_tally_without_threads_counts_large_tensors_in_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper's tally (and a writer's whose helper takes spans) leaves the other core to the
+    other process: the same exact figures, no thread started."""
+    schema = Schema.from_json({"features": {"x": {"dtype": "float32", "shape": [240]}}})
+    x = np.random.default_rng(0).standard_normal((5000, 240), dtype=np.float32)
+    x[::7, 3] = 0
+    threaded = Tally(schema, helper=False)
+    threaded.add_columns({"x": x}, len(x), {})
+    want = threaded.result().features["x"]
+
+    def no_thread(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("a thread was started")
+
+    monkeypatch.setattr(tally, "ThreadPoolExecutor", no_thread)
+    alone = Tally(schema, helper=False, threads=False)
+    alone.add_columns({"x": x}, len(x), {})
+    got = alone.result().features["x"]
+    assert exact(got, sketched=False) == exact(want, sketched=False)
+    assert got.values.mean == pytest.approx(want.values.mean, rel=1e-12)
