@@ -258,7 +258,7 @@ def test_several_files_with_the_helper_give_what_they_give_alone(
     for helper in (True, False):
         monkeypatch.setattr(helpers.SLOT, "enabled", helper)
         found: list[adoption.Scanned] = []
-        monkeypatch.setattr(adoption, "_scanned", lambda *a: found.append(real(*a)) or found[-1])
+        monkeypatch.setattr(adoption, "_scanned", lambda *a, _found=found: _found.append(real(*a)) or _found[-1])
         cat = Catalog.init(tmp_path / f"cat-{helper}")
         assert cat.register("d", SCHEMA).adopt([folder]).records == 300 + 350 + 400 + 450
         stats.append([(f.records, exact(f.stats)) for f in found])
