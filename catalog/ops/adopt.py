@@ -209,6 +209,8 @@ def _scan(
     before = after = None
     if compression == "none":  # read a window at a time: framing checked and records decoded with NumPy
         read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, spans, guessed, then, pool))
+        if read is not None and spans is not None and spans.sent:
+            spans.tally.ask_result()  # worked out by the helper while the next file begins
 
     def finish() -> Scanned:
         nonlocal read, before, after, tally

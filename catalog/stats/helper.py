@@ -117,13 +117,15 @@ class Helper:
         self.backlog = 0  # batches sent, not acknowledged
         self.spans = 0  # spans sent, not answered
         self.refused = False  # a span came back refused
+        self.asked = False  # the tally's result was asked for (ask_result)
+        self._reply: bytes | None = None  # its result, come (taken by result)
         self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
 
     # ---- sending: on a thread, since a pipe takes a batch only as fast as the helper reads it
     def open(self, schema_json: bytes) -> None:
         """Start a tally of records of this schema (the previous one's result was taken)."""
-        self.spans, self.refused = 0, False
+        self.spans, self.refused, self.asked, self._reply = 0, False, False, None
         self._sender = threading.Thread(target=self._send_all, name="catalog-statistics-sender", daemon=True)
         self._sender.start()
         self._queue.put([HEAD.pack(SCHEMA, len(schema_json)), schema_json])
@@ -173,8 +175,9 @@ class Helper:
         refused, or the helper was lost with its answers; the writer then checks the file itself)."""
         deadline = time.monotonic() + STALL
         while self.spans and not self.lost:
-            if self._take_replies(wait=True) is not None or time.monotonic() > deadline:
-                self.lost = True  # (a STATS reply nobody asked for: a helper speaking nonsense)
+            self._take_replies(wait=True)  # (a result asked for early comes after every span's answer)
+            if time.monotonic() > deadline:
+                self.lost = True
         return not self.lost and not self.refused
 
     def _has_room(self) -> bool:
@@ -187,17 +190,25 @@ class Helper:
         self._queue.put([HEAD.pack(kind, sum(map(len, parts))), *parts])
         self.backlog += 1
 
+    def ask_result(self) -> None:
+        """Ask for the tally's statistics now (``result`` takes them): the helper works them out
+        while the writer goes on. Nothing more may be sent for this tally."""
+        if not self.asked:
+            self._queue.put([HEAD.pack(RESULT, 0)])
+            self.asked = True
+
     def result(self) -> bytes:
         """The tally's statistics (DatasetStats bytes) of the batches it was sent; Lost if none."""
-        self._queue.put([HEAD.pack(RESULT, 0)])
+        self.ask_result()
         self.end_sending()
         deadline = time.monotonic() + STALL
         while True:
-            reply = self._take_replies(wait=True)
+            reply, self._reply = self._reply, None
             if reply is not None:
                 return reply
             if self.lost or time.monotonic() > deadline:
                 raise Lost()
+            self._take_replies(wait=True)
 
     def end_sending(self) -> None:
         """Let the sender send what is queued and end (a helper that stalls it is lost); with
@@ -241,6 +252,7 @@ class Helper:
                 self.spans -= 1
                 self.refused = self.refused or kind == REFUSED
             elif kind == STATS:
+                self._reply = payload
                 return payload
             else:  # FAILED, or a helper speaking nonsense
                 self.lost = True

@@ -127,6 +127,7 @@ class Tally:
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
         self._early = False  # whether a batch of EARLY_RECORDS was offered to the helper (_borrow)
+        self._asked = False  # the helper's part was asked for (ask_result): nothing more goes to it
         self._batches = 0  # batches tallied here
         self._runs: list[list[Any]] = []  # [counted, records] (see _note_run)
         self._finalizer: weakref.finalize[Any, Any] | None = None  # ends a lent helper if the tally is dropped
@@ -262,6 +263,13 @@ class Tally:
         self._bytes.inline = True  # the helper takes the other core: a thread would only compete for this one
         return True
 
+    def ask_result(self) -> None:
+        """No more records come: the helper, if lent, is asked for its part of the statistics
+        now, to work it out while the caller goes on (``result`` takes it)."""
+        if self._helper is not None and self._sent:
+            self._asked = True
+            self._helper.ask_result()
+
     def spans_held(self) -> bool:
         """Whether every span the helper took was checked and tallied (see ``offer_span``);
         False when one was refused, or the helper was lost: the caller checks them itself."""
@@ -269,7 +277,7 @@ class Tally:
 
     def _hand(self, send: Callable[[helpers.Helper], bool]) -> bool:
         """Whether the helper, lent to this tally, took what ``send`` gives it."""
-        if not self._borrow():
+        if self._asked or not self._borrow():
             return False
         assert self._helper is not None
         if not send(self._helper):
