@@ -21,7 +21,7 @@ import operator
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -676,13 +676,23 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
         for files, (path, _split) in zip(results, p.inputs, strict=True):
             _check_count(p, path, sum(f.records for f in files))
         return
-    for path, split, found in _scans(w, p):
-        _check_count(p, path, found.records)
-        if progress:
-            progress(found.bytes)
-        if not found.records:
-            continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
-        w.splits[_take(sink, found).rel] = split
+    # Each shard taken (its record index written and fsynced) on a thread of its own while the
+    # next files are read: the fsyncs wait for the disk, not for this process.
+    taken: list[tuple[Future[ShardFile], str]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-index") as publisher:
+        try:
+            for path, split, found in _scans(w, p):
+                _check_count(p, path, found.records)
+                if progress:
+                    progress(found.bytes)
+                if taken and taken[-1][0].done():
+                    taken[-1][0].result()  # one that failed (a full disk) stops the adoption here
+                if found.records:  # (an empty file, Spark's _SUCCESS: no shard, as append makes none)
+                    taken.append((publisher.submit(_take, sink, found), split))
+        finally:  # none still writing when the sink is aborted
+            wait([f for f, _split in taken])
+    for f, split in taken:
+        w.splits[f.result().rel] = split
 
 
 def _scans(w: Writer, p: Plan) -> Iterator[tuple[Path, str, Scanned]]:
