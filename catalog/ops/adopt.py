@@ -279,7 +279,11 @@ def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally 
 # reads one number a record), their framing checked at once (framing.framing_fault: every
 # header's length CRC, every data CRC) and they are decoded where they lie (Schema.decode_spans:
 # no record copied out and joined again). Anything wrong (damage, a record the schema refuses)
-# returns None: the file is then read record by record, which names what is wrong.
+# returns None: the file is then read record by record, which names what is wrong. Decoding and
+# the statistics are most of the work: windows of a local file go to the statistics helper
+# process (_Spans), which reads them itself and checks and tallies them on the other core, as
+# long as it keeps up; this process does the others, and finishes a file's scan (the helper's
+# answers, its statistics) once the next file's first window is checked, so neither waits.
 WINDOW = 2 << 20
 # Windows read at once: every read handed between the threads costs a wait for the GIL (a few
 # milliseconds on a busy machine), so the reads are larger than the batches decoded.

@@ -6,7 +6,10 @@ added a fifth to a third of an append's time on top (benchmarks/bench_stats.py).
 hands whole batches of records to this helper when it is ready and keeping up, and tallies
 the others itself; the two parts' statistics merge (every field of them does). So the helper
 only ever takes work off the writer: while it starts (imports take a few tenths of a
-second), or when it falls behind, the writer goes on alone.
+second), or when it falls behind, the writer goes on alone. An adoption hands it spans of a
+local file instead (SPAN): it reads them itself, no bytes copied between the processes, and
+checks their records against the schema as well as tallying them; a span it refuses, or a
+helper lost with its answers, has the writer check the file itself.
 
 Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a
 session of its own (a Ctrl-C at the terminal is the writer's to handle, not the helper's),
