@@ -54,7 +54,7 @@ SPAN_OK, REFUSED = (
     b"N",
 )  # helper -> writer: a span checked and tallied, or not (what it read, or the schema, refused it)
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
-SPANS_AHEAD = 2  # spans sent and not yet answered, at most: the helper always has the next one queued
+SPANS_AHEAD = 3  # spans sent and not yet answered, at most: the helper always has the next ones queued (2 starved it)
 STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
 
 
