@@ -7,6 +7,7 @@ Run from the repository root:
     .venv/bin/python -m benchmarks.bench_adopt --quick      # 16 files, about 100 MB
     .venv/bin/python -m benchmarks.bench_adopt --json results.json
     .venv/bin/python -m benchmarks.bench_adopt --profile all   # cProfile every adopt side, not only misses
+    .venv/bin/python -m benchmarks.bench_adopt --only tfdata --baseline ../main   # also race another checkout's adopt
 
 The target: adopt (every record's framing and CRCs checked and decoded against the schema, the
 records counted, the whole file CRC32C-checksummed, a record index written) runs at >= 0.8x the
@@ -27,8 +28,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import itertools
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -412,8 +415,78 @@ class TfDataSide:
         return h.Contender(run=self.run, finish=self.finish, settle=self.cache.settle)
 
 
-def run_peer(cfg: Config, work: Path, folder: Folder, cache: Cache) -> Outcome:
-    """adopt into a registered dataset, and into a new name (inferred), against tf.data."""
+# A checkout's adopt run in a process of its own, as the benchmark's sides run it (a new catalog
+# made untimed, one adoption timed by this process around one request): the code before a change
+# races the code after it, in the same rounds, under the same load.
+_BASELINE = """
+import json, shutil, sys
+from pathlib import Path
+import catalog
+from catalog import Catalog
+root, schema, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+if not catalog.__file__.startswith(root):
+    sys.exit(3)
+cat = ds = None
+for line in sys.stdin:
+    cmd, *arg = line.split()
+    if cmd == "prepare":
+        cat = Catalog.init(Path(arg[0]))
+        ds = None if arg[1] == "1" else cat.register("adopted", schema)
+        out = "ok"
+    elif cmd == "run":
+        out = str((cat.adopt("adopted", [folder]) if ds is None else ds.adopt([folder])).records)
+    else:
+        cat.close()
+        shutil.rmtree(arg[0])
+        out = "ok"
+    print(out, flush=True)
+"""
+
+
+class BaselineSide:
+    """``adopt`` (registered, or ``infer``: a new name) by the catalog of another checkout
+    (``tree``), in a worker process started once; each run a new catalog, as AdoptSide's."""
+
+    def __init__(self, tree: Path, work: Path, folder: Folder, cache: Cache, infer: bool = False) -> None:
+        self.work, self.folder, self.cache, self.infer = work, folder, cache, infer
+        root = str(tree.resolve())
+        env = {**os.environ, "PYTHONPATH": root}
+        args = [sys.executable, "-c", _BASELINE, root, json.dumps(SCHEMA), str(folder.path)]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+        self.at: Path | None = None
+
+    def _ask(self, line: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        h.check(bool(answer), f"the baseline's worker ended (exit {self.proc.poll()})")
+        return answer
+
+    def prepare(self) -> None:
+        self.at = self.work / f"baseline-{next(RUN_IDS):04d}"
+        self._ask(f"prepare {self.at} {int(self.infer)}")
+
+    def run(self) -> int:
+        return int(self._ask("run"))
+
+    def finish(self, out: object, _first: bool) -> None:
+        h.check(out == self.folder.total_records, f"the baseline adopted {out} records")
+        self._ask(f"discard {self.at}")
+        check_unchanged(self.folder, "after the baseline's adoption")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+    def contender(self) -> h.Contender:
+        return h.Contender(run=self.run, prepare=self.prepare, finish=self.finish, settle=self.cache.settle)
+
+
+def run_peer(cfg: Config, work: Path, folder: Folder, cache: Cache, baseline: Path | None = None) -> Outcome:
+    """adopt into a registered dataset, and into a new name (inferred), against tf.data; with
+    ``baseline``, the same two by that checkout's code, in the same rounds."""
     key = f"tfdata-{cache.name}"
     h.log(f"[{key}] adopt (registered, new name) vs tf.data, {cache.name} page cache ...")
     started = time.perf_counter()
@@ -423,7 +496,14 @@ def run_peer(cfg: Config, work: Path, folder: Folder, cache: Cache) -> Outcome:
         "adopt new name": inferred.contender(),
         "tf.data": TfDataSide(folder, cache).contender(),
     }
-    t = h.race(sides, cfg.peer_repeats)
+    others = [BaselineSide(baseline, work, folder, cache, infer) for infer in (False, True)] if baseline else []
+    for side, name in zip(others, ("adopt (baseline)", "adopt new name (baseline)"), strict=False):
+        sides[name] = side.contender()
+    try:
+        t = h.race(sides, cfg.peer_repeats)
+    finally:
+        for side in others:
+            side.close()
     label = f"{cache.name} page cache, 1 process"
     rows = [
         h.versus(key, f"{label}: `adopt` into a registered dataset vs tf.data", "MB/s", folder.bytes, t["adopt"],
@@ -431,6 +511,13 @@ def run_peer(cfg: Config, work: Path, folder: Folder, cache: Cache) -> Outcome:
         h.versus(f"{key}-new", f"{label}: `adopt` into a new name (schema inferred) vs tf.data", "MB/s",
                  folder.bytes, t["adopt new name"], t["tf.data"], target=PEER_TARGET),
     ]  # fmt: skip
+    if baseline:
+        rows += [
+            h.versus(f"{key}-baseline", f"{label}: baseline `adopt` into a registered dataset vs tf.data", "MB/s",
+                     folder.bytes, t["adopt (baseline)"], t["tf.data"], target=PEER_TARGET),
+            h.versus(f"{key}-new-baseline", f"{label}: baseline `adopt` into a new name vs tf.data", "MB/s",
+                     folder.bytes, t["adopt new name (baseline)"], t["tf.data"], target=PEER_TARGET),
+        ]  # fmt: skip
     for row in rows:
         h.log_race(row.key, row, started)
     return Outcome(rows, {side: t[side].times for side in t}, registered.areas + inferred.areas)
@@ -628,16 +715,17 @@ def verify_rows(
 
 
 def peer_rows(
-    cfg: Config, work: Path, cold_note: str | None
+    cfg: Config, work: Path, cold_note: str | None, baseline: Path | None = None
 ) -> tuple[Folder, dict[str, Outcome], dict[str, Callable[[], str]]]:
-    """The rows against tf.data (issue 34 section 3): a folder of ``cfg.peer_files`` files."""
+    """The rows against tf.data (issue 34 section 3): a folder of ``cfg.peer_files`` files;
+    ``baseline``: another checkout whose adopt races too."""
     folder = write_folder(replace(cfg, files=cfg.peer_files), work / "peer-folder", seed=1)
     h.log(f"[peer folder] {len(folder.records)} files, {folder.bytes:,} bytes")
     outcomes: dict[str, Outcome] = {}
     profiles: dict[str, Callable[[], str]] = {}
     for cold in (False, True) if cold_note is None else (False,):
         cache = Cache(cold, folder, None)
-        out = run_peer(cfg, work, folder, cache)
+        out = run_peer(cfg, work, folder, cache, baseline)
         outcomes[out.rows[0].key] = out
         profiles[out.rows[0].key] = AdoptSide(work, folder, 1, cache).profile
         profiles[out.rows[1].key] = AdoptSide(work, folder, 1, cache, infer=True).profile
@@ -667,6 +755,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = h.arg_parser(__doc__, "about 100 MB instead of 1 GB", "minimum timed rounds per row (default 5, 3 quick)",
                           "the adopt side")  # fmt: skip
     parser.add_argument("--only", help=f"the rows to run, of {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument(
+        "--baseline", type=Path, metavar="TREE", help="the tf.data rows also race the adopt of the checkout at TREE"
+    )
     args = parser.parse_args(argv)
     cfg, chosen = h.chosen_config(args, QUICK, FULL), h.chosen_sections(args.only, SECTIONS)
     started = time.perf_counter()
@@ -685,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
             extra["seconds"] = {k: o.seconds for k, o in outcomes.items()}
             extra["disk"] = disk_json(folder, ref, outcomes)
         if "tfdata" in chosen:
-            peer_folder, peer_outcomes, peer_profiles = peer_rows(cfg, work, cold_note)
+            peer_folder, peer_outcomes, peer_profiles = peer_rows(cfg, work, cold_note, args.baseline)
             peer = [r for o in peer_outcomes.values() for r in o.rows]
             print_peer(peer, peer_folder, peer_outcomes, cold_note)
             results += peer

@@ -13,13 +13,15 @@ its size before they read it, ``verify`` its checksum.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import functools
 import io
 import itertools
 import operator
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -63,7 +65,7 @@ from catalog.storage import (
 )
 from catalog.storage.fileio import file_io
 from catalog.storage.index import offsets_from_lengths
-from catalog.tfrecord.example import SEQUENCE_EXAMPLE, message_kind
+from catalog.tfrecord.example import first_sequence, plain_examples
 from catalog.tfrecord.framing import (
     FRAMING,
     HEADER_SIZE,
@@ -138,26 +140,95 @@ def scan(w: Target, path: Path, guessed: bool = False) -> Scanned:
     input, record and feature), counted, the whole file checksummed, offsets kept. ``guessed``:
     the schema was inferred from the first records only (see guess_schema): a SequenceExample,
     whose feature lists that schema does not describe, raises GuessMissed."""
+    return scan_started(w, path, guessed)()
+
+
+Finish = Callable[[], Scanned]
+
+
+def scan_started(
+    w: Target, path: Path, guessed: bool = False, then: Callable[[], None] | None = None, pool: Executor | None = None
+) -> Finish:
+    """``scan`` in two steps: the file read, and (the call returned) what its statistics helper
+    owes waited for. ``then`` runs once the file's first records are checked here, or before
+    anything is raised: there the scan of the file before it is finished, while the helper ends
+    that file's last spans and this process begins the next file (no wait at each file's end).
+    ``pool``: the read-ahead's thread, kept for every file (else one a file)."""
+    once = _Once(then)
     try:
         location = location_of(path)
         compression = detect_file_compression(location) or "none"
-        return _scan(w, path, location, compression, guessed)
+        finish = _scan(w, path, location, compression, guessed, once, pool)
+    except BaseException as e:
+        once()  # (the file before this one is finished first: its error, if any, comes first)
+        if isinstance(e, FileNotFoundError):
+            raise _gone(path) from e
+        raise
+    once()
+    return lambda: _not_gone(path, finish)
+
+
+class _Once:
+    """``then``, called at most once."""
+
+    def __init__(self, then: Callable[[], None] | None) -> None:
+        self.then = then
+
+    def __call__(self) -> None:
+        then, self.then = self.then, None
+        if then is not None:
+            then()
+
+
+def _gone(path: Path) -> AppendError:
+    return AppendError(f"{path}: gone while being adopted: nothing registered", str(path))
+
+
+def _not_gone(path: Path, finish: Finish) -> Scanned:
+    try:
+        return finish()
     except FileNotFoundError as e:
-        raise AppendError(f"{path}: gone while being adopted: nothing registered", str(path)) from e
+        raise _gone(path) from e
 
 
 Read = tuple[int, list[np.ndarray], int, int]  # a file's records, their data lengths, its CRC32C and size
 
 
-def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool = False) -> Scanned:
+def _scan(
+    w: Target,
+    path: Path,
+    location: str,
+    compression: str,
+    guessed: bool,
+    then: Callable[[], None],
+    pool: Executor | None,
+) -> Finish:
     tally = w.sink.new_tally() if w.sink is not None else None
+    spans = _Spans(tally, location, guessed) if tally is not None and _tallies(tally, w.ds.schema) else None
     read: Read | None = None
+    before = after = None
     if compression == "none":  # read a window at a time: framing checked and records decoded with NumPy
-        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, guessed))
-    if read is None:  # compressed, or damaged: the record-by-record read says where, as it always did
-        tally = w.sink.new_tally() if w.sink is not None else None
-        read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))
-    assert read is not None
+        read, before, after = _opened(location, lambda f: _read_windows(w, f, path, tally, spans, guessed, then, pool))
+        if read is not None and spans is not None and spans.sent:
+            spans.tally.ask_result()  # worked out by the helper while the next file begins
+
+    def finish() -> Scanned:
+        nonlocal read, before, after, tally
+        if read is None or (spans is not None and not spans.held()):
+            if spans is not None:
+                spans.tally.release()
+            # compressed, damaged, or refused by the helper: the record-by-record read says where, as it always did
+            tally = w.sink.new_tally() if w.sink is not None else None
+            read, before, after = _opened(location, lambda f: _read_batches(w, f, path, compression, tally, guessed))
+        assert read is not None
+        return _scanned(path, location, compression, read, tally, before == after, after)
+
+    return finish
+
+
+def _scanned(
+    path: Path, location: str, compression: str, read: Read, tally: Tally | None, same: bool, after: Any
+) -> Scanned:
     count, lengths, crc, size = read
     # A file written to from here on is refused at the commit (its size checked again there).
     offsets = None
@@ -167,7 +238,7 @@ def _scan(w: Target, path: Path, location: str, compression: str, guessed: bool 
     found = Scanned(location, source_of(path), count, size, format_checksum(crc), compression, offsets, stats)
     # Changed while it was read (grown, say): what was checksummed is what is registered, but the
     # file's fingerprint now vouches for nothing: readers checksum it (once a process) instead.
-    return replace(found, fingerprint=content.to_register(after) if after == before else UNCHECKED)
+    return replace(found, fingerprint=content.to_register(after) if same else UNCHECKED)
 
 
 def _opened(location: str, read: Callable[[Any], Read | None]) -> tuple[Read | None, Any, Any]:
@@ -208,7 +279,11 @@ def _read_batches(w: Target, f: Any, path: Path, compression: str, tally: Tally 
 # reads one number a record), their framing checked at once (framing.framing_fault: every
 # header's length CRC, every data CRC) and they are decoded where they lie (Schema.decode_spans:
 # no record copied out and joined again). Anything wrong (damage, a record the schema refuses)
-# returns None: the file is then read record by record, which names what is wrong.
+# returns None: the file is then read record by record, which names what is wrong. Decoding and
+# the statistics are most of the work: windows of a local file go to the statistics helper
+# process (_Spans), which reads them itself and checks and tallies them on the other core, as
+# long as it keeps up; this process does the others, and finishes a file's scan (the helper's
+# answers, its statistics) once the next file's first window is checked, so neither waits.
 WINDOW = 2 << 20
 # Windows read at once: every read handed between the threads costs a wait for the GIL (a few
 # milliseconds on a busy machine), so the reads are larger than the batches decoded.
@@ -216,17 +291,30 @@ READ_WINDOWS = 4
 _U64 = struct.Struct("<Q")
 
 
-def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: bool) -> Read | None:
+def _read_windows(
+    w: Target,
+    f: Any,
+    path: Path,
+    tally: Tally | None,
+    spans: _Spans | None,
+    guessed: bool,
+    then: Callable[[], None],
+    pool: Executor | None,
+) -> Read | None:
+    """The file ``f`` read a window at a time (see above); ``spans``: the helper that may take
+    some of them (a local file's), which the caller waits for; ``then``: run after the first
+    records checked here. None: the file is to be read record by record."""
     schema = w.ds.schema
     pad = bytes(schema.spans_pad)
     size = _size_of(f)
+    helper = spans if size is not None else None
     ahead = _ReadAhead(f)
     lengths: list[np.ndarray] = []
     count = base = 0
     rest = b""
     known: dict[int, int] = {}
-    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read") as pool:
-        for chunk in ahead.chunks(pool):
+    with contextlib.nullcontext(pool) if pool is not None else _read_ahead_pool() as reads:
+        for chunk in ahead.chunks(reads):
             raw = rest + chunk + pad if rest else chunk + pad
             end = len(raw) - len(pad)
             at, lens, pos = whole_records(raw, end)
@@ -236,8 +324,15 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
                 if framing_fault(raw, at, lens, known) is not None:
                     return None
                 for lo, hi in _groups(at):
-                    if not _records(w, schema, raw, at[lo:hi] + HEADER_SIZE, lens[lo:hi], path, count, tally, guessed):
+                    stop = int(at[hi - 1] + FRAMING + lens[hi - 1])
+                    if helper is not None and helper.offer(raw, base, int(at[lo]), stop, hi - lo):
+                        pass  # read, checked and tallied by the statistics helper
+                    elif not _records(
+                        w, schema, raw, at[lo:hi] + HEADER_SIZE, lens[lo:hi], path, count, tally, guessed
+                    ):
                         return None
+                    else:
+                        then()
                     count += hi - lo
                 lengths.append(lens.astype(np.uint64))
             rest = raw[pos:end]
@@ -246,6 +341,38 @@ def _read_windows(w: Target, f: Any, path: Path, tally: Tally | None, guessed: b
     if rest:
         return None  # bytes after the last whole record: named by the other read
     return count, lengths, ahead.crc, ahead.size
+
+
+def _read_ahead_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-read")
+
+
+def _tallies(tally: Tally, schema: Schema) -> bool:
+    """Whether ``tally``'s schema is ``schema`` (its helper then checks spans against it)."""
+    return tally.schema is schema or tally.schema.to_json() == schema.to_json()
+
+
+class _Spans:
+    """Windows of a local file handed to the statistics helper process, which reads them again
+    itself (no bytes copied between the processes), checks them against the schema as _records
+    does and tallies them: the decoding and the statistics of a file shared between two cores.
+    The helper checks that it read the bytes this process read (their CRC32C, whose framing
+    this process checked); whatever it refuses, or a helper lost, sends the file to the other read."""
+
+    def __init__(self, tally: Tally, location: str, guessed: bool) -> None:
+        self.tally, self.location, self.guessed = tally, location, guessed
+        self.sent = False
+
+    def offer(self, raw: bytes, base: int, start: int, stop: int, records: int) -> bool:
+        """Whether the helper took the records of ``raw[start:stop]`` (at ``base + start`` in the file)."""
+        crc = crc32c(memoryview(raw)[start:stop])
+        taken = self.tally.offer_span(self.location, base + start, stop - start, records, crc, self.guessed)
+        self.sent = self.sent or taken
+        return taken
+
+    def held(self) -> bool:
+        """Whether every span the helper took passed (it is waited for)."""
+        return not self.sent or self.tally.spans_held()
 
 
 def _size_of(f: Any) -> int | None:
@@ -289,16 +416,17 @@ def _records(
     guessed: bool,
 ) -> bool:
     """Check and tally a window's records where they lie; False when the schema refuses one."""
-    records = list(map(raw.__getitem__, map(slice, starts.tolist(), (starts + lengths).tolist())))
     if guessed:
-        refuse_sequences(records, path, first)
+        found = first_sequence(plain_examples(raw, starts, lengths), lambda i: raw[starts[i] : starts[i] + lengths[i]])
+        _refuse_sequence(found, path, first)
     decoded = check_spans(schema, raw, starts, lengths)
     if decoded is None and guessed:  # no need to find which record: the schema is inferred again
         raise GuessMissed(f"{path}: a record from {first} on infers another schema", str(path), first)
     if decoded is None:
         return False
-    if tally is not None:
-        tally.add_batch(records, *decoded)
+    if tally is not None:  # the features a record lacks count as filled, as add_batch counted them
+        columns, absent, ragged = decoded
+        tally.add_decoded_columns(columns, len(starts), absent, ragged)
     return True
 
 
@@ -328,7 +456,7 @@ class _ReadAhead:
         self.size += len(data)
         return data
 
-    def chunks(self, pool: ThreadPoolExecutor) -> Iterator[bytes]:
+    def chunks(self, pool: Executor) -> Iterator[bytes]:
         pending = pool.submit(self._read)
         while True:
             # The end, read ahead, is read again once the window before it is worked on: a file
@@ -377,7 +505,7 @@ def guess_schema(p: Plan) -> Schema | None:
     return schema if schema.features and not schema.sequence else None
 
 
-_HEAD = operator.itemgetter(slice(0, 6))  # tag, and up to 5 bytes of the features field's length
+_HEAD = operator.itemgetter(slice(0, 6))  # what plain_examples reads of a record
 
 
 def refuse_sequences(batch: list[bytes], path: Path, first: int) -> None:
@@ -387,23 +515,16 @@ def refuse_sequences(batch: list[bytes], path: Path, first: int) -> None:
         return
     lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
     head_lens = np.minimum(lens, 6)
-    starts = np.cumsum(head_lens) - head_lens
-    heads = np.frombuffer(b"".join(map(_HEAD, batch)) + bytes(6), dtype=np.uint8)
-    body = heads[starts[:, None] + 1 + np.arange(5)].astype(np.int64)  # the length's varint, and more
-    more = (body & 0x80) != 0
-    size = np.argmin(more, axis=1) + 1  # bytes of the varint (the first without the high bit)
-    shifts = 7 * np.arange(5)
-    value = (((body & 0x7F) << shifts) * (np.arange(5) < size[:, None])).sum(axis=1)
-    # field 1 (tag 0a), its length's varint ended within the record's head, and it spans the record
-    plain = (heads[starts] == 0x0A) & ~more.all(axis=1) & (1 + size <= head_lens) & (1 + size + value == lens)
-    for i in np.flatnonzero(~plain).tolist():
-        try:
-            kind = message_kind(batch[i])
-        except CodecError:
-            continue  # not an Example at all: decoding says so
-        if kind == SEQUENCE_EXAMPLE:
-            index = first + i
-            raise GuessMissed(f"{path}: record {index}: a SequenceExample", str(path), index)
+    heads = b"".join(map(_HEAD, batch)) + bytes(6)
+    _refuse_sequence(
+        first_sequence(plain_examples(heads, np.cumsum(head_lens) - head_lens, lens), batch.__getitem__), path, first
+    )
+
+
+def _refuse_sequence(found: int | None, path: Path, first: int) -> None:
+    if found is not None:
+        index = first + found
+        raise GuessMissed(f"{path}: record {index}: a SequenceExample", str(path), index)
 
 
 @dataclass(frozen=True)
@@ -559,21 +680,58 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
         for files, (path, _split) in zip(results, p.inputs, strict=True):
             _check_count(p, path, sum(f.records for f in files))
         return
-    for path, split in p.inputs:
-        found = _scan_guessed(w, path) if p.guessed else scan(w, path)
-        _check_count(p, path, found.records)
-        if progress:
-            progress(found.bytes)
-        if not found.records:
-            continue  # an empty file (Spark's _SUCCESS): nothing to read, no shard, as append makes none
-        w.splits[_take(sink, found).rel] = split
+    # Each shard taken (its record index written and fsynced) on a thread of its own while the
+    # next files are read: the fsyncs wait for the disk, not for this process.
+    taken: list[tuple[Future[ShardFile], str]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-index") as publisher:
+        try:
+            for path, split, found in _scans(w, p):
+                _check_count(p, path, found.records)
+                if progress:
+                    progress(found.bytes)
+                if taken and taken[-1][0].done():
+                    taken[-1][0].result()  # one that failed (a full disk) stops the adoption here
+                if found.records:  # (an empty file, Spark's _SUCCESS: no shard, as append makes none)
+                    taken.append((publisher.submit(_take, sink, found), split))
+        finally:  # none still writing when the sink is aborted
+            wait([f for f, _split in taken])
+    for f, split in taken:
+        w.splits[f.result().rel] = split
 
 
-def _scan_guessed(w: Writer, path: Path) -> Scanned:
-    """scan() under a guessed schema: whatever it refuses is GuessMissed, so that Catalog.adopt
-    infers the schema from every record instead, and says what is wrong as that inference does."""
+def _scans(w: Writer, p: Plan) -> Iterator[tuple[Path, str, Scanned]]:
+    """Each input scanned, in order; each one finished (its statistics helper's part waited
+    for) once the next one's first records are checked (see scan_started)."""
+    pending: tuple[Path, str, Finish] | None = None
+    with _read_ahead_pool() as pool:
+        for path, split in p.inputs:
+            done: list[tuple[Path, str, Scanned]] = []
+
+            def then(before: tuple[Path, str, Finish] | None = pending, done: list[Any] = done) -> None:
+                if before is not None:
+                    done.append((before[0], before[1], before[2]()))
+
+            if p.guessed:
+                finish = _guessing(path, functools.partial(scan_started, w, path, True, then, pool))
+            else:
+                finish = scan_started(w, path, False, then, pool)
+            pending = (path, split, finish)
+            yield from done
+        if pending is not None:
+            yield pending[0], pending[1], pending[2]()
+
+
+def _guessing(path: Path, started: Callable[[], Finish]) -> Finish:
+    """scan_started() under a guessed schema, both its steps: whatever it refuses is GuessMissed,
+    so that Catalog.adopt infers the schema from every record instead, and says what is wrong as
+    that inference does."""
+    finish = _guess_missed(path, started)
+    return lambda: _guess_missed(path, finish)
+
+
+def _guess_missed(path: Path, call: Callable[[], Any]) -> Any:
     try:
-        return scan(w, path, guessed=True)
+        return call()
     except (AppendError, CorruptRecordError) as e:
         if isinstance(e, GuessMissed):
             raise

@@ -6,7 +6,10 @@ added a fifth to a third of an append's time on top (benchmarks/bench_stats.py).
 hands whole batches of records to this helper when it is ready and keeping up, and tallies
 the others itself; the two parts' statistics merge (every field of them does). So the helper
 only ever takes work off the writer: while it starts (imports take a few tenths of a
-second), or when it falls behind, the writer goes on alone.
+second), or when it falls behind, the writer goes on alone. An adoption hands it spans of a
+local file instead (SPAN): it reads them itself, no bytes copied between the processes, and
+checks their records against the schema as well as tallying them; a span it refuses, or a
+helper lost with its answers, has the writer check the file itself.
 
 Lifecycle, for trust: the helper is ``catalog.stats.serve`` run by this Python, in a
 session of its own (a Ctrl-C at the terminal is the writer's to handle, not the helper's),
@@ -41,8 +44,17 @@ HEAD = struct.Struct("<cQ")
 # KNOWN, the writer counted them); the tally's result
 SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
 SAMPLE = b"Q"  # values for one feature's quantile sketch: name length (4 bytes), name, dtype (4), values
+# A span of a local file's records for the helper to read itself, check against the schema and tally
+# (adopt): SPAN_HEAD, then the file's path (UTF-8); answered by SPAN_OK or REFUSED (see serve.span)
+SPAN = b"W"
+SPAN_HEAD = struct.Struct("<QQQI?")  # file offset, bytes, records, CRC32C of those bytes, guessed schema
 READY, ACK, STATS, FAILED = b"H", b"A", b"T", b"E"  # helper -> writer
+SPAN_OK, REFUSED = (
+    b"O",
+    b"N",
+)  # helper -> writer: a span checked and tallied, or not (what it read, or the schema, refused it)
 BACKLOG = 2  # batches sent and not yet tallied, at most: more are tallied by the writer
+SPANS_AHEAD = 3  # spans sent and not yet answered, at most: the helper always has the next ones queued (2 starved it)
 STALL = 20.0  # seconds without a word from a helper that owes one: it is lost
 
 
@@ -106,12 +118,17 @@ class Helper:
         self.ready = False
         self.lost = False
         self.backlog = 0  # batches sent, not acknowledged
+        self.spans = 0  # spans sent, not answered
+        self.refused = False  # a span came back refused
+        self.asked = False  # the tally's result was asked for (ask_result)
+        self._reply: bytes | None = None  # its result, come (taken by result)
         self._queue: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
 
     # ---- sending: on a thread, since a pipe takes a batch only as fast as the helper reads it
     def open(self, schema_json: bytes) -> None:
         """Start a tally of records of this schema (the previous one's result was taken)."""
+        self.spans, self.refused, self.asked, self._reply = 0, False, False, None
         self._sender = threading.Thread(target=self._send_all, name="catalog-statistics-sender", daemon=True)
         self._sender.start()
         self._queue.put([HEAD.pack(SCHEMA, len(schema_json)), schema_json])
@@ -142,6 +159,30 @@ class Helper:
         self._put(SAMPLE, head, np.ascontiguousarray(values).tobytes())
         return True
 
+    def offer_span(self, path: str, offset: int, size: int, records: int, crc: int, guessed: bool) -> bool:
+        """Send a span of ``path`` (``size`` bytes at ``offset``, ``records`` whole records, of
+        CRC32C ``crc`` as the writer read them) to be read, checked and tallied by the helper, if
+        it is up and has fewer than SPANS_AHEAD to answer; False: the writer does it."""
+        self._take_replies(wait=False)
+        if self.lost or not self.ready or self.spans >= SPANS_AHEAD:
+            return False
+        name = os.fsencode(path)
+        self._queue.put(
+            [HEAD.pack(SPAN, SPAN_HEAD.size + len(name)), SPAN_HEAD.pack(offset, size, records, crc, guessed), name]
+        )
+        self.spans += 1
+        return True
+
+    def spans_held(self) -> bool:
+        """Wait for every span's answer: whether each was checked and tallied (False: one was
+        refused, or the helper was lost with its answers; the writer then checks the file itself)."""
+        deadline = time.monotonic() + STALL
+        while self.spans and not self.lost:
+            self._take_replies(wait=True)  # (a result asked for early comes after every span's answer)
+            if time.monotonic() > deadline:
+                self.lost = True
+        return not self.lost and not self.refused
+
     def _has_room(self) -> bool:
         """Whether the helper is up and has fewer than BACKLOG messages to acknowledge."""
         self._take_replies(wait=False)
@@ -152,17 +193,25 @@ class Helper:
         self._queue.put([HEAD.pack(kind, sum(map(len, parts))), *parts])
         self.backlog += 1
 
+    def ask_result(self) -> None:
+        """Ask for the tally's statistics now (``result`` takes them): the helper works them out
+        while the writer goes on. Nothing more may be sent for this tally."""
+        if not self.asked:
+            self._queue.put([HEAD.pack(RESULT, 0)])
+            self.asked = True
+
     def result(self) -> bytes:
         """The tally's statistics (DatasetStats bytes) of the batches it was sent; Lost if none."""
-        self._queue.put([HEAD.pack(RESULT, 0)])
+        self.ask_result()
         self.end_sending()
         deadline = time.monotonic() + STALL
         while True:
-            reply = self._take_replies(wait=True)
+            reply, self._reply = self._reply, None
             if reply is not None:
                 return reply
             if self.lost or time.monotonic() > deadline:
                 raise Lost()
+            self._take_replies(wait=True)
 
     def end_sending(self) -> None:
         """Let the sender send what is queued and end (a helper that stalls it is lost); with
@@ -202,7 +251,11 @@ class Helper:
                 self.ready = True
             elif kind == ACK:
                 self.backlog -= 1
+            elif kind in (SPAN_OK, REFUSED):
+                self.spans -= 1
+                self.refused = self.refused or kind == REFUSED
             elif kind == STATS:
+                self._reply = payload
                 return payload
             else:  # FAILED, or a helper speaking nonsense
                 self.lost = True

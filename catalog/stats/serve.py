@@ -4,15 +4,35 @@ records its writer sends, one tally at a time, until its input ends."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 from typing import IO
 
 import numpy as np
+from crc32c import crc32c
 
+from catalog.errors import CodecError, ValidationError
 from catalog.schema import Schema
-from catalog.stats.helper import ACK, BATCH, FAILED, HEAD, KNOWN, READY, RESULT, SAMPLE, SCHEMA, STATS
+from catalog.stats.helper import (
+    ACK,
+    BATCH,
+    FAILED,
+    HEAD,
+    KNOWN,
+    READY,
+    REFUSED,
+    RESULT,
+    SAMPLE,
+    SCHEMA,
+    SPAN,
+    SPAN_HEAD,
+    SPAN_OK,
+    STATS,
+)
 from catalog.stats.tally import Tally, sketch
+from catalog.tfrecord.example import first_sequence, plain_examples
+from catalog.tfrecord.framing import HEADER_SIZE, whole_records
 
 
 def _read_exact(f: IO[bytes], n: int) -> bytes | None:
@@ -44,11 +64,65 @@ def _sketch(tally: Tally, payload: bytes) -> None:
     sketch(tally.stats.features[name].quantiles, values)
 
 
+class Files:
+    """The files a tally's spans are read from, each opened once (closed with the tally)."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+
+    def read(self, path: str, offset: int, size: int) -> bytes:
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY)
+        parts = []
+        while size and (part := os.pread(fd, size, offset)):
+            parts.append(part)
+            offset, size = offset + len(part), size - len(part)
+        return b"".join(parts) if len(parts) != 1 else parts[0]
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def span(tally: Tally, payload: bytes, files: Files) -> bool:
+    """Read, check and tally one span of a file's records (adopt's: helper.SPAN): whether the
+    bytes read are those the writer read (their CRC32C), hold the records it counted, every one
+    an Example the tally's schema takes (and, for a ``guessed`` schema, none a SequenceExample).
+    The writer checked their framing; a span refused is checked by the writer again."""
+    offset, size, count, crc, guessed = SPAN_HEAD.unpack_from(payload)
+    data = files.read(os.fsdecode(payload[SPAN_HEAD.size :]), offset, size)
+    if len(data) != size or crc32c(data) != crc:
+        return False  # the file changed since the writer read it
+    schema = tally.schema
+    raw = data + bytes(schema.spans_pad)  # (decode_spans reads past a record's end)
+    at, lens, pos = whole_records(raw, size)
+    if pos != size or len(at) != count:
+        return False
+    starts = at + HEADER_SIZE
+    if (
+        guessed
+        and first_sequence(plain_examples(raw, starts, lens), lambda i: raw[starts[i] : starts[i] + lens[i]])
+        is not None
+    ):
+        return False
+    absent: dict[str, np.ndarray] = {}
+    ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    try:
+        columns = schema.decode_spans(raw, starts, lens, absent=absent, ragged=ragged)
+    except (ValidationError, CodecError):
+        return False
+    tally.add_decoded_columns(columns, count, absent, ragged)
+    return True
+
+
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     """The helper's loop: tallies, one at a time, until ``inp`` ends."""
     _send(out, READY)
     tally: Tally | None = None
     failure = ""
+    files = Files()
     while (head := _read_exact(inp, HEAD.size)) is not None:
         kind, size = HEAD.unpack(head)
         payload = _read_exact(inp, size) if size else b""
@@ -56,19 +130,26 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             return
         try:
             if kind == SCHEMA:
-                tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False), ""
+                files.close()
+                tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False, threads=False), ""
             elif kind in (BATCH, KNOWN) and tally is not None and not failure:
                 tally.add_decoded(_records(payload), counted=kind == BATCH)
             elif kind == SAMPLE and tally is not None and not failure:
                 _sketch(tally, payload)
+            elif kind == SPAN and tally is not None and not failure:
+                _send(out, SPAN_OK if span(tally, payload, files) else REFUSED)
+                continue
         except Exception as e:  # reported to the writer, which then computes the shard's statistics itself
             failure = f"{type(e).__name__}: {e}"
         if kind in (BATCH, KNOWN, SAMPLE):
             _send(out, ACK)
+        elif kind == SPAN:  # not checked: the writer checks it (and its helper is lost to it)
+            _send(out, FAILED, failure.encode())
         elif kind == RESULT:
             reply = (FAILED, failure.encode()) if failure or tally is None else (STATS, tally.result().to_bytes())
             _send(out, *reply)
             tally = None
+            files.close()
 
 
 def main() -> None:

@@ -112,7 +112,11 @@ class Tally:
     batches the helper process (catalog.stats.helper) has room for go to it, on another core;
     the rest are tallied here, and the two parts merge in ``result``."""
 
-    def __init__(self, schema: Schema, helper: bool = True, given: Mapping[str, FeatureStats] | None = None) -> None:
+    def __init__(
+        self, schema: Schema, helper: bool = True, given: Mapping[str, FeatureStats] | None = None, threads: bool = True
+    ) -> None:
+        """``threads``: whether the exact figures of large tensors are counted on a thread
+        (ByteCounts); not in a process whose other core is busy already (the helper itself)."""
         self.schema = schema
         # Features whose statistics over the whole shard the writer knows already (a map's
         # columns passed through unchanged: its source shard's), not tallied again; the helper
@@ -123,6 +127,7 @@ class Tally:
         self._helper: helpers.Helper | None = None
         self._sent = 0  # batches the helper took
         self._early = False  # whether a batch of EARLY_RECORDS was offered to the helper (_borrow)
+        self._asked = False  # the helper's part was asked for (ask_result): nothing more goes to it
         self._batches = 0  # batches tallied here
         self._runs: list[list[Any]] = []  # [counted, records] (see _note_run)
         self._finalizer: weakref.finalize[Any, Any] | None = None  # ends a lent helper if the tally is dropped
@@ -138,7 +143,7 @@ class Tally:
         # anyway: DataSketches' KLL compaction flips its own coins.
         self._rng = np.random.default_rng()
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
-        self._bytes = ByteCounts()
+        self._bytes = ByteCounts(inline=not threads)
         self._helper_max_record = HELPER_MAX_RECORD
         if not self._sequence and all(f.is_scalar and not f.tensor for f in self._features.values()):
             self._helper_max_record = min(HELPER_MAX_RECORD, HELPER_MAX_SCALAR_BYTES * len(self._features))
@@ -245,9 +250,34 @@ class Tally:
         sample: its KLL updates are most of what a batch of images costs the writer)."""
         return self._hand(lambda helper: helper.offer_sample(name, values))
 
+    def offer_span(self, path: str, offset: int, size: int, records: int, crc: int, guessed: bool = False) -> bool:
+        """Whether the helper took a span of a local file's ``records`` whole records (``size``
+        bytes at ``offset``, their CRC32C ``crc`` as the caller read them) to read again itself,
+        check against this tally's schema and tally (helper.Helper.offer_span): the caller
+        then neither decodes nor tallies them, and learns from ``spans_held`` whether they passed.
+        Taken from the first span when the process's helper is up already."""
+        self._early = True
+        if not self._hand(lambda helper: helper.offer_span(path, offset, size, records, crc, guessed)):
+            return False
+        self._note_run(True, records)
+        self._bytes.inline = True  # the helper takes the other core: a thread would only compete for this one
+        return True
+
+    def ask_result(self) -> None:
+        """No more records come: the helper, if lent, is asked for its part of the statistics
+        now, to work it out while the caller goes on (``result`` takes it)."""
+        if self._helper is not None and self._sent:
+            self._asked = True
+            self._helper.ask_result()
+
+    def spans_held(self) -> bool:
+        """Whether every span the helper took was checked and tallied (see ``offer_span``);
+        False when one was refused, or the helper was lost: the caller checks them itself."""
+        return self._helper is None or self._helper.spans_held()
+
     def _hand(self, send: Callable[[helpers.Helper], bool]) -> bool:
         """Whether the helper, lent to this tally, took what ``send`` gives it."""
-        if not self._borrow():
+        if self._asked or not self._borrow():
             return False
         assert self._helper is not None
         if not send(self._helper):
@@ -369,6 +399,26 @@ class Tally:
                 start, left = start + take, left - take
         self.stats = fresh.result()
 
+    def release(self) -> None:
+        """The tally is dropped, its records tallied elsewhere (a file whose spans the helper
+        refused is read again): its helper, if lent, given back once it answered the rest of
+        what it was sent (ended if it does not)."""
+        helper, self._helper = self._helper, None
+        if helper is None or self._finalizer is None:
+            return
+        self._finalizer.detach()
+        try:
+            if self._sent:
+                helper.result()  # (what it tallied goes nowhere)
+            else:
+                helper.end_sending()
+        except BaseException as e:  # lost, stalled, or interrupted (Ctrl-C): that helper is ended
+            helper.lost = True
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            helpers.SLOT.give_back(helper, failed=False)
+
     def discard(self) -> None:
         """The shard is abandoned: the helper (if lent) is ended, not waited for."""
         if self._finalizer is not None:
@@ -399,7 +449,8 @@ class ByteCounts:
     # (a 100-image append: 8 ms waiting for 0.2 ms of sums).
     INLINE_BYTES = 1 << 20
 
-    def __init__(self) -> None:
+    def __init__(self, inline: bool = False) -> None:
+        self.inline = inline  # every batch counted at once (see Tally's threads)
         self._pool: ThreadPoolExecutor | None = None
         self._jobs: list[tuple[str, Future[Any]]] = []  # (byte_sums' tuple, or Figures)
         self._done: list[tuple[str, Any]] = []  # counted at once (INLINE_BYTES)
@@ -408,7 +459,7 @@ class ByteCounts:
     def add(self, name: str, values: np.ndarray) -> None:
         """Count ``values``: 1-byte integers by sums (byte_sums), others as numbers (number_figures)."""
         count: Callable[[np.ndarray], Any] = byte_sums if values.dtype.itemsize == 1 else _figures_alone
-        if values.nbytes < self.INLINE_BYTES:
+        if self.inline or values.nbytes < self.INLINE_BYTES:
             self._done.append((name, count(values)))
             return
         if self._pool is None:

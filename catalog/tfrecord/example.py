@@ -355,6 +355,42 @@ def message_kind(data: bytes) -> str:
     return kind
 
 
+_HEAD_BYTES = 6  # a tag, and up to 5 bytes of the features field's length
+
+
+def plain_examples(buf: Any, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Whether each record ``buf[starts[i] : starts[i] + lengths[i]]`` is an Example as writers
+    make it, one features field spanning the record, told for all at once from their first
+    bytes (what lies past a record's end in ``buf`` is never taken for it)."""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    lens = np.asarray(lengths, dtype=np.int64)
+    if not len(lens) or not data.size:
+        return np.zeros(len(lens), dtype=bool)
+    head_lens = np.minimum(lens, _HEAD_BYTES)
+    at = np.minimum(np.asarray(starts, dtype=np.int64)[:, None] + np.arange(_HEAD_BYTES), data.size - 1)
+    heads = data[at].astype(np.int64)
+    body = heads[:, 1:]  # the length's varint, and more
+    more = (body & 0x80) != 0
+    size = np.argmin(more, axis=1) + 1  # bytes of the varint (the first without the high bit)
+    value = (((body & 0x7F) << (7 * np.arange(5))) * (np.arange(5) < size[:, None])).sum(axis=1)
+    # field 1 (tag 0a), its length's varint ended within the record's head, and it spans the record
+    return (heads[:, 0] == 0x0A) & ~more.all(axis=1) & (1 + size <= head_lens) & (1 + size + value == lens)
+
+
+def first_sequence(plain: np.ndarray, record: Any) -> int | None:
+    """The index of the first SequenceExample among records whose ``plain_examples`` is
+    ``plain`` (``record(i)``: the i-th one's bytes); None when there is none. A record that
+    is no Example at all is left to decoding, which says so."""
+    for i in np.flatnonzero(~plain).tolist():
+        try:
+            kind = message_kind(record(i))
+        except CodecError:
+            continue
+        if kind == SEQUENCE_EXAMPLE:
+            return int(i)
+    return None
+
+
 def beyond_features(data: bytes) -> bytes:
     """The top-level fields of a record other than ``features`` (a SequenceExample's
     feature_lists), as they are: what a rewrite of the features must carry along."""

@@ -327,11 +327,11 @@ def test_a_file_changed_between_its_scan_and_the_commit_is_not_registered(
 
 
 def on_first_check(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
-    """``act`` once, when adopt first checks records: read record by record (check_batch) or a
-    window at a time (check_spans)."""
+    """``act`` once, when adopt first checks records: read record by record (check_batch), a
+    window at a time (check_spans), or a window handed to the statistics helper (_Spans.offer)."""
     done: list[bool] = []
-    for seam in ("check_batch", "check_spans"):
-        checked = getattr(adoption, seam)
+    for owner, seam in ((adoption, "check_batch"), (adoption, "check_spans"), (adoption._Spans, "offer")):
+        checked = getattr(owner, seam)
 
         def hooked(*args: Any, checked: Any = checked, **kwargs: Any) -> Any:
             if not done:
@@ -339,7 +339,7 @@ def on_first_check(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> 
                 act()
             return checked(*args, **kwargs)
 
-        monkeypatch.setattr(adoption, seam, hooked)
+        monkeypatch.setattr(owner, seam, hooked)
 
 
 @pytest.mark.parametrize("how", ["unlink", "rename"])

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from crc32c import crc32c
 
-from catalog import Catalog
+from catalog import Catalog, RecordWriter
 from catalog.errors import CatalogError
 from catalog.schema import Schema
 from catalog.stats import DatasetStats, Tally, tally
@@ -508,3 +509,44 @@ def test_sequence_batches_decoded_by_the_caller_are_tallied_by_the_writer(eager:
     t = _tallied_decoded(schema, recs)
     assert t._sent == 0
     same_stats(t.result(), alone(schema, recs))
+
+
+def test_a_tally_without_threads_counts_large_tensors_in_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper's tally (and a writer's whose helper takes spans) leaves the other core to the
+    other process: the same exact figures, no thread started."""
+    schema = Schema.from_json({"features": {"x": {"dtype": "float32", "shape": [240]}}})
+    x = np.random.default_rng(0).standard_normal((5000, 240), dtype=np.float32)
+    x[::7, 3] = 0
+    threaded = Tally(schema, helper=False)
+    threaded.add_columns({"x": x}, len(x), {})
+    want = threaded.result().features["x"]
+
+    def no_thread(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("a thread was started")
+
+    monkeypatch.setattr(tally, "ThreadPoolExecutor", no_thread)
+    alone = Tally(schema, helper=False, threads=False)
+    alone.add_columns({"x": x}, len(x), {})
+    got = alone.result().features["x"]
+    assert exact(got, sketched=False) == exact(want, sketched=False)
+    assert got.values.mean == pytest.approx(want.values.mean, rel=1e-12)
+
+
+def test_a_span_and_a_result_asked_early_come_back_together(eager: None, tmp_path: Path) -> None:
+    """adopt hands the helper spans of a file, asks for the result as soon as the file is read,
+    then waits for the spans' answers: the statistics that come with them are kept, not lost."""
+    schema, recs = records(3000)
+    path = tmp_path / "a.tfrecord"
+    with RecordWriter(path) as w:
+        for r in recs:
+            w.write(r)
+    data = path.read_bytes()
+    t = Tally(schema)
+    assert t.offer_span(str(path), 0, len(data), len(recs), crc32c(data))
+    t.ask_result()
+    assert t._helper is not None
+    deadline = time.monotonic() + 60
+    while t._helper._reply is None and time.monotonic() < deadline:  # both answers in, read at once
+        t._helper._take_replies(wait=True)
+    assert t.spans_held()
+    same_stats(t.result(), alone(schema, recs))  # (no records to read again: a lost part would raise)

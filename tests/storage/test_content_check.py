@@ -173,14 +173,15 @@ def test_a_file_changed_during_its_adoption_is_checksummed_by_readers(tmp_path: 
     aged(part)
     from catalog.ops import adopt as adopt_module
 
-    for seam in ("check_batch", "check_spans"):  # records checked one by one, or a window at a time
-        checked = getattr(adopt_module, seam)
+    # records checked one by one, a window at a time, or a window handed to the statistics helper
+    for owner, seam in ((adopt_module, "check_batch"), (adopt_module, "check_spans"), (adopt_module._Spans, "offer")):
+        checked = getattr(owner, seam)
 
         def change_it(*args: Any, real: Any = checked) -> Any:
             os.utime(part)  # as a writer that touched it mid-read would
             return real(*args)
 
-        monkeypatch.setattr(adopt_module, seam, change_it)
+        monkeypatch.setattr(owner, seam, change_it)
     cat.dataset("d").adopt([part])
     with sqlite3.connect(cat.root / "catalog.db") as db:
         assert db.execute("SELECT fingerprint FROM shards").fetchall() == [("unchecked",)]

@@ -21,10 +21,15 @@ from catalog.tfrecord import (
     proto,
 )
 from catalog.tfrecord.example import (
+    EXAMPLE,
+    SEQUENCE_EXAMPLE,
     append_entries,
     features_body,
+    first_sequence,
     map_entry,
+    message_kind,
     parse_example,
+    plain_examples,
     rekey_entry,
     split_entries,
     varint,
@@ -467,3 +472,42 @@ def test_encode_feature_fast_paths_equal_the_checked_path(value: Any) -> None:
     except CodecError as e:
         got = str(e)
     assert got == expected
+
+
+# --------------------------------------------------------------------------- SequenceExamples among records
+_KINDS = [
+    encode_example({"a": 1}),
+    encode_example({}),  # empty: no field at all
+    encode_example({"b": b"x" * 300}),  # a length of two varint bytes
+    encode_sequence_example({"c": 1}, {"s": [[1.0]]}),
+    encode_sequence_example({}, {"s": [[2]]}),  # feature lists only
+    encode_example({"a": 2}) + encode_example({"a": 3}),  # two features fields: not plain, an Example
+    b"\x12\x00",  # feature lists alone, empty
+    b"\xff\xff",  # not a message
+]
+
+
+@given(st.lists(st.sampled_from(range(len(_KINDS))), max_size=30), st.integers(0, 7))
+@settings(max_examples=200, deadline=None)
+def test_the_first_sequence_example_is_found_as_message_kind_finds_it(picks: list[int], gap: int) -> None:
+    """Records anywhere in a buffer (``gap`` bytes between them) give what message_kind gives one by one."""
+    records = [_KINDS[i] for i in picks]
+    buf = bytearray()
+    starts = []
+    for r in records:
+        buf += b"\x0a" * gap  # bytes that would read as a tag, were they taken for the record's
+        starts.append(len(buf))
+        buf += r
+    lens = np.array([len(r) for r in records], dtype=np.int64)
+    plain = plain_examples(bytes(buf), np.array(starts, dtype=np.int64), lens)
+    for r, p in zip(records, plain.tolist(), strict=True):
+        assert not p or message_kind(r) == EXAMPLE  # plain is only ever said of an Example
+    want = None
+    for i, r in enumerate(records):
+        try:
+            if message_kind(r) == SEQUENCE_EXAMPLE:
+                want = i
+                break
+        except CodecError:
+            pass
+    assert first_sequence(plain, records.__getitem__) == want
