@@ -99,7 +99,8 @@ def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
         path = os.fspath(source)
         return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return io.BytesIO(source), None, True
+        # a strided view copied in order: BytesIO takes only one span
+        return io.BytesIO(source if not isinstance(source, memoryview) or source.c_contiguous else source.tobytes()), None, True
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         return source, name if isinstance(name, str) else None, False
