@@ -352,7 +352,9 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
         if feat is None:
             have = ", ".join(schema.features)
             raise UsageError(f"update: no feature {name!r} to set (the schema has {have})")
-        if not callable(value):
+        if value is None and feat.optional:
+            pass  # SQL's SET x = NULL: the feature left out of the record, as a function's None does
+        elif not callable(value):
             try:
                 value = convert(feat, value)  # (a class name becomes its number there)
             except ValidationError as e:

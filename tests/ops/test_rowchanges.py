@@ -116,6 +116,16 @@ def test_update_sets_constants_names_and_functions_of_the_row_and_keeps_the_rest
     assert [r["id"] for r in ds.read()] == list(range(10))
 
 
+def test_update_sets_an_optional_feature_to_null_with_none_as_a_function_returning_none_does(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    report = ds.update("id IN (1, 2)", set={"score": None})
+    assert report.rows == 2 and report.shards == 1
+    assert [r["score"] for r in ds.read()][:4] == [None, None, None, pytest.approx(0.3)]
+    assert ds.delete("score IS NULL", dry_run=True).rows == 5  # and ids 0, 4, 8, absent already
+    with pytest.raises(UsageError, match="feature 'id': expected int64, got NoneType"):
+        ds.update("id = 3", set={"id": None})  # not optional: no null to set
+
+
 def _tenfold(row: dict[str, Any]) -> float:
     return float(row["id"])
 
