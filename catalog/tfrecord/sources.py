@@ -99,8 +99,8 @@ def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
         path = os.fspath(source)
         return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
-        # a strided view copied in order: BytesIO takes only one span
-        return io.BytesIO(source if not isinstance(source, memoryview) or source.c_contiguous else source.tobytes()), None, True
+        strided = isinstance(source, memoryview) and not source.c_contiguous
+        return io.BytesIO(source.tobytes() if strided else source), None, True  # (BytesIO takes one span)
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         return source, name if isinstance(name, str) else None, False

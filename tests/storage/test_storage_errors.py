@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 import catalog.storage.base as storage
-from catalog.commit import intents
 from catalog import Catalog, RecordWriter, encode_example
-from catalog.errors import CatalogError
 from catalog.cli import app
+from catalog.commit import intents
+from catalog.errors import CatalogError
 
 runner = CliRunner()
 HANG = 60  # seconds: a verb still running then is hung (reading a FIFO, or /dev/zero)
