@@ -467,6 +467,10 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     outputs = _first_outputs(op, snap.schema, first, read)
     try:
         inferred = Schema.infer(outputs)
+    except ValidationError as e:  # (a batch's columns of different lengths, or not columns)
+        path, at = _first_at(read, 0, len(first), op.batched)
+        feature = f"feature {e.feature!r}: " if e.feature else ""
+        raise RowChangeError(f"{path}: {at}: map's output: {feature}{e.reason}") from None
     except SchemaError as e:
         raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
     if not inferred.features:
@@ -487,15 +491,20 @@ def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPl
             outputs.append(_row_of(op.fn(row)))  # type: ignore[misc]
         return outputs
     except (Exception, SystemExit) as e:  # (SystemExit: sys.exit in the function, a failure of it too)
-        path, record = _located(read, len(outputs))
-        at = f"record {record}"
-        if op.batched:
-            last_path, last = _located(read, len(first) - 1)
-            more = f"records {record} on (the first {len(first)} rows)"
-            at = f"records {record}-{last}" if last_path == path else more
+        path, at = _first_at(read, len(outputs), len(first), op.batched)
         if isinstance(e, CatalogError):
             raise RowChangeError(f"{path}: {at}: {e}") from None
         raise RowChangeError(f"{path}: {at}: map's function raised {type(e).__name__}: {e}") from None
+
+
+def _first_at(read: ReadPlan, done: int, first: int, batched: bool) -> tuple[str, str]:
+    """(shard, "record N") of the row after the ``done`` first ones; batched, the records of
+    the batch of the ``first`` rows: "records N-M", or "records N on (...)" across shards."""
+    path, record = _located(read, done)
+    if not batched:
+        return path, f"record {record}"
+    last_path, last = _located(read, first - 1)
+    return path, f"records {record}-{last}" if last_path == path else f"records {record} on (the first {first} rows)"
 
 
 def _located(read: ReadPlan, i: int) -> tuple[str, int]:

@@ -99,8 +99,9 @@ def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
         path = os.fspath(source)
         return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
-        strided = isinstance(source, memoryview) and not source.c_contiguous
-        return io.BytesIO(source.tobytes() if strided else source), None, True  # (BytesIO takes one span)
+        if isinstance(source, memoryview) and not source.c_contiguous:
+            source = source.tobytes()  # a strided view, copied in order: BytesIO takes one span
+        return io.BytesIO(source), None, True
     if hasattr(source, "read"):
         name = getattr(source, "name", None)
         return source, name if isinstance(name, str) else None, False

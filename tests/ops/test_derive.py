@@ -317,3 +317,28 @@ def test_a_process_builds_each_jobs_schema_once():
     assert first.source is again.source and first.target is again.target
     reordered = {"features": dict(reversed(SCHEMA["features"].items()))}  # another record layout
     assert list(_program(reordered).source.features) == list(reversed(SCHEMA["features"]))
+
+
+def ragged_batch(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"id": batch["id"], "n": np.zeros(2, dtype=np.int64)}
+
+
+def scalar_column(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"id": batch["id"], "n": 5}
+
+
+def test_a_batched_map_s_bad_first_output_names_the_shard_and_records(tmp_path):
+    """Found while its schema is inferred, as in its jobs: where, and what, never append_rows'
+    words (a batch's rows run on into the next shards: its first record and how many)."""
+    cat, src = _source(tmp_path)
+    first = src.shards()[0].path
+    with pytest.raises(RowChangeError) as e:
+        src.map(ragged_batch, into="bad", batched=True)
+    said = "map's output: columns of different lengths: id 40, n 2"
+    assert str(e.value) == f"{first}: records 0 on (the first 40 rows): {said}"
+    with pytest.raises(RowChangeError) as e:
+        src.map(scalar_column, into="bad", batched=True)
+    said = "map's output: feature 'n': a dict of columns holds a list or array per feature, got int"
+    assert str(e.value) == f"{first}: records 0 on (the first 40 rows): {said}"
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("bad")
