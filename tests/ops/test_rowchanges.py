@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from catalog import Catalog
-from catalog.errors import CommitConflictError, PredicateError, RowChangeError, SplitNotFoundError, UsageError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    PredicateError,
+    RowChangeError,
+    SplitNotFoundError,
+    UsageError,
+)
 from catalog.ops import rowchanges
 from tests.catalogs import made
 
@@ -486,3 +493,28 @@ def test_a_function_calling_sys_exit_is_a_failure_of_it_and_commits_nothing(tmp_
     with pytest.raises(RowChangeError, match=r"\.tfrecord: records from 1: set raised SystemExit: no$"):
         ds.update("id = 1", set={"id": _exits_setting})
     assert ds.info().version == version
+
+
+@pytest.mark.parametrize("verb", ["delete", "dry-run", "update", "purge", "dedup", "filter", "map", "compact"])
+def test_a_shard_deleted_by_hand_is_one_line_naming_it(tmp_path, verb):
+    """Not a FileNotFoundError's traceback from a worker: the readers' one line for a shard gone."""
+    ds = _dataset(tmp_path, shards=3, per=5)
+    gone = ds.shards()[1].path
+    Path(gone).unlink()
+    run = {
+        "delete": lambda: ds.delete("id = 7", workers=2),
+        "dry-run": lambda: ds.delete("id = 7", dry_run=True, workers=1),
+        "update": lambda: ds.update("id > 0", set={"name": "x"}, workers=1),
+        "purge": lambda: ds.delete("id = 7", purge=True, workers=2),
+        "dedup": lambda: ds.dedup("label", workers=2),
+        "filter": lambda: ds.filter("id > 0", into="f", workers=2),
+        "map": lambda: ds.map(rowchanges_copy, into="m", schema=ds.schema, workers=2),
+        "compact": lambda: ds.compact(workers=1),
+    }[verb]
+    with pytest.raises(CatalogError, match="shard file is missing") as e:
+        run()
+    assert str(e.value).startswith(gone)
+
+
+def rowchanges_copy(row: dict[str, Any]) -> dict[str, Any]:
+    return row
