@@ -475,7 +475,21 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
         raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
     if not inferred.features:
         raise UsageError("map: its first outputs hold no feature: give schema= or return rows with values")
-    return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
+    return _declared(snap.schema, inferred)
+
+
+def _declared(source: Schema, inferred: Schema) -> Schema:
+    """The inferred schema with the source's declarations of the features that pass through: a
+    context feature's (class names...), and a sequence feature's steps (its rows are arrays of
+    steps, which inference alone takes for a list in the context)."""
+    context, steps = [], []
+    for f in inferred.features.values():
+        step = source.sequence.get(f.name)
+        if step is not None and (f.dtype, f.shape, f.tensor) == (step.dtype, (None, *step.shape), step.tensor):
+            steps.append(step)
+        else:
+            context.append(_kept(source.features.get(f.name), f))
+    return Schema(context, steps)
 
 
 def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPlan) -> Any:

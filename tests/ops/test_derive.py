@@ -342,3 +342,25 @@ def test_a_batched_map_s_bad_first_output_names_the_shard_and_records(tmp_path):
     assert str(e.value) == f"{first}: records 0 on (the first 40 rows): {said}"
     with pytest.raises(DatasetNotFoundError):
         cat.dataset("bad")
+
+
+def test_a_row_map_keeps_the_sequence_features_it_passes_through(tmp_path, tf):
+    """A SequenceExample dataset mapped (a feature added to its context) stays one: the steps that
+    pass through keep their declaration, and TensorFlow reads SequenceExamples."""
+    cat = Catalog.init(tmp_path / "cat")
+    schema = {"features": {"id": {"dtype": "int64"}}, "sequence_features": {"tokens": {"dtype": "int64"}}}
+    src = cat.register("seq", schema)
+    src.append_rows([{"id": i, "tokens": [[i]] * (i % 3)} for i in range(6)])
+    src.map(with_step_count, into="counted")
+    out = cat.dataset("counted")
+    assert out.schema.to_json() == {
+        "features": {"id": {"dtype": "int64"}, "steps": {"dtype": "int64"}},
+        "sequence_features": {"tokens": {"dtype": "int64"}},
+    }
+    assert [(r["id"], r["steps"], list(r["tokens"])) for r in out.read()][:3] == [(0, 0, []), (1, 1, [1]), (2, 2, [2, 2])]
+    parsed = [tf.train.SequenceExample.FromString(raw.numpy()) for raw in tf.data.TFRecordDataset(out.files())]
+    assert [len(p.feature_lists.feature_list["tokens"].feature) for p in parsed] == [0, 1, 2, 0, 1, 2]
+
+
+def with_step_count(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "steps": len(row["tokens"])}
