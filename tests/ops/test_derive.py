@@ -357,7 +357,8 @@ def test_a_row_map_keeps_the_sequence_features_it_passes_through(tmp_path, tf):
         "features": {"id": {"dtype": "int64"}, "steps": {"dtype": "int64"}},
         "sequence_features": {"tokens": {"dtype": "int64"}},
     }
-    assert [(r["id"], r["steps"], list(r["tokens"])) for r in out.read()][:3] == [(0, 0, []), (1, 1, [1]), (2, 2, [2, 2])]
+    rows = [(r["id"], r["steps"], list(r["tokens"])) for r in out.read()]
+    assert rows[:3] == [(0, 0, []), (1, 1, [1]), (2, 2, [2, 2])]
     parsed = [tf.train.SequenceExample.FromString(raw.numpy()) for raw in tf.data.TFRecordDataset(out.files())]
     assert [len(p.feature_lists.feature_list["tokens"].feature) for p in parsed] == [0, 1, 2, 0, 1, 2]
 
