@@ -40,7 +40,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 KEYWORDS = ("and", "or", "not", "in", "is", "null", "true", "false")
 _TOKENS = re.compile(
     r"""(?P<space>\s+)
-    |(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
+    |(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?(?![A-Za-z_]))
     |(?P<string>'(?:[^']|'')*'|"(?:[^"]|"")*")
     |(?P<quoted>`(?:[^`]|``)+`)
     |(?P<name>[A-Za-z_][A-Za-z0-9_./]*)

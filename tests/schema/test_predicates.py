@@ -199,6 +199,8 @@ def test_any_text_is_an_expression_or_one_predicate_error(text):
         ("x ~ 1", "at character 3: unexpected '~'"),
         ("   ", "at character 1: expected an expression, found nothing"),
         ("x IN 1", "at character 6: expected '(', found '1'"),
+        ("x = \uff19", "at character 5: unexpected '\uff19'"),  # a fullwidth 9: digits are ASCII, as names are
+        ("x = 1\u0663", "at character 6: unexpected '\u0663'"),  # an Arabic-Indic 3
     ],
 )
 def test_errors_name_the_character_and_what_was_expected(text, message):
