@@ -169,6 +169,29 @@ def integrity_problems(engine: Engine) -> list[str]:
     return [] if found == ["ok"] else found
 
 
+def scrub(engine: Engine) -> bool:
+    """Leave no copy of deleted rows in the manifest's files (after an erasure: the replaced
+    shards' statistics hold their values). SQLite keeps a deleted row's bytes in its free pages,
+    and older page images in the write-ahead log, until they are reused: VACUUM rebuilds the
+    file without them, a TRUNCATE checkpoint empties the log. False when a reader still used
+    the log (its old frames then go at a later checkpoint). Other databases: their own VACUUM."""
+    if engine.dialect.name != "sqlite":
+        return True
+    raw = engine.raw_connection()  # the driver's own: VACUUM runs outside any transaction
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute("VACUUM")
+            busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            cursor.close()
+    except engine.dialect.loaded_dbapi.Error as e:
+        raise database_error(e, _where(engine)) from e
+    finally:
+        raw.close()
+    return bool(busy == 0)
+
+
 # PostgreSQL's transient failures, worth a retry like SQLite's "locked": serialization
 # failure, deadlock detected, lock not available.
 _RETRY_SQLSTATES = {"40001", "40P01", "55P03"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import pickle
 import time
@@ -96,6 +97,9 @@ class RowProgram:
     where: Where | None  # None: the records to drop are the job's ``drop`` (a scan found them)
     batched: bool = False  # ``where`` is a function of a batch of columns: one bool per row
     sets: tuple[tuple[str, Any], ...] = ()  # an update's (feature, value or function of the row)
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -775,7 +779,18 @@ def erase(
     report.version, report.duplicate = committed.version, committed.duplicate
     if not committed.duplicate:
         report.files_removed = _remove_old(ds, hit)
+        _scrub(ds)
     return report
+
+
+def _scrub(ds: DatasetHandle) -> None:
+    """The replaced shards' statistics (their values) were deleted rows: no copy may stay in the
+    manifest's files. Committed already: a failure here is a warning, not the erasure's."""
+    try:
+        if not mf.scrub(ds.catalog.engine):
+            logger.warning("erase: a reader kept the manifest's log: its old pages go at its next checkpoint")
+    except CatalogError as e:
+        logger.warning("erase: committed, but the manifest may keep old pages of the erased rows: %s", e)
 
 
 def _remove_old(ds: DatasetHandle, shards: list[LiveShard]) -> int:

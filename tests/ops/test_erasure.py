@@ -5,10 +5,14 @@ old state or the erased one (gc then removes what is left)."""
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import zlib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -201,3 +205,26 @@ def test_a_restore_s_own_hard_links_are_the_catalog_s_to_erase(tmp_path):
     ds.restore(2)  # version 2's shard back, by hard link under a new name
     ds.delete(f"who = '{MARK}'", purge=True)
     assert [r["id"] for r in ds.read()] == [0, 2, 3] and _holding(tmp_path) == []
+
+
+def test_the_manifest_keeps_no_copy_of_the_erased_rows_statistics(tmp_path, sqlite_only):
+    """A shard's statistics hold its string values (the top-values sketch): the erased shards'
+    rows go from the manifest, and SQLite keeps deleted rows' bytes in free pages and in the
+    write-ahead log until they are reused; after a purge neither file holds them."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("people", SCHEMA)
+    ds.append_rows(_rows(range(10), {7}))
+    ds.append_rows(_rows(range(10, 20), set()))
+    db = tmp_path / "cat" / "catalog.db"
+    with sqlite3.connect(db) as conn:
+        held = [bytes(v) for (v,) in conn.execute("SELECT data FROM shard_stats")]
+    assert any(MARK.encode() in _decoded(v) for v in held)  # what would leak
+    ds.delete("id = 7", purge=True)
+    manifest = b"".join(p.read_bytes() for p in db.parent.glob("catalog.db*"))
+    assert not [v for v in held if MARK.encode() in _decoded(v) and v[:64] in manifest]
+
+
+def _decoded(stats: bytes) -> bytes:
+    """A statistics blob's JSON with its base64 sketches decoded (the values are in those)."""
+    text = zlib.decompress(stats).decode()
+    return text.encode() + b"".join(base64.b64decode(s) for s in re.findall(r'"([A-Za-z0-9+/]{16,}=*)"', text))
