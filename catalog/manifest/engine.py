@@ -21,6 +21,7 @@ from catalog.manifest.urls import check_port, normalize_url, safe_url
 
 BUSY_TIMEOUT_MS = 60_000
 CONNECT_TIMEOUT_S = 10
+SCRUB_WAIT_MS = 5_000  # scrub's wait for readers to let VACUUM run
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -180,10 +181,12 @@ def scrub(engine: Engine) -> bool:
     raw = engine.raw_connection()  # the driver's own: VACUUM runs outside any transaction
     try:
         cursor = raw.cursor()
-        try:
+        try:  # a reader's open transaction holds VACUUM back: waited for a while, not a minute
+            cursor.execute(f"PRAGMA busy_timeout = {SCRUB_WAIT_MS}")
             cursor.execute("VACUUM")
             busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         finally:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             cursor.close()
     except engine.dialect.loaded_dbapi.Error as e:
         raise database_error(e, _where(engine)) from e
