@@ -407,3 +407,11 @@ def test_an_unclosed_quote_says_so(text: str, error: str) -> None:
     with pytest.raises(PredicateError) as e:
         Predicate(text, SCHEMA)
     assert str(e.value).endswith(error)
+
+
+def test_a_number_too_long_to_read_is_one_predicate_error():
+    """Python reads integers of at most 4,300 digits: a longer literal is the expression's error."""
+    text = "x = " + "9" * 5000
+    with pytest.raises(PredicateError, match=r"at character 5: a number of at most 4,300 digits, found one of 5,000$"):
+        Predicate(text, SCHEMA)
+    assert Predicate("x < " + "9" * 4000, SCHEMA) is not None  # long, but readable: beyond int64, no row equals it
