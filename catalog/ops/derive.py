@@ -722,6 +722,11 @@ def operation_of(entry: LineageEntry, dataset: str) -> Operation:
         return Operation(FILTER, where=entry.predicate, batched=entry.batched)
     if entry.function is None:
         raise UsageError(f"refresh: the lineage of {dataset!r} names no predicate and no function")
+    if "<" in entry.function:  # <lambda>, <locals>: no name to import it by
+        raise UsageError(
+            f"refresh: the {entry.operation}'s function {entry.function} is a lambda or a nested function, which "
+            f"cannot be imported again: {entry.operation} again with a function defined at a module's top level"
+        )
     fn = load_function(entry.function, "refresh")
     if code_hash(fn) != entry.code_hash:
         raise UsageError(

@@ -365,3 +365,17 @@ def test_a_row_map_keeps_the_sequence_features_it_passes_through(tmp_path, tf):
 
 def with_step_count(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "steps": len(row["tokens"])}
+
+
+def test_refresh_of_a_lambda_s_map_says_it_cannot_be_found_again(tmp_path):
+    cat, src = _source(tmp_path)
+    src.map(lambda row: {"id": row["id"]}, into="ids")
+    src.append_rows(_rows(40, 2))
+    said = (
+        f"refresh: the map's function {__name__}:test_refresh_of_a_lambda_s_map_says_it_cannot_be_found_again."
+        "<locals>.<lambda> is a lambda or a nested function, which cannot be imported again: map again "
+        "with a function defined at a module's top level"
+    )
+    with pytest.raises(UsageError) as e:
+        cat.dataset("ids").refresh()
+    assert str(e.value) == said
