@@ -355,6 +355,9 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
         feat = schema.features.get(name)
         if feat is None:
             have = ", ".join(schema.features)
+            if name in schema.sequence:
+                said = f"is a sequence feature: update sets context features ({have}); map changes steps"
+                raise UsageError(f"update: feature {name!r} {said}")
             raise UsageError(f"update: no feature {name!r} to set (the schema has {have})")
         if value is None and feat.optional:
             pass  # SQL's SET x = NULL: the feature left out of the record, as a function's None does

@@ -335,6 +335,15 @@ def test_sequence_examples_are_deleted_filtered_and_updated_by_their_context(tmp
     assert ids == [20, 6, 9, 10]
 
 
+def test_an_update_of_a_sequence_feature_says_update_sets_context_features(tmp_path):
+    ds = Catalog.init(tmp_path / "cat").register("seq", SEQUENCE_SCHEMA)
+    ds.append_rows([{"id": i, "tokens": [[i]]} for i in range(3)])
+    said = "update: feature 'tokens' is a sequence feature: update sets context features (id); map changes steps"
+    with pytest.raises(UsageError) as e:
+        ds.update("id = 1", set={"tokens": [[5]]})
+    assert str(e.value) == said
+
+
 KILLED = r"""
 import os, signal, sys
 from catalog import Catalog, faults
