@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 
 from catalog import manifest as mf
@@ -57,7 +58,7 @@ from catalog.errors import (
 )
 from catalog.executors import executor_for, run_jobs
 from catalog.inputs.delimited import finite_float
-from catalog.manifest import SHARDS
+from catalog.manifest import SHARD_STATS, SHARDS
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.schema import Schema
 from catalog.schema.features import convert
@@ -303,6 +304,7 @@ class RowChangeReport:
     purge: bool = False  # an erasure: the rows gone from every version that held them
     erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
     files_removed: int = 0  # an erasure's old files deleted
+    stats_dropped: int = 0  # an erasure's: statistics of shards gc collected (see _drop_collected_stats)
     key: list[str] = field(default_factory=list)  # a dedup's key features (none: --content)
     per_split: bool = False  # a dedup's: duplicates within a split only
 
@@ -314,6 +316,7 @@ class RowChangeReport:
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
         if self.purge:
             out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
+            out |= {"stats_dropped": self.stats_dropped}
         if self.operation == "dedup":
             out |= {"key": self.key or None, "content": not self.key, "per_split": self.per_split}
         return out | ({"set": self.sets} if self.operation == "update" else {})
@@ -758,7 +761,12 @@ def erase(
     report.erased = sum(o.matched for o in scan)
     report.shards = len(hit)
     report.records_after = report.records_before - report.rows
-    if not hit or change.dry_run:
+    if change.dry_run:
+        return report
+    if not hit:
+        report.stats_dropped = _drop_collected_stats(ds)
+        if report.stats_dropped:
+            _scrub(ds)
         return report
     _refuse_not_owned(ds, hit, shards, rewrite_adopted)
     with Intent.of(ds) as intent:
@@ -782,8 +790,23 @@ def erase(
     report.version, report.duplicate = committed.version, committed.duplicate
     if not committed.duplicate:
         report.files_removed = _remove_old(ds, hit)
+        report.stats_dropped = _drop_collected_stats(ds)
         _scrub(ds)
     return report
+
+
+def _drop_collected_stats(ds: DatasetHandle) -> int:
+    """Drop the statistics of the dataset's shards gc collected: they hold values of records no
+    file holds any more, so none can be checked for the erased rows (the versions that read
+    those shards then show their statistics as not computed). How many were dropped."""
+    collected = select(SHARDS.c.path).where(SHARDS.c.dataset_id == ds.id, SHARDS.c.collected_at.is_not(None))
+
+    def txn() -> int:
+        with mf.write_txn(ds.catalog.engine) as conn:
+            gone = SHARD_STATS.c.path.in_(collected)
+            return int(conn.execute(sql_delete(SHARD_STATS).where(SHARD_STATS.c.dataset_id == ds.id, gone)).rowcount)
+
+    return mf.with_lock_retry(txn)
 
 
 def _scrub(ds: DatasetHandle) -> None:

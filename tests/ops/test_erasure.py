@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from catalog import Catalog, RecordWriter
+from catalog.cli import app
 from catalog.errors import RowChangeError, UsageError
 
 MARK = "SECRET-ALICE-7f3a"  # a value no other byte sequence of these files holds
@@ -228,3 +230,28 @@ def _decoded(stats: bytes) -> bytes:
     """A statistics blob's JSON with its base64 sketches decoded (the values are in those)."""
     text = zlib.decompress(stats).decode()
     return text.encode() + b"".join(base64.b64decode(s) for s in re.findall(r'"([A-Za-z0-9+/]{16,}=*)"', text))
+
+
+def test_statistics_of_shards_gc_collected_go_with_an_erasure(tmp_path, sqlite_only):
+    """A plain delete, then gc: the old shard's file is gone but its statistics (the values of
+    its records, the erased one's too) stay for old versions' `stats`. Its records cannot be
+    checked for the predicate any more: an erasure drops such statistics, even when no file
+    holds a match, and says so."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("people", SCHEMA)
+    ds.append_rows(_rows(range(10), {7}))
+    ds.delete("id = 7")
+    cat.gc(grace=timedelta(0), keep_versions=1)
+    db = tmp_path / "cat" / "catalog.db"
+    with sqlite3.connect(db) as conn:
+        held = [bytes(v) for (v,) in conn.execute("SELECT data FROM shard_stats")]
+    assert any(MARK.encode() in _decoded(v) for v in held)
+    report = ds.delete(f"who = '{MARK}'", purge=True)
+    assert (report.erased, report.version, report.stats_dropped) == (0, None, 1)
+    with sqlite3.connect(db) as conn:
+        assert not [v for (v,) in conn.execute("SELECT data FROM shard_stats") if MARK.encode() in _decoded(bytes(v))]
+    manifest = b"".join(p.read_bytes() for p in db.parent.glob("catalog.db*"))
+    assert not [v for v in held if MARK.encode() in _decoded(v) and v[:64] in manifest]
+    assert ds.stats(2).at.missing_shards == 1  # version 2's: not computed now
+    out = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "delete", "people", "--where", "id = 7", "--purge"])
+    assert out.stdout == "people: no row matches id = 7: nothing committed\n"  # (dropped already)
