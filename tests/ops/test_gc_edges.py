@@ -39,6 +39,8 @@ def test_gc_does_not_report_a_retired_shard_already_missing_as_removed(tmp_path)
 
 def test_the_cli_says_the_missing_file_was_already_gone(tmp_path):
     _cat, gone = _retired_and_gone(tmp_path)
+    args = ["-C", str(tmp_path / "cat"), "gc", "--keep-versions", "1", "--grace", "0s", "--dry-run"]
+    assert f"already missing (would be forgotten) {gone}" in CliRunner().invoke(app, args).output
     out = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "gc", "--keep-versions", "1", "--grace", "0s"])
     assert out.exit_code == 0, out.output
     assert f"already missing (forgotten) {gone}" in out.output
