@@ -283,7 +283,8 @@ def run_jobs(
                 if on_done:
                     on_done(job, result)
         return out
-    futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
+    with _ctrl_c_held():  # the first submits fork the pool's workers
+        futures: dict[Future[R], int] = {executor.submit(fn, job): i for i, job in enumerate(jobs)}
     results: dict[int, R] = {}
     errors: dict[int, Exception] = {}
     pending = set(futures)
@@ -311,6 +312,25 @@ def run_jobs(
     if errors:
         raise errors[min(errors)]
     return [results[i] for i in range(len(jobs))]
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Hold a Ctrl-C back until the block ends, then raise it: one that lands while a worker is
+    forked raises KeyboardInterrupt in the fork's hooks, where CPython drops it, and the run
+    went on to commit. Only where Python's own handler is set (the main thread's business)."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda sig, _frame: held.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

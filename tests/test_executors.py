@@ -86,3 +86,35 @@ def test_pool_workers_tally_alone_without_loading_the_statistics_helper() -> Non
     from a process that loaded it: tests/stats/test_stats_helper.py.)"""
     res = subprocess.run([sys.executable, "-c", UNLOADED], capture_output=True, text=True, timeout=120)
     assert (res.returncode, res.stdout.strip()) == (0, "[(False, False), (False, False)] False"), res.stderr[-2000:]
+
+
+FORKED = r"""
+import os, signal, sys
+from catalog import Catalog
+from catalog.errors import Interrupted
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+ds = Catalog.open(sys.argv[1]).dataset("d")
+# Ctrl-C landing while the pool forks its workers: in the fork's own hooks, where CPython prints
+# "Exception ignored" for a KeyboardInterrupt and goes on.
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+try:
+    ds.delete("id >= 0", workers=2)
+    print("committed")
+except (Interrupted, KeyboardInterrupt) as e:
+    print("interrupted", type(e).__name__)
+"""
+
+
+def test_a_ctrl_c_while_the_workers_are_forked_is_not_lost(tmp_path) -> None:
+    from catalog import Catalog
+
+    ds = Catalog.init(tmp_path / "cat").register("d", {"features": {"id": {"dtype": "int64"}}})
+    for start in (0, 5):
+        ds.append_rows([{"id": i} for i in range(start, start + 5)])
+    res = subprocess.run(
+        [sys.executable, "-c", FORKED, str(tmp_path / "cat")], capture_output=True, text=True, timeout=120
+    )
+    assert res.stdout.startswith("interrupted"), (res.stdout, res.stderr[-2000:])
+    assert "Exception ignored" not in res.stderr, res.stderr[-2000:]
+    assert Catalog.open(tmp_path / "cat").dataset("d").info().version == 3  # nothing registered

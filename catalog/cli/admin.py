@@ -169,6 +169,8 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
         yield f"{'would drop' if dry_run else 'dropped'} dataset {name}: {why}"
     for p in report.forgotten:
         yield f"{'would forget' if dry_run else 'forgot'} adopted file {p} (no kept version needs it; left in place)"
+    for p in report.missing:
+        yield f"already missing ({'would be forgotten' if dry_run else 'forgotten'}) {p}"
     for k in report.kept_for_tags:
         yield f"kept {counted(len(k.shards), 'retired shard')} for tag {k.tag} of {k.dataset} (version {k.version})"
     retired = f" ({counted(len(report.retired), 'retired shard')})" if report.retired else ""

@@ -146,7 +146,8 @@ def _text(report: RowChangeReport) -> Iterator[str]:
         return
     if not report.rows and not report.erased:
         where = report.where if len(report.where) <= SHOWN else f"{report.where[:SHOWN]}…"  # (up to 64 KiB)
-        yield f"{name}: no row matches {where}: nothing committed"
+        dropped = f"; {_dropped(report)}" if report.stats_dropped else ""
+        yield f"{name}: no row matches {where}: nothing committed{dropped}"
         return
     done = {"delete": "deleted", "update": "updated"}[verb]
     where = f"{report.shards} of {counted(report.shards_total, 'shard')}"
@@ -167,7 +168,12 @@ def _erased(report: RowChangeReport, where: str) -> Iterator[str]:
     yield (
         f"{name}: erased {rows} ({report.rows} in the current version) from {where}: version {report.version} "
         f"({counted(report.records_after, 'record')}); {counted(report.files_removed, 'old file')} deleted"
+        + (f"; {_dropped(report)}" if report.stats_dropped else "")
     )
+
+
+def _dropped(report: RowChangeReport) -> str:
+    return f"statistics of {counted(report.stats_dropped, 'shard')} gc collected dropped (their rows cannot be checked)"
 
 
 # --------------------------------------------------------------------------- derived datasets

@@ -243,6 +243,8 @@ class GcReport:
     forgotten: list[str] = field(default_factory=list)
     # Datasets registered for inputs (adopt, register --infer) whose process died before their commit.
     abandoned: list[str] = field(default_factory=list)
+    # Retired shards collected whose files were already gone (deleted by hand): nothing freed.
+    missing: list[str] = field(default_factory=list)
 
     @property
     def kept_tagged(self) -> int:
@@ -266,6 +268,7 @@ class GcReport:
             "index_bytes": self.index_bytes,
             "forgotten": self.forgotten,
             "abandoned": self.abandoned,
+            "missing": self.missing,
         }
 
 

@@ -33,6 +33,7 @@ from catalog.manifest.engine import (
     make_engine,
     manifest_errors,
     manifest_where,
+    scrub,
 )
 from catalog.manifest.meta import check_format, create_manifest, ensure_catalog_id, has_manifest, read_meta
 from catalog.manifest.processes import abandoned, host_and_pid, process_identity, process_is_dead
@@ -72,7 +73,7 @@ __all__ = [
     "WRITE_QUEUE", "QUEUE_SUFFIX",
     # engine
     "BUSY_TIMEOUT_MS", "CONNECT_TIMEOUT_S", "VERIFY_HINT", "ManifestError", "make_engine", "check_connection",
-    "manifest_errors", "manifest_where", "damaged", "integrity_problems",
+    "manifest_errors", "manifest_where", "damaged", "integrity_problems", "scrub",
     # transactions, rows
     "LOCK_RETRIES", "with_lock_retry", "write_txn", "read_txn", "check_not_moved",
     "fetch_rows", "fetch_column", "update_shards",

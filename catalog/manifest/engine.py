@@ -21,6 +21,7 @@ from catalog.manifest.urls import check_port, normalize_url, safe_url
 
 BUSY_TIMEOUT_MS = 60_000
 CONNECT_TIMEOUT_S = 10
+SCRUB_WAIT_MS = 5_000  # scrub's wait for readers to let VACUUM run
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -167,6 +168,31 @@ def integrity_problems(engine: Engine) -> list[str]:
     finally:
         raw.close()
     return [] if found == ["ok"] else found
+
+
+def scrub(engine: Engine) -> bool:
+    """Leave no copy of deleted rows in the manifest's files (after an erasure: the replaced
+    shards' statistics hold their values). SQLite keeps a deleted row's bytes in its free pages,
+    and older page images in the write-ahead log, until they are reused: VACUUM rebuilds the
+    file without them, a TRUNCATE checkpoint empties the log. False when a reader still used
+    the log (its old frames then go at a later checkpoint). Other databases: their own VACUUM."""
+    if engine.dialect.name != "sqlite":
+        return True
+    raw = engine.raw_connection()  # the driver's own: VACUUM runs outside any transaction
+    try:
+        cursor = raw.cursor()
+        try:  # a reader's open transaction holds VACUUM back: waited for a while, not a minute
+            cursor.execute(f"PRAGMA busy_timeout = {SCRUB_WAIT_MS}")
+            cursor.execute("VACUUM")
+            busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cursor.close()
+    except engine.dialect.loaded_dbapi.Error as e:
+        raise database_error(e, _where(engine)) from e
+    finally:
+        raw.close()
+    return bool(busy == 0)
 
 
 # PostgreSQL's transient failures, worth a retry like SQLite's "locked": serialization

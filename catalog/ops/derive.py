@@ -467,11 +467,29 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
     outputs = _first_outputs(op, snap.schema, first, read)
     try:
         inferred = Schema.infer(outputs)
+    except ValidationError as e:  # (a batch's columns of different lengths, or not columns)
+        path, at = _first_at(read, 0, len(first), op.batched)
+        feature = f"feature {e.feature!r}: " if e.feature else ""
+        raise RowChangeError(f"{path}: {at}: map's output: {feature}{e.reason}") from None
     except SchemaError as e:
         raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
     if not inferred.features:
         raise UsageError("map: its first outputs hold no feature: give schema= or return rows with values")
-    return Schema([_kept(snap.schema.features.get(f.name), f) for f in inferred.features.values()])
+    return _declared(snap.schema, inferred)
+
+
+def _declared(source: Schema, inferred: Schema) -> Schema:
+    """The inferred schema with the source's declarations of the features that pass through: a
+    context feature's (class names...), and a sequence feature's steps (its rows are arrays of
+    steps, which inference alone takes for a list in the context)."""
+    context, steps = [], []
+    for f in inferred.features.values():
+        step = source.sequence.get(f.name)
+        if step is not None and (f.dtype, f.shape, f.tensor) == (step.dtype, (None, *step.shape), step.tensor):
+            steps.append(step)
+        else:
+            context.append(_kept(source.features.get(f.name), f))
+    return Schema(context, steps)
 
 
 def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPlan) -> Any:
@@ -487,15 +505,20 @@ def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPl
             outputs.append(_row_of(op.fn(row)))  # type: ignore[misc]
         return outputs
     except (Exception, SystemExit) as e:  # (SystemExit: sys.exit in the function, a failure of it too)
-        path, record = _located(read, len(outputs))
-        at = f"record {record}"
-        if op.batched:
-            last_path, last = _located(read, len(first) - 1)
-            more = f"records {record} on (the first {len(first)} rows)"
-            at = f"records {record}-{last}" if last_path == path else more
+        path, at = _first_at(read, len(outputs), len(first), op.batched)
         if isinstance(e, CatalogError):
             raise RowChangeError(f"{path}: {at}: {e}") from None
         raise RowChangeError(f"{path}: {at}: map's function raised {type(e).__name__}: {e}") from None
+
+
+def _first_at(read: ReadPlan, done: int, first: int, batched: bool) -> tuple[str, str]:
+    """(shard, "record N") of the row after the ``done`` first ones; batched, the records of
+    the batch of the ``first`` rows: "records N-M", or "records N on (...)" across shards."""
+    path, record = _located(read, done)
+    if not batched:
+        return path, f"record {record}"
+    last_path, last = _located(read, first - 1)
+    return path, f"records {record}-{last}" if last_path == path else f"records {record} on (the first {first} rows)"
 
 
 def _located(read: ReadPlan, i: int) -> tuple[str, int]:
@@ -699,6 +722,11 @@ def operation_of(entry: LineageEntry, dataset: str) -> Operation:
         return Operation(FILTER, where=entry.predicate, batched=entry.batched)
     if entry.function is None:
         raise UsageError(f"refresh: the lineage of {dataset!r} names no predicate and no function")
+    if "<" in entry.function:  # <lambda>, <locals>: no name to import it by
+        raise UsageError(
+            f"refresh: the {entry.operation}'s function {entry.function} is a lambda or a nested function, which "
+            f"cannot be imported again: {entry.operation} again with a function defined at a module's top level"
+        )
     fn = load_function(entry.function, "refresh")
     if code_hash(fn) != entry.code_hash:
         raise UsageError(

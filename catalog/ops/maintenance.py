@@ -436,27 +436,29 @@ def _locations_in_use(cat: CatalogHandle, chosen: list[Any]) -> set[str]:
 def _collect(cat: CatalogHandle, r: Any, where: str, report: GcReport, in_use: bool = False) -> None:
     """Delete one retired shard marked collected, and its index; an adopted file stays where it
     is (its ``path`` names no file: nothing there to delete), and is reported forgotten unless
-    another shard still reads it (``in_use``)."""
+    another shard still reads it (``in_use``). A file already gone (lost by hand) is reported
+    missing: no bytes were freed."""
     if r.location is not None:
         if not in_use:
             report.forgotten.append(where)
-    else:
+    elif _gone(cat, r.path, report.dry_run):
         report.retired.append(where)
         report.removed.append(where)
         report.bytes += r.bytes
+    else:
+        report.missing.append(where)
     # An index file never registered (an index run stopped before it) goes in the loop over
     # the index listing, as any index whose shard is not registered does.
-    indexed = r.index_checksum is not None
-    if indexed:
-        report.indexes_removed += 1
+    if r.index_checksum is not None and _gone(cat, naming.index_rel(r.path), report.dry_run):
+        report.indexes_removed += 1  # collected with its shard
         report.index_bytes += r.records * OFFSET.itemsize
-    if not report.dry_run:
-        # A file that cannot be deleted now (a read-only area) stays marked collected: no
-        # version needs it, and the next gc deletes it as the unregistered file it now is.
-        if r.location is None:
-            cat.store.remove(r.path)
-        if indexed:
-            cat.store.remove(naming.index_rel(r.path))  # collected with its shard
+
+
+def _gone(cat: CatalogHandle, rel: str, dry_run: bool) -> bool:
+    """Delete a file (a dry run only looks): whether there was one. A file that cannot be
+    deleted now (a read-only area) stays marked collected: no version needs it, and the next
+    gc deletes it as the unregistered file it now is."""
+    return cat.store.exists(rel) if dry_run else cat.store.remove(rel)
 
 
 def _mark_collected(

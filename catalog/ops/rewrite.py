@@ -146,10 +146,14 @@ def _reframe(job: ConcatJob) -> ShardFile:
     """Compressed sources, or a compressed shard to make: the records re-framed into one shard
     in the job's compression."""
     sink = ShardSink(job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression)
-    for src in job.sources:
-        check_named(src.path, src.checksum, src.fingerprint, src.location is not None)
-        for batch in shard_batches(src.path, src.bytes):
-            sink.write_many(batch)
+    try:
+        for src in job.sources:
+            check_named(src.path, src.checksum, src.fingerprint, src.location is not None)
+            for batch in shard_batches(src.path, src.bytes):
+                sink.write_many(batch)
+    except BaseException:
+        sink.abort()  # its files go now, whether or not the manifest can settle the intent
+        raise
     shards = sink.close()  # one shard (the sink never rolls), or none when the sources hold no records
     records = shards[0].records if shards else 0
     if records != job.records or not shards:

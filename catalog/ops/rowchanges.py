@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import pickle
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 
 from catalog import manifest as mf
@@ -56,7 +58,7 @@ from catalog.errors import (
 )
 from catalog.executors import executor_for, run_jobs
 from catalog.inputs.delimited import finite_float
-from catalog.manifest import SHARDS
+from catalog.manifest import SHARD_STATS, SHARDS
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords, jobs_of
 from catalog.schema import Schema
 from catalog.schema.features import convert
@@ -96,6 +98,9 @@ class RowProgram:
     where: Where | None  # None: the records to drop are the job's ``drop`` (a scan found them)
     batched: bool = False  # ``where`` is a function of a batch of columns: one bool per row
     sets: tuple[tuple[str, Any], ...] = ()  # an update's (feature, value or function of the row)
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -299,6 +304,7 @@ class RowChangeReport:
     purge: bool = False  # an erasure: the rows gone from every version that held them
     erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
     files_removed: int = 0  # an erasure's old files deleted
+    stats_dropped: int = 0  # an erasure's: statistics of shards gc collected (see _drop_collected_stats)
     key: list[str] = field(default_factory=list)  # a dedup's key features (none: --content)
     per_split: bool = False  # a dedup's: duplicates within a split only
 
@@ -310,6 +316,7 @@ class RowChangeReport:
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
         if self.purge:
             out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
+            out |= {"stats_dropped": self.stats_dropped}
         if self.operation == "dedup":
             out |= {"key": self.key or None, "content": not self.key, "per_split": self.per_split}
         return out | ({"set": self.sets} if self.operation == "update" else {})
@@ -351,8 +358,13 @@ def _check_sets(schema: Schema, sets: Mapping[str, Any]) -> tuple[tuple[str, Any
         feat = schema.features.get(name)
         if feat is None:
             have = ", ".join(schema.features)
+            if name in schema.sequence:
+                said = f"is a sequence feature: update sets context features ({have}); map changes steps"
+                raise UsageError(f"update: feature {name!r} {said}")
             raise UsageError(f"update: no feature {name!r} to set (the schema has {have})")
-        if not callable(value):
+        if value is None and feat.optional:
+            pass  # SQL's SET x = NULL: the feature left out of the record, as a function's None does
+        elif not callable(value):
             try:
                 value = convert(feat, value)  # (a class name becomes its number there)
             except ValidationError as e:
@@ -749,7 +761,12 @@ def erase(
     report.erased = sum(o.matched for o in scan)
     report.shards = len(hit)
     report.records_after = report.records_before - report.rows
-    if not hit or change.dry_run:
+    if change.dry_run:
+        return report
+    if not hit:
+        report.stats_dropped = _drop_collected_stats(ds)
+        if report.stats_dropped:
+            _scrub(ds)
         return report
     _refuse_not_owned(ds, hit, shards, rewrite_adopted)
     with Intent.of(ds) as intent:
@@ -773,7 +790,33 @@ def erase(
     report.version, report.duplicate = committed.version, committed.duplicate
     if not committed.duplicate:
         report.files_removed = _remove_old(ds, hit)
+        report.stats_dropped = _drop_collected_stats(ds)
+        _scrub(ds)
     return report
+
+
+def _drop_collected_stats(ds: DatasetHandle) -> int:
+    """Drop the statistics of the dataset's shards gc collected: they hold values of records no
+    file holds any more, so none can be checked for the erased rows (the versions that read
+    those shards then show their statistics as not computed). How many were dropped."""
+    collected = select(SHARDS.c.path).where(SHARDS.c.dataset_id == ds.id, SHARDS.c.collected_at.is_not(None))
+
+    def txn() -> int:
+        with mf.write_txn(ds.catalog.engine) as conn:
+            gone = SHARD_STATS.c.path.in_(collected)
+            return int(conn.execute(sql_delete(SHARD_STATS).where(SHARD_STATS.c.dataset_id == ds.id, gone)).rowcount)
+
+    return mf.with_lock_retry(txn)
+
+
+def _scrub(ds: DatasetHandle) -> None:
+    """The replaced shards' statistics (their values) were deleted rows: no copy may stay in the
+    manifest's files. Committed already: a failure here is a warning, not the erasure's."""
+    try:
+        if not mf.scrub(ds.catalog.engine):
+            logger.warning("erase: a reader kept the manifest's log: its old pages go at its next checkpoint")
+    except CatalogError as e:
+        logger.warning("erase: committed, but the manifest may keep old pages of the erased rows: %s", e)
 
 
 def _remove_old(ds: DatasetHandle, shards: list[LiveShard]) -> int:

@@ -18,8 +18,7 @@ import numpy as np
 from crc32c import crc32c
 
 from catalog.errors import CorruptShardError
-from catalog.storage import open_shard
-from catalog.storage.files import CHECKSUM_ALGO, content_changed, format_checksum
+from catalog.storage.files import CHECKSUM_ALGO, content_changed, format_checksum, open_registered
 from catalog.storage.index import load_offsets
 from catalog.tfrecord.framing import FRAMING, HEADER_SIZE, framing_fault
 
@@ -89,7 +88,7 @@ def shard_windows(
     checked by it before any record is given out (see _whole)."""
     offsets = load_offsets(path, index_at, records, size, index_checksum).astype(np.int64)
     bounds = np.append(offsets, np.int64(size))
-    with open_shard(path, size) as f:
+    with open_registered(path, size) as f:  # (one gone: shard_missing)
         if checksum is not None and checksum.startswith(CHECKSUM_ALGO + ":") and size <= TRUST_BYTES:
             yield from _whole(path, f, bounds, records, pad, checksum)
         else:

@@ -123,7 +123,7 @@ def _dict_of_columns(obj: Mapping[Any, Any], arrays: bool, numbers: dict[str, np
             columns[name] = list(col)
         else:
             raise ValidationError(
-                f"a dict given to append_rows is one column per feature (a list or array), got {type(col).__name__}",
+                f"a dict of columns holds a list or array per feature, got {type(col).__name__}",
                 str(name),
             )
     lengths = {name: len(c) for name, c in columns.items()}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 KEYWORDS = ("and", "or", "not", "in", "is", "null", "true", "false")
 _TOKENS = re.compile(
     r"""(?P<space>\s+)
-    |(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
+    |(?P<number>[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?(?![A-Za-z_]))
     |(?P<string>'(?:[^']|'')*'|"(?:[^"]|"")*")
     |(?P<quoted>`(?:[^`]|``)+`)
     |(?P<name>[A-Za-z_][A-Za-z0-9_./]*)
@@ -247,6 +248,18 @@ class _Parser:
             return t.text[1:-1].replace("``", "`")
         raise self.fail("a feature name (`quoted` when it is not a plain word)")
 
+    def number(self, t: Token) -> int | float:
+        text = t.text
+        if not re.fullmatch(r"[-+]?[0-9]+", text):
+            return float(text)
+        try:
+            return int(text)
+        except ValueError:  # Python reads at most sys.get_int_max_str_digits() digits
+            limit, digits = sys.get_int_max_str_digits(), len(text.lstrip("+-"))
+            raise PredicateError(
+                self.text, t.at, f"a number of at most {limit:,} digits, found one of {digits:,}"
+            ) from None
+
     def values(self) -> tuple[Value, ...]:
         self.need("(")
         out = [self.value()]
@@ -259,9 +272,7 @@ class _Parser:
         t = self.here
         self.i += 1
         if t.kind == "number":
-            text = t.text
-            number = int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
-            return Value(number, t.at)
+            return Value(self.number(t), t.at)
         if t.kind == "string":
             return Value(t.text[1:-1].replace(t.text[0] * 2, t.text[0]), t.at)
         if t.kind == "keyword" and t.text.lower() in ("true", "false"):

@@ -459,12 +459,18 @@ class ShardSink:
         self.source = source
 
     def close(self) -> list[ShardFile]:
-        """Publish the last shard and make every rename durable."""
-        self._finish()
-        if self.sync and self.placed:
-            self.store.sync_dir(self.dataset)
-            if any(s.index_checksum is not None for s in self.shards):
-                self.store.sync_dir(index_folder(self.dataset))
+        """Publish the last shard and make every rename durable; when that fails (a full disk
+        shows here, at the last flush), remove every file of the sink: the caller registers
+        nothing, and its own clean-up may not run (the manifest on the same full disk)."""
+        try:
+            self._finish()
+            if self.sync and self.placed:
+                self.store.sync_dir(self.dataset)
+                if any(s.index_checksum is not None for s in self.shards):
+                    self.store.sync_dir(index_folder(self.dataset))
+        except BaseException:
+            self.abort()
+            raise
         return self.shards
 
     def abort(self) -> None:

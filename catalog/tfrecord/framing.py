@@ -53,7 +53,10 @@ Compression = Literal["gzip", "zlib"] | None  # compression.COMPRESSIONS as a ty
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """The CRC32C of ``data``, masked the way TFRecord stores it."""
-    return _mask(crc32c(data))
+    try:
+        return _mask(crc32c(data))
+    except BufferError:  # a strided view: its bytes in order (a try costs the usual call nothing)
+        return _mask(crc32c(memoryview(data).tobytes()))
 
 
 def _mask(c: int) -> int:

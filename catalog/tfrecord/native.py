@@ -34,6 +34,7 @@ NATIVE: ModuleType | None = _load()
 
 def crc32c_ranges(buf: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The CRC32C (unmasked) of each ``buf[starts[i]:ends[i]]`` (int64 arrays), as uint32s."""
+    buf = flat(buf)
     if NATIVE is not None:
         return np.frombuffer(NATIVE.crc32c_ranges(buf, _int64(starts), _int64(ends)), dtype=np.uint32)
     # slices of bytes: the cheapest way to call crc32c a record; of a memoryview once records
@@ -45,6 +46,7 @@ def crc32c_ranges(buf: Any, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     """Each ``buf[starts[i]:ends[i]]`` as bytes."""
+    buf = flat(buf)
     if NATIVE is not None:
         return NATIVE.slices(buf, _int64(starts), _int64(ends))
     data = bytes(buf)
@@ -63,6 +65,7 @@ def pread_ranges(fds: np.ndarray, starts: np.ndarray, ends: np.ndarray, pad: int
 
 def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
     """Each ``buf[starts[i]:ends[i]]`` decoded as UTF-8; None when one of them is not UTF-8."""
+    buf = flat(buf)
     if NATIVE is not None:
         return NATIVE.texts(buf, _int64(starts), _int64(ends))
     data = bytes(buf)
@@ -80,6 +83,15 @@ def parse_example(data: Any) -> Kinded | None:
     if NATIVE is None:
         return None
     return NATIVE.parse_example(data)
+
+
+def flat(buf: Any) -> Any:
+    """``buf`` itself, or a copy in its logical order when it is a view that is not C-contiguous
+    (a strided memoryview or array), which the buffer protocol cannot hand over as one span."""
+    if isinstance(buf, bytes):
+        return buf
+    view = memoryview(buf)
+    return buf if view.c_contiguous else view.tobytes()
 
 
 def _int64(a: np.ndarray) -> np.ndarray:

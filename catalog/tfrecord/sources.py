@@ -99,6 +99,8 @@ def open_source(source: Source) -> tuple[IO[bytes], str | None, bool]:
         path = os.fspath(source)
         return open_regular(path), path, True
     if isinstance(source, (bytes, bytearray, memoryview)):
+        if isinstance(source, memoryview) and not source.c_contiguous:
+            source = source.tobytes()  # a strided view, copied in order: BytesIO takes one span
         return io.BytesIO(source), None, True
     if hasattr(source, "read"):
         name = getattr(source, "name", None)

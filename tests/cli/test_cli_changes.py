@@ -165,3 +165,12 @@ def test_a_long_predicate_matching_nothing_is_shown_cut(tmp_path: Path) -> None:
     line = result.stdout.strip()
     assert line.startswith("d: no row matches id IN (2, 3, ") and line.endswith("…: nothing committed")
     assert len(line) < 260
+
+
+def test_update_sets_an_optional_number_to_null_given_as_null(tmp_path: Path) -> None:
+    cat = Catalog.init(tmp_path / "cat")
+    schema = {"features": {"id": {"dtype": "int64"}, "score": {"dtype": "float32", "optional": True}}}
+    cat.register("s", schema).append_rows([{"id": i, "score": i / 2} for i in range(3)])
+    code, out, err = _run("-C", str(tmp_path / "cat"), "update", "s", "--set", "score=null", "--where", "id = 1")
+    assert (code, out, err) == (0, "s: updated 1 row in 1 of 1 shard: version 3 (3 records)\n", "")
+    assert [r["score"] for r in cat.dataset("s").read()] == [0.0, None, 1.0]

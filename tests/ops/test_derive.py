@@ -210,7 +210,7 @@ def test_a_lambda_runs_in_this_process_whatever_the_workers(tmp_path):
     report = src.map(lambda r: {"id": r["id"] + 1}, into="plus", workers=2)
     assert report.records == 40 and [r["id"] for r in cat.dataset("plus").read()][:3] == [1, 2, 3]
     assert src.delete(lambda r: r["id"] == 5, workers=2).rows == 1
-    with pytest.raises(UsageError, match=r"refresh .*<lambda>.*has no"):
+    with pytest.raises(UsageError, match=r"refresh: .*<lambda> is a lambda or a nested function"):
         cat.dataset("plus").refresh()  # lineage names it, but a lambda cannot be imported again
 
 
@@ -317,3 +317,65 @@ def test_a_process_builds_each_jobs_schema_once():
     assert first.source is again.source and first.target is again.target
     reordered = {"features": dict(reversed(SCHEMA["features"].items()))}  # another record layout
     assert list(_program(reordered).source.features) == list(reversed(SCHEMA["features"]))
+
+
+def ragged_batch(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"id": batch["id"], "n": np.zeros(2, dtype=np.int64)}
+
+
+def scalar_column(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"id": batch["id"], "n": 5}
+
+
+def test_a_batched_map_s_bad_first_output_names_the_shard_and_records(tmp_path):
+    """Found while its schema is inferred, as in its jobs: where, and what, never append_rows'
+    words (a batch's rows run on into the next shards: its first record and how many)."""
+    cat, src = _source(tmp_path)
+    first = src.shards()[0].path
+    with pytest.raises(RowChangeError) as e:
+        src.map(ragged_batch, into="bad", batched=True)
+    said = "map's output: columns of different lengths: id 40, n 2"
+    assert str(e.value) == f"{first}: records 0 on (the first 40 rows): {said}"
+    with pytest.raises(RowChangeError) as e:
+        src.map(scalar_column, into="bad", batched=True)
+    said = "map's output: feature 'n': a dict of columns holds a list or array per feature, got int"
+    assert str(e.value) == f"{first}: records 0 on (the first 40 rows): {said}"
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("bad")
+
+
+def test_a_row_map_keeps_the_sequence_features_it_passes_through(tmp_path, tf):
+    """A SequenceExample dataset mapped (a feature added to its context) stays one: the steps that
+    pass through keep their declaration, and TensorFlow reads SequenceExamples."""
+    cat = Catalog.init(tmp_path / "cat")
+    schema = {"features": {"id": {"dtype": "int64"}}, "sequence_features": {"tokens": {"dtype": "int64"}}}
+    src = cat.register("seq", schema)
+    src.append_rows([{"id": i, "tokens": [[i]] * (i % 3)} for i in range(6)])
+    src.map(with_step_count, into="counted")
+    out = cat.dataset("counted")
+    assert out.schema.to_json() == {
+        "features": {"id": {"dtype": "int64"}, "steps": {"dtype": "int64"}},
+        "sequence_features": {"tokens": {"dtype": "int64"}},
+    }
+    rows = [(r["id"], r["steps"], list(r["tokens"])) for r in out.read()]
+    assert rows[:3] == [(0, 0, []), (1, 1, [1]), (2, 2, [2, 2])]
+    parsed = [tf.train.SequenceExample.FromString(raw.numpy()) for raw in tf.data.TFRecordDataset(out.files())]
+    assert [len(p.feature_lists.feature_list["tokens"].feature) for p in parsed] == [0, 1, 2, 0, 1, 2]
+
+
+def with_step_count(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "steps": len(row["tokens"])}
+
+
+def test_refresh_of_a_lambda_s_map_says_it_cannot_be_found_again(tmp_path):
+    cat, src = _source(tmp_path)
+    src.map(lambda row: {"id": row["id"]}, into="ids")
+    src.append_rows(_rows(40, 2))
+    said = (
+        f"refresh: the map's function {__name__}:test_refresh_of_a_lambda_s_map_says_it_cannot_be_found_again."
+        "<locals>.<lambda> is a lambda or a nested function, which cannot be imported again: map again "
+        "with a function defined at a module's top level"
+    )
+    with pytest.raises(UsageError) as e:
+        cat.dataset("ids").refresh()
+    assert str(e.value) == said

@@ -5,17 +5,23 @@ old state or the erased one (gc then removes what is left)."""
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import zlib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from catalog import Catalog, RecordWriter
+from catalog.cli import app
 from catalog.errors import RowChangeError, UsageError
 
 MARK = "SECRET-ALICE-7f3a"  # a value no other byte sequence of these files holds
@@ -201,3 +207,51 @@ def test_a_restore_s_own_hard_links_are_the_catalog_s_to_erase(tmp_path):
     ds.restore(2)  # version 2's shard back, by hard link under a new name
     ds.delete(f"who = '{MARK}'", purge=True)
     assert [r["id"] for r in ds.read()] == [0, 2, 3] and _holding(tmp_path) == []
+
+
+def test_the_manifest_keeps_no_copy_of_the_erased_rows_statistics(tmp_path, sqlite_only):
+    """A shard's statistics hold its string values (the top-values sketch): the erased shards'
+    rows go from the manifest, and SQLite keeps deleted rows' bytes in free pages and in the
+    write-ahead log until they are reused; after a purge neither file holds them."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("people", SCHEMA)
+    ds.append_rows(_rows(range(10), {7}))
+    ds.append_rows(_rows(range(10, 20), set()))
+    db = tmp_path / "cat" / "catalog.db"
+    with sqlite3.connect(db) as conn:
+        held = [bytes(v) for (v,) in conn.execute("SELECT data FROM shard_stats")]
+    assert any(MARK.encode() in _decoded(v) for v in held)  # what would leak
+    ds.delete("id = 7", purge=True)
+    manifest = b"".join(p.read_bytes() for p in db.parent.glob("catalog.db*"))
+    assert not [v for v in held if MARK.encode() in _decoded(v) and v[:64] in manifest]
+
+
+def _decoded(stats: bytes) -> bytes:
+    """A statistics blob's JSON with its base64 sketches decoded (the values are in those)."""
+    text = zlib.decompress(stats).decode()
+    return text.encode() + b"".join(base64.b64decode(s) for s in re.findall(r'"([A-Za-z0-9+/]{16,}=*)"', text))
+
+
+def test_statistics_of_shards_gc_collected_go_with_an_erasure(tmp_path, sqlite_only):
+    """A plain delete, then gc: the old shard's file is gone but its statistics (the values of
+    its records, the erased one's too) stay for old versions' `stats`. Its records cannot be
+    checked for the predicate any more: an erasure drops such statistics, even when no file
+    holds a match, and says so."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("people", SCHEMA)
+    ds.append_rows(_rows(range(10), {7}))
+    ds.delete("id = 7")
+    cat.gc(grace=timedelta(0), keep_versions=1)
+    db = tmp_path / "cat" / "catalog.db"
+    with sqlite3.connect(db) as conn:
+        held = [bytes(v) for (v,) in conn.execute("SELECT data FROM shard_stats")]
+    assert any(MARK.encode() in _decoded(v) for v in held)
+    report = ds.delete(f"who = '{MARK}'", purge=True)
+    assert (report.erased, report.version, report.stats_dropped) == (0, None, 1)
+    with sqlite3.connect(db) as conn:
+        assert not [v for (v,) in conn.execute("SELECT data FROM shard_stats") if MARK.encode() in _decoded(bytes(v))]
+    manifest = b"".join(p.read_bytes() for p in db.parent.glob("catalog.db*"))
+    assert not [v for v in held if MARK.encode() in _decoded(v) and v[:64] in manifest]
+    assert ds.stats(2).at.missing_shards == 1  # version 2's: not computed now
+    out = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "delete", "people", "--where", "id = 7", "--purge"])
+    assert out.stdout == "people: no row matches id = 7: nothing committed\n"  # (dropped already)

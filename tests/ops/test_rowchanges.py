@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from catalog import Catalog
-from catalog.errors import CommitConflictError, PredicateError, RowChangeError, SplitNotFoundError, UsageError
+from catalog.errors import (
+    CatalogError,
+    CommitConflictError,
+    PredicateError,
+    RowChangeError,
+    SplitNotFoundError,
+    UsageError,
+)
 from catalog.ops import rowchanges
 from tests.catalogs import made
 
@@ -114,6 +121,16 @@ def test_update_sets_constants_names_and_functions_of_the_row_and_keeps_the_rest
     ds.update("id >= 8", set={"score": _tenfold})
     assert [r["score"] for r in ds.read()][8:] == [pytest.approx(8.0), pytest.approx(9.0)]
     assert [r["id"] for r in ds.read()] == list(range(10))
+
+
+def test_update_sets_an_optional_feature_to_null_with_none_as_a_function_returning_none_does(tmp_path):
+    ds = _dataset(tmp_path, shards=2, per=5)
+    report = ds.update("id IN (1, 2)", set={"score": None})
+    assert report.rows == 2 and report.shards == 1
+    assert [r["score"] for r in ds.read()][:4] == [None, None, None, pytest.approx(0.3)]
+    assert ds.delete("score IS NULL", dry_run=True).rows == 5  # and ids 0, 4, 8, absent already
+    with pytest.raises(UsageError, match="feature 'id': expected int64, got NoneType"):
+        ds.update("id = 3", set={"id": None})  # not optional: no null to set
 
 
 def _tenfold(row: dict[str, Any]) -> float:
@@ -318,6 +335,15 @@ def test_sequence_examples_are_deleted_filtered_and_updated_by_their_context(tmp
     assert ids == [20, 6, 9, 10]
 
 
+def test_an_update_of_a_sequence_feature_says_update_sets_context_features(tmp_path):
+    ds = Catalog.init(tmp_path / "cat").register("seq", SEQUENCE_SCHEMA)
+    ds.append_rows([{"id": i, "tokens": [[i]]} for i in range(3)])
+    said = "update: feature 'tokens' is a sequence feature: update sets context features (id); map changes steps"
+    with pytest.raises(UsageError) as e:
+        ds.update("id = 1", set={"tokens": [[5]]})
+    assert str(e.value) == said
+
+
 KILLED = r"""
 import os, signal, sys
 from catalog import Catalog, faults
@@ -476,3 +502,28 @@ def test_a_function_calling_sys_exit_is_a_failure_of_it_and_commits_nothing(tmp_
     with pytest.raises(RowChangeError, match=r"\.tfrecord: records from 1: set raised SystemExit: no$"):
         ds.update("id = 1", set={"id": _exits_setting})
     assert ds.info().version == version
+
+
+@pytest.mark.parametrize("verb", ["delete", "dry-run", "update", "purge", "dedup", "filter", "map", "compact"])
+def test_a_shard_deleted_by_hand_is_one_line_naming_it(tmp_path, verb):
+    """Not a FileNotFoundError's traceback from a worker: the readers' one line for a shard gone."""
+    ds = _dataset(tmp_path, shards=3, per=5)
+    gone = ds.shards()[1].path
+    Path(gone).unlink()
+    run = {
+        "delete": lambda: ds.delete("id = 7", workers=2),
+        "dry-run": lambda: ds.delete("id = 7", dry_run=True, workers=1),
+        "update": lambda: ds.update("id > 0", set={"name": "x"}, workers=1),
+        "purge": lambda: ds.delete("id = 7", purge=True, workers=2),
+        "dedup": lambda: ds.dedup("label", workers=2),
+        "filter": lambda: ds.filter("id > 0", into="f", workers=2),
+        "map": lambda: ds.map(rowchanges_copy, into="m", schema=ds.schema, workers=2),
+        "compact": lambda: ds.compact(workers=1),
+    }[verb]
+    with pytest.raises(CatalogError, match="shard file is missing") as e:
+        run()
+    assert str(e.value).startswith(gone)
+
+
+def rowchanges_copy(row: dict[str, Any]) -> dict[str, Any]:
+    return row

@@ -199,6 +199,8 @@ def test_any_text_is_an_expression_or_one_predicate_error(text):
         ("x ~ 1", "at character 3: unexpected '~'"),
         ("   ", "at character 1: expected an expression, found nothing"),
         ("x IN 1", "at character 6: expected '(', found '1'"),
+        ("x = \uff19", "at character 5: unexpected '\uff19'"),  # a fullwidth 9: digits are ASCII, as names are
+        ("x = 1\u0663", "at character 6: unexpected '\u0663'"),  # an Arabic-Indic 3
     ],
 )
 def test_errors_name_the_character_and_what_was_expected(text, message):
@@ -405,3 +407,11 @@ def test_an_unclosed_quote_says_so(text: str, error: str) -> None:
     with pytest.raises(PredicateError) as e:
         Predicate(text, SCHEMA)
     assert str(e.value).endswith(error)
+
+
+def test_a_number_too_long_to_read_is_one_predicate_error():
+    """Python reads integers of at most 4,300 digits: a longer literal is the expression's error."""
+    text = "x = " + "9" * 5000
+    with pytest.raises(PredicateError, match=r"at character 5: a number of at most 4,300 digits, found one of 5,000$"):
+        Predicate(text, SCHEMA)
+    assert Predicate("x < " + "9" * 4000, SCHEMA) is not None  # long, but readable: beyond int64, no row equals it

@@ -3,16 +3,18 @@ limits, each with its record index; abort() and clear_attempt() leave nothing be
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
 
-from catalog.errors import ManifestError
+from catalog.errors import ManifestError, StorageError
 from catalog.storage.files import file_checksum
 from catalog.storage.local import LocalStore
-from catalog.storage.names import index_rel
+from catalog.storage.names import index_folder, index_rel
 from catalog.storage.sink import UNLIMITED, ShardSink, clear_attempt
-from catalog.tfrecord.framing import read_record_batches
+from catalog.tfrecord.framing import RecordWriter, read_record_batches
 
 INTENT = "0123456789abcdef0123456789ab"
 
@@ -67,6 +69,22 @@ def test_abort_and_clear_attempt_remove_every_file_of_the_writer(tmp_path: Path)
     (tmp_path / "ds" / "someone-elses.tfrecord").write_bytes(b"keep")
     clear_attempt(LocalStore(tmp_path), "ds", INTENT)
     assert [p.name for p in (tmp_path / "ds").iterdir()] == ["someone-elses.tfrecord"]
+
+
+def test_a_close_that_fails_leaves_no_file_of_the_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk shows at the last flush (records wait in the writer's buffer): the open
+    shard's temporary file and the shards already published go, as abort() would remove them,
+    even when the caller's own clean-up (the manifest, on the same full disk) cannot run."""
+    sink = ShardSink(tmp_path, "ds", INTENT, shard_size=UNLIMITED, shard_records=2)
+    sink.write_many([b"1", b"2", b"3"])  # one published, one open
+    monkeypatch.setattr(RecordWriter, "_write_out", _no_space)
+    with pytest.raises(StorageError, match="No space left on device"):
+        sink.close()
+    assert list((tmp_path / "ds").iterdir()) == [] and not any((tmp_path / index_folder("ds")).iterdir())
+
+
+def _no_space(*_args: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_a_dataset_name_that_leads_outside_is_refused(tmp_path: Path) -> None:

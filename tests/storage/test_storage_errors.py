@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 import catalog.storage.base as storage
 from catalog import Catalog, RecordWriter, encode_example
 from catalog.cli import app
+from catalog.commit import intents
+from catalog.errors import CatalogError
 
 runner = CliRunner()
 HANG = 60  # seconds: a verb still running then is hung (reading a FIFO, or /dev/zero)
@@ -141,6 +143,8 @@ def _files(root: Path) -> set[str]:
         ["migrate", "demo", "--add", "w:int64=1"],
         ["compact", "demo"],
         ["export", "demo", "OUT"],
+        ["delete", "demo", "--where", "id < 12"],
+        ["update", "demo", "--set", "id=1", "--where", "id > 3"],
     ],
     ids=lambda v: v[0],
 )
@@ -199,3 +203,50 @@ def test_gc_that_cannot_delete_is_one_line_and_the_next_gc_ends_it(root: Path, m
     assert {Path(p).name for p in report["removed"]} == retired
     assert retired.isdisjoint(p.name for p in (root / "data" / "demo").iterdir())
     assert len(list(cat.dataset("demo").read())) == 20
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["delete", "demo", "--where", "id < 12"],
+        ["update", "demo", "--set", "id=1", "--where", "id > 3"],
+        ["filter", "demo", "copy", "--where", "id > 3"],
+        ["map", "demo", "copy", "--fn", "copy:copy"],
+    ],
+    ids=lambda v: v[0],
+)
+def test_a_disk_full_at_the_last_flush_of_a_rewrite_leaves_nothing(
+    root: Path, verb: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records wait in the writer's buffer: the disk fills when a shard is closed."""
+    before = _files(root)
+    monkeypatch.setattr(RecordWriter, "_write_out", _no_space)
+    result = run("-C", str(root), *verb, "--workers", "1", ok=False)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.endswith(": cannot write: No space left on device\n") and result.stderr.count("\n") == 1
+    monkeypatch.undo()
+    cat = Catalog.open(root)
+    assert [d.name for d in cat.list()] == ["demo"] and cat.dataset("demo").info().version == 3
+    assert _files(root) == before and not [p for p in (root / "data").rglob("*copy*") if p.is_file()]
+
+
+@pytest.mark.parametrize("verb", ["delete", "filter", "compact"])
+def test_a_job_s_files_go_even_when_the_manifest_cannot_settle_its_intent(
+    tmp_path: Path, verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk fails the manifest's release of the intent too: the job's own abort is then
+    all that removes its files (gzip shards: compaction re-frames them)."""
+    ds = Catalog.init(tmp_path / "c").register("demo", SCHEMA, compression="gzip")
+    for start in (0, 10):
+        ds.append_rows([{"id": i} for i in range(start, start + 10)])
+    before = {p for p in (tmp_path / "c" / "data").rglob("*") if p.is_file()}
+    monkeypatch.setattr(RecordWriter, "_write_out", _no_space)
+    monkeypatch.setattr(intents, "release_intent", lambda *_a: None)  # "the manifest could not be reached"
+    with pytest.raises(CatalogError, match="No space left on device"):
+        if verb == "delete":
+            ds.delete("id > 3", workers=1)
+        elif verb == "filter":
+            ds.filter("id > 3", into="copy", workers=1)
+        else:
+            ds.compact(workers=1)
+    assert {p for p in (tmp_path / "c" / "data").rglob("*") if p.is_file()} == before
