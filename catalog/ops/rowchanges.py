@@ -621,6 +621,8 @@ def delete(
     check_keywords("delete", run, VerbKeywords)
     if purge and split is not None:
         raise UsageError("delete --purge erases from every split and version: give no --split")
+    if rewrite_adopted and not purge:  # a plain delete leaves every old file as it is: nothing to allow
+        raise UsageError("--rewrite-adopted only means something with --purge (an erasure); add --purge or drop it")
     options = CommitOptions.taking(run)
     change = RowChange(DELETE, checked_where(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
     return run_row_change(ds, change, **jobs_of(run))

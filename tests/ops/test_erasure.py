@@ -121,6 +121,9 @@ def test_a_predicate_old_shards_cannot_answer_is_refused_before_anything_is_writ
     assert _holding(tmp_path) == held
     with pytest.raises(UsageError, match="give no --split"):
         ds.delete("id = 1", purge=True, split="train")
+    with pytest.raises(UsageError, match="--rewrite-adopted only means something with --purge"):
+        ds.delete("id = 1", rewrite_adopted=True)  # a flag silently ignored would read as obeyed
+    assert _holding(tmp_path) == held
 
 
 def test_a_token_makes_a_retry_a_no_op(tmp_path):
