@@ -372,11 +372,13 @@ class LineageEntry:
     code_hash: str | None
     split: str | None
     batched: bool
+    source_gone: bool = False  # the source was dropped (or its name given to a new dataset) since
 
     def describe(self) -> str:
         how = f"where {self.predicate}" if self.predicate is not None else f"{self.function}"
         split = f" (split {self.split})" if self.split else ""
-        return f"{self.operation} of {self.source} version {self.source_version}{split}: {how}"
+        gone = " (that dataset has been dropped since)" if self.source_gone else ""
+        return f"{self.operation} of {self.source} version {self.source_version}{gone}{split}: {how}"
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

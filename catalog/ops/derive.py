@@ -681,8 +681,9 @@ def chain(ds: DatasetHandle, open_dataset: Callable[[str], DatasetHandle]) -> li
         try:
             current = open_dataset(entry.source)
         except CatalogError:
-            break
-        if entry.source_id is not None and current.id != entry.source_id:
+            current = None
+        if current is None or (entry.source_id is not None and current.id != entry.source_id):
+            out[-1] = replace(entry, source_gone=True)  # said, so nobody reads today's namesake
             break
         at = entry.source_version
     return out

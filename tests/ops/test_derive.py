@@ -179,6 +179,23 @@ def test_lineage_chains_back_and_refresh_applies_the_operation_to_appended_rows(
     assert dogs.lineage()[0].source_version == src.info().version
 
 
+def test_lineage_says_when_its_source_was_dropped_or_its_name_reused(tmp_path):
+    """The chain ends at a source that is gone; its entry says so, so that nobody takes a new
+    dataset registered under the old name since for the rows this one came from."""
+    cat, src = _source(tmp_path)
+    read = src.info().version
+    src.filter("id > 5", into="big")
+    cat.dataset("big").filter("id > 9", into="bigger")
+    assert [e.source_gone for e in cat.dataset("bigger").lineage()] == [False, False]
+    cat.drop("src")
+    chain = cat.dataset("bigger").lineage()
+    assert [(e.source, e.source_gone) for e in chain] == [("big", False), ("src", True)]
+    assert f"of src version {read} (that dataset has been dropped since): where id > 5" in chain[-1].describe()
+    assert chain[-1].to_json()["source_gone"] is True
+    cat.register("src", {"features": {"other": {"dtype": "int64"}}})  # a namesake, not the source
+    assert [e.source_gone for e in cat.dataset("bigger").lineage()] == [False, True]
+
+
 def test_refresh_is_refused_when_the_source_changed_otherwise_or_the_function_did(tmp_path, monkeypatch):
     cat, src = _source(tmp_path)
     src.filter("id > 5", into="big")
