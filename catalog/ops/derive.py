@@ -678,15 +678,21 @@ def chain(ds: DatasetHandle, open_dataset: Callable[[str], DatasetHandle]) -> li
         if (entry.source, entry.source_version) in seen:
             break
         seen.add((entry.source, entry.source_version))
-        try:
-            current = open_dataset(entry.source)
-        except CatalogError:
-            current = None
-        if current is None or (entry.source_id is not None and current.id != entry.source_id):
+        source = _still_there(entry, open_dataset)
+        if source is None:
             out[-1] = replace(entry, source_gone=True)  # said, so nobody reads today's namesake
             break
-        at = entry.source_version
+        current, at = source, entry.source_version
     return out
+
+
+def _still_there(entry: LineageEntry, open_dataset: Callable[[str], DatasetHandle]) -> DatasetHandle | None:
+    """The entry's source, or None when it was dropped or its name now holds another dataset."""
+    try:
+        source = open_dataset(entry.source)
+    except CatalogError:
+        return None
+    return None if entry.source_id is not None and source.id != entry.source_id else source
 
 
 def appended_since(src: DatasetHandle, entry: LineageEntry, snap: Snapshot) -> list[LiveShard]:
