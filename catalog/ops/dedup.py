@@ -340,8 +340,10 @@ def key_of(schema: Schema, key: str | Sequence[str] | None, content: bool) -> tu
             raise UsageError("dedup: give a key (--key FEATURE[,FEATURE...]) or content (--content), not both")
         return ()
     names = tuple(n.strip() for n in key.split(",")) if isinstance(key, str) else tuple(key or ())
-    if not names or not all(names):
+    if not names:
         raise UsageError("dedup: give a key (--key FEATURE[,FEATURE...]) or whole-record identity (--content)")
+    if not all(names):  # "id," or "a,,b": a feature name left out between commas
+        raise UsageError(f"dedup: --key {key if isinstance(key, str) else ','.join(names)!r} has an empty feature name")
     known = schema.all_features
     for name in names:
         if name not in known:

@@ -252,6 +252,9 @@ def test_bad_keys_are_one_line_and_change_nothing(tmp_path):
         ds.dedup("k", content=True)
     with pytest.raises(UsageError, match=r"^dedup: give a key \(--key FEATURE\[,FEATURE...\]\) or whole-record"):
         ds.dedup()
+    for key in ("k,", "k,,id", ["k", ""]):
+        with pytest.raises(UsageError, match=r"^dedup: --key '.*' has an empty feature name$"):
+            ds.dedup(key)
     assert ds.info().version == version
 
 
