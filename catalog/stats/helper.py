@@ -34,16 +34,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 HEAD = struct.Struct("<cQ")
-# writer -> helper: a new tally; records (the features they lack counted as filled, or not:
-# KNOWN, the writer counted them); the tally's result
-SCHEMA, BATCH, KNOWN, RESULT = b"S", b"B", b"K", b"R"
+# writer -> helper: a new tally; records (the features they lack counted as filled); the tally's result
+SCHEMA, BATCH, RESULT = b"S", b"B", b"R"
 SAMPLE = b"Q"  # values for one feature's quantile sketch: name length (4 bytes), name, dtype (4), values
+# A batch as the writer decoded it (its records' count, columns and ragged values, pickled): the
+# helper tallies them without decoding the records again (the writer counted their fills)
+COLUMNS = b"C"
 # A span of a local file's records for the helper to read itself, check against the schema and tally
 # (adopt): SPAN_HEAD, then the file's path (UTF-8); answered by SPAN_OK or REFUSED (see serve.span)
 SPAN = b"W"
@@ -141,13 +143,21 @@ class Helper:
             except OSError:  # the helper ended: what is queued goes nowhere
                 self.lost = True
 
-    def offer(self, records: Sequence[bytes], kind: bytes = BATCH) -> bool:
-        """Send a batch of records (a message of ``kind``) if the helper is up and keeping up;
+    def offer(self, records: Sequence[bytes]) -> bool:
+        """Send a batch of records if the helper is up and keeping up;
         False: tally them here."""
         if not self._has_room():
             return False
         lengths = np.fromiter(map(len, records), dtype="<u8", count=len(records))
-        self._put(kind, struct.pack("<Q", len(records)), lengths.tobytes(), b"".join(records))
+        self._put(BATCH, struct.pack("<Q", len(records)), lengths.tobytes(), b"".join(records))
+        return True
+
+    def offer_columns(self, payload: Callable[[], bytes]) -> bool:
+        """Send a batch's decoded columns (``COLUMNS``: ``payload()``, pickled by the tally, made
+        only then) if the helper keeps up."""
+        if not self._has_room():
+            return False
+        self._put(COLUMNS, payload())
         return True
 
     def offer_sample(self, name: str, values: np.ndarray) -> bool:

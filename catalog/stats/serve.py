@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import struct
 import sys
 from typing import IO
@@ -17,9 +18,9 @@ from catalog.schema import Schema
 from catalog.stats.helper import (
     ACK,
     BATCH,
+    COLUMNS,
     FAILED,
     HEAD,
-    KNOWN,
     READY,
     REFUSED,
     RESULT,
@@ -132,8 +133,12 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             if kind == SCHEMA:
                 files.close()
                 tally, failure = Tally(Schema.from_json(json.loads(payload)), helper=False, threads=False), ""
-            elif kind in (BATCH, KNOWN) and tally is not None and not failure:
-                tally.add_decoded(_records(payload), counted=kind == BATCH)
+            elif kind == BATCH and tally is not None and not failure:
+                tally.add_decoded(_records(payload), counted=True)
+            elif kind == COLUMNS and tally is not None and not failure:
+                # (pickled by this package's writer, the process that started this one: trusted)
+                n, columns, ragged = pickle.loads(payload)
+                tally.add_columns(columns, n, {}, ragged)
             elif kind == SAMPLE and tally is not None and not failure:
                 _sketch(tally, payload)
             elif kind == SPAN and tally is not None and not failure:
@@ -141,7 +146,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 continue
         except Exception as e:  # reported to the writer, which then computes the shard's statistics itself
             failure = f"{type(e).__name__}: {e}"
-        if kind in (BATCH, KNOWN, SAMPLE):
+        if kind in (BATCH, COLUMNS, SAMPLE):
             _send(out, ACK)
         elif kind == SPAN:  # not checked: the writer checks it (and its helper is lost to it)
             _send(out, FAILED, failure.encode())

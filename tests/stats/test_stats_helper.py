@@ -21,7 +21,7 @@ from crc32c import crc32c
 
 from catalog import Catalog, RecordWriter
 from catalog.errors import CatalogError
-from catalog.schema import Schema
+from catalog.schema import Ragged, Schema
 from catalog.stats import DatasetStats, Tally, tally
 from catalog.stats import helper as helpers
 from catalog.stats.sketches import FeatureStats
@@ -104,13 +104,21 @@ def test_helper_tallies_batches_equal_to_the_writer_alone(eager: None) -> None:
     same_stats(got, want)
 
 
-def test_helper_gets_the_batches_decoded_by_the_caller(eager: None) -> None:
+@pytest.mark.parametrize("joined", [False, True], ids=["lists", "ragged"])
+def test_helper_gets_the_batches_decoded_by_the_caller(
+    eager: None, joined: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's columns go to the helper (helpers.COLUMNS), never the records decoded again."""
     schema, recs = records(3000)
     t = Tally(schema)
+    monkeypatch.setattr(helpers.Helper, "offer", lambda *a: pytest.fail("records sent to be decoded again"))
     for start in range(0, len(recs), 500):
         batch = recs[start : start + 500]
         absent: dict[str, np.ndarray] = {}
-        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+        ragged: Ragged = {}
+        columns = schema.decode_batch(batch, absent, ragged if joined else None)
+        assert bool(ragged) == joined  # (the schema has a variable-length list)
+        t.add_batch(batch, columns, absent, ragged if joined else None)
     got = t.result()
     assert t._sent == 5
     same_stats(got, alone(schema, recs))
