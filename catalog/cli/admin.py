@@ -176,9 +176,13 @@ def _gc_text(report: GcReport, dry_run: bool) -> Iterator[str]:
     retired = f" ({counted(len(report.retired), 'retired shard')})" if report.retired else ""
     if report.indexes_removed:  # with their shards: not in the list above, which names shards
         yield f"{verb} {counted(report.indexes_removed, 'record index file')} ({human(report.index_bytes)})"
+    # A missing retired shard is dropped from the manifest with no file to remove: the summary says
+    # so, since a piped `| tail -1` shows only this line.
+    forget = "would forget" if dry_run else "forgot"
+    forgot = f", {forget} {counted(len(report.missing), 'retired shard')} already missing" if report.missing else ""
     yield (
-        f"{verb} {counted(len(report.removed), 'file')}{retired} ({human(report.bytes)}); kept {report.kept_young} "
-        f"younger than the grace period, {report.kept_live} of live writers and "
+        f"{verb} {counted(len(report.removed), 'file')}{retired} ({human(report.bytes)}){forgot}; "
+        f"kept {report.kept_young} younger than the grace period, {report.kept_live} of live writers and "
         f"{counted(report.kept_retired, 'retired shard')} for time travel"
         + (f", {report.kept_tagged} for tags" if report.kept_tagged else "")
     )

@@ -40,8 +40,10 @@ def test_gc_does_not_report_a_retired_shard_already_missing_as_removed(tmp_path)
 def test_the_cli_says_the_missing_file_was_already_gone(tmp_path):
     _cat, gone = _retired_and_gone(tmp_path)
     args = ["-C", str(tmp_path / "cat"), "gc", "--keep-versions", "1", "--grace", "0s", "--dry-run"]
-    assert f"already missing (would be forgotten) {gone}" in CliRunner().invoke(app, args).output
+    dry = CliRunner().invoke(app, args).output
+    assert f"already missing (would be forgotten) {gone}" in dry
+    assert "would remove 0 files (0 B), would forget 1 retired shard already missing; kept" in dry
     out = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "gc", "--keep-versions", "1", "--grace", "0s"])
     assert out.exit_code == 0, out.output
     assert f"already missing (forgotten) {gone}" in out.output
-    assert "removed 0 files (0 B)" in out.output
+    assert "removed 0 files (0 B), forgot 1 retired shard already missing; kept" in out.output
