@@ -50,7 +50,7 @@ from catalog.readers.batches import records as plan_records
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
-from catalog.schema.frames import column_batches
+from catalog.schema.frames import column_batches, rows_columns
 from catalog.stats.dataset import DatasetStats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, Store, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
@@ -391,7 +391,7 @@ def _write_outputs(job: DeriveJob, program: _Program, sink: ShardSink, outputs: 
     the target's features; else, or when one does not encode, row by row, for the error."""
     features = program.target.features
     if outputs and all(type(o) is dict and o.keys() <= features.keys() for o in outputs):
-        columns = {name: [o.get(name) for o in outputs] for name in features}
+        columns = rows_columns(outputs, list(features))
         try:
             records, entries = program.encoded(columns, len(outputs), sink.tallying)
         except Exception:

@@ -11,7 +11,8 @@ integer or text column into NaN, and an integer feature takes such a column's in
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -161,6 +162,20 @@ def batch_rows(columns: Mapping[str, np.ndarray], n: int) -> list[dict[str, Any]
         return [{} for _ in range(n)]
     names, values = list(columns), [_row_values(c) for c in columns.values()]
     return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def rows_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns:
+    """``batch_rows`` the other way: rows as a column a name (None where a row lacks one). One
+    C-level pick a row and a zip, not a ``dict.get`` a value: on 100 features this was a third
+    of what statistics added to a row-level migration."""
+    if len(names) > 1 and rows:
+        try:
+            picked = list(map(itemgetter(*names), rows))
+        except KeyError:  # a row without an optional feature: the general path gives it None
+            pass
+        else:
+            return {name: list(column) for name, column in zip(names, zip(*picked, strict=True), strict=True)}
+    return {name: [row.get(name) for row in rows] for name in names}
 
 
 def _row_values(column: np.ndarray) -> list[Any]:

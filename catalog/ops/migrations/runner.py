@@ -65,6 +65,7 @@ from catalog.ops.migrations.scripts import (
 )
 from catalog.ops.options import CommitOptions, Unpack, VerbKeywords, check_keywords
 from catalog.schema import Schema, SchemaDiff
+from catalog.schema.frames import rows_columns
 from catalog.stats import DatasetStats
 from catalog.stats.columns import decoded_columns
 from catalog.stats.tally import constant_stats
@@ -196,7 +197,7 @@ def _write_rows(sink: ShardSink, target: Schema, records: list[bytes], rows: lis
     """Migrated records written with the rows they were encoded from, which the statistics take
     as an append's columns (stats.columns), not the records decoded again (unless a feature's
     values are in no form taken as given, or the row lacks one: then they are)."""
-    columns = {name: [row.get(name) for row in rows] for name in target.all_features}
+    columns = rows_columns(rows, list(target.all_features))
     got = decoded_columns(target, columns, len(records), {}, {})
     if got is None:
         sink.write_many(records)
