@@ -91,6 +91,31 @@ def batch_ends(lengths: Sequence[int]) -> list[int]:
     return ends
 
 
+def joined_arrays(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """An object column of 1-D arrays of one dtype (a variable-length list's values, a row
+    each) as its values joined and each row's count, for ``split_arrays`` to undo; None for
+    any other column. Pickled as they are, such arrays cost the writer a few microseconds
+    each (a row-level migration sending a 6,000-row batch to the helper: 24 ms, most of what
+    its statistics added); joined, one copy."""
+    if not isinstance(column, np.ndarray) or column.dtype != object or not column.size:
+        return None
+    first = column[0]
+    if not isinstance(first, np.ndarray):
+        return None
+    if any(type(a) is not np.ndarray or a.ndim != 1 or a.dtype != first.dtype for a in column):
+        return None
+    counts = np.fromiter(map(len, column), dtype=np.int64, count=column.size)
+    return np.concatenate(column.tolist()), counts
+
+
+def split_arrays(flat: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``joined_arrays``' column again: an object array of each row's values (views of ``flat``)."""
+    out = np.empty(len(counts), dtype=object)
+    for i, part in enumerate(np.split(flat, np.cumsum(counts)[:-1])):
+        out[i] = part  # one by one: rows of equal lengths would otherwise be broadcast into a 2-D block
+    return out
+
+
 def ragged_cutter(ragged: Ragged) -> Callable[[int, int], Ragged]:
     """What of ``ragged`` (decode_batch's joined values) records ``[start, end)`` hold."""
     at = {name: np.concatenate(([0], np.cumsum(counts))) for name, (_flat, counts) in ragged.items()}
@@ -258,7 +283,14 @@ class Tally:
             return False
 
         def payload() -> bytes:
-            return pickle.dumps((len(records), dict(columns), dict(ragged or {})), pickle.HIGHEST_PROTOCOL)
+            plain, joined = {}, {}
+            for name, column in columns.items():
+                packed = joined_arrays(column)
+                if packed is None:
+                    plain[name] = column
+                else:
+                    joined[name] = packed
+            return pickle.dumps((len(records), plain, dict(ragged or {}), joined), pickle.HIGHEST_PROTOCOL)
 
         return self._hand(lambda helper: helper.offer_columns(payload))
 

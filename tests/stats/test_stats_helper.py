@@ -558,3 +558,42 @@ def test_a_span_and_a_result_asked_early_come_back_together(eager: None, tmp_pat
         t._helper._take_replies(wait=True)
     assert t.spans_held()
     same_stats(t.result(), alone(schema, recs))  # (no records to read again: a lost part would raise)
+
+
+def _objects(*rows: Any) -> np.ndarray:
+    out = np.empty(len(rows), dtype=object)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [np.arange(3), np.arange(0), np.arange(5, 7)],
+        [np.arange(2.0, dtype=np.float32), np.arange(2.0, dtype=np.float32)],  # equal lengths: no 2-D block
+        [np.arange(0), np.arange(0)],
+    ],
+)
+def test_a_column_of_arrays_goes_to_the_helper_joined_and_comes_back_the_same(rows: list[np.ndarray]) -> None:
+    column = _objects(*rows)
+    packed = tally.joined_arrays(column)
+    assert packed is not None
+    back = tally.split_arrays(*packed)
+    assert back.dtype == object and back.shape == column.shape
+    for got, want in zip(back, rows, strict=True):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        _objects(np.arange(2), None),  # an optional feature's missing row
+        _objects(np.arange(2), np.arange(2.0)),  # two dtypes
+        _objects(np.zeros((2, 2)), np.zeros((1, 2))),  # not 1-D
+        _objects("a", "b"),
+        np.arange(3),
+    ],
+)
+def test_other_columns_go_to_the_helper_as_they_are(column: np.ndarray) -> None:
+    assert tally.joined_arrays(column) is None
