@@ -179,4 +179,4 @@ def test_rows_columns_is_a_column_a_name_with_none_where_a_row_lacks_it(names, r
     got = frames.rows_columns(rows, names)
     assert list(got) == names
     for name in names:  # each value by itself: the fast pick must not shift a row or a name
-        assert got[name] == [row[name] if name in row else None for row in rows]
+        assert got[name] == [row.get(name) for row in rows]
