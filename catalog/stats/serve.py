@@ -31,7 +31,7 @@ from catalog.stats.helper import (
     SPAN_OK,
     STATS,
 )
-from catalog.stats.tally import Tally, sketch, split_arrays
+from catalog.stats.tally import Tally, sketch
 from catalog.tfrecord.example import first_sequence, plain_examples
 from catalog.tfrecord.framing import HEADER_SIZE, whole_records
 
@@ -137,8 +137,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 tally.add_decoded(_records(payload), counted=True)
             elif kind == COLUMNS and tally is not None and not failure:
                 # (pickled by this package's writer, the process that started this one: trusted)
-                n, columns, ragged, joined = pickle.loads(payload)
-                columns.update({name: split_arrays(*packed) for name, packed in joined.items()})
+                n, columns, ragged = pickle.loads(payload)
                 tally.add_columns(columns, n, {}, ragged)
             elif kind == SAMPLE and tally is not None and not failure:
                 _sketch(tally, payload)

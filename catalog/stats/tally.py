@@ -91,12 +91,12 @@ def batch_ends(lengths: Sequence[int]) -> list[int]:
     return ends
 
 
-def joined_arrays(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
+def joined_arrays(column: Any, dtype: Any = None) -> tuple[np.ndarray, np.ndarray] | None:
     """An object column of 1-D arrays of one dtype (a variable-length list's values, a row
-    each) as its values joined and each row's count, for ``split_arrays`` to undo; None for
-    any other column. Pickled as they are, such arrays cost the writer a few microseconds
-    each (a row-level migration sending a 6,000-row batch to the helper: 24 ms, most of what
-    its statistics added); joined, one copy."""
+    each) in decode_batch's ragged form: its values joined (as ``dtype`` when given) and each
+    row's count; None for any other column. Pickled as they are, such arrays cost the writer a
+    few microseconds each (a row-level migration sending a 6,000-row batch to the helper:
+    24 ms, most of what its statistics added); joined, one copy."""
     if not isinstance(column, np.ndarray) or column.dtype != object or not column.size:
         return None
     first = column[0]
@@ -105,15 +105,7 @@ def joined_arrays(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
     if any(type(a) is not np.ndarray or a.ndim != 1 or a.dtype != first.dtype for a in column):
         return None
     counts = np.fromiter(map(len, column), dtype=np.int64, count=column.size)
-    return np.concatenate(column.tolist()), counts
-
-
-def split_arrays(flat: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``joined_arrays``' column again: an object array of each row's values (views of ``flat``)."""
-    out = np.empty(len(counts), dtype=object)
-    for i, part in enumerate(np.split(flat, np.cumsum(counts)[:-1])):
-        out[i] = part  # one by one: rows of equal lengths would otherwise be broadcast into a 2-D block
-    return out
+    return np.concatenate(column.tolist(), dtype=dtype, casting="unsafe"), counts
 
 
 def ragged_cutter(ragged: Ragged) -> Callable[[int, int], Ragged]:
@@ -169,6 +161,14 @@ class Tally:
         # anyway: DataSketches' KLL compaction flips its own coins.
         self._rng = np.random.default_rng()
         self._rates = {name: sample_rate(f, name in self._sequence) for name, f in self._features.items()}
+        # Features whose object columns of arrays may go to the helper as ragged values (what
+        # _add_joined takes as _add_column takes the arrays): numbers, not steps, not tensors;
+        # integers joined as int64, as _flatten joins them.
+        self._joinable = {
+            name: np.int64 if fs.kind == "int" else None
+            for name, fs in self.stats.features.items()
+            if fs.numeric and name not in self._sequence and not self._features[name].tensor
+        }
         self._bytes = ByteCounts(inline=not threads)
         self._helper_max_record = HELPER_MAX_RECORD
         if not self._sequence and all(f.is_scalar and not f.tensor for f in self._features.values()):
@@ -283,14 +283,13 @@ class Tally:
             return False
 
         def payload() -> bytes:
-            plain, joined = {}, {}
-            for name, column in columns.items():
-                packed = joined_arrays(column)
-                if packed is None:
-                    plain[name] = column
-                else:
+            plain, joined = dict(columns), dict(ragged or {})
+            for name, dtype in self._joinable.items():
+                packed = joined_arrays(plain.get(name), dtype)
+                if packed is not None:  # the helper's add_columns takes it as decode_batch's ragged values
                     joined[name] = packed
-            return pickle.dumps((len(records), plain, dict(ragged or {}), joined), pickle.HIGHEST_PROTOCOL)
+                    del plain[name]
+            return pickle.dumps((len(records), plain, joined), pickle.HIGHEST_PROTOCOL)
 
         return self._hand(lambda helper: helper.offer_columns(payload))
 
