@@ -127,8 +127,9 @@ PROBE_EVERY = 10  # a disk probe after every 10th commit: the disk's state besid
 class DiskProbe:
     """What one durable file publish costs on this disk right now: write 4 KiB, fsync, rename, fsync the folder.
 
-    A durable append does this twice (its shard, and the shard's record index in the index
-    tree), plus one fsync of SQLite's WAL after its commit (the intent's transaction is not synced).
+    A durable append does this once (its shard; the shard's record index in the index tree is
+    written and renamed but not fsynced: storage.index), plus one fsync of SQLite's WAL after its
+    commit (the intent's transaction is not synced).
     """
 
     def __init__(self, d: Path) -> None:
@@ -196,8 +197,8 @@ def report_head(cfg: Config, s: Series, report: h.Report, profile: Callable[[], 
             f"disk probe: write 4 KiB + fsync + rename + fsync dir, after every {PROBE_EVERY}th commit (context)",
             h.ms(statistics.median(all_probes)),
             note=f"median of {len(all_probes)}, p90 {h.ms(pctl(all_probes, 90))}; during the first {cfg.head} commits "
-            f"{h.ms(s.probe_median(0, cfg.head))}. One append = two such publishes (its shard and its record "
-            "index) + one WAL fsync after its commit",
+            f"{h.ms(s.probe_median(0, cfg.head))}. One append = one such publish (its shard), its record index "
+            "written unsynced, and one WAL fsync after its commit",
             data={"probes": s.probes},
         )
     )

@@ -49,7 +49,7 @@ def _index_text(reports: list[IndexReport], dali: DaliReport | None) -> Iterator
     for r in reports:
         rest = [f"{r.already} already indexed"]
         if r.rebuilt:
-            rest.append(f"{counted(r.rebuilt, 'lost index file')} written again")
+            rest.append(f"{counted(r.rebuilt, 'lost or damaged index file')} written again")
         if r.compressed:
             rest.append(f"{r.compressed} compressed (no random access, no index)")
         yield (

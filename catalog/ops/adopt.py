@@ -680,8 +680,8 @@ def adopt_files(w: Writer, p: Plan, progress: Progress | None = None, executor: 
         for files, (path, _split) in zip(results, p.inputs, strict=True):
             _check_count(p, path, sum(f.records for f in files))
         return
-    # Each shard taken (its record index written and fsynced) on a thread of its own while the
-    # next files are read: the fsyncs wait for the disk, not for this process.
+    # Each shard taken (its record index written) on a thread of its own while the next files
+    # are read: the writes wait for the disk, not for this process.
     taken: list[tuple[Future[ShardFile], str]] = []
     with ThreadPoolExecutor(1, thread_name_prefix="catalog-adopt-index") as publisher:
         try:

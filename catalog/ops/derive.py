@@ -54,7 +54,6 @@ from catalog.schema.frames import column_batches, rows_columns
 from catalog.stats.dataset import DatasetStats
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, Store, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
-from catalog.storage.names import index_folder, index_rel
 from catalog.storage.sink import Decoded
 from catalog.words import counted
 
@@ -616,12 +615,13 @@ def _job(
 
 class Syncs:
     """The new shards' files made durable by this process, when the jobs run on this machine
-    (``enabled``) and write them without fsync: each job's files fsynced on threads as the job
+    (``enabled``) and write them without fsync: each job's shard fsynced on threads as the job
     ends (an fsync lets go of the GIL: the next shard's work goes on meanwhile, and the disk
     takes several at once: 16 fsyncs of 3 MB files took a third of the time together), then
-    their folders, all before the commit, as each job's own syncs were (ShardSink: fsync, then
-    rename; here the rename comes first, of a file nothing registers until the commit). Jobs
-    on other machines (an executor given: Dask) sync their own files, as before."""
+    their folder, all before the commit (record indexes never: storage.index), as each job's
+    own syncs were (ShardSink: fsync, then rename; here the rename comes first, of a file
+    nothing registers until the commit). Jobs on other machines (an executor given: Dask) sync
+    their own files, as before."""
 
     THREADS = 4
 
@@ -629,7 +629,6 @@ class Syncs:
         self.store, self.dataset, self.enabled = store, dataset, enabled
         self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="catalog-fsync") if enabled else None
         self._pending: list[Future[None]] = []
-        self._indexed = False
 
     def __enter__(self) -> Syncs:
         return self
@@ -644,10 +643,7 @@ class Syncs:
         def done(job: DeriveJob, result: Derived) -> None:
             if self._pool is not None and result[1] is not None:
                 rel = result[1].rel
-                self._pending.append(self._pool.submit(self.store.sync_file, rel))
-                if result[1].index_checksum is not None:
-                    self._pending.append(self._pool.submit(self.store.sync_file, index_rel(rel)))
-                    self._indexed = True
+                self._pending.append(self._pool.submit(self.store.sync_file, rel))  # (its index: never)
             if progress is not None:
                 progress(job.records)
 
@@ -659,8 +655,6 @@ class Syncs:
             fut.result()
         if self._pending:
             self.store.sync_dir(self.dataset)
-            if self._indexed:
-                self.store.sync_dir(index_folder(self.dataset))
 
 
 # --------------------------------------------------------------------------- lineage and refresh

@@ -35,7 +35,6 @@ from catalog.manifest import DATASETS, SHARDS
 from catalog.storage import (
     clear_dead_partials,
     fsync_dir,
-    index_folder,
     index_rel,
     partial_path,
     shard_missing,
@@ -143,8 +142,6 @@ class _Indexer:
             return
         registered: dict[str, str] = {}
         try:
-            for dataset in sorted({s.rel.split("/", 1)[0] for s, _c, _o in pending}):
-                self.cat.store.sync_dir(index_folder(dataset))  # the index files are durable before a row names them
             faults.point("index.written", shards=[s.rel for s, _c, _o in pending])
             registered = _register(self.cat, [(s.rel, checksum) for s, checksum, _o in pending])
         except (CatalogError, OSError):
@@ -217,17 +214,25 @@ def index_dataset(ds: DatasetHandle, version: VersionRef = None, progress: Progr
 
 def _rewrite_lost(ds: DatasetHandle, shards: Iterable[PlannedShard]) -> int:
     """Write again, from its shard, each registered index file missing from the index tree (one
-    listing of the dataset's folder there, before the manifest is asked: as gc does); how many.
-    An index is a function of its shard's bytes, so the file rebuilt is the one registered (its
-    checksum checked; no row changes), where no backup of the data area has it."""
+    listing of the dataset's folder there, before the manifest is asked: as gc does) or damaged
+    (cut short or never written: a crash of the machine can leave either, as indexes are not
+    fsynced); how many. An index is a function of its shard's bytes, so the file rebuilt is
+    the one registered (its checksum checked; no row changes), where no backup of the data
+    area has it."""
     store = ds.catalog.store
     registered = {s.rel: s for s in shards if s.index_checksum is not None and s.compression == "none"}
     present = {f.rel for f in store.index_listing({ds.name})} if registered else set()
-    lost = [s for rel, s in registered.items() if index_rel(rel) not in present]
-    done = sum(_rewrite_one(ds.catalog, s) for s in lost)
-    if done:
-        store.sync_dir(index_folder(ds.name))
-    return done
+    lost = [s for rel, s in registered.items() if index_rel(rel) not in present or _damaged(s)]
+    return sum(_rewrite_one(ds.catalog, s) for s in lost)
+
+
+def _damaged(s: PlannedShard) -> bool:
+    assert s.index_checksum is not None
+    try:
+        read_index(s.index_path, s.records, s.bytes, s.index_checksum)
+    except CorruptShardError:
+        return True
+    return False
 
 
 def _rewrite_one(cat: CatalogHandle, s: PlannedShard) -> bool:
@@ -315,7 +320,7 @@ def dali_indexes(ds: DatasetHandle, directory: str | os.PathLike[str], version: 
         offsets = computed.get(s.rel)
         if offsets is None:
             assert s.index_checksum is not None  # ensure_indexes registered it, or computed it
-            offsets = read_index(s.index_path, s.records, s.bytes, s.index_checksum)
+            offsets = load_offsets(s.path, s.index_path, s.records, s.bytes, s.index_checksum)
         target = out / dali_name(s.path)
         _write_dali(target, offsets, s.bytes)
         report.files.append((s.path, str(target)))

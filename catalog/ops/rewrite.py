@@ -116,7 +116,6 @@ def concat_job(job: ConcatJob) -> ShardFile:
     data, index_checksum = index_bytes(np.concatenate(parts) if parts else np.zeros(0, OFFSET))
     publish_index(store, rel, data)
     store.sync_dir(job.dataset)
-    store.sync_dir(index_folder(job.dataset))
     return ShardFile(rel, job.records, size, format_checksum(crc), index_checksum=index_checksum)
 
 
@@ -386,8 +385,6 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
         except FileNotFoundError:
             pass  # its index is gone (deleted by hand): the shard comes back unindexed (`catalog index`)
     store.sync_dir(ds.name)
-    if index_checksum is not None:
-        store.sync_dir(index_folder(ds.name))
     # An adopted file is the same file, as registered; a linked one has a new ctime from this link.
     fingerprint = s.fingerprint if s.location is not None or s.fingerprint == OWNED else UNCHECKED
     return ShardFile(

@@ -15,6 +15,8 @@ import stat
 from collections.abc import Iterator
 from typing import IO
 
+import numpy as np
+
 from catalog.commit.plans import PlannedShard
 from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, StorageError
 from catalog.storage import content, damaged_shard, shard_missing, size_mismatch
@@ -86,6 +88,17 @@ def open_checked(shard: PlannedShard) -> IO[bytes]:
     return f
 
 
+def _index(shard: PlannedShard) -> np.ndarray | None:
+    """The shard's registered record index, or None where it is lost or damaged (storage.index:
+    not fsynced, so a crash of the machine may take it): the read then goes through from the
+    start, as it does for a shard without one, and its records check themselves."""
+    assert shard.index_checksum is not None
+    try:
+        return read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum, shard.cache)
+    except CorruptShardError:
+        return None
+
+
 def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list[bytes]]]:
     """Records ``shard.start + skip`` to ``shard.stop`` of a planned shard, in order, as
     (index in the shard of the first, records) batches. With a registered index, the read
@@ -97,9 +110,10 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
     try:
         with open_checked(shard) as f:
             if first and compression is None and shard.index_checksum is not None:
-                offsets = read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum, shard.cache)
-                pos, at = first, int(offsets[first])
-                f.seek(at)
+                offsets = _index(shard)
+                if offsets is not None:
+                    pos, at = first, int(offsets[first])
+                    f.seek(at)
             for batch in read_record_batches(f, compression):
                 n = len(batch)
                 lo, hi = max(first - pos, 0), min(shard.stop - pos, n)

@@ -178,6 +178,20 @@ def rows_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Col
     return {name: [row.get(name) for row in rows] for name in names}
 
 
+def exact_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns | None:
+    """``rows_columns`` of rows that are each a dict whose keys are exactly ``names`` (the
+    columns then hold every value the rows held); None for any other rows."""
+    if not names or any(type(row) is not dict or len(row) != len(names) for row in rows):
+        return None
+    try:  # (a row of the right length with another key lacks one of ``names``)
+        if len(names) == 1:
+            return {names[0]: [row[names[0]] for row in rows]}
+        picked = list(map(itemgetter(*names), rows))
+    except KeyError:
+        return None
+    return {name: list(column) for name, column in zip(names, zip(*picked, strict=True), strict=True)}
+
+
 def _row_values(column: np.ndarray) -> list[Any]:
     if column.ndim > 1:  # a fixed shape: each row's array copied out
         return [a.copy() for a in column]

@@ -6,6 +6,12 @@ little-endian uint64, nothing else (8 bytes per record). Like its shard it is im
 written before the commit that registers it (the shard row's ``index_checksum``: CRC32C of the
 index), and removed by gc with its shard. Only uncompressed shards have one: offsets into a
 gzip stream cannot be read without inflating everything before them.
+
+An index is not fsynced, nor is its folder: it is a function of its shard's bytes (which are),
+and every read of it is checked against the registered checksum. One lost or cut short by a
+crash of the machine is rebuilt from its shard by the reader that finds it so (load_offsets:
+the rebuilt one must have the registered checksum), reported by ``verify`` and written again
+by ``catalog index``. Two fsyncs fewer made a 100-row append about 10% faster (0.38 ms).
 """
 
 from __future__ import annotations
@@ -100,7 +106,17 @@ def load_offsets(
     """The record offsets of the shard at ``url``: its registered index (at ``index_at``; its
     copy in ``cache``, see read_index), else one sequential read of the shard."""
     if index_checksum is not None:
-        return read_index(index_at, records, size, index_checksum, cache)
+        try:
+            return read_index(index_at, records, size, index_checksum, cache)
+        except CorruptShardError as lost:  # missing or damaged: the shard says what it was
+            found = _scanned(url, records, size)
+            if index_bytes(found)[1] != index_checksum:  # not the registered one: the shard changed
+                raise lost from None
+            return found
+    return _scanned(url, records, size)
+
+
+def _scanned(url: str, records: int, size: int) -> np.ndarray:
     offsets = scan_offsets(url, size)
     if len(offsets) != records:
         raise CorruptShardError(url, "records", records, len(offsets))
@@ -112,13 +128,12 @@ def publish_index(
     shard_rel: str,
     data: bytes,
     *,
-    sync: bool = True,
     unique: bool = False,
     pending: list[Path] | None = None,
 ) -> None:
     """Put the index ``data`` of the shard ``shard_rel`` in the index tree the way shards are put in
-    place: written under a temporary name, fsynced (``sync``), then renamed (or uploaded);
-    the caller fsyncs the folder (Store.sync_dir) before a commit registers it. ``unique``:
+    place, written under a temporary name, then renamed (or uploaded), but not fsynced (see the
+    module: a lost index is rebuilt from its shard). ``unique``:
     a temporary name of this call's own (several indexers may race for one shard). While the
     temporary file exists its path is in ``pending``, for the caller's cleanup."""
     rel = index_rel(shard_rel)
@@ -132,7 +147,7 @@ def publish_index(
         f.close()
         raise write_error(temp, e) from e
     faults.point("index.closing", temp=temp, shard=shard_rel, flush=f.flush)
-    store.publish(f, temp, rel, sync)
+    store.publish(f, temp, rel, sync=False)
     if pending is not None:
         pending.remove(temp)
 

@@ -3,7 +3,7 @@
 Files are named after the writer's intent id and numbered without gaps, published one by
 one as they fill, and all removed again by abort() when the writer registers nothing. Each
 shard's record index (storage.index) is computed while its records are framed and published
-the same way, in the index tree, before the commit that registers both.
+the same way (but not fsynced), in the index tree, before the commit that registers both.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from catalog.storage.factory import store_for
 from catalog.storage.fileio import write_error
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum
 from catalog.storage.index import index_bytes, publish_index
-from catalog.storage.names import SHARD_SUFFIX, index_folder, index_rel, shard_name
+from catalog.storage.names import SHARD_SUFFIX, index_rel, shard_name
 from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches
 
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
@@ -360,7 +360,7 @@ class ShardSink:
         index_checksum = None
         if offsets is not None:
             data, index_checksum = index_bytes(offsets)
-            publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
+            publish_index(self.store, rel, data, pending=self._index_temps)
         self.placed.append(rel)  # abort() removes its index (its name holds no file)
         shard = ShardFile(
             rel, records, size, checksum, compression, index_checksum, source, location=location,
@@ -427,7 +427,7 @@ class ShardSink:
         checksum = None
         if self.index:  # published before the commit that registers both
             data, checksum = index_bytes(writer.offsets())
-            publish_index(self.store, rel, data, sync=self.sync, pending=self._index_temps)
+            publish_index(self.store, rel, data, pending=self._index_temps)
         self.placed.append(rel)
         self.shards.append(
             ShardFile(
@@ -465,9 +465,7 @@ class ShardSink:
         try:
             self._finish()
             if self.sync and self.placed:
-                self.store.sync_dir(self.dataset)
-                if any(s.index_checksum is not None for s in self.shards):
-                    self.store.sync_dir(index_folder(self.dataset))
+                self.store.sync_dir(self.dataset)  # (not the index folder: storage.index says why)
         except BaseException:
             self.abort()
             raise

@@ -284,6 +284,58 @@ def test_a_corrupt_shard_is_not_indexed(cat: Catalog, tmp_path: Path) -> None:
     assert shard_rows(cat)[0].index_checksum is None
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads fsync's paths from /proc")
+def test_an_append_fsyncs_its_shard_not_its_index(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index is a function of its shard's bytes: neither it nor its folder is fsynced."""
+    synced: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or fsync(fd))
+    cat.dataset(NAME).append_rows(rows(range(20)), shard_records=10)
+    a, b = shard_rows(cat)
+    assert index_path(cat, a.path).exists() and index_path(cat, b.path).exists()
+    index_tree = str(cat.data_root / ".index")
+    assert not [p for p in synced if p.startswith(index_tree)], synced
+    assert {str(cat.data_root / a.path), str(cat.data_root / b.path), str(cat.data_root / NAME)} <= {
+        p.removesuffix(".tmp").replace("/.", "/") for p in synced
+    }
+
+
+def test_readers_rebuild_an_index_a_crash_took_verify_reports_it(cat: Catalog) -> None:
+    ds = cat.dataset(NAME)
+    ds.append_rows(rows(range(40)), shard_records=10)
+    a, b, c, _d = shard_rows(cat)
+    index_path(cat, a.path).unlink()  # the rename was lost
+    index_path(cat, b.path).write_bytes(b"")  # the name made it, the bytes did not
+    index_path(cat, c.path).write_bytes(bytes(80))  # blocks allocated, never written
+    src = cat.dataset(NAME).source()
+    assert [int(src[i]["id"]) for i in range(40)] == list(range(40))
+    assert [int(i) for i in src[[35, 12, 0, 29, 7]]["id"]] == [35, 12, 0, 29, 7]
+    batches = cat.dataset(NAME).batches(8, shuffle=True, seed=3)
+    assert sorted(int(i) for b in batches for i in b["id"]) == list(range(40))
+    assert [int(r["id"]) for r in cat.dataset(NAME).read(split="train[15:25]")] == list(range(15, 25))
+    assert not index_path(cat, a.path).exists()  # readers write nothing: `catalog index` does
+    result = cli("-C", str(cat.root), "verify", ok=False)
+    assert result.exit_code == 1 and len(result.stdout.splitlines()) == 3
+    cli("-C", str(cat.root), "index", NAME)
+    assert cli("-C", str(cat.root), "verify").stderr.startswith("ok: 4 shards")
+
+
+def test_an_index_rebuilt_other_than_registered_is_refused(cat: Catalog) -> None:
+    """A lost index rebuilt from a shard whose records moved (same size, same count, every CRC
+    sound, other offsets) is not the registered one: the reader refuses it, naming the index."""
+    cat.dataset(NAME).append_rows(rows(range(10)))
+    (a,) = shard_rows(cat)
+    index_path(cat, a.path).unlink()
+    shard = cat.data_root / a.path
+    buf = io.BytesIO()
+    with RecordWriter(buf) as w:
+        w.write_many([encode_example(r) for r in reversed(rows(range(10)))])
+    assert len(buf.getvalue()) == shard.stat().st_size
+    shard.write_bytes(buf.getvalue())
+    with pytest.raises(CatalogError, match="record index: registered present, found missing"):
+        cat.dataset(NAME).source()[3]
+
+
 def test_catalog_index_writes_a_lost_index_file_again_as_registered(cat: Catalog) -> None:
     cat.dataset(NAME).append_rows(rows(range(20)), shard_records=10)
     a, b = shard_rows(cat)
