@@ -151,7 +151,7 @@ class Writer:
         call a record cost a 100-row append as much as encoding its rows."""
         chunk: list[Mapping[str, Any]] = []
         for row in rows:
-            if is_columnar(row):
+            if type(row) is not dict and is_columnar(row):  # (a dict is a row: no module looked up)
                 self._write_chunk(chunk)
                 chunk = []
                 self.write_batch(row)
