@@ -3,6 +3,7 @@ to callers, and the constants of the commit protocol (see ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
+import functools
 import getpass
 import operator
 import os
@@ -328,6 +329,17 @@ def positive_int(value: object, what: str) -> int:
 
 
 def default_author() -> str:
+    """Who commits when no author is given: getpass.getuser()'s answer."""
+    return _user(tuple(os.environ.get(name) for name in _LOGIN_VARIABLES))
+
+
+_LOGIN_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")  # what getpass.getuser reads first
+
+
+@functools.lru_cache(maxsize=8)
+def _user(login: tuple[str | None, ...]) -> str:
+    """getpass.getuser() while the login variables are ``login``: without them it reads the
+    password database, a file read at every commit."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

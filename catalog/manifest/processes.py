@@ -37,9 +37,16 @@ def _start_ticks(pid: int) -> str | None:
 
 def process_identity() -> str | None:
     """This process as this machine knows it: "<boot id>/<pid namespace>/<pid>/<start ticks>"."""
+    return _identity(os.getpid())  # (a forked child asks for its own pid's)
+
+
+@functools.lru_cache(maxsize=4)
+def _identity(pid: int) -> str | None:
+    """A pid's start never changes while it runs: read once, not at every write intent (a
+    /proc read an append)."""
     machine = _machine()
-    start = _start_ticks(os.getpid())
-    return None if machine is None or start is None else f"{machine}/{os.getpid()}/{start}"
+    start = _start_ticks(pid)
+    return None if machine is None or start is None else f"{machine}/{pid}/{start}"
 
 
 def process_is_dead(process: str | None) -> bool:

@@ -46,3 +46,19 @@ def test_what_this_machine_cannot_judge_is_never_dead() -> None:
     machine = me.rsplit("/", 2)[0]
     assert not process_is_dead(f"{machine}/notapid/1")
     assert not abandoned(None)
+
+
+def test_a_forked_child_has_its_own_identity() -> None:
+    """The identity is read once a pid: a child forked after the parent asked has its own."""
+    me = process_identity()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its identity down the pipe, then out without pytest's clean-up
+        os.write(write, str(process_identity()).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        theirs = f.read()
+    os.waitpid(pid, 0)
+    assert theirs.split("/")[2] == str(pid) and theirs != me
+    assert process_is_dead(theirs) and not process_is_dead(me)

@@ -32,3 +32,21 @@ def test_an_adoption_writes_with_its_commit_options() -> None:
     adopt = AdoptOptions(token="t", message="m", author="a", split="test", allow_duplicate=True)
     assert adopt.writing("valid") == WriteOptions("t", "m", "a", "valid", allow_duplicate=True)
     assert AdoptOptions().writing("train").allow_duplicate is False
+
+
+def test_the_default_author_follows_the_login_variables(monkeypatch) -> None:
+    from catalog.commit.values import _user, default_author
+
+    _user.cache_clear()  # (what another test's environment cached)
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("USER", "ada")
+    assert default_author() == "ada"
+    monkeypatch.setenv("LOGNAME", "grace")  # getpass reads LOGNAME first
+    assert default_author() == "grace"
+    monkeypatch.delenv("LOGNAME")
+    monkeypatch.delenv("USER")
+    import getpass
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "from-passwd")
+    assert default_author() == "from-passwd"
