@@ -40,7 +40,7 @@ from catalog.storage import (
     shard_missing,
     write_error,
 )
-from catalog.storage.index import OFFSET, index_bytes, load_offsets, publish_index, read_index
+from catalog.storage.index import OFFSET, has_file, index_bytes, load_offsets, publish_index, read_index
 
 INDEX_BATCH = 256  # shards whose index files are registered in one transaction
 INDEX_BATCH_BYTES = 64 << 20  # ... and at most this many bytes of offsets held meanwhile (in-memory fallback)
@@ -124,7 +124,7 @@ class _Indexer:
         data, checksum = index_bytes(offsets)
         try:
             # A temporary name of its own: another indexer may be writing this shard's index too.
-            publish_index(self.cat.store, s.rel, data, unique=True)
+            publish_index(self.cat.store, s.rel, data, s.bytes, unique=True)
         except (CatalogError, OSError) as e:
             if not self.fallback:
                 if isinstance(e, CatalogError):
@@ -220,7 +220,11 @@ def _rewrite_lost(ds: DatasetHandle, shards: Iterable[PlannedShard]) -> int:
     the one registered (its checksum checked; no row changes), where no backup of the data
     area has it."""
     store = ds.catalog.store
-    registered = {s.rel: s for s in shards if s.index_checksum is not None and s.compression == "none"}
+    registered = {
+        s.rel: s
+        for s in shards
+        if s.index_checksum is not None and s.compression == "none" and has_file(s.bytes, store.remote)
+    }  # (a small local shard's index has no file: storage.index)
     present = {f.rel for f in store.index_listing({ds.name})} if registered else set()
     lost = [s for rel, s in registered.items() if index_rel(rel) not in present or _damaged(s)]
     return sum(_rewrite_one(ds.catalog, s) for s in lost)
@@ -247,7 +251,7 @@ def _rewrite_one(cat: CatalogHandle, s: PlannedShard) -> bool:
         raise
     if checksum != s.index_checksum:
         raise CorruptShardError(s.path, "record index", s.index_checksum, checksum)
-    publish_index(cat.store, s.rel, data, unique=True)
+    publish_index(cat.store, s.rel, data, s.bytes, unique=True)
     return True
 
 

@@ -31,7 +31,7 @@ from catalog.storage import (
     store_for,
 )
 from catalog.storage import names as naming
-from catalog.storage.index import OFFSET, IndexCheck, read_index
+from catalog.storage.index import OFFSET, IndexCheck, has_file, read_index
 from catalog.words import counted
 
 
@@ -232,7 +232,9 @@ def _check_shard(
     check: IndexCheck | None = None
     index_problem = None
     url = store.shard_url(rel, location)
-    if index_checksum is not None:  # its index is read first, then checked in the shard's one read
+    # its index is read first, then checked in the shard's one read (a small local shard's has no
+    # file: its offsets are the shard's own, whose checksum is checked below)
+    if index_checksum is not None and has_file(size, store.remote):
         try:
             check = IndexCheck(read_index(store.index_url(rel), records, size, index_checksum), size)
         except (OSError, CatalogError) as e:

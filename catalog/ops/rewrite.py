@@ -10,6 +10,7 @@ ones. Until that commit nothing is visible. Migrations are in catalog/migrations
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -114,7 +115,7 @@ def concat_job(job: ConcatJob) -> ShardFile:
         if store.remote:
             temp.unlink(missing_ok=True)  # a failed copy's spool (publish removes it otherwise)
     data, index_checksum = index_bytes(np.concatenate(parts) if parts else np.zeros(0, OFFSET))
-    publish_index(store, rel, data)
+    publish_index(store, rel, data, size)
     store.sync_dir(job.dataset)
     return ShardFile(rel, job.records, size, format_checksum(crc), index_checksum=index_checksum)
 
@@ -376,14 +377,11 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
     store = ds.catalog.store
     if s.location is None and not store.link(s.rel, rel):  # no hard links here: a verified copy
         return concat_job(ConcatJob((s,), s.records, store.root, ds.name, intent.prefix(unit)))
-    index_checksum = None
+    index_checksum = s.index_checksum  # a function of the same bytes: the readers rebuild a missing file
     if s.index_checksum is not None:
         store.prepare(index_folder(ds.name))
-        try:
-            if store.link(index_rel(s.rel), index_rel(rel)):
-                index_checksum = s.index_checksum
-        except FileNotFoundError:
-            pass  # its index is gone (deleted by hand): the shard comes back unindexed (`catalog index`)
+        with contextlib.suppress(FileNotFoundError):  # none (a small shard's), or lost: `catalog index`
+            store.link(index_rel(s.rel), index_rel(rel))
     store.sync_dir(ds.name)
     # An adopted file is the same file, as registered; a linked one has a new ctime from this link.
     fingerprint = s.fingerprint if s.location is not None or s.fingerprint == OWNED else UNCHECKED

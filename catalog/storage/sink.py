@@ -360,7 +360,7 @@ class ShardSink:
         index_checksum = None
         if offsets is not None:
             data, index_checksum = index_bytes(offsets)
-            publish_index(self.store, rel, data, pending=self._index_temps)
+            publish_index(self.store, rel, data, size, pending=self._index_temps)
         self.placed.append(rel)  # abort() removes its index (its name holds no file)
         shard = ShardFile(
             rel, records, size, checksum, compression, index_checksum, source, location=location,
@@ -427,7 +427,7 @@ class ShardSink:
         checksum = None
         if self.index:  # published before the commit that registers both
             data, checksum = index_bytes(writer.offsets())
-            publish_index(self.store, rel, data, pending=self._index_temps)
+            publish_index(self.store, rel, data, writer.file_bytes, pending=self._index_temps)
         self.placed.append(rel)
         self.shards.append(
             ShardFile(

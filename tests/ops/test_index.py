@@ -16,7 +16,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,9 +39,22 @@ from catalog.errors import CatalogError, Interrupted, ManifestError
 from catalog.manifest import INTENTS, SHARDS, utcnow
 from catalog.ops.indexing import ensure_indexes
 from catalog.storage import ShardFile, file_checksum, new_intent_id, store_for, write_error
+from catalog.storage import index as storage_index
 from catalog.storage.index import IndexCheck, OffsetWalker, index_bytes, publish_index, scan_offsets
 
 pytestmark = pytest.mark.usefixtures("backend")  # the same suite on SQLite and PostgreSQL
+
+
+@pytest.fixture(autouse=True)
+def every_index_a_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """These tests hold index files (their shards are tiny): every shard gets one, unless the
+    test is about the small shards that keep none (storage.index.FILE_MIN_BYTES). A patch of
+    its own: a test's monkeypatch.undo() leaves it."""
+    with pytest.MonkeyPatch.context() as patch:
+        if "small_shard" not in request.node.name:
+            patch.setattr(storage_index, "FILE_MIN_BYTES", 0)
+        yield
+
 
 runner = CliRunner()
 SCHEMA = {"features": {"id": {"dtype": "int64"}, "text": {"dtype": "string"}}}
@@ -336,6 +349,50 @@ def test_an_index_rebuilt_other_than_registered_is_refused(cat: Catalog) -> None
         cat.dataset(NAME).source()[3]
 
 
+def test_a_small_shard_keeps_its_index_in_no_file(cat: Catalog, tmp_path: Path) -> None:
+    """A local shard of at most FILE_MIN_BYTES has its index registered, not written: readers,
+    verify, `catalog index`, DALI's files, compaction and restore find its offsets in it."""
+    ds = cat.dataset(NAME)
+    ds.append_rows(rows(range(100)))  # about 2 KB
+    big = [{"id": i, "text": "y" * 700} for i in range(100, 200)]  # about 72 KB
+    ds.append_rows(big)
+    small, large = shard_rows(cat)
+    assert small.bytes <= storage_index.FILE_MIN_BYTES < large.bytes
+    assert small.index_checksum is not None and not index_path(cat, small.path).exists()
+    assert index_path(cat, large.path).exists()
+    src = cat.dataset(NAME).source()
+    assert [int(src[i]["id"]) for i in (0, 57, 99, 100, 199)] == [0, 57, 99, 100, 199]
+    assert [int(r["id"]) for r in cat.dataset(NAME).read(split="train[50:150]")] == list(range(50, 150))
+    assert cli("-C", str(cat.root), "verify").stderr.startswith("ok: 2 shards")
+    again = cli("-C", str(cat.root), "index", NAME).stdout
+    assert again == f"{NAME} version 3: indexed 0 shards (0 records, 0 B of index); 2 already indexed\n"
+    report = cat.dataset(NAME).dali_index(tmp_path / "dali")
+    (first, _), _ = report.files
+    dali = (tmp_path / "dali" / (Path(first).name + ".idx")).read_text()
+    offsets = [int(line.split()[0]) for line in dali.splitlines()]
+    assert offsets == [o for o, _ in framing((cat.data_root / small.path).read_bytes())]
+    cat.dataset(NAME).append_rows(rows(range(200, 210)))
+    cat.dataset(NAME).compact()
+    cat.dataset(NAME).restore(version=3)
+    restored = cat.dataset(NAME).shards()
+    assert [s.index_checksum for s in restored] == [small.index_checksum, large.index_checksum]
+    assert ids(cat.dataset(NAME)) == list(range(200))
+    assert int(cat.dataset(NAME).source()[42]["id"]) == 42
+    assert cli("-C", str(cat.root), "verify").exit_code == 0
+
+
+def test_a_small_shard_whose_records_moved_is_refused_by_its_index_checksum(cat: Catalog) -> None:
+    cat.dataset(NAME).append_rows(rows(range(10)))
+    (a,) = shard_rows(cat)
+    shard = cat.data_root / a.path
+    buf = io.BytesIO()
+    with RecordWriter(buf) as w:
+        w.write_many([encode_example(r) for r in reversed(rows(range(10)))])
+    shard.write_bytes(buf.getvalue())  # same size, every CRC sound, other offsets
+    with pytest.raises(CatalogError, match=f"{shard}: record index checksum: registered {a.index_checksum}"):
+        cat.dataset(NAME).source()[3]
+
+
 def test_catalog_index_writes_a_lost_index_file_again_as_registered(cat: Catalog) -> None:
     cat.dataset(NAME).append_rows(rows(range(20)), shard_records=10)
     a, b = shard_rows(cat)
@@ -451,7 +508,8 @@ def test_gc_keeps_indexes_with_their_shards_and_collects_them_with_them(cat: Cat
     cat.dataset(NAME).append_files(linked_inputs(tmp_path, 1, 4), link=True)  # version 4, unindexed
     linked = shard_rows(cat)[-1]
     # An index run that published its file but was stopped before registering it: its shard owns it.
-    publish_index(cat.store, linked.path, index_bytes(scan_offsets(str(cat.data_root / linked.path), linked.bytes))[0])
+    offsets = scan_offsets(str(cat.data_root / linked.path), linked.bytes)
+    publish_index(cat.store, linked.path, index_bytes(offsets)[0], linked.bytes)
     folder = cat.data_root / ".index" / NAME
     dead = new_intent_id()
     strays = {  # files of writers that died: an index and the temporary files of indexes
@@ -610,7 +668,9 @@ import os, sys, time
 from pathlib import Path
 
 from catalog import Catalog, faults
+from catalog.storage import index
 
+index.FILE_MIN_BYTES = 0  # every shard's index a file (see every_index_a_file)
 root, name, marker, what = sys.argv[1:5]
 
 
@@ -830,8 +890,10 @@ from sqlalchemy import update
 from catalog import Catalog
 from catalog import manifest as mf
 from catalog.manifest import SHARDS
+from catalog.storage import index
 from catalog.storage.index import read_index, scan_offsets
 
+index.FILE_MIN_BYTES = 0  # every shard's index a file (see every_index_a_file)
 root, name, when = sys.argv[1:4]
 IO = {"execute", "executemany", "commit", "rollback", "fsync", "rename", "replace", "link", "unlink", "open",
       "write", "readinto", "read", "scandir", "listdir", "stat", "mkdir"}
