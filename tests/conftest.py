@@ -144,3 +144,15 @@ def s3_url(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     bucket = f"catalog-test-{next(_buckets)}-{os.getpid()}"
     fsspec.filesystem("s3", skip_instance_cache=True).mkdir(bucket)
     return f"s3://{bucket}/data"
+
+
+@pytest.fixture
+def every_index_a_file() -> Iterator[None]:
+    """Every shard's record index a file of its own, however small the shard: for the tests of
+    index files, whose shards are tiny (a local shard of at most storage.index.FILE_MIN_BYTES
+    keeps none). A patch of its own: a test's monkeypatch.undo() leaves it in place."""
+    from catalog.storage import index
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index, "FILE_MIN_BYTES", 0)
+        yield

@@ -29,6 +29,7 @@ def run(*args: str) -> Any:
     return result
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 @pytest.mark.parametrize("n", [1, 2])
 def test_the_main_outputs_count_in_words(tmp_path: Path, n: int) -> None:
     """Each verb's counts, with one of a thing and with two: "1 record in 1 shard", never "1 records"."""

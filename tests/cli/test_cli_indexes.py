@@ -45,6 +45,7 @@ def test_shards_written_by_the_catalog_are_indexed_already(root: Path) -> None:
     assert list(_index_text([], None)) == ["no datasets"]
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_a_shard_registered_without_an_index_gets_one(root: Path) -> None:
     [idx] = (root / "data" / ".index" / "d").iterdir()
     idx.unlink()  # as an older catalog, or --link, registered it

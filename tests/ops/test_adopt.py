@@ -69,6 +69,7 @@ def cat(tmp_path: Path) -> Catalog:
     return cat
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_adopted_in_place_read_back_and_originals_untouched(cat: Catalog, ext: Path) -> None:
     before = fingerprint(ext)
     commit = cat.dataset("d").adopt([ext])
@@ -106,6 +107,7 @@ def test_show_json_marks_adopted_shards_and_their_source(cat: Catalog, ext: Path
     assert not lines[1].endswith("(adopted in place)")
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_gc_never_deletes_an_adopted_file_it_only_forgets_it(cat: Catalog, ext: Path) -> None:
     before = fingerprint(ext)
     ds = cat.dataset("d")
@@ -309,6 +311,9 @@ KILLED = textwrap.dedent(
     """
     import os, signal, sys
     from catalog import Catalog, faults
+    from catalog.storage import index
+
+    index.FILE_MIN_BYTES = 0  # every index a file, however small its shard (conftest's every_index_a_file)
 
     def hook(name, info):
         if name == "commit.before":

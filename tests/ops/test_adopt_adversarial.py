@@ -662,6 +662,7 @@ def test_a_pool_worker_killed_mid_scan_is_one_line_and_registers_nothing(cat: Ca
     assert data_files(cat) == [] and fingerprint(ext) == before
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_two_adopts_of_one_file_into_one_dataset_register_it_once(cat: Catalog, ext: Path, no_hook: None) -> None:
     """The duplicate check runs inside the commit's transaction: B commits between A's scan
     and A's commit, and A is refused."""

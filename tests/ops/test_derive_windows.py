@@ -126,6 +126,7 @@ def test_a_map_reads_windows_into_the_files_the_record_path_makes(tmp_path, monk
     assert [r["length"] for r in cat.dataset("fast").read()][:6] == [0, 3, 6, 9, 12, 0]
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 @pytest.mark.parametrize(("what", "at"), [("a damaged record header", 3), ("a data CRC mismatch", 20)])
 def test_a_damaged_source_record_fails_the_filter_in_one_line_and_registers_nothing(tmp_path, what, at):
     cat, src = _source(tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+import pytest
 from typer.testing import CliRunner
 
 from catalog import Catalog
@@ -26,6 +27,7 @@ def _retired_and_gone(tmp_path):
     return cat, gone
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_gc_does_not_report_a_retired_shard_already_missing_as_removed(tmp_path):
     cat, gone = _retired_and_gone(tmp_path)
     for dry_run in (True, False):

@@ -69,6 +69,7 @@ def _damage(path: str, at: int) -> None:
     Path(path).write_bytes(bytes(data))
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 @pytest.mark.parametrize("trusted", [False, True])
 @pytest.mark.parametrize(("where", "found"), [(2, "a damaged record header"), (30, "a data CRC mismatch")])
 def test_a_damaged_record_is_named_with_its_shard_record_and_byte(tmp_path, monkeypatch, where, found, trusted):

@@ -23,6 +23,7 @@ def _records(path: Path) -> list[bytes]:
     return [r for batch in read_record_batches(path) for r in batch]
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_records_roll_into_numbered_shards_at_the_record_limit(tmp_path: Path) -> None:
     sink = ShardSink(tmp_path, "ds", INTENT, shard_size=UNLIMITED, shard_records=2)
     sink.source = "input.jsonl"
@@ -56,6 +57,7 @@ def test_a_compressed_sink_writes_no_index(tmp_path: Path) -> None:
     assert [r for batch in read_record_batches(tmp_path / shard.rel, "gzip") for r in batch] == [b"a", b"b"]
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_abort_and_clear_attempt_remove_every_file_of_the_writer(tmp_path: Path) -> None:
     sink = ShardSink(tmp_path, "ds", INTENT, shard_size=UNLIMITED, shard_records=1)
     sink.write_many([b"1", b"2", b"3"])  # two published, one open under its temporary name
@@ -71,6 +73,7 @@ def test_abort_and_clear_attempt_remove_every_file_of_the_writer(tmp_path: Path)
     assert [p.name for p in (tmp_path / "ds").iterdir()] == ["someone-elses.tfrecord"]
 
 
+@pytest.mark.usefixtures("every_index_a_file")  # (tiny shards: see the fixture)
 def test_a_close_that_fails_leaves_no_file_of_the_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk shows at the last flush (records wait in the writer's buffer): the open
     shard's temporary file and the shards already published go, as abort() would remove them,
