@@ -80,18 +80,24 @@ def index_bytes(offsets: np.ndarray) -> tuple[bytes, str]:
 
 def parse_index(data: bytes, where: str, records: int, size: int, checksum: str) -> np.ndarray:
     """Index bytes read back, checked against what the manifest registered (its checksum, the
-    shard's record count and size): a damaged or foreign index is a CorruptShardError."""
+    shard's record count and size): a damaged or foreign index is a CorruptShardError, whose
+    message says how to write it again (a crash of the machine can leave one so: see above)."""
     if len(data) != records * OFFSET.itemsize:
         want, got = counted(records * OFFSET.itemsize, "byte"), counted(len(data), "byte")
-        raise CorruptShardError(where, "record index size", want, got)
+        raise _damaged(where, "record index size", want, got)
     found = format_checksum(crc32c(data))
     if found != checksum:
-        raise CorruptShardError(where, "record index checksum", checksum, found)
+        raise _damaged(where, "record index checksum", checksum, found)
     offsets = np.frombuffer(data, dtype=OFFSET)
     steps = np.diff(offsets, append=np.uint64(size))
     if records and (offsets[0] != 0 or offsets[-1] > size - FRAMING or (steps < FRAMING).any()):
-        raise CorruptShardError(where, "record index", "offsets within the shard", "offsets outside it")
+        raise _damaged(where, "record index", "offsets within the shard", "offsets outside it")
     return offsets
+
+
+def _damaged(where: str, what: str, registered: object, found: object) -> CorruptShardError:
+    hint = f"{where}: {what}: registered {registered}, found {found} (`catalog index` writes it again)"
+    return CorruptShardError(where, what, registered, found, message=hint)
 
 
 def read_index(where: str, records: int, size: int, checksum: str, cache: ShardCache | None = None) -> np.ndarray:
@@ -119,18 +125,16 @@ def load_offsets(
     copy in ``cache``, see read_index), else one sequential read of the shard."""
     if index_checksum is None:
         return _scanned(url, records, size)
-    if not has_file(size, file_io(index_at).remote):
-        found = _scanned(url, records, size)
-        if index_bytes(found)[1] != index_checksum:  # not the registered one: the shard changed
-            raise CorruptShardError(url, "record index checksum", index_checksum, index_bytes(found)[1])
-        return found
-    try:
-        return read_index(index_at, records, size, index_checksum, cache)
-    except CorruptShardError as lost:  # missing or damaged: the shard says what it was
-        found = _scanned(url, records, size)
-        if index_bytes(found)[1] != index_checksum:  # not the registered one: the shard changed
-            raise lost from None
-        return found
+    if has_file(size, file_io(index_at).remote):
+        try:
+            return read_index(index_at, records, size, index_checksum, cache)
+        except CorruptShardError:  # missing or damaged: the shard says what it was
+            pass
+    found = _scanned(url, records, size)
+    rebuilt = index_bytes(found)[1]
+    if rebuilt != index_checksum:  # not the registered one: the shard changed since its commit
+        raise CorruptShardError(url, "record index checksum", index_checksum, rebuilt)
+    return found
 
 
 def _scanned(url: str, records: int, size: int) -> np.ndarray:
