@@ -40,7 +40,7 @@ from catalog.storage import (
     shard_missing,
     write_error,
 )
-from catalog.storage.index import OFFSET, has_file, index_bytes, load_offsets, publish_index, read_index
+from catalog.storage.index import OFFSET, has_file, index_bytes, load_offsets, publish_index, stored_index
 
 INDEX_BATCH = 256  # shards whose index files are registered in one transaction
 INDEX_BATCH_BYTES = 64 << 20  # ... and at most this many bytes of offsets held meanwhile (in-memory fallback)
@@ -221,22 +221,17 @@ def _rewrite_lost(ds: DatasetHandle, shards: Iterable[PlannedShard]) -> int:
     area has it."""
     store = ds.catalog.store
     registered = {
-        s.rel: s
+        s.rel: (s, s.index_checksum)
         for s in shards
         if s.index_checksum is not None and s.compression == "none" and has_file(s.bytes, store.remote)
     }  # (a small local shard's index has no file: storage.index)
     present = {f.rel for f in store.index_listing({ds.name})} if registered else set()
-    lost = [s for rel, s in registered.items() if index_rel(rel) not in present or _damaged(s)]
+    lost = [
+        s
+        for s, checksum in registered.values()
+        if index_rel(s.rel) not in present or stored_index(s.index_path, s.records, s.bytes, checksum) is None
+    ]
     return sum(_rewrite_one(ds.catalog, s) for s in lost)
-
-
-def _damaged(s: PlannedShard) -> bool:
-    assert s.index_checksum is not None
-    try:
-        read_index(s.index_path, s.records, s.bytes, s.index_checksum)
-    except CorruptShardError:
-        return True
-    return False
 
 
 def _rewrite_one(cat: CatalogHandle, s: PlannedShard) -> bool:

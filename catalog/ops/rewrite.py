@@ -66,7 +66,7 @@ from catalog.storage import (
     store_for,
 )
 from catalog.storage.content import check_named
-from catalog.storage.index import OFFSET, OffsetWalker, index_bytes, publish_index, read_index
+from catalog.storage.index import OFFSET, OffsetWalker, has_file, index_bytes, publish_index, read_index
 from catalog.tfrecord.framing import stored_compression
 from catalog.words import counted
 
@@ -378,9 +378,9 @@ def _relink(ds: DatasetHandle, intent: Intent, unit: int, s: LiveShard) -> Shard
     if s.location is None and not store.link(s.rel, rel):  # no hard links here: a verified copy
         return concat_job(ConcatJob((s,), s.records, store.root, ds.name, intent.prefix(unit)))
     index_checksum = s.index_checksum  # a function of the same bytes: the readers rebuild a missing file
-    if s.index_checksum is not None:
+    if s.index_checksum is not None and has_file(s.bytes, store.remote):
         store.prepare(index_folder(ds.name))
-        with contextlib.suppress(FileNotFoundError):  # none (a small shard's), or lost: `catalog index`
+        with contextlib.suppress(FileNotFoundError):  # lost (a crash, by hand): `catalog index`
             store.link(index_rel(s.rel), index_rel(rel))
     store.sync_dir(ds.name)
     # An adopted file is the same file, as registered; a linked one has a new ctime from this link.

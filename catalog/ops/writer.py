@@ -184,17 +184,11 @@ class Writer:
         columns = None if schema.sequence else exact_columns(rows, list(schema.features))
         if columns is None:
             return False
-        tallying = self._sink().tallying
-        done = []
         try:
-            for part, n in column_batches(columns, schema.features):
-                filled: dict[str, list[int]] = {}
-                entries: dict[str, Sequence[bytes]] = {}
-                records = schema.encode_columns(part, n, filled if tallying else None, entries if tallying else None)
-                done.append((records, part, filled, entries))
+            done = [(part, *self._encode_columns(part, n)) for part, n in column_batches(columns, schema.features)]
         except ValidationError:
             return False
-        for records, part, filled, entries in done:  # nothing written before every row passed
+        for part, records, filled, entries in done:  # nothing written before every row passed
             self._sink().write_encoded(records, part, filled, entries, self.intent.beat)
         self.rows += len(rows)
         return True
@@ -202,18 +196,25 @@ class Writer:
     def write_batch(self, batch: Any) -> None:
         """Validate and encode a pandas DataFrame, a pyarrow Table or RecordBatch, or a dict of
         equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
-        schema = self.ds.schema
-        tallying = self._sink().tallying
-        for columns, n in column_batches(batch, schema.features):
-            filled: dict[str, list[int]] = {}
-            entries: dict[str, Sequence[bytes]] = {}
+        for columns, n in column_batches(batch, self.ds.schema.features):
             try:
-                records = schema.encode_columns(columns, n, filled if tallying else None, entries if tallying else None)
+                records, filled, entries = self._encode_columns(columns, n)
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
             self._sink().write_encoded(records, columns, filled, entries, self.intent.beat)
             self.rows += n
+
+    def _encode_columns(
+        self, columns: Any, n: int
+    ) -> tuple[list[bytes], dict[str, list[int]], dict[str, Sequence[bytes]]]:
+        """``n`` rows' records, with what the statistics take from encode_columns when the
+        shards get them (the rows given defaults, each feature's entries)."""
+        tallying = self._sink().tallying
+        filled: dict[str, list[int]] = {}
+        entries: dict[str, Sequence[bytes]] = {}
+        records = self.ds.schema.encode_columns(columns, n, filled if tallying else None, entries if tallying else None)
+        return records, filled, entries
 
     def _encode(self, row: Mapping[str, Any], at: int) -> tuple[bytes, list[str]]:
         """Row ``at``'s record and the features whose default it was given; a row the schema

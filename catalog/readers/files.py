@@ -15,13 +15,11 @@ import stat
 from collections.abc import Iterator
 from typing import IO
 
-import numpy as np
-
 from catalog.commit.plans import PlannedShard
 from catalog.errors import CorruptRecordError, CorruptShardError, ObjectMissingError, StorageError
 from catalog.storage import content, damaged_shard, shard_missing, size_mismatch
 from catalog.storage.fileio import Facts, facts_size, file_io
-from catalog.storage.index import read_index
+from catalog.storage.index import stored_index
 from catalog.tfrecord.framing import read_record_batches
 
 
@@ -88,17 +86,6 @@ def open_checked(shard: PlannedShard) -> IO[bytes]:
     return f
 
 
-def _index(shard: PlannedShard) -> np.ndarray | None:
-    """The shard's registered record index, or None where it is lost or damaged (storage.index:
-    not fsynced, so a crash of the machine may take it): the read then goes through from the
-    start, as it does for a shard without one, and its records check themselves."""
-    assert shard.index_checksum is not None
-    try:
-        return read_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum, shard.cache)
-    except CorruptShardError:
-        return None
-
-
 def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list[bytes]]]:
     """Records ``shard.start + skip`` to ``shard.stop`` of a planned shard, in order, as
     (index in the shard of the first, records) batches. With a registered index, the read
@@ -110,7 +97,8 @@ def stream_shard(shard: PlannedShard, skip: int = 0) -> Iterator[tuple[int, list
     try:
         with open_checked(shard) as f:
             if first and compression is None and shard.index_checksum is not None:
-                offsets = _index(shard)
+                # (none, or one a crash took: read from the start, as for a shard without one)
+                offsets = stored_index(shard.index_path, shard.records, shard.bytes, shard.index_checksum, shard.cache)
                 if offsets is not None:
                     pos, at = first, int(offsets[first])
                     f.seek(at)

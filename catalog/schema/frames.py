@@ -168,14 +168,10 @@ def rows_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Col
     """``batch_rows`` the other way: rows as a column a name (None where a row lacks one). One
     C-level pick a row and a zip, not a ``dict.get`` a value: on 100 features this was a third
     of what statistics added to a row-level migration."""
-    if len(names) > 1 and rows:
-        try:
-            picked = list(map(itemgetter(*names), rows))
-        except KeyError:  # a row without an optional feature: the general path gives it None
-            pass
-        else:
-            return {name: list(column) for name, column in zip(names, zip(*picked, strict=True), strict=True)}
-    return {name: [row.get(name) for row in rows] for name in names}
+    try:
+        return _picked(rows, names)
+    except KeyError:  # a row without an optional feature: the general path gives it None
+        return {name: [row.get(name) for row in rows] for name in names}
 
 
 def exact_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns | None:
@@ -184,11 +180,16 @@ def exact_columns(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Co
     if not names or any(type(row) is not dict or len(row) != len(names) for row in rows):
         return None
     try:  # (a row of the right length with another key lacks one of ``names``)
-        if len(names) == 1:
-            return {names[0]: [row[names[0]] for row in rows]}
-        picked = list(map(itemgetter(*names), rows))
+        return _picked(rows, names)
     except KeyError:
         return None
+
+
+def _picked(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> Columns:
+    """Each of ``names`` as a column of the rows' values; a KeyError for a row without one."""
+    if len(names) < 2 or not rows:  # (itemgetter of one name gives no tuple; of none, nothing)
+        return {name: [row[name] for row in rows] for name in names}
+    picked = list(map(itemgetter(*names), rows))
     return {name: list(column) for name, column in zip(names, zip(*picked, strict=True), strict=True)}
 
 

@@ -125,16 +125,27 @@ def load_offsets(
     copy in ``cache``, see read_index), else one sequential read of the shard."""
     if index_checksum is None:
         return _scanned(url, records, size)
-    if has_file(size, file_io(index_at).remote):
-        try:
-            return read_index(index_at, records, size, index_checksum, cache)
-        except CorruptShardError:  # missing or damaged: the shard says what it was
-            pass
+    stored = stored_index(index_at, records, size, index_checksum, cache)
+    if stored is not None:
+        return stored
     found = _scanned(url, records, size)
     rebuilt = index_bytes(found)[1]
     if rebuilt != index_checksum:  # not the registered one: the shard changed since its commit
         raise CorruptShardError(url, "record index checksum", index_checksum, rebuilt)
     return found
+
+
+def stored_index(
+    where: str, records: int, size: int, checksum: str, cache: ShardCache | None = None
+) -> np.ndarray | None:
+    """The registered index's file, read and checked (read_index); None when the shard has no
+    file (has_file), or it is missing or damaged (a crash of the machine: see the module)."""
+    if not has_file(size, file_io(where).remote):
+        return None
+    try:
+        return read_index(where, records, size, checksum, cache)
+    except CorruptShardError:
+        return None
 
 
 def _scanned(url: str, records: int, size: int) -> np.ndarray:
