@@ -27,7 +27,7 @@ from catalog.schema.encoders import EntryPrefix
 from catalog.schema.features import Feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import native
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, frame_in_place
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, distinct_inverse, frame_in_place
 
 
 class RowCodec(Protocol):
@@ -225,13 +225,7 @@ def _records_native(
 
 def _layout(feat: _Feature, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(each row's entry prefix, zero-padded, one row a record; each prefix's length)."""
-    if int(sizes.max()) < 1 << 16:  # small sizes (the usual): counted, not sorted
-        distinct = np.flatnonzero(np.bincount(sizes))
-        lookup = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
-        lookup[distinct] = np.arange(len(distinct))
-        inverse = lookup[sizes]
-    else:
-        distinct, inverse = np.unique(sizes, return_inverse=True)
+    distinct, inverse = distinct_inverse(sizes)
     found = [feat.prefix(size) for size in distinct.tolist()]
     lengths = np.array([len(p) for p in found], dtype=np.int64)
     table = np.zeros((len(found), int(lengths.max())), dtype=np.uint8)

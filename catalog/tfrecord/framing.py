@@ -319,7 +319,7 @@ def frame_in_place(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, record
     n = len(records)
     if not n:
         return b""
-    distinct, inverse = np.unique(ends - starts, return_inverse=True)
+    distinct, inverse = distinct_inverse(ends - starts)
     headers = np.frombuffer(b"".join(map(frame_header, distinct.tolist())), dtype=np.uint8).reshape(-1, HEADER_SIZE)
     buf[(starts - HEADER_SIZE)[:, None] + np.arange(HEADER_SIZE)] = headers[inverse]
     crcs = np.fromiter(map(crc32c, records), dtype=np.uint32, count=n)
@@ -381,14 +381,28 @@ def whole_records(raw: bytes, end: int) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _header_crcs(lengths: np.ndarray, known: dict[int, int]) -> np.ndarray:
     """The masked CRC each record's header holds for its length."""
-    unique, inverse = np.unique(lengths, return_inverse=True)
+    distinct, inverse = distinct_inverse(lengths)
     crcs = []
-    for n in unique.tolist():
+    for n in distinct.tolist():
         crc = known.get(n)
         if crc is None:
             crc = known[n] = masked_crc32c(n.to_bytes(8, "little"))
         crcs.append(crc)
     return np.array(crcs, dtype=np.uint32)[inverse]
+
+
+def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of int64s (a non-empty array), counted
+    rather than sorted when they span less than 65,536 (record and value lengths, as a
+    rule): np.unique's sort was most of a window's framing check."""
+    lo = int(values.min())
+    offsets = values - lo
+    if int(offsets.max()) >= 1 << 16:
+        return np.unique(values, return_inverse=True)
+    seen = np.flatnonzero(np.bincount(offsets))
+    lookup = np.zeros(int(seen[-1]) + 1, dtype=np.int64)
+    lookup[seen] = np.arange(len(seen))
+    return seen + lo, lookup[offsets]
 
 
 # --------------------------------------------------------------------------- reading

@@ -33,6 +33,7 @@ from catalog.tfrecord import (
     read_record_batches,
     read_records,
 )
+from catalog.tfrecord import framing
 from catalog.tfrecord.framing import detect_file_compression, frame_header, normalize_compression
 
 MIB = 1 << 20
@@ -850,3 +851,24 @@ def test_proven_large_record_damage_and_truncation(tmp_path: Path, small_lookahe
     err = read(cut)
     left = f"record length {len(big)} runs past the end of the stream ({2 * MIB} bytes left)"
     assert (err.offset, err.reason) == (at, left)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=200),
+    st.sampled_from([0, 1 << 15, (1 << 16) - 301, 1 << 16, 1 << 40, -(1 << 20)]),
+    st.booleans(),
+)
+def test_distinct_inverse_is_np_unique(values: list[int], shift: int, spread: bool) -> None:
+    """Counted (small spread) or sorted (wide), the distinct values and the inverse are
+    np.unique's; and the header CRCs built on them are each length's own."""
+    a = np.array(values, dtype=np.int64) + shift
+    if spread:
+        a[0] += 1 << 17  # past the counted path's reach
+    distinct, inverse = framing.distinct_inverse(a)
+    want_distinct, want_inverse = np.unique(a, return_inverse=True)
+    assert distinct.tolist() == want_distinct.tolist()
+    assert inverse.tolist() == want_inverse.tolist()
+    lengths = np.abs(a)
+    crcs = framing._header_crcs(lengths, {})
+    assert crcs.tolist() == [masked_crc32c(int(n).to_bytes(8, "little")) for n in lengths.tolist()]
