@@ -20,6 +20,7 @@ from crc32c import crc32c
 from catalog.errors import CorruptShardError
 from catalog.storage.files import CHECKSUM_ALGO, content_changed, format_checksum, open_registered
 from catalog.storage.index import load_offsets
+from catalog.tfrecord import native
 from catalog.tfrecord.framing import FRAMING, HEADER_SIZE, framing_fault
 
 WINDOW_BYTES = 8 << 20  # bytes of a shard read and checked at a time (a larger record: alone)
@@ -66,9 +67,7 @@ class Window:
         new_run[1:] = starts[1:] != ends[:-1]
         first = np.flatnonzero(new_run)
         last = np.append(first[1:], len(keep)) - 1
-        raw = self.raw
-        pieces = map(raw.__getitem__, map(slice, starts[first].tolist(), ends[last].tolist()))
-        return b"".join(pieces), lengths.tolist()
+        return native.join_ranges(self.raw, starts[first], ends[last]), lengths.tolist()
 
 
 def shard_windows(

@@ -8,6 +8,7 @@
  *   crc32c_ranges(buf, starts, ends) -> bytes   CRC32C of each buf[starts[i]:ends[i]],
  *                                                as native-order uint32s
  *   slices(buf, starts, ends) -> list[bytes]     each buf[starts[i]:ends[i]] as bytes
+ *   join_ranges(buf, starts, ends) -> bytes      those ranges back to back in one bytes
  *   parse_example(data) -> dict | None           a tf.train.Example as {name: (kind, values)},
  *                                                or None when its layout is not the regular
  *                                                one serializers write (the caller's protobuf
@@ -386,6 +387,27 @@ static PyObject *ranges_list(PyObject *args, int text) {
     return out;
 }
 
+/* join_ranges(buf, starts, ends) -> bytes: the ranges buf[starts[i]:ends[i]] back to back, in
+ * one bytes (a filter's kept records, framing and all: no bytes object a range). */
+static PyObject *join_ranges(PyObject *self, PyObject *args) {
+    Ranges r;
+    if (ranges_get(args, &r) < 0) return NULL;
+    const int64_t *s = r.starts.buf, *e = r.ends.buf;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < r.n; i++) total += (Py_ssize_t)(e[i] - s[i]); /* each within the buffer: no overflow */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out != NULL) {
+        char *p = PyBytes_AS_STRING(out);
+        const char *buf = r.data.buf;
+        for (Py_ssize_t i = 0; i < r.n; i++) {
+            memcpy(p, buf + s[i], (size_t)(e[i] - s[i]));
+            p += e[i] - s[i];
+        }
+    }
+    ranges_release(&r);
+    return out;
+}
+
 static PyObject *slices(PyObject *self, PyObject *args) { return ranges_list(args, 0); }
 
 static PyObject *texts(PyObject *self, PyObject *args) { return ranges_list(args, 1); }
@@ -756,6 +778,7 @@ static PyObject *hardware_crc(PyObject *self, PyObject *unused) { return PyBool_
 static PyMethodDef methods[] = {
     {"crc32c_ranges", crc32c_ranges, METH_VARARGS, "CRC32C of each buf[starts[i]:ends[i]], as native-order uint32s."},
     {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
+    {"join_ranges", join_ranges, METH_VARARGS, "The ranges buf[starts[i]:ends[i]] joined in one bytes."},
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
     {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},
     {"encode_plain", encode_plain, METH_VARARGS, "Examples of plain scalar columns, optionally framed."},

@@ -53,6 +53,13 @@ def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+def join_ranges(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
+    """The ranges ``buf[starts[i]:ends[i]]`` back to back, in one bytes object."""
+    if NATIVE is not None:
+        return NATIVE.join_ranges(buf, _int64(starts), _int64(ends))
+    return b"".join(map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+
+
 def pread_ranges(fds: np.ndarray, starts: np.ndarray, ends: np.ndarray, pad: int) -> bytes | None:
     """Bytes ``starts[k]`` to ``ends[k]`` of open file descriptor ``fds[k]``, for each k, in
     one bytes object followed by ``pad`` zero bytes: one call, the GIL released, no join.

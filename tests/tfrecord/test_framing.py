@@ -29,11 +29,11 @@ from catalog.errors import CatalogError, CorruptRecordError
 from catalog.tfrecord import (
     RecordWriter,
     detect_compression,
+    framing,
     masked_crc32c,
     read_record_batches,
     read_records,
 )
-from catalog.tfrecord import framing
 from catalog.tfrecord.framing import detect_file_compression, frame_header, normalize_compression
 
 MIB = 1 << 20

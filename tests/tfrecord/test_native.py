@@ -69,6 +69,13 @@ def test_crc32c_ranges_and_slices_are_the_fallbacks(data: bytes, cuts: list[tupl
     assert native.crc32c_ranges(data, starts, ends).tolist() == want
     assert [_native.crc32c(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)] == want  # type: ignore[union-attr]
     assert native.slices(data, starts, ends) == [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    joined = b"".join(data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True))
+    assert native.join_ranges(data, starts, ends) == joined
+    native.NATIVE = None  # the fallback's answer too
+    try:
+        assert native.join_ranges(data, starts, ends) == joined
+    finally:
+        native.NATIVE = _native
 
 
 def test_crc32c_ranges_three_at_a_time_whatever_their_lengths_and_alignment() -> None:
@@ -105,6 +112,8 @@ def test_ranges_outside_the_buffer_are_refused(starts: list[int], ends: list[int
         native.crc32c_ranges(b"0123456789", np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
     with pytest.raises(ValueError):
         native.slices(b"0123456789", np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    with pytest.raises(ValueError):
+        native.join_ranges(b"0123456789", np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
 
 
 @needs_native
