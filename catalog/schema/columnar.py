@@ -49,6 +49,7 @@ _HIGH_BITS = 0x8080808080808080
 # _CONTINUED[k]: the high bits of a k-byte varint (set on all bytes but the last); none for k = 0
 _CONTINUED = np.array([1] + [_HIGH_BITS & ((1 << (8 * (k - 1))) - 1) for k in range(1, 9)], dtype=np.uint64)
 _LIST_TAG = {"int64": 0x1A, "shape": 0x1A, "float32": 0x12, "bytes": 0x0A}
+_SCALAR_KINDS = {"int64": 1, "float32": 2}  # native.scalar_columns' kinds
 
 
 # --------------------------------------------------------------------------- plan
@@ -90,11 +91,29 @@ class _Plan:
         self.hashes, self.words, self.lens = hashes[order], words[order], lens[order]
         self.columns = [columns[i] for i in order.tolist()]
         self.index = {c.key: i for i, c in enumerate(self.columns)}
+        self.keys = tuple(c.key for c in self.columns)
+        self._kinds: dict[frozenset[str] | None, bytes | None] = {}
         # Each column's entry prefix ``0a len key 12`` as (offset, mask, word) 8-byte chunks.
         self.prefixes = [_entry_prefix(c.key) for c in self.columns]
         # zero bytes after the records: headers and key chunks read a little past a record's end
         self.pad = 8 * self.chunks + 48
         self._defaults: dict[str, tuple[bool, Any]] = {}
+
+    def scalar_kinds(self, wanted: frozenset[str] | None) -> bytes | None:
+        """native.scalar_columns' kinds for extracting ``wanted`` (None: every feature), or
+        None when one of them is not an int64 or float32 scalar (the NumPy walk takes those)."""
+        if wanted not in self._kinds:
+            kinds = bytearray(len(self.columns))
+            for i, c in enumerate(self.columns):
+                if c.kind == "shape" or (wanted is not None and c.feat.name not in wanted):
+                    continue
+                if c.kind not in _SCALAR_KINDS or c.count != 1 or c.shape != ():
+                    self._kinds[wanted] = None
+                    break
+                kinds[i] = _SCALAR_KINDS[c.kind]
+            else:
+                self._kinds[wanted] = bytes(kinds)
+        return self._kinds[wanted]
 
     def default(self, feat: Feature) -> tuple[bool, Any]:
         """(usable, fill value) for records without ``feat``: the generic path's own column for one."""
@@ -825,6 +844,31 @@ def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[in
     return out
 
 
+def _scalar_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr] | None:
+    """The columns in one C pass (native.scalar_columns) when every feature extracted is an
+    int64 or float32 scalar (a predicate's, or a schema of numbers); the records it declines go
+    slow whole. None where it does not apply (other features, no extension)."""
+    kinds = plan.scalar_kinds(batch.wanted)
+    if kinds is None or type(batch.raw) is not bytes:
+        return None
+    got = native.scalar_columns(batch.raw, batch.starts, batch.ends, plan.keys, kinds)
+    if got is None:
+        return None
+    slow, found, values = got
+    batch.slow |= slow
+    extracted = [i for i, kind in enumerate(kinds) if kind]
+    out: dict[str, Arr] = {}
+    for i, has, raw in zip(extracted, found, values, strict=True):
+        col = plan.columns[i]
+        v = raw.astype(np.uint32).view(np.float32) if col.kind == "float32" else raw
+        every = bool(has.all())
+        rec = np.arange(batch.n, dtype=np.int64) if every else np.flatnonzero(has)
+        column = _column_array(batch, plan, col, rec, v if every else v[has])
+        if column is not None:
+            out[col.feat.name] = column
+    return {name: out[name] for name in plan.features if name in out}  # in the schema's order
+
+
 def _bytes_like(records: list[Any]) -> bool:
     """Whether every record is of a type protobuf parses (others: the generic path raises)."""
     if list(map(type, records)).count(bytes) == len(records):  # the usual case, checked quickly
@@ -833,6 +877,9 @@ def _bytes_like(records: list[Any]) -> bool:
 
 
 def _fast_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr]:
+    scalars = _scalar_columns(batch, plan)
+    if scalars is not None:
+        return scalars
     found: dict[int, tuple[Arr, Values]] = {}  # by column
     wanted = batch.wanted
     for i, (col, spans) in enumerate(zip(plan.columns, _entries(batch, plan), strict=True)):

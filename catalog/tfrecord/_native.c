@@ -771,6 +771,254 @@ static PyObject *parse_example(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ scalar_columns */
+
+/* scalar_columns(buf, starts, ends, keys, kinds) -> (slow, found, values)
+ * One pass over the Examples buf[starts[i]:ends[i]] for their int64 and float32 scalars, as
+ * serializers write them: exactly one ``features`` field spanning the record; map entries of
+ * exactly ``key = 1, value = 2``; every key one of keys (a tuple of bytes), none twice; length
+ * varints of at most five bytes. kinds (bytes, one a key): 0 a feature not extracted (its
+ * Feature not looked at), 1 an int64 scalar (a packed Int64List of one varint), 2 a float32
+ * scalar (a packed FloatList of one value). Any other record is slow (n bytes, 1 each: the
+ * caller's general parse judges it, values and errors). For the W extracted keys, in keys'
+ * order: found, n bytes each (1 where the record had it), and values, a list of W bytearrays
+ * of n int64s (an int64 each, or a float32's bits in the low half; 0 where not found). */
+
+typedef struct {
+    const unsigned char **key;
+    Py_ssize_t *len;
+    uint64_t *word; /* a key's first eight bytes, little-endian, zeros after its end */
+    Py_ssize_t k;
+    int32_t *slots; /* open addressing over key_hash, -1 empty */
+    size_t mask;
+    const unsigned char *bufend; /* eight-byte reads of a key stop here */
+} Keys;
+
+static size_t key_hash(const unsigned char *p, size_t n) {
+    uint64_t h = 0xCBF29CE484222325ull ^ n;
+    while (n--) h = (h ^ *p++) * 0x100000001B3ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int32_t key_find(const Keys *t, const unsigned char *p, Py_ssize_t n) {
+    for (size_t h = key_hash(p, (size_t)n) & t->mask;; h = (h + 1) & t->mask) {
+        int32_t c = t->slots[h];
+        if (c < 0 || (t->len[c] == n && memcmp(t->key[c], p, (size_t)n) == 0)) return c;
+    }
+}
+
+/* Whether the n bytes at p are key c: one word compare when the key fits eight bytes. */
+static inline int key_is(const Keys *t, int32_t c, const unsigned char *p, Py_ssize_t n) {
+    if (t->len[c] != n) return 0;
+    if (n > 8 || p + 8 > t->bufend) return memcmp(t->key[c], p, (size_t)n) == 0;
+    uint64_t w = le64(p);
+    if (n < 8) w &= ((uint64_t)1 << (8 * n)) - 1;
+    return w == t->word[c];
+}
+
+/* A length-delimited field with this tag and a length varint of at most five bytes. */
+static inline int short_field(Cursor *c, unsigned char tag, Cursor *payload) {
+    const unsigned char *p = c->p;
+    if (c->end - p < 2 || *p != tag) return IRREGULAR;
+    uint64_t n = p[1];
+    p += 2;
+    if (n >= 0x80) {
+        n &= 0x7F;
+        for (int shift = 7;; shift += 7) {
+            if (shift == 35 || p >= c->end) return IRREGULAR;
+            unsigned char b = *p++;
+            n |= (uint64_t)(b & 0x7F) << shift;
+            if (b < 0x80) break;
+        }
+    }
+    if (n > (uint64_t)(c->end - p)) return IRREGULAR;
+    payload->p = p;
+    payload->end = p + n;
+    c->p = p + n;
+    return OK;
+}
+
+/* The one value of a scalar Feature: ``1a L (0a L' varint)`` (int64) or ``12 06 0a 04 f32``. */
+static int scalar_value(Cursor f, char kind, int64_t *out) {
+    Cursor list, packed;
+    if (short_field(&f, kind == 1 ? 0x1A : 0x12, &list) != OK || f.p != f.end) return IRREGULAR;
+    if (short_field(&list, 0x0A, &packed) != OK || list.p != list.end) return IRREGULAR;
+    if (kind == 2) {
+        if (packed.end - packed.p != 4) return IRREGULAR;
+        *out = (int64_t)le32(packed.p);
+        return OK;
+    }
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        if (packed.p >= packed.end || shift == 70) return IRREGULAR;
+        unsigned char b = *packed.p++;
+        if (shift == 63 && b > 1) return IRREGULAR; /* past 64 bits: protobuf's call */
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) break;
+    }
+    if (packed.p != packed.end) return IRREGULAR; /* exactly one value */
+    *out = (int64_t)v;
+    return OK;
+}
+
+/* One record's scalars into values (row i) and found; 0, or -1 when it is not regular. guess[j]:
+ * the key of entry j in the last regular record, tried first. seen: per key, the last record
+ * that had it (a key twice is irregular). */
+static int record_scalars(const unsigned char *base, int64_t s, int64_t e, const Keys *t, const char *kinds,
+                          const Py_ssize_t *slot, int32_t *guess, int64_t *seen, int64_t i, Py_ssize_t n, char *found,
+                          int64_t **values) {
+    Cursor c = {base + s, base + e}, body;
+    if (short_field(&c, 0x0A, &body) != OK || c.p != c.end) return -1;
+    Py_ssize_t m = 0;
+    while (body.p < body.end) {
+        Cursor entry, key, value;
+        if (m == t->k || short_field(&body, 0x0A, &entry) != OK) return -1;
+        if (short_field(&entry, 0x0A, &key) != OK || short_field(&entry, 0x12, &value) != OK || entry.p != entry.end)
+            return -1;
+        Py_ssize_t klen = key.end - key.p;
+        int32_t col = guess[m];
+        if (col < 0 || !key_is(t, col, key.p, klen)) {
+            col = key_find(t, key.p, klen);
+            if (col < 0) return -1;
+            guess[m] = col;
+        }
+        if (seen[col] == i) return -1;
+        seen[col] = i;
+        if (kinds[col]) {
+            if (scalar_value(value, kinds[col], &values[slot[col]][i]) != OK) return -1;
+            found[slot[col] * n + i] = 1;
+        }
+        m++;
+    }
+    return 0;
+}
+
+static void keys_release(Keys *t) {
+    PyMem_Free(t->key);
+    PyMem_Free(t->len);
+    PyMem_Free(t->word);
+    PyMem_Free(t->slots);
+}
+
+static int keys_get(PyObject *tuple, Keys *t) {
+    memset(t, 0, sizeof(*t));
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) == 0 || PyTuple_GET_SIZE(tuple) > (1 << 24)) {
+        PyErr_SetString(PyExc_TypeError, "keys must be a non-empty tuple of bytes");
+        return -1;
+    }
+    t->k = PyTuple_GET_SIZE(tuple);
+    size_t size = 4;
+    while (size < 2 * (size_t)t->k) size *= 2;
+    t->mask = size - 1;
+    t->key = PyMem_Calloc((size_t)t->k, sizeof(*t->key));
+    t->len = PyMem_Calloc((size_t)t->k, sizeof(*t->len));
+    t->word = PyMem_Calloc((size_t)t->k, sizeof(*t->word));
+    t->slots = PyMem_Malloc(size * sizeof(*t->slots));
+    if (t->key == NULL || t->len == NULL || t->word == NULL || t->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(t->slots, 0xFF, size * sizeof(*t->slots));
+    for (Py_ssize_t c = 0; c < t->k; c++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, c);
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be a non-empty tuple of bytes");
+            return -1;
+        }
+        t->key[c] = (const unsigned char *)PyBytes_AS_STRING(item);
+        t->len[c] = PyBytes_GET_SIZE(item);
+        for (Py_ssize_t b = 0; b < t->len[c] && b < 8; b++) t->word[c] |= (uint64_t)t->key[c][b] << (8 * b);
+        if (key_find(t, t->key[c], t->len[c]) >= 0) {
+            PyErr_SetString(PyExc_ValueError, "keys must be distinct");
+            return -1;
+        }
+        size_t h = key_hash(t->key[c], (size_t)t->len[c]) & t->mask;
+        while (t->slots[h] >= 0) h = (h + 1) & t->mask;
+        t->slots[h] = (int32_t)c;
+    }
+    return 0;
+}
+
+static PyObject *scalar_columns(PyObject *self, PyObject *args) {
+    PyObject *data, *starts, *ends, *keys_arg, *slow = NULL, *found = NULL, *values = NULL, *result = NULL;
+    Py_buffer kinds = {0};
+    Ranges r;
+    Keys t;
+    if (!PyArg_ParseTuple(args, "OOOOy*", &data, &starts, &ends, &keys_arg, &kinds)) return NULL;
+    PyObject *triple = PyTuple_Pack(3, data, starts, ends);
+    int got = triple == NULL ? -1 : ranges_get(triple, &r);
+    Py_XDECREF(triple);
+    if (got < 0) {
+        PyBuffer_Release(&kinds);
+        return NULL;
+    }
+    int32_t *guess = NULL;
+    int64_t *seen = NULL, **vals = NULL;
+    Py_ssize_t *slot = NULL, w = 0;
+    const char *kind = kinds.buf;
+    if (keys_get(keys_arg, &t) < 0) goto done;
+    if (kinds.len != t.k) {
+        PyErr_SetString(PyExc_ValueError, "kinds must have one byte a key");
+        goto done;
+    }
+    slot = PyMem_Malloc((size_t)t.k * sizeof(*slot));
+    guess = PyMem_Malloc((size_t)t.k * sizeof(*guess));
+    seen = PyMem_Malloc((size_t)t.k * sizeof(*seen));
+    vals = PyMem_Calloc((size_t)t.k, sizeof(*vals));
+    if (slot == NULL || guess == NULL || seen == NULL || vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t c = 0; c < t.k; c++) {
+        if (kind[c] < 0 || kind[c] > 2) {
+            PyErr_SetString(PyExc_ValueError, "a kind must be 0, 1 or 2");
+            goto done;
+        }
+        slot[c] = kind[c] ? w++ : -1;
+    }
+    if (w && r.n > PY_SSIZE_T_MAX / 8 / w) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    slow = PyBytes_FromStringAndSize(NULL, r.n);
+    found = PyBytes_FromStringAndSize(NULL, r.n * w);
+    values = PyList_New(w);
+    if (slow == NULL || found == NULL || values == NULL) goto done;
+    for (Py_ssize_t c = 0, x = 0; c < t.k; c++) {
+        if (!kind[c]) continue;
+        PyObject *column = PyByteArray_FromStringAndSize(NULL, r.n * 8);
+        if (column == NULL) goto done;
+        PyList_SET_ITEM(values, x, column);
+        vals[x] = (int64_t *)PyByteArray_AS_STRING(column);
+        memset(vals[x], 0, (size_t)(r.n * 8));
+        x++;
+    }
+    t.bufend = (const unsigned char *)r.data.buf + r.data.len;
+    char *is_slow = PyBytes_AS_STRING(slow), *has = PyBytes_AS_STRING(found);
+    const int64_t *s = r.starts.buf, *e = r.ends.buf; /* checked by ranges_get; the GIL is held */
+    memset(guess, 0xFF, (size_t)t.k * sizeof(*guess));
+    memset(seen, 0xFF, (size_t)t.k * sizeof(*seen));
+    memset(has, 0, (size_t)(r.n * w));
+    for (Py_ssize_t i = 0; i < r.n; i++) {
+        is_slow[i] = record_scalars(r.data.buf, s[i], e[i], &t, kind, slot, guess, seen, i, r.n, has, vals) < 0;
+        if (is_slow[i])
+            for (Py_ssize_t x = 0; x < w; x++) has[x * r.n + i] = 0; /* a slow record's values: none */
+    }
+    result = PyTuple_Pack(3, slow, found, values);
+done:
+    Py_XDECREF(slow);
+    Py_XDECREF(found);
+    Py_XDECREF(values);
+    PyMem_Free(slot);
+    PyMem_Free(guess);
+    PyMem_Free(seen);
+    PyMem_Free(vals);
+    keys_release(&t);
+    ranges_release(&r);
+    PyBuffer_Release(&kinds);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyObject *hardware_crc(PyObject *self, PyObject *unused) { return PyBool_FromLong(crc_fn != crc_soft); }
@@ -786,6 +1034,7 @@ static PyMethodDef methods[] = {
     {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
     {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},
     {"pread_ranges", pread_ranges, METH_VARARGS, "Ranges of open files read into one bytes, then pad zero bytes."},
+    {"scalar_columns", scalar_columns, METH_VARARGS, "The int64 and float32 scalars of regular Examples, in one pass."},
     {"hardware_crc", hardware_crc, METH_NOARGS, "Whether CRC32C runs on the CPU's own instruction."},
     {NULL, NULL, 0, NULL},
 };

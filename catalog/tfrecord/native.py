@@ -82,6 +82,23 @@ def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
         return None
 
 
+def scalar_columns(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[bytes, ...], kinds: bytes
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
+    """The int64 (kind 1) and float32 (kind 2) scalars of the Examples ``buf[starts[i]:ends[i]]``,
+    one pass in C: which records are not laid out as serializers write them (a bool array: the
+    caller's general parse takes those), and for each extracted key (``kinds`` nonzero, in
+    order) where it was found (bools) and its values (a writable int64 array, a float32's bits
+    in the low half). ``keys``: every key a record may hold (another one makes it irregular).
+    None without the extension."""
+    if NATIVE is None:
+        return None
+    slow, found, values = NATIVE.scalar_columns(buf, _int64(starts), _int64(ends), keys, kinds)
+    n = len(starts)
+    has = np.frombuffer(found, dtype=np.bool_).reshape(len(values), n)
+    return np.frombuffer(slow, dtype=np.bool_), has, [np.frombuffer(v, dtype=np.int64) for v in values]
+
+
 def parse_example(data: Any) -> Kinded | None:
     """A tf.train.Example laid out as serializers write it, as ``{name: (kind, values)}``
     (a Feature with no list set left out); None for any other layout (unknown or repeated

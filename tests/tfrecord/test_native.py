@@ -491,3 +491,137 @@ def test_read_records_takes_a_strided_view() -> None:
             w.write(b"record %d" % i)
     assert list(framing.read_records(_strided(out.getvalue()))) == [b"record %d" % i for i in range(5)]
     assert framing.masked_crc32c(_strided(b"abc")) == framing.masked_crc32c(b"abc")
+
+
+# --------------------------------------------------------------------------- scalar_columns
+
+_SCALAR_KEYS = (b"a", b"bb", b"a_longer_key_than_eight", b"f")
+_SCALAR_KINDS = bytes([1, 1, 0, 2])  # int64, int64, not extracted, float32
+
+
+def _scalars_by_protobuf(record: bytes) -> dict[bytes, Any] | None:
+    """What scalar_columns may answer for one record: protobuf's one value of each extracted
+    key (None where absent), or None when protobuf rejects the record or a key is not one value
+    of its kind (the record must then be declined)."""
+    try:
+        kinded = kinds_by_protobuf(record)
+    except CodecError:
+        return None
+    out: dict[bytes, Any] = {}
+    for name, (kind, values) in kinded.items():
+        key = name.encode("utf-8")
+        if key not in _SCALAR_KEYS:
+            return None
+        want = _SCALAR_KINDS[_SCALAR_KEYS.index(key)]
+        if want == 0:
+            continue
+        if kind != ("int64_list" if want == 1 else "float_list") or len(values) != 1:
+            return None
+        out[key] = values[0]
+    return out
+
+
+def _scalar_answers(records: list[bytes]) -> list[dict[bytes, Any] | None]:
+    raw = b"".join(records)
+    lens = np.array([len(r) for r in records], dtype=np.int64)
+    starts = np.cumsum(lens) - lens
+    got = native.scalar_columns(raw, starts, starts + lens, _SCALAR_KEYS, _SCALAR_KINDS)
+    assert got is not None
+    slow, found, values = got
+    extracted = [k for k, kind in zip(_SCALAR_KEYS, _SCALAR_KINDS, strict=True) if kind]
+    answers: list[dict[bytes, Any] | None] = []
+    for i in range(len(records)):
+        if slow[i]:
+            answers.append(None)
+            continue
+        row: dict[bytes, Any] = {}
+        for x, key in enumerate(extracted):
+            if found[x, i]:
+                v = int(values[x][i])
+                row[key] = struct.unpack("<f", struct.pack("<I", v))[0] if key == b"f" else v
+        answers.append(row)
+    return answers
+
+
+def _scalar_record(ints: dict[bytes, int], f: float | None, other: bool) -> bytes:
+    entries = b"".join(wire.map_entry(k, wire.int64_feature([v])) for k, v in ints.items())
+    if f is not None:
+        entries += wire.map_entry(b"f", wire.float_feature([f]))
+    if other:
+        entries += wire.map_entry(b"a_longer_key_than_eight", wire.bytes_feature([b"anything"]))
+    return wire.features_field(entries)
+
+
+_scalar_records = st.builds(
+    _scalar_record,
+    st.dictionaries(st.sampled_from([b"a", b"bb"]), st.integers(-(1 << 63), (1 << 63) - 1)),
+    st.one_of(st.none(), st.floats(width=32, allow_nan=False)),
+    st.booleans(),
+)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_scalar_records, min_size=1, max_size=8), st.data())
+def test_scalar_columns_are_protobufs_values_or_declined(records: list[bytes], data: st.DataObject) -> None:
+    """Regular records are read (none declined), each value protobuf's; a damaged record (a
+    flipped bit, a cut, bytes inserted) is protobuf's answer or declined, never another value.
+    (Damaged records hold extracted keys only: a feature not extracted is not looked at, so its
+    damage may go unseen, as the NumPy walk's projection promises.)"""
+    assert _scalar_answers(records) == [_scalars_by_protobuf(r) for r in records]
+    damaged = []
+    for record in data.draw(st.lists(_scalar_records.filter(lambda r: b"a_longer" not in r), min_size=1, max_size=8)):
+        b = bytearray(record)
+        for _ in range(data.draw(st.integers(0, 2))):
+            op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+            at = data.draw(st.integers(0, max(len(b) - 1, 0)))
+            if op == "flip" and b:
+                b[at] ^= 1 << data.draw(st.integers(0, 7))
+            elif op == "cut":
+                del b[at:]
+            else:
+                b[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        damaged.append(bytes(b))
+    for got, record in zip(_scalar_answers(damaged), damaged, strict=True):
+        if got is not None:
+            want = _scalars_by_protobuf(record)
+            assert want is not None, "accepted a record protobuf rejects or reads otherwise"
+            assert {k: struct.pack("<d", v) if isinstance(v, float) else v for k, v in got.items()} == {
+                k: struct.pack("<d", v) if isinstance(v, float) else v for k, v in want.items()
+            }
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "record",
+    [
+        _twice(b"a"),  # a key twice
+        wire.features_field(wire.map_entry(b"f", wire.length_delimited(wire.TAG_2, b"\x0d" + struct.pack("<f", 1.5)))),
+        wire.features_field(wire.map_entry(b"a", wire.int64_feature([1]))) + b"\x18\x05",  # unknown field
+        wire.features_field(wire.map_entry(b"zz", wire.int64_feature([1]))),  # a key not in keys
+        wire.features_field(wire.map_entry(b"a", wire.int64_feature([1, 2]))),  # two values
+        wire.features_field(wire.map_entry(b"a", wire.float_feature([1.0]))),  # another kind
+        wire.features_field(wire.map_entry(b"a", _int64_payload(b"\xff" * 10 + b"\x01"))),  # 11-byte varint
+        wire.features_field(wire.map_entry(b"a", _int64_payload(b"\xff" * 9 + b"\x02"))),  # past 64 bits
+        wire.features_field(b"") + wire.length_delimited(wire.TAG_2, b""),  # a SequenceExample
+        b"",
+    ],
+    ids=["repeated-key", "unpacked-floats", "unknown-field", "other-key", "two-values", "other-kind",
+         "long-varint", "past-64-bits", "sequence-example", "empty"],
+)  # fmt: skip
+def test_scalar_columns_decline_irregular_records(record: bytes) -> None:
+    assert _scalar_answers([record]) == [None]
+
+
+@needs_native
+def test_scalar_columns_refuse_bad_arguments() -> None:
+    at = np.array([0], dtype=np.int64)
+    for keys, kinds in [
+        ((), b""),
+        ((b"a", b"a"), b"\x01\x01"),
+        ((b"a",), b"\x01\x01"),
+        ((b"a",), b"\x03"),
+        (("a",), b"\x01"),
+    ]:
+        with pytest.raises((TypeError, ValueError)):
+            native.scalar_columns(b"\x0a\x00", at, at + 2, keys, kinds)  # type: ignore[arg-type]
