@@ -67,7 +67,8 @@ Sets = Annotated[
 @verb
 @takes(
     "DeleteOptions",
-    "name where split purge rewrite_adopted message author token dry_run workers executor scheduler as_json",
+    "name where split purge rewrite_adopted skip_derived message author token dry_run workers executor scheduler "
+    "as_json",
     jobs=True,
 )
 def delete(
@@ -140,6 +141,12 @@ def _deduped(report: RowChangeReport) -> Iterator[str]:
 
 
 def _text(report: RowChangeReport) -> Iterator[str]:
+    yield from _text_of(report)
+    for heir in report.derived:  # an erasure's in the datasets derived from this one
+        yield from _text_of(heir)
+
+
+def _text_of(report: RowChangeReport) -> Iterator[str]:
     name, rows, verb = report.dataset, counted(report.rows, "row"), report.operation
     if report.duplicate:
         yield f"{name}: already committed (token seen before) as version {report.version}"
@@ -148,6 +155,8 @@ def _text(report: RowChangeReport) -> Iterator[str]:
         where = report.where if len(report.where) <= SHOWN else f"{report.where[:SHOWN]}…"  # (up to 64 KiB)
         dropped = f"; {_dropped(report)}" if report.stats_dropped else ""
         yield f"{name}: no row matches {where}: nothing committed{dropped}"
+        if report.unregistered:
+            yield _unregistered(report)
         return
     done = {"delete": "deleted", "update": "updated"}[verb]
     where = f"{report.shards} of {counted(report.shards_total, 'shard')}"
@@ -169,6 +178,16 @@ def _erased(report: RowChangeReport, where: str) -> Iterator[str]:
         f"{name}: erased {rows} ({report.rows} in the current version) from {where}: version {report.version} "
         f"({counted(report.records_after, 'record')}); {counted(report.files_removed, 'old file')} deleted"
         + (f"; {_dropped(report)}" if report.stats_dropped else "")
+    )
+    if report.unregistered:
+        yield _unregistered(report)
+
+
+def _unregistered(report: RowChangeReport) -> str:
+    files = counted(report.unregistered, "unregistered file")
+    return (
+        f"{report.dataset}: {files} in its folder (a writer at work, or one killed) were not read and may hold "
+        "erased rows: once no writer runs, `catalog gc --grace 0` removes them"
     )
 
 

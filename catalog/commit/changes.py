@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from catalog.commit.values import INTENT_STALE, manifest_text
 from catalog.manifest import DEFAULT_SPLIT
@@ -86,11 +86,28 @@ class AddShards:
     shards: tuple[NewShard, ...]
 
 
+class _ReadShard(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def rel(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class RetireShards:
-    """Live shards the commit retires (each must be live: else the live set changed)."""
+    """Live shards the commit retires (each must be live, and at the file the change read: else
+    the live set changed, and the commit is refused with LiveChanged). ``read``: (id, rel) of
+    the files read, when the commit adds what it made of them: an erasure that replaced one of
+    those files meanwhile would see its rows come back from the copy made before it."""
 
     ids: frozenset[int]
+    read: tuple[tuple[int, str], ...] = ()
+
+    @classmethod
+    def of(cls, shards: Iterable[_ReadShard]) -> RetireShards:
+        """The shards whose files a rewrite read, retired for what it made of them."""
+        read = tuple(sorted((s.id, s.rel) for s in shards))
+        return cls(frozenset(i for i, _ in read), read)
 
 
 @dataclass(frozen=True)
@@ -181,6 +198,7 @@ _Item = TypeVar("_Item")
 _Value = TypeVar("_Value")
 _NO_SHARDS: tuple[NewShard, ...] = ()
 _NO_IDS: frozenset[int] = frozenset()
+_NO_READ: tuple[tuple[int, str], ...] = ()
 _NO_REPLACEMENTS: tuple[Replacement, ...] = ()
 
 
@@ -234,6 +252,7 @@ class Change:
     # What its updates and requirements say, each ``absent`` when the change has none of that kind.
     add = _Part(AddShards, lambda u: u.shards, _NO_SHARDS)
     retire = _Part(RetireShards, lambda u: u.ids, _NO_IDS)
+    retire_read = _Part(RetireShards, lambda u: u.read, _NO_READ)
     replaced = _Part(ReplaceShards, lambda u: u.items, _NO_REPLACEMENTS)
     new_schema = _Part(SetSchema, lambda u: u.schema, None)
     new_compression = _Part(SetCompression, lambda u: u.compression, None)

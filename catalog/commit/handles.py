@@ -366,6 +366,22 @@ def lineage(ds: DatasetHandle, at: int | None = None) -> list[LineageEntry]:
     ]  # fmt: skip
 
 
+def derived_names(ds: DatasetHandle) -> list[tuple[str, str]]:
+    """The datasets (name, operation) with a lineage row naming ``ds`` as their source."""
+    query = (
+        select(DATASETS.c.name, LINEAGE.c.operation)
+        .join(DATASETS, DATASETS.c.id == LINEAGE.c.dataset_id)
+        .where((LINEAGE.c.source_id == ds.id) | (LINEAGE.c.source_id.is_(None) & (LINEAGE.c.source == ds.name)))
+        .order_by(DATASETS.c.name, LINEAGE.c.version)
+    )
+    with mf.read_txn(ds.catalog.engine) as conn:
+        rows_ = conn.execute(query).all()
+    found: dict[str, str] = {}
+    for name, operation in rows_:  # a map anywhere in a dataset's lineage makes it a map's
+        found[name] = operation if found.get(name, "filter") == "filter" else found[name]
+    return list(found.items())
+
+
 # --------------------------------------------------------------------------- dataset
 
 

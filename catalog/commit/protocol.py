@@ -63,7 +63,7 @@ _SWAP_VERSION = (
         pending=None,  # its first commit: a dataset registered for inputs is a dataset now
     )
 )
-_LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.split).where(
+_LIVE = select(SHARDS.c.id, SHARDS.c.records, SHARDS.c.bytes, SHARDS.c.split, SHARDS.c.path).where(
     SHARDS.c.dataset_id == bindparam("ds"), SHARDS.c.removed_version.is_(None)
 )
 # The live totals per split a commit starts from: its predecessor's, kept in its row (format 10).
@@ -272,6 +272,9 @@ def _retired(conn: Connection, ds: DatasetHandle, ch: Change) -> _Retired:
     if ch.retire - live.keys() or (ch.expect_live is not None and live.keys() != ch.expect_live):
         expected = ch.expect_live if ch.expect_live is not None else ch.retire
         raise LiveChanged(set(live) - expected, set(expected - live.keys()))
+    replaced = {i for i, rel in ch.retire_read if live[i].path != rel}
+    if replaced:  # an erasure put another file under the row: what was made of the old one must not go in
+        raise LiveChanged(set(), replaced)
     ids = tuple(sorted(ch.retire))
     gone = tuple((live[i].split, live[i].records, live[i].bytes) for i in ids)
     return _Retired(ids, sum(live[i].records for i in ids), sum(live[i].bytes for i in ids), gone)
@@ -296,6 +299,8 @@ def _replaced(conn: Connection, ds: DatasetHandle, ch: Change) -> tuple[dict[str
     gone = {r.id for r in ch.replaced if r.id not in found or found[r.id].path != r.rel}
     if gone:
         raise LiveChanged(set(), gone)
+    if _rewritten_since(conn, ds, ch.read_version):  # its new shards hold rows read before: not scanned
+        raise LiveChanged(set(), set())
     for r in ch.replaced:
         old = found[r.id]
         if old.removed_version is None:  # a live shard: the dataset's totals change with it
@@ -303,6 +308,17 @@ def _replaced(conn: Connection, ds: DatasetHandle, ch: Change) -> tuple[dict[str
             moved["bytes"] += (r.file.bytes if r.file else 0) - old.bytes
             moved["shard_count"] -= r.file is None
     return moved, found
+
+
+def _rewritten_since(conn: Connection, ds: DatasetHandle, version: int) -> bool:
+    """Whether a commit after ``version`` rewrote records (its shards made from others)."""
+    rewrites = [k.value for k in Kind if not k.adds_records]
+    found = conn.execute(
+        select(COMMITS.c.version)
+        .where(COMMITS.c.dataset_id == ds.id, COMMITS.c.version > version, COMMITS.c.kind.in_(rewrites))
+        .limit(1)
+    ).first()
+    return found is not None
 
 
 _REPLACED_COLUMNS = (

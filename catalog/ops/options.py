@@ -251,8 +251,9 @@ class RowChangeOptions(CommitOptions):
 @dataclass(frozen=True)
 class DeleteOptions(RowChangeOptions):
     """``delete``'s: ``purge`` erases the rows from every version that holds them (their old
-    files replaced and deleted), ``rewrite_adopted`` lets it stop reading files the catalog
-    does not own (adopted or linked) that hold some, rewriting their other rows into the data area."""
+    files replaced and deleted), and from the datasets derived from it unless ``skip_derived``;
+    ``rewrite_adopted`` lets it stop reading files the catalog does not own (adopted or linked)
+    that hold some, rewriting their other rows into the data area."""
 
     purge: bool = option(
         False,
@@ -263,6 +264,11 @@ class DeleteOptions(RowChangeOptions):
         False,
         "--rewrite-adopted",
         help="With --purge: rewrite adopted or linked files holding matches into the data area (the files stay).",
+    )
+    skip_derived: bool = option(
+        False,
+        "--skip-derived",
+        help="With --purge: erase from this dataset only, not from the datasets derived from it (filter, map).",
     )
 
 

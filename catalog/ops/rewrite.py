@@ -285,7 +285,7 @@ def compact(
             opts.message or f"compact {merged} shards into {len(groups)}" + (f", stored {target}" if target else ""),
             opts.author or default_author(), intent.id,
             updates(
-                adding(merged_into), RetireShards(frozenset(s.id for g in groups for s in g)),
+                adding(merged_into), RetireShards.of(s for g in groups for s in g),
                 None if target is None else SetCompression(target),
             ),
             token=opts.token,
@@ -301,7 +301,7 @@ def _commit_merged(ds: DatasetHandle, change: Change, intent: Intent) -> Commit:
     except LiveChanged as e:
         raise CommitConflictError(
             f"{len(e.retired)} of the shards this compaction merged were rewritten meanwhile (by a migrate, "
-            "compact or restore): nothing was registered; run it again"
+            "compact, restore or erasure): nothing was registered; run it again"
         ) from None
     if done.duplicate:  # a twin with the token committed meanwhile: ours is not needed
         intent.settle(None, intent.discard_files)

@@ -20,7 +20,7 @@ import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,15 @@ from catalog.commit.changes import (
     RetireShards,
     adding,
 )
-from catalog.commit.handles import DatasetHandle, LiveShard, Snapshot, live_values, load_schema, snapshot
+from catalog.commit.handles import (
+    DatasetHandle,
+    LiveShard,
+    Snapshot,
+    derived_names,
+    live_values,
+    load_schema,
+    snapshot,
+)
 from catalog.commit.intents import Intent
 from catalog.commit.protocol import LiveChanged, commit, token_commit
 from catalog.commit.slicing import validate_split
@@ -73,6 +81,7 @@ from catalog.storage import (
     shard_batches,
     store_for,
 )
+from catalog.storage import names as naming
 from catalog.storage.content import check_named
 from catalog.words import counted
 
@@ -305,8 +314,10 @@ class RowChangeReport:
     erased: int = 0  # an erasure's rows, in every version (``rows``: in the current one)
     files_removed: int = 0  # an erasure's old files deleted
     stats_dropped: int = 0  # an erasure's: statistics of shards gc collected (see _drop_collected_stats)
+    unregistered: int = 0  # an erasure's: files of writers at work or killed in the dataset's folder (unread)
     key: list[str] = field(default_factory=list)  # a dedup's key features (none: --content)
     per_split: bool = False  # a dedup's: duplicates within a split only
+    derived: list[RowChangeReport] = field(default_factory=list)  # an erasure's in datasets derived from this one
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("dataset", "operation", "where", "dry_run", "read_version", "version")}
@@ -316,7 +327,8 @@ class RowChangeReport:
         out |= {"split": self.split, "seconds": round(self.seconds, 3), "duplicate": self.duplicate}
         if self.purge:
             out |= {"purge": True, "erased": self.erased, "files_removed": self.files_removed}
-            out |= {"stats_dropped": self.stats_dropped}
+            out |= {"stats_dropped": self.stats_dropped, "unregistered": self.unregistered}
+            out |= {"derived": [d.to_json() for d in self.derived]}
         if self.operation == "dedup":
             out |= {"key": self.key or None, "content": not self.key, "per_split": self.per_split}
         return out | ({"set": self.sets} if self.operation == "update" else {})
@@ -346,6 +358,7 @@ class RowChange:
     options: CommitOptions = field(default_factory=CommitOptions)
     purge: bool = False  # a delete that erases: see erase()
     rewrite_adopted: bool = False  # an erasure may stop reading files the catalog does not own
+    skip_derived: bool = False  # an erasure leaves the datasets derived from this one as they are
     scan: DropScan | None = None  # finds the records to drop before any rewrite (``where`` then only names it)
 
 
@@ -414,7 +427,64 @@ def run_row_change(
     executor: Executor | None = None,
     progress: Progress | None = None,
 ) -> RowChangeReport:
-    """Apply ``change`` (see the module's docstring); the report says what it matched and did."""
+    """Apply ``change`` (see the module's docstring); the report says what it matched and did.
+    An erasure goes on into every dataset derived from this one (filter, map, refresh: and
+    from those), each in its own commit, after checking each can take the predicate (else
+    nothing is erased): a deletion request must reach every copy. Run again after a failure
+    part way, it finds nothing left where it got to and goes on from there."""
+    heirs = [] if not change.purge or change.skip_derived else derived_datasets(ds, change.where)
+    report = _run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
+    report.derived = [
+        _run_row_change(heir, replace(change, where=where), workers=workers, executor=executor) for heir, where in heirs
+    ]
+    return report
+
+
+def derived_datasets(ds: DatasetHandle, where: Where) -> list[tuple[DatasetHandle, Where]]:
+    """The datasets derived from ``ds``, and from those (lineage), each with ``where`` checked
+    against its schema; one line naming the first that cannot take it."""
+    out: list[tuple[DatasetHandle, Where]] = []
+    seen, todo = {ds.id}, [ds]
+    while todo:
+        for name, operation in derived_names(todo.pop(0)):
+            try:
+                heir = type(ds)(ds.catalog, *ds.catalog.dataset_row(name))
+            except CatalogError:  # one being made (not committed yet), or dropped just now
+                continue
+            if heir.id in seen:
+                continue
+            seen.add(heir.id)
+            out.append((heir, _heir_where(ds, heir, operation, where)))
+            todo.append(heir)
+    return out
+
+
+def _heir_where(ds: DatasetHandle, heir: DatasetHandle, operation: str, where: Where) -> Where:
+    """``where`` for a dataset derived from ``ds``: a predicate its schema takes, or a function
+    given a filter's rows (a map's rows are not the source's: the function cannot be trusted there)."""
+    again = f"then run this again, or erase from {ds.name!r} alone with --skip-derived"
+    if callable(where) and operation != "filter":
+        raise UsageError(
+            f"delete --purge: {heir.name!r} was derived from {ds.name!r} by a map, whose rows a function of "
+            f"{ds.name!r}'s rows may not read: erase from it with a predicate, or drop it; {again}"
+        )
+    try:
+        return checked_where(heir, where)
+    except CatalogError as e:
+        raise UsageError(
+            f"delete --purge: {heir.name!r}, derived from {ds.name!r}, cannot take the predicate ({e}): erase from it "
+            f"with a predicate of its own, or drop it; {again}"
+        ) from None
+
+
+def _run_row_change(
+    ds: DatasetHandle,
+    change: RowChange,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> RowChangeReport:
     opts = change.options
     if not change.dry_run and (prior := token_commit(ds, opts.token)) is not None:
         report = _report(ds, change, snapshot(ds), [])
@@ -590,7 +660,7 @@ def _change(
     if change.kind is DEDUP:
         message = opts.message or f"dedup by {report.where}: removed {counted(report.rows, 'duplicate row')}"
     author = opts.author or default_author()
-    retired = RetireShards(frozenset(s.id for s, _ in hit))
+    retired = RetireShards.of(s for s, _ in hit)
     made = Change(change.kind, snap.version, snap.schema_version, message, author, intent, (adding(added), retired), ())
     made.token = opts.token
     return made
@@ -605,6 +675,7 @@ def delete(
     batched: bool = False,
     purge: bool = False,
     rewrite_adopted: bool = False,
+    skip_derived: bool = False,
     **run: Unpack[VerbKeywords],
 ) -> RowChangeReport:
     """A new version without the rows ``where`` matches: a predicate (``"label = 'cat' AND
@@ -615,16 +686,21 @@ def delete(
     ``token``: a retry with the token of a delete that committed reports that commit.
 
     ``purge``: erase them, from every version still holding them, not only the new one (see
-    :func:`erase`); files the catalog does not own (adopted, linked) that hold a match are
-    refused unless ``rewrite_adopted``. With ``split``, an erasure is refused (old versions'
-    shards may have been in other splits)."""
+    :func:`erase`), and from the datasets derived from this one (see :func:`run_row_change`;
+    ``skip_derived``: from this one alone); files the catalog does not own (adopted, linked)
+    that hold a match are refused unless ``rewrite_adopted``. With ``split``, an erasure is
+    refused (old versions' shards may have been in other splits)."""
     check_keywords("delete", run, VerbKeywords)
     if purge and split is not None:
         raise UsageError("delete --purge erases from every split and version: give no --split")
     if rewrite_adopted and not purge:  # a plain delete leaves every old file as it is: nothing to allow
         raise UsageError("--rewrite-adopted only means something with --purge (an erasure); add --purge or drop it")
+    if skip_derived and not purge:
+        raise UsageError("--skip-derived only means something with --purge (an erasure); add --purge or drop it")
     options = CommitOptions.taking(run)
-    change = RowChange(DELETE, checked_where(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted)
+    change = RowChange(
+        DELETE, checked_where(ds, where), batched, (), split, dry_run, options, purge, rewrite_adopted, skip_derived
+    )
     return run_row_change(ds, change, **jobs_of(run))
 
 
@@ -769,6 +845,7 @@ def erase(
         report.stats_dropped = _drop_collected_stats(ds)
         if report.stats_dropped:
             _scrub(ds)
+        report.unregistered = _unregistered(ds)
         return report
     _refuse_not_owned(ds, hit, shards, rewrite_adopted)
     with Intent.of(ds) as intent:
@@ -794,7 +871,21 @@ def erase(
         report.files_removed = _remove_old(ds, hit)
         report.stats_dropped = _drop_collected_stats(ds)
         _scrub(ds)
+    report.unregistered = _unregistered(ds)
     return report
+
+
+def _unregistered(ds: DatasetHandle) -> int:
+    """Shard files in the dataset's folder that no shard row names: a writer's at work (its
+    commit to come, or refused if it rewrote what the erasure changed) or a killed one's, which
+    an erasure does not read and may hold erased rows (``gc --grace 0`` removes them once no
+    writer runs: the grace keeps a live writer's)."""
+    rels = [f.rel for f in ds.catalog.store.listing({ds.name}) if naming.is_catalog_file(f.name)]
+    known: set[str] = set()
+    with mf.read_txn(ds.catalog.engine) as conn:
+        for lo in range(0, len(rels), 500):
+            known.update(conn.execute(select(SHARDS.c.path).where(SHARDS.c.path.in_(rels[lo : lo + 500]))).scalars())
+    return len(set(rels) - known)
 
 
 def _drop_collected_stats(ds: DatasetHandle) -> int:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from catalog import Catalog, RecordWriter
+from catalog import Catalog, RecordWriter, faults
 from catalog.cli import app
-from catalog.errors import RowChangeError, UsageError
+from catalog.errors import CommitConflictError, RowChangeError, UsageError
 
 MARK = "SECRET-ALICE-7f3a"  # a value no other byte sequence of these files holds
 SCHEMA = {"features": {"id": {"dtype": "int64", "shape": []}, "who": {"dtype": "string", "shape": []}}}
@@ -258,3 +258,167 @@ def test_statistics_of_shards_gc_collected_go_with_an_erasure(tmp_path, sqlite_o
     assert ds.stats(2).at.missing_shards == 1  # version 2's: not computed now
     out = CliRunner().invoke(app, ["-C", str(tmp_path / "cat"), "delete", "people", "--where", "id = 7", "--purge"])
     assert out.stdout == "people: no row matches id = 7: nothing committed\n"  # (dropped already)
+
+
+def _people(root: Path) -> Any:
+    cat = Catalog.init(root / "cat")
+    ds = cat.register("people", SCHEMA)
+    for k in range(3):
+        ds.append_rows(_rows(range(k * 5, k * 5 + 5), {2, 7}))
+    return cat.dataset("people")
+
+
+def _once_before(kind: str, run: Any, request: pytest.FixtureRequest) -> list[str]:
+    """Run ``run`` (another writer) once, just before the first commit of ``kind`` goes in."""
+    done: list[str] = []
+
+    def hook(name: str, info: dict[str, Any]) -> None:
+        if name == "commit.before" and info["change"].kind == kind and not done:
+            done.append(kind)
+            run()
+
+    faults.install(hook)
+    request.addfinalizer(lambda: faults.install(None))
+    return done
+
+
+@pytest.mark.parametrize("rewrite", ["update", "delete", "compact", "dedup"])
+def test_a_rewrite_planned_before_a_purge_does_not_bring_the_erased_rows_back(
+    tmp_path: Path, rewrite: str, request: pytest.FixtureRequest
+) -> None:
+    """A rewrite that read the shards before an erasure replaced their files commits after it:
+    it must start again on the erased files (never register its copies of the old ones)."""
+    ds = _people(tmp_path)
+
+    def purge() -> None:
+        with Catalog.open(tmp_path / "cat") as other:
+            other.dataset("people").delete(f"who = '{MARK}'", purge=True)
+
+    done = _once_before(rewrite if rewrite != "compact" else "compact", purge, request)
+    if rewrite == "update":
+        ds.update("id >= 0", set={"id": 1})
+    elif rewrite == "delete":
+        ds.delete("id = 3")
+    elif rewrite == "compact":  # it fails in one line instead of planning again
+        with pytest.raises(CommitConflictError, match=r"rewritten meanwhile .* erasure"):
+            ds.compact()
+    else:
+        ds.dedup(key=["who"])
+    assert done, "the purge ran"
+    faults.install(None)
+    assert _holding(tmp_path) == []
+    assert MARK not in {r["who"] for r in Catalog.open(tmp_path / "cat").dataset("people").read()}
+
+
+@pytest.mark.parametrize("rewrite", ["update", "compact"])
+def test_a_purge_planned_before_a_rewrite_plans_again_on_its_shards(
+    tmp_path: Path, rewrite: str, request: pytest.FixtureRequest
+) -> None:
+    """A rewrite that commits while a purge reads: its new shards hold the rows the purge is to
+    erase (read before it), so the purge must plan again on them, not replace the old files only."""
+    ds = _people(tmp_path)
+
+    def other_rewrite() -> None:
+        with Catalog.open(tmp_path / "cat") as other:
+            people = other.dataset("people")
+            people.update("id >= 0", set={"id": 1}) if rewrite == "update" else people.compact()
+
+    done = _once_before("erase", other_rewrite, request)
+    ds.delete(f"who = '{MARK}'", purge=True)
+    assert done
+    faults.install(None)
+    gc = Catalog.open(tmp_path / "cat")
+    gc.gc(grace=timedelta(0))
+    assert MARK not in {r["who"] for r in gc.dataset("people").read()}
+    assert _holding(tmp_path) == []
+
+
+def keep_all(row: dict[str, Any]) -> dict[str, Any]:
+    """A map that keeps every feature (its rows hold the source's values)."""
+    return row
+
+
+def anonymous(row: dict[str, Any]) -> dict[str, Any]:
+    """A map that drops the person's name."""
+    return {"id": row["id"]}
+
+
+def test_a_purge_erases_from_the_datasets_derived_from_it_and_says_so(tmp_path: Path) -> None:
+    """A deletion request reaches every copy: a filter of the dataset, a map of that filter (its
+    schema takes the predicate), each erased in its own commit, reported with the source's."""
+    ds = _people(tmp_path)
+    ds.filter("id < 12", into="some")
+    some = Catalog.open(tmp_path / "cat").dataset("some")
+    some.map(keep_all, into="mapped")
+    assert len(_holding(tmp_path)) >= 3
+    report = ds.delete(f"who = '{MARK}'", purge=True)
+    assert [(d.dataset, d.rows) for d in report.derived] == [("some", 2), ("mapped", 2)]
+    assert _holding(tmp_path) == []
+    cat = Catalog.open(tmp_path / "cat")
+    for name in ("people", "some", "mapped"):
+        assert MARK not in {r["who"] for r in cat.dataset(name).read()}
+        assert cat.dataset(name).history()[-1].kind == "erase"
+    again = ds.delete(f"who = '{MARK}'", purge=True)  # nothing left anywhere: no commit
+    assert (again.version, [d.version for d in again.derived]) == (None, [None, None])
+
+
+def test_a_purge_refuses_before_erasing_when_a_derived_dataset_cannot_take_the_predicate(tmp_path: Path) -> None:
+    ds = _people(tmp_path)
+    ds.map(anonymous, into="ids")
+    before = _holding(tmp_path)
+    with pytest.raises(UsageError, match=r"'ids', derived from 'people', cannot take the predicate.*--skip-derived"):
+        ds.delete(f"who = '{MARK}'", purge=True)
+    assert _holding(tmp_path) == before  # nothing erased anywhere
+    report = ds.delete(f"who = '{MARK}'", purge=True, skip_derived=True)
+    assert report.derived == [] and _holding(tmp_path) == []
+
+
+def test_skip_derived_needs_purge(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--skip-derived only means something with --purge"):
+        _people(tmp_path).delete("id = 1", skip_derived=True)
+
+
+def test_the_cli_says_what_it_erased_in_derived_datasets(tmp_path: Path) -> None:
+    ds = _people(tmp_path)
+    ds.filter("id < 12", into="some")
+    out = CliRunner().invoke(
+        app, ["-C", str(tmp_path / "cat"), "delete", "people", "--where", f"who = '{MARK}'", "--purge"]
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.output.strip().splitlines()
+    assert lines[0].startswith("people: erased 2 rows") and lines[1].startswith("some: erased 2 rows"), out.output
+
+
+KILLED_UPDATE = r"""
+import os, signal, sys
+from catalog import Catalog, faults
+
+faults.install(lambda name, info: os.kill(os.getpid(), signal.SIGKILL) if name == "commit.before" else None)
+Catalog.open(sys.argv[1]).dataset("people").update("id >= 0", set={"id": 1})
+"""
+
+
+def test_a_purge_names_the_files_a_killed_writer_left_and_gc_grace_0_removes_them(tmp_path: Path) -> None:
+    """A writer killed before its commit leaves unregistered copies (of rows to erase, here):
+    the erasure does not read them (a live writer's look the same), says how many there are
+    and what removes them; gc with no grace does."""
+    _people(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", KILLED_UPDATE, str(tmp_path / "cat")], env=env, timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    out = CliRunner().invoke(
+        app, ["-C", str(tmp_path / "cat"), "delete", "people", "--where", f"who = '{MARK}'", "--purge"]
+    )
+    assert out.exit_code == 0, out.output
+    leftover = re.search(
+        r"people: (\d+) unregistered files? in its folder .* `catalog gc --grace 0` removes them", out.output
+    )
+    assert leftover and int(leftover.group(1)) >= 1, out.output
+    assert _holding(tmp_path)  # the killed writer's copies
+    Catalog.open(tmp_path / "cat").gc(grace=timedelta(0))
+    assert _holding(tmp_path) == []
+
+
+def _purge_by_cli(tmp_path: Path) -> Any:
+    args = ["-C", str(tmp_path / "cat"), "delete", "people", "--where", f"who = '{MARK}'", "--purge"]
+    return CliRunner().invoke(app, args)

@@ -481,8 +481,8 @@ def _apply(
             except LiveChanged as e:
                 if e.retired:
                     raise CommitConflictError(
-                        f"shards of {ds.name!r} were rewritten during the migration (by a compact or restore): "
-                        "nothing was registered; run `catalog migrate` again"
+                        f"shards of {ds.name!r} were rewritten during the migration (by a compact, restore or "
+                        "erasure): nothing was registered; run `catalog migrate` again"
                     ) from None
                 snap = _with_appended(ds, snap, e.appended)  # appends landed: migrate them too
                 todo = [s for s in snap.shards if s.id in e.appended]
@@ -509,6 +509,7 @@ def _change(
 ) -> Change:
     """The migration's commit: every shard in ``done`` retired, its rewrite (if any records) in its place."""
     new_sv = snap.schema_version + 1
+    read = RetireShards.of(s for s in snap.shards if s.id in done)
     added = [NewShard(f, s.seq, new_sv, s.split) for s in _in_order(snap, done) if (f := done[s.id]) is not None]
     row = {
         "migration_id": migration_id,
@@ -519,7 +520,7 @@ def _change(
     }
     return Change(
         MIGRATE, snap.version, snap.schema_version, message, author, intent,
-        (adding(added), RetireShards(frozenset(done)), SetSchema(target), RecordMigration(row)),
+        (adding(added), read, SetSchema(target), RecordMigration(row)),
         (RequireLive(frozenset(done)),),
     )  # fmt: skip
 
