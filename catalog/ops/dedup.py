@@ -152,6 +152,8 @@ def column_keys(column: np.ndarray, feature: Feature) -> list[bytes]:
     """Each row's canonical bytes of ``feature``'s value (see the module's docstring); a
     column of numbers (no row absent) at once, else value by value."""
     dtype = _NUMPY.get(feature.dtype)
+    if dtype is None and feature.tensor and np.dtype(feature.np_dtype).kind in "biuf":
+        dtype = np.dtype(feature.np_dtype)  # a tensor's numbers (int8, bool...), one value or many
     if dtype is None or column.dtype == object:
         return [canonical(v, dtype) for v in column]
     rows = _canonical_floats(np.ascontiguousarray(column, dtype=dtype))
@@ -170,6 +172,8 @@ def canonical(value: Any, dtype: np.dtype[Any] | None) -> bytes:
         value = value.encode()
     if isinstance(value, bytes | bytearray):
         return b"\x01" + struct.pack("<Q", len(value)) + bytes(value)
+    if dtype is None and isinstance(value, np.generic):  # one value of a scalar tensor (an optional one's)
+        dtype = value.dtype
     if dtype is not None or (isinstance(value, np.ndarray) and value.dtype != object):
         try:
             array = np.asarray(value, dtype=dtype)

@@ -553,7 +553,7 @@ def _add_column(fs: FeatureStats, feat: Feature, column: np.ndarray, sequence: b
             fs.missing += len(column) - len(present)
         if not present:
             return
-        if _varlen(feat, sequence) or not feat.is_scalar or feat.tensor:
+        if _varlen(feat, sequence) or not feat.is_scalar:  # (a scalar tensor's values are numbers, as a scalar's)
             sizes = np.fromiter(map(len, present), dtype=np.int64, count=len(present))
             if fs.lengths is not None:
                 fs.lengths.add(sizes)

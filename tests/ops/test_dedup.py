@@ -392,3 +392,29 @@ def test_entries_sharing_half_a_hash_are_told_apart_and_the_first_kept():
     entries["shard"], entries["index"] = [0, 0, 1, 1, 2], [0, 1, 0, 1, 0]  # dataset order
     gone = dd.non_first(entries)
     assert sorted(zip(gone["shard"].tolist(), gone["index"].tolist(), strict=True)) == [(1, 0), (2, 0)]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values"),
+    [("int8", [3, 3, -1, 3, -1]), ("bool", [True, False, True, True, False]), ("float64", [0.5, -0.0, 0.0, 0.5, 1.0])],
+)
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_scalar_tensor_key_dedups_by_its_values(
+    tmp_path: Path, dtype: str, values: list[Any], optional: bool
+) -> None:
+    """A scalar tensor (a numpy scalar a row, not a list) is a key like any number (-0.0 is 0.0)."""
+    feature: dict[str, Any] = {"dtype": dtype, "shape": [], "encoding": "tensor"}
+    if optional:
+        feature["optional"] = True
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("t", {"features": {"id": {"dtype": "int64"}, "k": feature}})
+    ds.append_rows([{"id": i, "k": v} for i, v in enumerate(values)])
+    if optional:
+        ds.append_rows([{"id": 10, "k": None}, {"id": 11, "k": None}])
+    report = ds.dedup(["k"])
+    firsts: dict[Any, int] = {}
+    for i, v in enumerate(values):
+        firsts.setdefault(v + 0 if dtype == "float64" else v, i)
+    want = sorted(firsts.values()) + ([10] if optional else [])
+    assert [r["id"] for r in cat.dataset("t").read()] == want
+    assert report.rows == len(values) + 2 * optional - len(want)

@@ -1053,3 +1053,18 @@ def helpers_module() -> Any:
     from catalog.stats import helper
 
     return helper
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float64", "bool"])
+def test_an_optional_scalar_tensor_counts_its_values_and_its_missing(cat: Catalog, dtype: str) -> None:
+    """One number a record, or None: its values are numbers, as a scalar's (an append of them
+    failed: the statistics took each for a list)."""
+    ds = cat.register("t", {"features": {"k": {"dtype": dtype, "shape": [], "encoding": "tensor", "optional": True}}})
+    values: list[Any] = {"int8": [1, None, 0, 1, None], "float64": [2.5, None, 0.0, -1.5, None]}.get(
+        dtype, [True, None, False, True, None]
+    )
+    ds.append_rows([{"k": v} for v in values])
+    k = ds.stats().feature("k")
+    given = [float(v) for v in values if v is not None]
+    assert (k.present, k.missing) == (len(given), values.count(None))
+    assert (k.values.min, k.values.max, k.zeros) == (min(given), max(given), given.count(0.0))
