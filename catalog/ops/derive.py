@@ -474,21 +474,29 @@ def target_schema(src: DatasetHandle, op: Operation, snap: Snapshot, given: Sche
         raise SchemaError(f"map's first outputs: {e}: give schema= (the output's schema)") from None
     if not inferred.features:
         raise UsageError("map: its first outputs hold no feature: give schema= or return rows with values")
-    return _declared(snap.schema, inferred)
+    return _declared(snap.schema, inferred, _output_values(outputs, op.batched))
 
 
-def _declared(source: Schema, inferred: Schema) -> Schema:
+def _declared(source: Schema, inferred: Schema, values: Callable[[str], list[Any]]) -> Schema:
     """The inferred schema with the source's declarations of the features that pass through: a
-    context feature's (class names...), and a sequence feature's steps (its rows are arrays of
-    steps, which inference alone takes for a list in the context)."""
+    context feature's (class names, a tensor's encoding and dtype...) when the source's
+    declaration takes every output value of it (``values``), and a sequence feature's steps
+    (its rows are arrays of steps, which inference alone takes for a list in the context)."""
     context, steps = [], []
     for f in inferred.features.values():
         step = source.sequence.get(f.name)
         if step is not None and (f.dtype, f.shape, f.tensor) == (step.dtype, (None, *step.shape), step.tensor):
             steps.append(step)
         else:
-            context.append(_kept(source.features.get(f.name), f))
+            context.append(_kept(source.features.get(f.name), f, values))
     return Schema(context, steps)
+
+
+def _output_values(outputs: Any, batched: bool) -> Callable[[str], list[Any]]:
+    """A feature's values in the function's first outputs (rows, or a batch's columns)."""
+    if batched:
+        return lambda name: list(outputs[name])
+    return lambda name: [row.get(name) for row in outputs]
 
 
 def _first_outputs(op: Operation, schema: Schema, first: list[Any], read: ReadPlan) -> Any:
@@ -530,11 +538,22 @@ def _located(read: ReadPlan, i: int) -> tuple[str, int]:
     return read.dataset, i
 
 
-def _kept(source: Feature | None, inferred: Feature) -> Feature:
-    same = source is not None and (source.dtype, source.shape) == (inferred.dtype, inferred.shape)
-    if source is not None and same and source.tensor == inferred.tensor:
-        return replace(source, name=inferred.name, optional=inferred.optional or source.optional)
-    return inferred
+def _kept(source: Feature | None, inferred: Feature, values: Callable[[str], list[Any]]) -> Feature:
+    """The source's declaration of a feature the map's outputs keep, when it takes every output
+    value (inference reads an int8 tensor's values as int64s, say); else the inferred one."""
+    if source is None:
+        return inferred
+    kept = replace(source, name=inferred.name, optional=inferred.optional or source.optional)
+    same = (source.dtype, source.shape, source.tensor) == (inferred.dtype, inferred.shape, inferred.tensor)
+    if same:
+        return kept
+    encode = Schema([kept]).encode
+    try:
+        for value in values(inferred.name):
+            encode({inferred.name: value})
+    except (CatalogError, TypeError, ValueError, OverflowError):
+        return inferred
+    return kept
 
 
 def lineage_row(src: DatasetHandle, op: Operation, source_version: int, split: str | None) -> dict[str, Any]:

@@ -186,13 +186,21 @@ class _Compiled:
                 got = f"{mask.dtype} of shape {mask.shape}"
                 raise UsageError(f"where(batch) must return one bool per row ({len(records)}), got {got}")
             return mask
-        return np.fromiter((bool(fn(self.schema.decode(r))) for r in records), dtype=bool, count=len(records))
+        return np.fromiter((_verdict(fn(self.schema.decode(r))) for r in records), dtype=bool, count=len(records))
 
     def updated(self, record: bytes) -> bytes:
         row = self.schema.decode(record)
         for name, value in self.program.sets:
             row[name] = value(row) if callable(value) else value
         return self.schema.encode(row)
+
+
+def _verdict(value: Any) -> bool:
+    """A row function's answer: a bool (a function that forgot its ``return`` gives None, which
+    must not quietly match nothing)."""
+    if type(value) is bool or type(value) is np.bool_:
+        return bool(value)
+    raise UsageError(f"where(row) must return a bool (True: the row matches), got {type(value).__name__}")
 
 
 def _batches(job: RowJob) -> Iterator[tuple[int, list[bytes]]]:

@@ -396,3 +396,69 @@ def test_refresh_of_a_lambda_s_map_says_it_cannot_be_found_again(tmp_path):
     with pytest.raises(UsageError) as e:
         cat.dataset("ids").refresh()
     assert str(e.value) == said
+
+
+def identity(row: dict[str, Any]) -> dict[str, Any]:
+    return row
+
+
+def identity_batch(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    return batch
+
+
+def negated(row: dict[str, Any]) -> dict[str, Any]:
+    """The same features, new values of the same types."""
+    return {"k": -row["k"], "t": row["t"] * 2, "id": row["id"]}
+
+
+TENSORS = {
+    "features": {
+        "id": {"dtype": "int64"},
+        "k": {"dtype": "int8", "shape": [], "encoding": "tensor"},
+        "t": {"dtype": "float32", "shape": [2], "encoding": "tensor"},
+        "m": {"dtype": "uint8", "shape": [None, 2], "encoding": "tensor"},
+    }
+}
+
+
+@pytest.mark.parametrize("fn", [identity, identity_batch, negated])
+def test_a_map_keeps_the_tensor_declarations_of_what_passes_through(tmp_path: Path, fn: Any) -> None:
+    """Features whose outputs the source's declaration takes keep it (a tensor's encoding and
+    dtype), as inference alone would not: it reads an int8 scalar as an int64."""
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("src", TENSORS)
+    rows = [
+        {"id": i, "k": i - 3, "t": np.array([i, -i], dtype=np.float32), "m": np.full((i % 3, 2), i, dtype=np.uint8)}
+        for i in range(6)
+    ]
+    ds.append_rows(rows)
+    ds.map(fn, into="out", batched=fn is identity_batch)
+    out = cat.dataset("out").schema.to_json()["features"]
+    declared = cat.dataset("src").schema.to_json()["features"]
+    want = declared if fn is not negated else {k: declared[k] for k in ("k", "t", "id")}
+    assert {name: out[name] for name in want} == want
+    got = list(cat.dataset("out").read())
+    assert [int(r["k"]) for r in got] == [(r["k"] if fn is not negated else -r["k"]) for r in rows]
+
+
+def forgets_return(row: dict[str, Any]) -> Any:
+    row["id"] > 3  # noqa: B015  (the bug under test: no return)
+
+
+def says_yes(row: dict[str, Any]) -> Any:
+    return "yes"
+
+
+@pytest.mark.parametrize("fn", [forgets_return, says_yes])
+def test_a_row_function_must_answer_with_a_bool(tmp_path: Path, fn: Any) -> None:
+    """A filter (or delete) by a function that returns None or text is one line naming the
+    record, nothing registered: it must not quietly keep nothing, or everything."""
+    cat, src = _source(tmp_path)
+    with pytest.raises(RowChangeError, match=r"record.*must return a bool .*got (NoneType|str)"):
+        src.filter(fn, into="out")
+    with pytest.raises(DatasetNotFoundError):
+        cat.dataset("out")
+    versions = src.info().version
+    with pytest.raises(RowChangeError, match="must return a bool"):
+        src.delete(fn)
+    assert src.info().version == versions
