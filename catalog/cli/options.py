@@ -208,5 +208,9 @@ def parse_defaults(given: list[str] | None, flag: str = "--default") -> dict[str
         name, eq, value = item.partition("=")
         if not eq or not name:
             raise typer.BadParameter(f"{item!r}: FEATURE=VALUE, e.g. price=-1", param_hint=flag)
+        if name in out:  # which one was meant? the last quietly winning hides a typo
+            raise typer.BadParameter(
+                f"{name!r} is given twice ({out[name]!r} and {value!r}): give it once", param_hint=flag
+            )
         out[name] = value
     return out

@@ -104,6 +104,13 @@ def test_update_needs_a_set_and_a_where(root: Path) -> None:
     assert code == 2 and "Missing option '--where'" in err
 
 
+def test_a_feature_set_twice_is_refused(root: Path) -> None:
+    before = Catalog.open(root).dataset("pets").info().version
+    code, _out, err = _run("update", "pets", "--set", "id=1", "--set", "id=2", "--where", "id = 1")
+    assert code == 2 and "'id' is given twice ('1' and '2'): give it once" in " ".join(err.split())
+    assert Catalog.open(root).dataset("pets").info().version == before
+
+
 def test_the_lines_say_what_a_report_holds() -> None:
     from catalog.cli.changes import _derived, _text
     from catalog.ops.derive import DeriveReport
