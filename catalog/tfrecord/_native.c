@@ -360,6 +360,36 @@ done:
     return result;
 }
 
+/* header_fault(buf, at, lengths) -> int: the first record whose 12-byte header at buf[at[i]]
+ * does not hold lengths[i] and the masked CRC32C of those 8 bytes (or whose header, data and
+ * footer would run past the buffer); -1 when every header is right. */
+static PyObject *header_fault(PyObject *self, PyObject *args) {
+    Ranges r; /* (buf, at, lengths): "ends" holds the lengths here */
+    PyObject *data, *at, *lengths;
+    if (!PyArg_ParseTuple(args, "OOO", &data, &at, &lengths)) return NULL;
+    memset(&r, 0, sizeof(r));
+    if (PyObject_GetBuffer(data, &r.data, PyBUF_SIMPLE) < 0) return NULL;
+    if (get_index(at, &r.starts, "at") < 0 || get_index(lengths, &r.ends, "lengths") < 0 || r.starts.len != r.ends.len) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "at and lengths differ in length");
+        ranges_release(&r);
+        return NULL;
+    }
+    const unsigned char *buf = r.data.buf;
+    const int64_t *a = r.starts.buf, *n = r.ends.buf;
+    Py_ssize_t count = r.starts.len / 8, bad = -1;
+    int64_t size = (int64_t)r.data.len;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t p = a[i], len = n[i];
+        if (p < 0 || len < 0 || p > size - 16 || len > size - 16 - p || le64(buf + p) != (uint64_t)len ||
+            le32(buf + p + 8) != masked(crc_fn(0, buf + p, 8))) {
+            bad = i;
+            break;
+        }
+    }
+    ranges_release(&r);
+    return PyLong_FromSsize_t(bad);
+}
+
 /* Each range of buf as bytes, or (text) decoded as UTF-8, in a list; with text, None when
  * one range is not UTF-8. */
 static PyObject *ranges_list(PyObject *args, int text) {
@@ -1026,6 +1056,7 @@ static PyObject *hardware_crc(PyObject *self, PyObject *unused) { return PyBool_
 static PyMethodDef methods[] = {
     {"crc32c_ranges", crc32c_ranges, METH_VARARGS, "CRC32C of each buf[starts[i]:ends[i]], as native-order uint32s."},
     {"crc32c", crc32c_one, METH_VARARGS, "CRC32C of a buffer, continuing from crc (default 0)."},
+    {"header_fault", header_fault, METH_VARARGS, "The first record whose TFRecord header is wrong, or -1."},
     {"join_ranges", join_ranges, METH_VARARGS, "The ranges buf[starts[i]:ends[i]] joined in one bytes."},
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
     {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},

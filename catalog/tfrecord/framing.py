@@ -342,20 +342,22 @@ def framing_fault(
     raw = np.frombuffer(buf, dtype=np.uint8)
     # Unaligned little-endian words starting at every byte: one gather reads each field.
     w32 = np.ndarray((len(raw) - 3,), dtype="<u4", buffer=raw, strides=(1,))
-    w64 = np.ndarray((len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))
-    bad_header = (w64[at] != lengths.astype(np.uint64)) | (w32[at + 8] != _header_crcs(lengths, known))
+    first = native.header_fault(buf, at, lengths) if isinstance(buf, bytes) else None  # one C loop
+    if first is None:
+        w64 = np.ndarray((len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))
+        bad_header = (w64[at] != lengths.astype(np.uint64)) | (w32[at + 8] != _header_crcs(lengths, known))
+        headers = np.flatnonzero(bad_header)
+        first = int(headers[0]) if headers.size else -1
     if not data:
-        bad = np.flatnonzero(bad_header)
-        return (int(bad[0]), True) if bad.size else None
-    payload_at = at + HEADER_SIZE
-    ends = payload_at + lengths
+        return (first, True) if first >= 0 else None
+    upto = first if first >= 0 else len(at)  # records after a damaged header: not the first fault
+    payload_at = at[:upto] + HEADER_SIZE
+    ends = payload_at + lengths[:upto]
     crcs = native.crc32c_ranges(buf, payload_at, ends)
-    footers = w32[ends]
-    bad = np.flatnonzero(bad_header | (_mask_array(crcs) != footers))
-    if not bad.size:
-        return None
-    j = int(bad[0])
-    return j, bool(bad_header[j])
+    bad = np.flatnonzero(_mask_array(crcs) != w32[ends])
+    if bad.size:
+        return int(bad[0]), False
+    return (first, True) if first >= 0 else None
 
 
 def whole_records(raw: bytes, end: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -53,6 +53,15 @@ def slices(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+def header_fault(buf: bytes, at: np.ndarray, lengths: np.ndarray) -> int | None:
+    """The position of the first record whose header at ``buf[at[i]]`` does not frame
+    ``lengths[i]`` bytes (its length and masked CRC32C, the record and its footer within
+    ``buf``), -1 when none; None without the extension (the caller checks with NumPy)."""
+    if NATIVE is None:
+        return None
+    return int(NATIVE.header_fault(buf, _int64(at), _int64(lengths)))
+
+
 def join_ranges(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
     """The ranges ``buf[starts[i]:ends[i]]`` back to back, in one bytes object."""
     if NATIVE is not None:

@@ -625,3 +625,45 @@ def test_scalar_columns_refuse_bad_arguments() -> None:
     ]:
         with pytest.raises((TypeError, ValueError)):
             native.scalar_columns(b"\x0a\x00", at, at + 2, keys, kinds)  # type: ignore[arg-type]
+
+
+def _framed(records: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    out = io.BytesIO()
+    with framing.RecordWriter(out) as w:
+        for r in records:
+            w.write(r)
+    lengths = np.array([len(r) for r in records], dtype=np.int64)
+    at = np.cumsum(lengths + framing.FRAMING) - (lengths + framing.FRAMING)
+    return out.getvalue(), at, lengths
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=12), st.data())
+def test_the_framing_check_finds_what_the_numpy_check_finds(records: list[bytes], data: st.DataObject) -> None:
+    """framing_fault with the C header check (native.header_fault) names the same first
+    damaged record, header or data, as without it, wherever the damage is."""
+    raw, at, lengths = _framed(records)
+    damaged = bytearray(raw)
+    for _ in range(data.draw(st.integers(0, 3))):
+        damaged[data.draw(st.integers(0, len(damaged) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    buf = bytes(damaged) + bytes(8)
+    for check_data in (True, False):
+        with_c = framing.framing_fault(buf, at, lengths, {}, check_data)
+        native.NATIVE = None
+        try:
+            without = framing.framing_fault(buf, at, lengths, {}, check_data)
+        finally:
+            native.NATIVE = _native
+        assert with_c == without
+    if damaged == bytearray(raw):
+        assert framing.framing_fault(buf, at, lengths, {}) is None
+
+
+@needs_native
+def test_header_fault_refuses_records_past_the_buffer() -> None:
+    raw, at, lengths = _framed([b"abc", b"defg"])
+    assert native.header_fault(raw, at, lengths) == -1
+    assert native.header_fault(raw[:-1], at, lengths) == 1  # the last footer cut
+    assert native.header_fault(raw, at, lengths + 1) == 0
+    assert native.header_fault(raw, np.array([-1], dtype=np.int64), np.array([0], dtype=np.int64)) == 0
