@@ -452,9 +452,10 @@ def derived_datasets(ds: DatasetHandle, where: Where) -> list[tuple[DatasetHandl
     """The datasets derived from ``ds``, and from those (lineage), each with ``where`` checked
     against its schema; one line naming the first that cannot take it."""
     out: list[tuple[DatasetHandle, Where]] = []
-    seen, todo = {ds.id}, [ds]
+    seen, todo = {ds.id}, [(ds, "filter")]
     while todo:
-        for name, operation in derived_names(todo.pop(0)):
+        parent, path = todo.pop(0)  # path: "map" once any step from ``ds`` was a map
+        for name, operation in derived_names(parent):
             try:
                 heir = type(ds)(ds.catalog, *ds.catalog.dataset_row(name))
             except CatalogError:  # one being made (not committed yet), or dropped just now
@@ -462,16 +463,18 @@ def derived_datasets(ds: DatasetHandle, where: Where) -> list[tuple[DatasetHandl
             if heir.id in seen:
                 continue
             seen.add(heir.id)
-            out.append((heir, _heir_where(ds, heir, operation, where)))
-            todo.append(heir)
+            via = "filter" if path == operation == "filter" else "map"
+            out.append((heir, _heir_where(ds, heir, via, where)))
+            todo.append((heir, via))
     return out
 
 
-def _heir_where(ds: DatasetHandle, heir: DatasetHandle, operation: str, where: Where) -> Where:
-    """``where`` for a dataset derived from ``ds``: a predicate its schema takes, or a function
-    given a filter's rows (a map's rows are not the source's: the function cannot be trusted there)."""
+def _heir_where(ds: DatasetHandle, heir: DatasetHandle, via: str, where: Where) -> Where:
+    """``where`` for a dataset derived from ``ds`` (``via``: "filter" when by filters alone): a
+    predicate its schema takes, or a function given a filter's rows (a map's rows are not the
+    source's: the function cannot be trusted there)."""
     again = f"then run this again, or erase from {ds.name!r} alone with --skip-derived"
-    if callable(where) and operation != "filter":
+    if callable(where) and via != "filter":
         raise UsageError(
             f"delete --purge: {heir.name!r} was derived from {ds.name!r} by a map, whose rows a function of "
             f"{ds.name!r}'s rows may not read: erase from it with a predicate, or drop it; {again}"

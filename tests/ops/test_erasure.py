@@ -422,3 +422,24 @@ def test_a_purge_names_the_files_a_killed_writer_left_and_gc_grace_0_removes_the
 def _purge_by_cli(tmp_path: Path) -> Any:
     args = ["-C", str(tmp_path / "cat"), "delete", "people", "--where", f"who = '{MARK}'", "--purge"]
     return CliRunner().invoke(app, args)
+
+
+def is_secret(row: dict[str, Any]) -> bool:
+    return bool(row["who"] == MARK)
+
+
+def test_a_function_erases_through_filters_only(tmp_path: Path) -> None:
+    """A function of the source's rows reaches filters of it (and filters of those), whose rows
+    are the source's; a dataset a map made anywhere along the way is refused first."""
+    ds = _people(tmp_path)
+    ds.filter("id < 12", into="some")
+    cat = Catalog.open(tmp_path / "cat")
+    cat.dataset("some").filter("id >= 0", into="again")
+    report = ds.delete(is_secret, purge=True)
+    assert [(d.dataset, d.rows) for d in report.derived] == [("some", 2), ("again", 2)]
+    assert _holding(tmp_path) == []
+    ds.append_rows(_rows([40], {40}))
+    cat.dataset("again").map(keep_all, into="mapped")
+    with pytest.raises(UsageError, match=r"'mapped' was derived from 'people' by a map"):
+        ds.delete(is_secret, purge=True)
+    assert _holding(tmp_path)  # refused before anything was erased: row 40 still there
