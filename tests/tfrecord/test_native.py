@@ -183,17 +183,22 @@ def test_serialized_examples_parse_as_protobuf_parses_them(features: dict[str, l
 @settings(max_examples=500, deadline=None)
 @given(st.dictionaries(_names, _values, min_size=1, max_size=4), st.data())
 def test_damaged_examples_are_protobufs_answer_or_declined(features: dict[str, list[Any]], data: st.DataObject) -> None:
-    record = bytearray(_example(features))
-    for _ in range(data.draw(st.integers(1, 3))):
+    _same_as_protobuf(_damaged(_example(features), data, 1, 3))
+
+
+def _damaged(record: bytes, data: st.DataObject, least: int, most: int) -> bytes:
+    """``record`` with ``least`` to ``most`` random edits: a bit flipped, a cut, bytes inserted."""
+    b = bytearray(record)
+    for _ in range(data.draw(st.integers(least, most))):
         op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-        at = data.draw(st.integers(0, max(len(record) - 1, 0)))
-        if op == "flip" and record:
-            record[at] ^= 1 << data.draw(st.integers(0, 7))
+        at = data.draw(st.integers(0, max(len(b) - 1, 0)))
+        if op == "flip" and b:
+            b[at] ^= 1 << data.draw(st.integers(0, 7))
         elif op == "cut":
-            del record[at:]
+            del b[at:]
         else:
-            record[at:at] = data.draw(st.binary(min_size=1, max_size=4))
-    _same_as_protobuf(bytes(record))
+            b[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+    return bytes(b)
 
 
 @needs_native
@@ -569,19 +574,8 @@ def test_scalar_columns_are_protobufs_values_or_declined(records: list[bytes], d
     (Damaged records hold extracted keys only: a feature not extracted is not looked at, so its
     damage may go unseen, as the NumPy walk's projection promises.)"""
     assert _scalar_answers(records) == [_scalars_by_protobuf(r) for r in records]
-    damaged = []
-    for record in data.draw(st.lists(_scalar_records.filter(lambda r: b"a_longer" not in r), min_size=1, max_size=8)):
-        b = bytearray(record)
-        for _ in range(data.draw(st.integers(0, 2))):
-            op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-            at = data.draw(st.integers(0, max(len(b) - 1, 0)))
-            if op == "flip" and b:
-                b[at] ^= 1 << data.draw(st.integers(0, 7))
-            elif op == "cut":
-                del b[at:]
-            else:
-                b[at:at] = data.draw(st.binary(min_size=1, max_size=4))
-        damaged.append(bytes(b))
+    plain = data.draw(st.lists(_scalar_records.filter(lambda r: b"a_longer" not in r), min_size=1, max_size=8))
+    damaged = [_damaged(record, data, 0, 2) for record in plain]
     for got, record in zip(_scalar_answers(damaged), damaged, strict=True):
         if got is not None:
             want = _scalars_by_protobuf(record)
