@@ -378,7 +378,8 @@ def derived_names(ds: DatasetHandle) -> list[tuple[str, str]]:
         rows_ = conn.execute(query).all()
     found: dict[str, str] = {}
     for name, operation in rows_:  # a map anywhere in a dataset's lineage makes it a map's
-        found[name] = operation if found.get(name, "filter") == "filter" else found[name]
+        if found.get(name) != "map":
+            found[name] = operation
     return list(found.items())
 
 

@@ -441,10 +441,10 @@ def run_row_change(
     nothing is erased): a deletion request must reach every copy. Run again after a failure
     part way, it finds nothing left where it got to and goes on from there."""
     heirs = [] if not change.purge or change.skip_derived else derived_datasets(ds, change.where)
-    report = _run_row_change(ds, change, workers=workers, executor=executor, progress=progress)
-    report.derived = [
-        _run_row_change(heir, replace(change, where=where), workers=workers, executor=executor) for heir, where in heirs
-    ]
+    report = _rounds(ds, change, workers, executor, progress)
+    for heir, where in heirs:  # (found transitively already: each erased from itself alone)
+        again = replace(change, where=where, skip_derived=True)
+        report.derived.append(run_row_change(heir, again, workers=workers, executor=executor))
     return report
 
 
@@ -488,14 +488,11 @@ def _heir_where(ds: DatasetHandle, heir: DatasetHandle, via: str, where: Where) 
         ) from None
 
 
-def _run_row_change(
-    ds: DatasetHandle,
-    change: RowChange,
-    *,
-    workers: int | None = None,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
+def _rounds(
+    ds: DatasetHandle, change: RowChange, workers: int | None, executor: Executor | None, progress: Progress | None
 ) -> RowChangeReport:
+    """``change`` applied to ``ds`` alone, planned again (up to ROUNDS times) when a rewrite
+    retired what it read."""
     opts = change.options
     if not change.dry_run and (prior := token_commit(ds, opts.token)) is not None:
         report = _report(ds, change, snapshot(ds), [])

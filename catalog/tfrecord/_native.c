@@ -126,10 +126,8 @@ static int get_index(PyObject *obj, Py_buffer *view, const char *what) {
     return 0;
 }
 
-static int ranges_get(PyObject *args, Ranges *r) {
-    PyObject *data, *starts, *ends;
+static int ranges_of(PyObject *data, PyObject *starts, PyObject *ends, Ranges *r) {
     memset(r, 0, sizeof(*r));
-    if (!PyArg_ParseTuple(args, "OOO", &data, &starts, &ends)) return -1;
     if (PyObject_GetBuffer(data, &r->data, PyBUF_SIMPLE) < 0) goto fail;
     if (get_index(starts, &r->starts, "starts") < 0 || get_index(ends, &r->ends, "ends") < 0) goto fail;
     if (r->starts.len != r->ends.len) {
@@ -149,6 +147,13 @@ static int ranges_get(PyObject *args, Ranges *r) {
 fail:
     ranges_release(r);
     return -1;
+}
+
+static int ranges_get(PyObject *args, Ranges *r) {
+    PyObject *data, *starts, *ends;
+    memset(r, 0, sizeof(*r));
+    if (!PyArg_ParseTuple(args, "OOO", &data, &starts, &ends)) return -1;
+    return ranges_of(data, starts, ends, r);
 }
 
 /* ------------------------------------------------------------------ crc32c_ranges, slices */
@@ -668,15 +673,22 @@ static int read_varint(Cursor *c, uint64_t *out) {
     return IRREGULAR;
 }
 
-/* A length-delimited field with this one-byte tag: its payload as a sub-cursor. */
-static int read_field(Cursor *c, unsigned char tag, Cursor *payload) {
-    uint64_t n;
-    if (c->p >= c->end || *c->p != tag) return IRREGULAR;
-    c->p++;
-    if (read_varint(c, &n) != OK || n > (uint64_t)(c->end - c->p)) return IRREGULAR;
-    payload->p = c->p;
-    payload->end = c->p + n;
-    c->p += n;
+/* A length-delimited field with this one-byte tag, its length varint at most ``most`` bytes: its
+ * payload as a sub-cursor. A one-byte length (the usual) is read at once. */
+static inline int read_field(Cursor *c, unsigned char tag, Cursor *payload, int most) {
+    const unsigned char *p = c->p;
+    if (c->end - p < 2 || *p != tag) return IRREGULAR;
+    uint64_t n = p[1];
+    p += 2;
+    if (n >= 0x80) {
+        Cursor len = {p - 1, c->end - (p - 1) > most ? p - 1 + most : c->end};
+        if (read_varint(&len, &n) != OK) return IRREGULAR;
+        p = len.p;
+    }
+    if (n > (uint64_t)(c->end - p)) return IRREGULAR;
+    payload->p = p;
+    payload->end = p + n;
+    c->p = p + n;
     return OK;
 }
 
@@ -693,7 +705,7 @@ static int append_new(PyObject *list, PyObject *item) {
 static int bytes_values(Cursor body, PyObject *list) {
     while (body.p < body.end) {
         Cursor v;
-        if (read_field(&body, 0x0A, &v) != OK) return IRREGULAR;
+        if (read_field(&body, 0x0A, &v, 10) != OK) return IRREGULAR;
         if (append_new(list, PyBytes_FromStringAndSize((const char *)v.p, v.end - v.p)) != OK) return FAILED;
     }
     return OK;
@@ -703,7 +715,7 @@ static int bytes_values(Cursor body, PyObject *list) {
 static int packed(Cursor body, Cursor *values) {
     values->p = values->end = body.p;
     if (body.p == body.end) return OK;
-    if (read_field(&body, 0x0A, values) != OK || body.p != body.end) return IRREGULAR;
+    if (read_field(&body, 0x0A, values, 10) != OK || body.p != body.end) return IRREGULAR;
     return OK;
 }
 
@@ -736,7 +748,7 @@ static int feature(Cursor f, PyObject **out) {
     if (f.p == f.end) return OK;
     unsigned char tag = *f.p;
     Cursor body;
-    if (read_field(&f, tag, &body) != OK || f.p != f.end) return IRREGULAR;
+    if (read_field(&f, tag, &body, 10) != OK || f.p != f.end) return IRREGULAR;
     PyObject *kind = tag == 0x0A ? kind_bytes : tag == 0x12 ? kind_float : tag == 0x1A ? kind_int64 : NULL;
     if (kind == NULL) return IRREGULAR;
     PyObject *list = PyList_New(0);
@@ -753,7 +765,8 @@ static int feature(Cursor f, PyObject **out) {
 /* One map entry ``key = 1, value = 2``, exactly these two in this order. */
 static int entry(Cursor e, PyObject *dict, PyObject *seen) {
     Cursor key, value;
-    if (read_field(&e, 0x0A, &key) != OK || read_field(&e, 0x12, &value) != OK || e.p != e.end) return IRREGULAR;
+    if (read_field(&e, 0x0A, &key, 10) != OK || read_field(&e, 0x12, &value, 10) != OK || e.p != e.end)
+        return IRREGULAR;
     PyObject *name = PyUnicode_DecodeUTF8((const char *)key.p, key.end - key.p, NULL);
     if (name == NULL) {
         PyErr_Clear(); /* not UTF-8: protobuf's own parse says so */
@@ -772,10 +785,10 @@ static int entry(Cursor e, PyObject *dict, PyObject *seen) {
 static int example(Cursor c, PyObject *dict, PyObject *seen) {
     while (c.p < c.end) {
         Cursor features;
-        if (read_field(&c, 0x0A, &features) != OK) return IRREGULAR;
+        if (read_field(&c, 0x0A, &features, 10) != OK) return IRREGULAR;
         while (features.p < features.end) {
             Cursor e;
-            if (read_field(&features, 0x0A, &e) != OK) return IRREGULAR;
+            if (read_field(&features, 0x0A, &e, 10) != OK) return IRREGULAR;
             int rc = entry(e, dict, seen);
             if (rc != OK) return rc;
         }
@@ -846,47 +859,18 @@ static inline int key_is(const Keys *t, int32_t c, const unsigned char *p, Py_ss
     return w == t->word[c];
 }
 
-/* A length-delimited field with this tag and a length varint of at most five bytes. */
-static inline int short_field(Cursor *c, unsigned char tag, Cursor *payload) {
-    const unsigned char *p = c->p;
-    if (c->end - p < 2 || *p != tag) return IRREGULAR;
-    uint64_t n = p[1];
-    p += 2;
-    if (n >= 0x80) {
-        n &= 0x7F;
-        for (int shift = 7;; shift += 7) {
-            if (shift == 35 || p >= c->end) return IRREGULAR;
-            unsigned char b = *p++;
-            n |= (uint64_t)(b & 0x7F) << shift;
-            if (b < 0x80) break;
-        }
-    }
-    if (n > (uint64_t)(c->end - p)) return IRREGULAR;
-    payload->p = p;
-    payload->end = p + n;
-    c->p = p + n;
-    return OK;
-}
-
 /* The one value of a scalar Feature: ``1a L (0a L' varint)`` (int64) or ``12 06 0a 04 f32``. */
 static int scalar_value(Cursor f, char kind, int64_t *out) {
     Cursor list, packed;
-    if (short_field(&f, kind == 1 ? 0x1A : 0x12, &list) != OK || f.p != f.end) return IRREGULAR;
-    if (short_field(&list, 0x0A, &packed) != OK || list.p != list.end) return IRREGULAR;
+    if (read_field(&f, kind == 1 ? 0x1A : 0x12, &list, 5) != OK || f.p != f.end) return IRREGULAR;
+    if (read_field(&list, 0x0A, &packed, 5) != OK || list.p != list.end) return IRREGULAR;
     if (kind == 2) {
         if (packed.end - packed.p != 4) return IRREGULAR;
         *out = (int64_t)le32(packed.p);
         return OK;
     }
-    uint64_t v = 0;
-    for (int shift = 0;; shift += 7) {
-        if (packed.p >= packed.end || shift == 70) return IRREGULAR;
-        unsigned char b = *packed.p++;
-        if (shift == 63 && b > 1) return IRREGULAR; /* past 64 bits: protobuf's call */
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) break;
-    }
-    if (packed.p != packed.end) return IRREGULAR; /* exactly one value */
+    uint64_t v;
+    if (read_varint(&packed, &v) != OK || packed.p != packed.end) return IRREGULAR; /* exactly one value */
     *out = (int64_t)v;
     return OK;
 }
@@ -898,12 +882,12 @@ static int record_scalars(const unsigned char *base, int64_t s, int64_t e, const
                           const Py_ssize_t *slot, int32_t *guess, int64_t *seen, int64_t i, Py_ssize_t n, char *found,
                           int64_t **values) {
     Cursor c = {base + s, base + e}, body;
-    if (short_field(&c, 0x0A, &body) != OK || c.p != c.end) return -1;
+    if (read_field(&c, 0x0A, &body, 5) != OK || c.p != c.end) return -1;
     Py_ssize_t m = 0;
     while (body.p < body.end) {
         Cursor entry, key, value;
-        if (m == t->k || short_field(&body, 0x0A, &entry) != OK) return -1;
-        if (short_field(&entry, 0x0A, &key) != OK || short_field(&entry, 0x12, &value) != OK || entry.p != entry.end)
+        if (m == t->k || read_field(&body, 0x0A, &entry, 5) != OK) return -1;
+        if (read_field(&entry, 0x0A, &key, 5) != OK || read_field(&entry, 0x12, &value, 5) != OK || entry.p != entry.end)
             return -1;
         Py_ssize_t klen = key.end - key.p;
         int32_t col = guess[m];
@@ -975,10 +959,7 @@ static PyObject *scalar_columns(PyObject *self, PyObject *args) {
     Ranges r;
     Keys t;
     if (!PyArg_ParseTuple(args, "OOOOy*", &data, &starts, &ends, &keys_arg, &kinds)) return NULL;
-    PyObject *triple = PyTuple_Pack(3, data, starts, ends);
-    int got = triple == NULL ? -1 : ranges_get(triple, &r);
-    Py_XDECREF(triple);
-    if (got < 0) {
+    if (ranges_of(data, starts, ends, &r) < 0) {
         PyBuffer_Release(&kinds);
         return NULL;
     }
@@ -1025,7 +1006,7 @@ static PyObject *scalar_columns(PyObject *self, PyObject *args) {
     }
     t.bufend = (const unsigned char *)r.data.buf + r.data.len;
     char *is_slow = PyBytes_AS_STRING(slow), *has = PyBytes_AS_STRING(found);
-    const int64_t *s = r.starts.buf, *e = r.ends.buf; /* checked by ranges_get; the GIL is held */
+    const int64_t *s = r.starts.buf, *e = r.ends.buf; /* checked by ranges_of; the GIL is held */
     memset(guess, 0xFF, (size_t)t.k * sizeof(*guess));
     memset(seen, 0xFF, (size_t)t.k * sizeof(*seen));
     memset(has, 0, (size_t)(r.n * w));
