@@ -52,6 +52,7 @@ from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
 from catalog.schema.frames import column_batches, rows_columns
 from catalog.stats.dataset import DatasetStats
+from catalog.stats.tally import written_again
 from catalog.storage import UNLIMITED, ShardFile, ShardSink, Store, clear_attempt, shard_batches, store_for
 from catalog.storage.content import check_named
 from catalog.storage.sink import Decoded
@@ -273,7 +274,8 @@ class PassThrough:
         """Give ``sink`` the source's statistics of what the first batch passed through; take
         them back if a later batch does not pass one of them through (the shard is tallied then)."""
         if self.given is None:
-            self.given = passed if sink.give_stats({n: self.stats[n] for n in passed}) else set()
+            given = {n: written_again(self.stats[n]) for n in passed}
+            self.given = passed if sink.give_stats(given) else set()
         elif not self.given <= passed:
             sink.take_back_stats()
             self.given = set()

@@ -137,7 +137,8 @@ class Tally:
         (ByteCounts); not in a process whose other core is busy already (the helper itself)."""
         self.schema = schema
         # Features whose statistics over the whole shard the writer knows already (a map's
-        # columns passed through unchanged: its source shard's), not tallied again; the helper
+        # columns passed through unchanged, a migration's features left as they were: their
+        # source shard's), taken as they are, not tallied again; the helper
         # tallies every feature of the records it takes, so it is not asked then.
         self._given = dict(given or {})
         self._recount_all = False  # a given feature stopped being given: the shard is read again
@@ -406,7 +407,7 @@ class Tally:
             fs.present = fs.records - fs.missing - fs.filled
         self._writer_fills.clear()
         for name, given in self._given.items():
-            self.stats.features[name] = _written_again(given)
+            self.stats.features[name] = copy.copy(given)
         return self.stats
 
     def _merge_helper(self, reread: Reread | None) -> None:
@@ -474,7 +475,7 @@ class Tally:
             self._helper = None
 
 
-def _written_again(fs: FeatureStats) -> FeatureStats:
+def written_again(fs: FeatureStats) -> FeatureStats:
     """A feature's statistics once its records' values are written again, as a map writes a
     column it passed through: a default its source read is now a value there (present)."""
     out = copy.copy(fs)

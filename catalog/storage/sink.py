@@ -114,9 +114,10 @@ class ShardSink:
 
     def give_stats(self, given: Mapping[str, FeatureStats]) -> bool:
         """Take ``given`` as the statistics of these features over the whole shard this sink
-        writes (a map's columns passed through unchanged: its source shard's), instead of
-        tallying them; only before the first record, by a sink that never rolls (its one shard
-        is the whole of what the caller knows them for). Whether they were taken."""
+        writes (a map's columns passed through unchanged, a migration's features written as
+        they were read: their source shard's, taken as they are), instead of tallying them;
+        only before the first record, by a sink that never rolls (its one shard is the whole of
+        what the caller knows them for). Whether they were taken."""
         one_shard = self.shard_size == UNLIMITED and self.shard_records == UNLIMITED
         if not given or self.schema is None or not one_shard or self._writer is not None or self.placed:
             return False

@@ -1068,3 +1068,73 @@ def test_an_optional_scalar_tensor_counts_its_values_and_its_missing(cat: Catalo
     given = [float(v) for v in values if v is not None]
     assert (k.present, k.missing) == (len(given), values.count(None))
     assert (k.values.min, k.values.max, k.zeros) == (min(given), max(given), given.count(0.0))
+
+
+def test_row_level_migration_carries_the_statistics_of_what_it_leaves(
+    cat: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row-level migration's features written as they were read (renamed or not) take their
+    source shard's statistics; only what it computes or casts is tallied. Every figure equals
+    what the migrated records, decoded and tallied anew, give (fills carried as the migration
+    carries them; sketches within their error)."""
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(generated(3000), shard_records=1000)
+    before = {name: ds.stats().feature(name) for name in SCHEMA["features"]}
+    script = tmp_path / "migrations" / "d" / "0001_z.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        "from catalog.migrate import AddField, CastField, RenameField\n\n"
+        "operations = [\n"
+        '    RenameField("word", "text"),\n'
+        '    CastField("i", {"dtype": "float32"}, lossy=True),\n'
+        '    AddField("z", {"dtype": "int64"}, fn=lambda r: int(r["i"]) % 7),\n'
+        "]\n"
+    )
+    tallied: list[set[str]] = []
+    real = Tally.add_columns
+    monkeypatch.setattr(
+        Tally,
+        "add_columns",
+        lambda self, columns, n, absent, ragged=None: (
+            tallied.append(set(columns) | set(ragged or {})),
+            real(self, columns, n, absent, ragged),
+        ),
+    )
+    monkeypatch.setattr(helpers_module().SLOT, "enabled", False)  # the writer's own tally: what it counts shows
+    ds.migrate(tmp_path / "migrations", workers=1)  # in this process: what it tallies shows
+    assert tallied and set().union(*tallied) == {"i", "z"}  # the cast and the computed feature alone
+    migrated = cat.dataset("d")
+    st = migrated.stats()
+    assert st.at.missing_shards == 0 and st.at.shards == 3
+    fresh = Tally(migrated.schema, helper=False)
+    fresh.add_records(migrated.records())
+    want = fresh.result()
+    for name in ("i", "f", "label", "text", "blob", "tokens", "pixels", "z"):
+        a, b = st.feature(name), want.features[name]
+        assert (a.records, a.missing, a.zeros, a.nans, a.infs) == (b.records, b.missing, b.zeros, b.nans, b.infs), name
+        assert (a.values.count, a.values.min, a.values.max) == (b.values.count, b.values.min, b.values.max), name
+        assert a.values.mean == pytest.approx(b.values.mean, rel=1e-9), name
+        if a.top is not None:
+            assert sorted(a.top_values(3)) == sorted(b.top_values(3)), name
+    text = st.feature("text")  # the default-filled words: counted as the source counted them
+    assert (text.filled, text.present) == (before["word"].filled, before["word"].present) and text.filled > 0
+    assert st.feature("i").kind == "float" and st.feature("z").values.max == 6
+
+
+def test_add_field_function_reads_the_row_and_changes_nothing(cat: Catalog, tmp_path: Path) -> None:
+    """An AddField's function gets the row read-only (its arrays too): one that would change the
+    features it leaves (whose statistics are carried) stops the migration naming the record,
+    and nothing is registered; a Transform is what changes rows."""
+    ds = cat.register("d", SCHEMA)
+    ds.append_rows(generated(50))
+    version = cat.dataset("d").version
+    for body in ('r.__setitem__("f", 0.0) or 1', 'r["pixels"].__setitem__(0, 0) or 1', 'r["tokens"].fill(0) or 1'):
+        script = tmp_path / "m" / "d" / "0001_z.py"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        add = f'AddField("z", {{"dtype": "int64"}}, fn=lambda r: {body})'
+        script.write_text(f"from catalog.migrate import AddField\n\noperations = [{add}]\n")
+        result = run("-C", cat.root, "migrate", "d", "--migrations", tmp_path / "m")
+        assert result.exit_code == 1, body
+        line = result.stderr.strip()
+        assert "\n" not in line and "record 0" in line and "Traceback" not in result.output, line
+        assert (cat.dataset("d").version, cat.dataset("d").schema_version) == (version, 1), line

@@ -19,7 +19,8 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -97,13 +98,14 @@ class AddField(Operation):
 
     ``spec`` is the feature's JSON form. Without a ``"default"`` of its own, the spec takes
     ``default`` too, so rows appended later may leave the feature out; with ``fn`` and no
-    default the feature is required from then on.
+    default the feature is required from then on. ``fn`` reads the row (a read-only mapping,
+    its arrays read-only): changing other features is a :class:`Transform`'s work.
     """
 
     name: str
     spec: Mapping[str, Any]
     default: Any = _NO_DEFAULT
-    fn: Callable[[Row], Any] | None = None
+    fn: Callable[[Mapping[str, Any]], Any] | None = None
 
     def __post_init__(self) -> None:
         _check_spec("AddField", self.name, self.spec)
@@ -154,7 +156,10 @@ class AddField(Operation):
         return {**features, self.name: self.target_spec()}
 
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
-        row[self.name] = self.fn(row) if self.fn is not None else self.value_for(after.all_features[self.name])
+        # fn reads the row, never changes it (a Transform does): the features it leaves are the
+        # source's, whose statistics a migration carries over (``untouched``)
+        value = self.fn(MappingProxyType(row)) if self.fn is not None else self.value_for(after.all_features[self.name])
+        row[self.name] = value
         return row
 
     def to_json(self) -> dict[str, Any] | None:
@@ -484,12 +489,52 @@ def compile_row_steps(ops: Sequence[Operation], chain: Sequence[Schema]) -> RowF
     return _row_plan(ops, chain)
 
 
+def untouched(ops: Sequence[Operation], chain: Sequence[Schema]) -> dict[str, str]:
+    """The target's features whose values a row-level plan writes as it read them, by their
+    source feature's name (through renames), with the same declaration: neither cast nor
+    computed, and none at all after a Transform or in SequenceExamples. Only features whose
+    decoded values cannot change in place: numbers and texts, and arrays (the row plan makes
+    them read-only); not lists of texts (Python lists). Their statistics are the source's."""
+    known = (AddField, DropField, RenameField, CastField)
+    if any(s.sequence for s in chain) or not all(type(op) in known for op in ops):
+        return {}
+    same = {name: name for name in chain[0].features}
+    for op in ops:
+        if isinstance(op, RenameField):
+            if op.old in same:
+                same[op.new] = same.pop(op.old)
+        else:
+            same.pop(op.name, None)  # type: ignore[attr-defined]  # (added, dropped or cast)
+    source, target = chain[0].features, chain[-1].features
+    return {
+        name: old
+        for name, old in same.items()
+        if name in target and replace(source[old], name=name) == target[name] and _fixed_values(target[name])
+    }
+
+
+def _fixed_values(feat: Feature) -> bool:
+    """Whether a feature's decoded values are immutable (or arrays, made read-only)."""
+    return feat.is_scalar or feat.tensor or feat.dtype in ("int64", "float32")
+
+
+def _arrays(feat: Feature) -> bool:
+    return feat.tensor or not feat.is_scalar
+
+
 def _row_plan(ops: Sequence[Operation], chain: Sequence[Schema]) -> RowFn:
     source, target = chain[0], chain[-1]
     carry = not source.sequence and not target.sequence  # feature lists the schemas do not describe
+    # arrays an AddField's function could change in place: read-only (their statistics are carried)
+    computes = any(isinstance(op, AddField) and op.fn is not None for op in ops)
+    frozen = [name for name in untouched(ops, chain).values() if _arrays(source.features[name])] if computes else []
 
     def by_row(record: bytes, index: int) -> tuple[bytes, dict[str, Any]]:
         row = source.decode(record)
+        for name in frozen:
+            value = row.get(name)
+            if type(value) is np.ndarray:
+                value.flags.writeable = False
         if unknown_fields_within(record):
             raise ValidationError(
                 "holds protobuf fields a tf.train.Example does not define: a row-level step would drop them"

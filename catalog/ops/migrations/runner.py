@@ -51,6 +51,7 @@ from catalog.ops.migrations.operations import (
     compile_steps,
     evolve,
     from_json,
+    untouched,
 )
 from catalog.ops.migrations.scripts import (
     DEFAULT_DIR,
@@ -135,6 +136,9 @@ class ShardJob:
     checksum: str | None = None
     fingerprint: str | None = None
     adopted: bool = False
+    # The source shard's statistics of the features the migration writes as it read them (by
+    # their target names: Lineage.same), taken as the new shard's instead of tallied again
+    given: bytes | None = None
 
 
 # per process: MigrationSpec.key() -> the record function, the row function (None: a byte-level
@@ -158,6 +162,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     sink = ShardSink(
         job.data_root, job.dataset, job.prefix, UNLIMITED, UNLIMITED, compression=job.compression, schema=schema
     )
+    tallied = _tallied(sink, target, job.given)
     index = 0
     try:
         if job.checksum is not None:
@@ -177,7 +182,7 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
                 records.append(new)
                 rows.append(row)
                 index += 1
-            _write_rows(sink, target, records, rows)
+            _write_rows(sink, tallied, records, rows)
         if job.filled is not None:
             sink.set_filled(dict(job.filled))
         else:  # no statistics to carry: at least the features this migration filled in
@@ -193,12 +198,24 @@ def migrate_shard(job: ShardJob) -> ShardFile | None:
     return shards[0] if shards else None
 
 
-def _write_rows(sink: ShardSink, target: Schema, records: list[bytes], rows: list[dict[str, Any]]) -> None:
+def _tallied(sink: ShardSink, target: Schema, given: bytes | None) -> Schema:
+    """The features of ``target`` whose statistics the new shard tallies: all but those ``given``
+    (the source's, of the features written as they were read) when the sink takes them."""
+    if given is None:
+        return target
+    stats = DatasetStats.from_bytes(given).features
+    if not sink.give_stats(stats):
+        return target
+    return Schema([f for name, f in target.features.items() if name not in stats])
+
+
+def _write_rows(sink: ShardSink, tallied: Schema, records: list[bytes], rows: list[dict[str, Any]]) -> None:
     """Migrated records written with the rows they were encoded from, which the statistics take
     as an append's columns (stats.columns), not the records decoded again (unless a feature's
-    values are in no form taken as given, or the row lacks one: then they are)."""
-    columns = rows_columns(rows, list(target.all_features))
-    got = decoded_columns(target, columns, len(records), {}, {})
+    values are in no form taken as given, or the row lacks one: then they are). ``tallied``: the
+    features the statistics count (the rest were given whole: ShardSink.give_stats)."""
+    columns = rows_columns(rows, list(tallied.all_features))
+    got = decoded_columns(tallied, columns, len(records), {}, {})
     if got is None:
         sink.write_many(records)
     else:
@@ -558,9 +575,10 @@ def _run(
         tally = on and s.rel not in derived  # a derived shard's statistics need no records
         fills = lineage.fills(sources.get(s.rel))
         unit = intent.prefix(first_unit + i)
+        given = lineage.given(sources[s.rel]) if tally and s.rel in sources else None
         return ShardJob(
             spec, s.path, s.records, root, ds.name, unit, s.bytes, compression, tally, fills, lineage.added,
-            s.checksum, s.fingerprint, s.location is not None,
+            s.checksum, s.fingerprint, s.location is not None, given,
         )  # fmt: skip
 
     jobs = [job(i, s) for i, s in enumerate(shards)]
@@ -584,6 +602,7 @@ class Lineage:
     origins: dict[str, str]
     target: Schema
     byte_level: bool  # the records' other bytes are the source's (add a constant, drop, rename)
+    same: dict[str, str]  # features a row-level plan writes as it read them -> their source name
 
     @classmethod
     def of(cls, spec: MigrationSpec) -> Lineage:
@@ -601,7 +620,7 @@ class Lineage:
         target = chain[-1]
         kept = {name: o for name, o in origins.items() if name in target.all_features}
         byte_level = all(op.byte_level for op in ops) and not any(s.sequence for s in chain)
-        return cls(kept, target, byte_level)
+        return cls(kept, target, byte_level, untouched(ops, chain))
 
     @property
     def added(self) -> tuple[str, ...]:
@@ -616,6 +635,17 @@ class Lineage:
         counts = {name: source.records if o == ADDED else source.features[o].filled
                   for name, o in self.origins.items() if o == ADDED or o in source.features}  # fmt: skip
         return tuple((name, n) for name, n in counts.items() if n)
+
+    def given(self, source: DatasetStats) -> bytes | None:
+        """A row-level migration's new shard's statistics of the features it writes as it read
+        them: the source shard's (same records, same values, same fills), as ShardJob.given;
+        None when there are none (or the source's do not cover its records)."""
+        features = {
+            name: replace(fs, name=name)
+            for name, old in self.same.items()
+            if (fs := source.features.get(old)) is not None and fs.records == source.records
+        }
+        return DatasetStats(features, source.records).to_bytes() if features else None
 
     def derive(self, source: DatasetStats) -> DatasetStats | None:
         """A byte-level migration's new shard's statistics from its source's, nothing decoded (a
