@@ -28,6 +28,7 @@ from catalog.stats import helper as helpers
 from catalog.stats.dataset import DatasetStats
 from catalog.stats.digest import digests
 from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll, new_kll, new_top
+from catalog.tfrecord.native import float32_figures
 
 # Records decoded at a time: large batches spread numpy's per-call cost (a dozen calls per
 # feature a batch), bounded in bytes for large records.
@@ -698,6 +699,11 @@ class Figures:
 def number_figures(values: np.ndarray) -> Figures:
     """``values``' Figures (flat, numeric). Their minimum and maximum are finite only when
     every value is (NaN spreads to both, an infinity is one of them): then no pass of isfinite."""
+    if values.dtype == np.float32 and values.size:
+        native = float32_figures(values)
+        if native is not None:  # every value finite
+            zeros, lo, hi, mean, m2 = native
+            return Figures(zeros, 0, 0, Moments(int(values.size), mean, m2, lo, hi), values)
     zeros = count_zeros(values)
     finite, nan, inf = values, 0, 0
     bounds = None

@@ -661,3 +661,50 @@ def test_header_fault_refuses_records_past_the_buffer() -> None:
     assert native.header_fault(raw[:-1], at, lengths) == 1  # the last footer cut
     assert native.header_fault(raw, at, lengths + 1) == 0
     assert native.header_fault(raw, np.array([-1], dtype=np.int64), np.array([0], dtype=np.int64)) == 0
+
+
+# --------------------------------------------------------------------------- float32 figures
+
+
+def _figures_by_numpy(x: np.ndarray) -> tuple[int, float, float, float, float]:
+    wide = x.astype(np.float64)
+    mean = float(wide.mean())
+    return int((x == 0).sum()), float(x.min()), float(x.max()), mean, float(((wide - mean) ** 2).sum())
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.sampled_from([1, 3, 4, 5, 4095, 4096, 4097, 8191, 10_003]),
+    centre=st.sampled_from([0.0, 1.0, -3e4, 1e5, 1e30, -1e-30, 3e38]),
+    spread=st.sampled_from([0.0, 1e-6, 1.0, 1e3, 1e37]),
+    zeros=st.floats(0, 0.5),
+    seed=st.integers(0, 2**31),
+)
+def test_float32_figures_are_numpys(n: int, centre: float, spread: float, zeros: float, seed: int) -> None:
+    """Zeros (-0.0 too), minimum, maximum, mean and the sum of squared deviations of finite
+    float32s: NumPy's in float64, across block edges, any length, means far beyond the spread
+    (the blocks' differences are exact) and values near float32's limit (no overflow)."""
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):
+        x = (centre + spread * rng.standard_normal(n)).astype(np.float32)
+    x[~np.isfinite(x)] = 1.0
+    x[rng.random(n) < zeros] = rng.choice([0.0, -0.0])
+    got = native.float32_figures(x)
+    assert got is not None
+    want = _figures_by_numpy(x)
+    assert got[:3] == want[:3]
+    assert got[3] == pytest.approx(want[3], rel=1e-12, abs=1e-300)
+    assert got[4] == pytest.approx(want[4], rel=1e-9, abs=want[3] ** 2 * n * 1e-24)
+
+
+@needs_native
+@pytest.mark.parametrize("odd", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("at", [0, 3, 4096, 9999])
+def test_float32_figures_leave_nans_and_infinities_to_numpy(odd: float, at: int) -> None:
+    x = np.ones(10_000, dtype=np.float32)
+    x[at] = odd
+    assert native.float32_figures(x) is None
+    assert native.float32_figures(x[::2]) is None or at % 2  # a strided view: copied first
+    with pytest.raises(ValueError):
+        native.NATIVE.float32_figures(b"")  # type: ignore[union-attr]
