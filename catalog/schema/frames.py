@@ -22,6 +22,9 @@ from catalog.schema.features import Feature
 
 BATCH = 65536  # rows per batch taken from a large table: bounds the Python objects alive at once
 BATCH_BYTES = 7 << 20  # and the bytes of a dict's array columns per batch (tensors: see _dict_batches)
+# and its values, a feature a value (100 scalar features: 5,242 rows): a wide table's batches
+# small enough that the statistics helper tallies one while the next is encoded
+BATCH_VALUES = 1 << 19
 Columns = dict[str, list[Any]]
 
 
@@ -73,13 +76,15 @@ def unique_names(names: list[str]) -> None:
 
 
 def _dict_batches(obj: Mapping[Any, Any], arrays: bool = False) -> Iterator[tuple[Columns, int]]:
-    """A dict of columns in batches of at most BATCH rows and about BATCH_BYTES of array data:
-    a batch is encoded and written before the next is encoded, so a large table's records are
-    never all alive at once, and the statistics of one batch (computed on a thread) overlap the
-    encoding of the next instead of all waiting at the end."""
+    """A dict of columns in batches of at most BATCH rows, BATCH_VALUES values and about
+    BATCH_BYTES of array data: a batch is encoded and written before the next is encoded, so a
+    large table's records are never all alive at once, and the statistics of one batch (on a
+    thread, or in the statistics helper process) overlap the encoding of the next instead of
+    all waiting at the end."""
     numbers: dict[str, np.ndarray] = {}
     columns, n = _dict_of_columns(obj, arrays, numbers)
-    step = max(1, min(BATCH, BATCH_BYTES // max(sum(map(_row_bytes, columns.values())), 1)))
+    by_bytes = BATCH_BYTES // max(sum(map(_row_bytes, columns.values())), 1)
+    step = max(1, min(BATCH, by_bytes, BATCH_VALUES // max(len(columns), 1)))
     if n <= step:
         yield ColumnBatch(columns, numbers), n
         return

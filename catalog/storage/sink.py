@@ -412,8 +412,18 @@ class ShardSink:
         if writer is None or f is None or temp is None:
             return
         faults.point("shard.closing", temp=temp, records=writer.records, flush=writer.flush)
+        # A local shard is made durable before its statistics are taken, not after: the
+        # statistics helper works its part out meanwhile (fsync lets go of the GIL, and the
+        # helper is another process), instead of the writer waiting for each in turn.
+        early = self.sync and self._tally is not None and not self.store.io.remote
+        if self._tally is not None:
+            self._tally.flush()
+            self._tally.ask_result()
         try:
             writer.close()
+            if early:
+                f.flush()
+                os.fsync(f.fileno())
         except OSError as e:
             f.close()
             raise write_error(temp, e) from e
@@ -423,7 +433,7 @@ class ShardSink:
         # Until the lists below say where the shard is, abort() finds it here: a Ctrl-C that
         # lands right after the rename (or upload) must not leave the published file behind.
         self._publishing = rel
-        self.store.publish(f, temp, rel, self.sync)
+        self.store.publish(f, temp, rel, self.sync and not early)
         self.temps.pop()  # renamed or uploaded (the temp file is always the newest entry)
         checksum = None
         if self.index:  # published before the commit that registers both

@@ -94,3 +94,44 @@ def test_a_dataset_name_that_leads_outside_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"outside the data area"):
         ShardSink(tmp_path / "area", "../escape", INTENT, shard_size=UNLIMITED, shard_records=1)
     assert not (tmp_path / "escape").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads fsync's paths from /proc")
+@pytest.mark.parametrize("statistics", [True, False])
+def test_each_shard_is_fsynced_once_before_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, statistics: bool
+) -> None:
+    """With statistics, a local shard is made durable before they are taken (the helper works
+    meanwhile), not by its publication: still once a file, under its temporary name; and an
+    fsync that fails there is one error naming the file, and abort() leaves nothing."""
+    from catalog.schema import Schema
+    from catalog.tfrecord import encode_example
+
+    schema = Schema.from_json({"features": {"id": {"dtype": "int64"}}})
+    records = [encode_example({"id": [i]}) for i in range(5)]
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if "/ds/" in path:
+            synced.append(path)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    sink = ShardSink(tmp_path, "ds", INTENT, UNLIMITED, 2, schema=schema if statistics else None)
+    sink.write_many(records)
+    shards = sink.close()
+    assert len(shards) == 3 and all((s.stats is not None) == statistics for s in shards)
+    names = [Path(p).name for p in synced]
+    assert len(names) == 3 and all(n not in {Path(s.rel).name for s in shards} for n in names), names
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", failing)
+    again = ShardSink(tmp_path, "ds2", INTENT, UNLIMITED, 2, schema=schema if statistics else None)
+    with pytest.raises(StorageError, match="ds2/.*: cannot write: No space left on device"):
+        again.write_many(records)  # (the first shard is published as the second begins)
+    again.abort()
+    assert list((tmp_path / "ds2").iterdir()) == []
