@@ -131,7 +131,7 @@ def test_each_shard_is_fsynced_once_before_its_rename(
 
     monkeypatch.setattr(os, "fsync", failing)
     again = ShardSink(tmp_path, "ds2", INTENT, UNLIMITED, 2, schema=schema if statistics else None)
-    with pytest.raises(StorageError, match="ds2/.*: cannot write: No space left on device"):
+    with pytest.raises(StorageError, match=r"ds2/.*: cannot write: No space left on device"):
         again.write_many(records)  # (the first shard is published as the second begins)
     again.abort()
     assert list((tmp_path / "ds2").iterdir()) == []
