@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -60,6 +61,16 @@ def float32_figures(values: np.ndarray) -> tuple[int, float, float, float, float
     if NATIVE is None:
         return None
     return NATIVE.float32_figures(np.ascontiguousarray(values))
+
+
+def digest_sums(values: Sequence[bytes], coefficients: np.ndarray) -> np.ndarray | None:
+    """Each bytes value's multilinear sum (catalog.stats.digest) over its little-endian 32-bit
+    words with ``coefficients`` (uint64, at least a word of the longest), in one C loop; None
+    without the extension, or when a value is not bytes (the caller's NumPy path then)."""
+    if NATIVE is None:
+        return None
+    sums = NATIVE.digest_sums(values, np.ascontiguousarray(coefficients, dtype=np.uint64))
+    return None if sums is None else np.frombuffer(sums, dtype=np.uint64)
 
 
 def header_fault(buf: bytes, at: np.ndarray, lengths: np.ndarray) -> int | None:
