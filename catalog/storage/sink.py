@@ -415,7 +415,7 @@ class ShardSink:
         # A local shard is made durable before its statistics are taken, not after: the
         # statistics helper works its part out meanwhile (fsync lets go of the GIL, and the
         # helper is another process), instead of the writer waiting for each in turn.
-        early = self.sync and self._tally is not None and not self.store.io.remote
+        early = self.sync and self._tally is not None and not self.store.remote
         if self._tally is not None:
             self._tally.flush()
             self._tally.ask_result()
