@@ -1138,3 +1138,11 @@ def test_add_field_function_reads_the_row_and_changes_nothing(cat: Catalog, tmp_
         line = result.stderr.strip()
         assert "\n" not in line and "record 0" in line and "Traceback" not in result.output, line
         assert (cat.dataset("d").version, cat.dataset("d").schema_version) == (version, 1), line
+    reads = "len(json.dumps(sorted(r))) + len(dict(r)) + len(r.copy()) + isinstance(r, dict) + len(repr(r)) * 0"
+    script.write_text(
+        "import json\nfrom catalog.migrate import AddField\n\n"
+        f'operations = [AddField("z", {{"dtype": "int64"}}, fn=lambda r: {reads})]\n'
+    )
+    result = run("-C", cat.root, "migrate", "d", "--migrations", tmp_path / "m")
+    assert result.exit_code == 0, result.output  # a function that only reads the row, as a dict
+    assert {int(r["z"]) for r in cat.dataset("d").read()} == {len(json.dumps(sorted(SCHEMA["features"]))) + 15}

@@ -15,12 +15,12 @@ is a list of map entries, so adding, dropping or renaming a feature is splicing 
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -92,20 +92,44 @@ def _fresh(features: Features, name: str, op: str) -> None:
         raise MigrationError(f"{op}: feature {name!r} already exists")
 
 
+class ReadOnlyRow(dict[str, Any]):
+    """A row as AddField's function gets it: a dict to read as any other (JSON, repr, pickle
+    and copies give a plain dict), whose changes raise."""
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("AddField's function reads the row, it cannot change it (a Transform changes rows)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    pop = popitem = setdefault = update = clear = _refuse
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
 @dataclass(frozen=True)
 class AddField(Operation):
     """A new feature, filled for existing records with ``default`` or computed by ``fn(row)``.
 
     ``spec`` is the feature's JSON form. Without a ``"default"`` of its own, the spec takes
     ``default`` too, so rows appended later may leave the feature out; with ``fn`` and no
-    default the feature is required from then on. ``fn`` reads the row (a read-only mapping,
-    its arrays read-only): changing other features is a :class:`Transform`'s work.
+    default the feature is required from then on. ``fn`` reads the row (a dict whose changes
+    raise, :class:`ReadOnlyRow`; the arrays of the features the migration leaves as they are
+    read-only): changing other features is a :class:`Transform`'s work.
     """
 
     name: str
     spec: Mapping[str, Any]
     default: Any = _NO_DEFAULT
-    fn: Callable[[Mapping[str, Any]], Any] | None = None
+    fn: Callable[[Row], Any] | None = None
 
     def __post_init__(self) -> None:
         _check_spec("AddField", self.name, self.spec)
@@ -158,7 +182,7 @@ class AddField(Operation):
     def apply(self, row: Row, before: Schema, after: Schema) -> Row:
         # fn reads the row, never changes it (a Transform does): the features it leaves are the
         # source's, whose statistics a migration carries over (``untouched``)
-        value = self.fn(MappingProxyType(row)) if self.fn is not None else self.value_for(after.all_features[self.name])
+        value = self.fn(ReadOnlyRow(row)) if self.fn is not None else self.value_for(after.all_features[self.name])
         row[self.name] = value
         return row
 
