@@ -50,6 +50,7 @@ from catalog.readers.batches import records as plan_records
 from catalog.readers.batches import rows
 from catalog.readers.spans import Window, shard_windows
 from catalog.schema import Feature, Ragged, Schema, batch_rows
+from catalog.schema.features import same_declaration
 from catalog.schema.frames import column_batches, rows_columns
 from catalog.stats.dataset import DatasetStats
 from catalog.stats.tally import written_again
@@ -253,7 +254,7 @@ class PassThrough:
         self.stats = {
             name: known[name]
             for name, f in target.features.items()
-            if name in known and source.features.get(name) == f and _plain_scalar(f)
+            if name in known and _plain_scalar(f) and (was := source.features.get(name)) and same_declaration(was, f)
         }
         if source.sequence or target.sequence:
             self.stats = {}

@@ -152,6 +152,12 @@ class Feature:
         return out
 
 
+def same_declaration(a: Feature, b: Feature) -> bool:
+    """Whether two features are declared alike, whatever their names: their JSON forms (the
+    dataclasses' own comparison raises on a tensor's default, an array)."""
+    return a.to_json() == b.to_json()
+
+
 def zero(dtype: str) -> Any:
     """The zero of a list feature's dtype (0, 0.0, "" or b""): what pads a list cut to a shape."""
     return _ZEROS[dtype]

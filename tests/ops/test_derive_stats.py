@@ -136,3 +136,35 @@ def test_a_batched_maps_schema_is_inferred_from_its_first_records_decoded_as_one
     assert list(out.schema.features) == ["id", "name", "score", "d", "length"]
     assert out.schema.features["d"] == cat.dataset("src").schema.features["d"]  # its default kept
     assert [r["length"] for r in out.read()][:4] == [0, 3, 6, 9]
+
+
+def test_a_tensor_whose_default_is_an_array_passes_through_too(tmp_path: Path) -> None:
+    """A feature whose default is an array (a tensor's) is compared by its declaration, not by
+    the dataclass (whose comparison of two arrays raised): a batched map over such a dataset
+    and a row-level migration of it run, and their statistics are a fresh tally's."""
+    t = {"dtype": "uint8", "shape": [2, 2], "encoding": "tensor", "default": [[0, 1], [2, 3]]}
+    schema = {"features": {"id": {"dtype": "int64"}, "t": t}}
+    cat = Catalog.init(tmp_path / "cat")
+    ds = cat.register("src", schema)
+    ds.append_rows([{"id": i} if i % 3 else {"id": i, "t": np.full((2, 2), i % 7, np.uint8)} for i in range(60)])
+    cat.dataset("src").map(lengths_of_ids, into="out", batched=True, workers=1)
+    script = tmp_path / "m" / "src" / "0001_z.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        'from catalog.migrate import AddField\n\noperations = [AddField("z", {"dtype": "int64"}, fn=lambda r: 1)]\n'
+    )
+    cat.dataset("src").migrate(tmp_path / "m", workers=1)
+    for name in ("out", "src"):
+        got = cat.dataset(name).stats()
+        fresh = tally.Tally(cat.dataset(name).schema, helper=False)
+        fresh.add_records(cat.dataset(name).records())
+        want = fresh.result()
+        f = got.feature("t")
+        assert (f.values.count, f.values.min, f.values.max, f.zeros) == (
+            want.features["t"].values.count, want.features["t"].values.min,
+            want.features["t"].values.max, want.features["t"].zeros)  # fmt: skip
+
+
+def lengths_of_ids(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    batch["double"] = batch["id"] * 2
+    return batch

@@ -20,13 +20,14 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from catalog.errors import MigrationError, SchemaError, ValidationError
 from catalog.schema import SHAPE_SUFFIX, Feature, Schema, unknown_fields_within, zero
+from catalog.schema.features import same_declaration
 from catalog.tfrecord import proto
 from catalog.tfrecord.example import (
     append_entries,
@@ -533,7 +534,7 @@ def untouched(ops: Sequence[Operation], chain: Sequence[Schema]) -> dict[str, st
     return {
         name: old
         for name, old in same.items()
-        if name in target and replace(source[old], name=name) == target[name] and _fixed_values(target[name])
+        if name in target and same_declaration(source[old], target[name]) and _fixed_values(target[name])
     }
 
 
