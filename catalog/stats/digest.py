@@ -62,14 +62,11 @@ def digests(values: Sequence[bytes]) -> np.ndarray:
     lengths = np.fromiter(map(len, values), dtype=np.int64, count=n)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    width = int(lengths[0])
-    native = digest_sums(values, _coefficient_row((int(lengths.max()) + 3) // 4 or 1))
-    if native is not None:
-        sums = native
-    elif width % 4 == 0 and (lengths == width).all():
-        sums = _block_sums(b"".join(values), n, width)
-    else:
-        sums = _classed_sums(values, lengths)
+    sums = digest_sums(values, _coefficient_row((int(lengths.max()) + 3) // 4 or 1))
+    if sums is None:
+        width = int(lengths[0])
+        fixed = width % 4 == 0 and (lengths == width).all()
+        sums = _block_sums(b"".join(values), n, width) if fixed else _classed_sums(values, lengths)
     with np.errstate(over="ignore"):
         lengths_mixed = _splitmix(lengths.astype(np.uint64) * _GOLDEN + np.uint64(_SEED ^ 0x5BD1E995))
         return _splitmix(sums + lengths_mixed).view(np.int64)

@@ -216,6 +216,11 @@ class Store(abc.ABC):
         """Make the publications in a dataset folder (or index folder) durable."""
         self.io.sync_folder(self._prefix + dataset)
 
+    def sync_written(self, f: IO[bytes]) -> bool:
+        """Make a file being written durable before its publication, where that is how it
+        becomes durable (FileIO.sync_written): whether it did."""
+        return self.io.sync_written(f)
+
     def sync_file(self, rel: str) -> None:
         """Make the bytes of ``rel``, published without ``sync`` by a process of this machine,
         durable (then its folder's publication: sync_dir)."""

@@ -260,6 +260,12 @@ class FileIO(ABC):
     def sync_file(self, location: str) -> None:
         """Make the bytes of a file published without ``sync`` durable."""
 
+    def sync_written(self, f: IO[bytes]) -> bool:
+        """Make the bytes written to ``f`` (a file to publish) durable now, where publishing
+        with ``sync`` would: whether it did (its publication then needs no ``sync``). False
+        where publishing makes a file durable by itself (an upload)."""
+        return False
+
     @abstractmethod
     def publish(self, f: IO[bytes], temp: Path, location: str, sync: bool = True) -> None:
         """Close ``f`` (written at the local ``temp``: beside ``location``, or in a local spool)
@@ -334,6 +340,9 @@ class ForwardingFileIO(FileIO):
 
     def sync_file(self, location: str) -> None:
         self.inner.sync_file(location)
+
+    def sync_written(self, f: IO[bytes]) -> bool:
+        return self.inner.sync_written(f)
 
     def publish(self, f: IO[bytes], temp: Path, location: str, sync: bool = True) -> None:
         self.inner.publish(f, temp, location, sync)
@@ -449,6 +458,11 @@ class LocalFileIO(FileIO):
             fsync_dir(Path(location))
         except OSError as e:
             raise write_error(Path(location), e) from e
+
+    def sync_written(self, f: IO[bytes]) -> bool:
+        f.flush()
+        os.fsync(f.fileno())
+        return True
 
     def sync_file(self, location: str) -> None:
         try:

@@ -415,15 +415,13 @@ class ShardSink:
         # A local shard is made durable before its statistics are taken, not after: the
         # statistics helper works its part out meanwhile (fsync lets go of the GIL, and the
         # helper is another process), instead of the writer waiting for each in turn.
-        early = self.sync and self._tally is not None and not self.store.remote
         if self._tally is not None:
             self._tally.flush()
             self._tally.ask_result()
+        early = False  # made durable here, not by its publication
         try:
             writer.close()
-            if early:
-                f.flush()
-                os.fsync(f.fileno())
+            early = self.sync and self._tally is not None and self.store.sync_written(f)
         except OSError as e:
             f.close()
             raise write_error(temp, e) from e
