@@ -234,7 +234,7 @@ class _Program:
 
     def encoded(
         self, columns: Mapping[str, Sequence[Any]], n: int, tallying: bool, framed: list[bytes] | None = None
-    ) -> tuple[list[bytes], dict[str, Sequence[bytes]]]:
+    ) -> tuple[Sequence[bytes], dict[str, Sequence[bytes]]]:
         """The records of ``n`` rows given as columns, and (``tallying``) each feature's entries,
         which ``ShardSink.write_encoded`` gives the statistics instead of the records decoded
         again (``framed``: see Schema.encode_columns). A default an output lacked counts as

@@ -207,7 +207,7 @@ class Writer:
 
     def _encode_columns(
         self, columns: Any, n: int
-    ) -> tuple[list[bytes], dict[str, list[int]], dict[str, Sequence[bytes]]]:
+    ) -> tuple[Sequence[bytes], dict[str, list[int]], dict[str, Sequence[bytes]]]:
         """``n`` rows' records, with what the statistics take from encode_columns when the
         shards get them (the rows given defaults, each feature's entries)."""
         tallying = self._sink().tallying

@@ -195,7 +195,7 @@ class RowCodec:
         filled: FilledRows | None = None,
         entries: Entries | None = None,
         framed: list[bytes] | None = None,
-    ) -> list[bytes]:
+    ) -> Sequence[bytes]:
         """Encode ``n`` rows given as one sequence per feature (None: missing), a feature at a
         time: each encoder runs over its whole column, then each record joins its entries. A
         ValidationError names the row (``record``) and the feature. ``filled``, when given,

@@ -49,7 +49,7 @@ _HIGH_BITS = 0x8080808080808080
 # _CONTINUED[k]: the high bits of a k-byte varint (set on all bytes but the last); none for k = 0
 _CONTINUED = np.array([1] + [_HIGH_BITS & ((1 << (8 * (k - 1))) - 1) for k in range(1, 9)], dtype=np.uint64)
 _LIST_TAG = {"int64": 0x1A, "shape": 0x1A, "float32": 0x12, "bytes": 0x0A}
-_SCALAR_KINDS = {"int64": 1, "float32": 2}  # native.scalar_columns' kinds
+_SCALAR_KINDS = {"int64": 1, "float32": 2, "bytes": 3}  # native.scalar_columns' kinds
 
 
 # --------------------------------------------------------------------------- plan
@@ -101,7 +101,8 @@ class _Plan:
 
     def scalar_kinds(self, wanted: frozenset[str] | None) -> bytes | None:
         """native.scalar_columns' kinds for extracting ``wanted`` (None: every feature), or
-        None when one of them is not an int64 or float32 scalar (the NumPy walk takes those)."""
+        None when one of them is not an int64, float32, string or bytes scalar (the NumPy walk
+        takes those)."""
         if wanted not in self._kinds:
             kinds = bytearray(len(self.columns))
             for i, c in enumerate(self.columns):
@@ -550,10 +551,7 @@ def _bytes(batch: _Batch, col: _Column, rec: Arr, fs: Arr, fe: Arr) -> tuple[Arr
     text = col.feat.dtype == "string"
     if col.count == 1:
         rec, vs, ve = _one_bytes_value(batch, rec, fs, fe)
-        column = _repeated_texts(batch, col, vs, ve) if text else None
-        if column is None:
-            column = _object_array(_slices(batch, rec, vs, ve, text), (len(rec),))
-        return rec, column.reshape((len(rec), *col.shape))
+        return rec, _one_value_each(batch, col, rec, vs, ve).reshape((len(rec), *col.shape))
     rec, ls, fe = _field(batch, _LIST_TAG["bytes"], rec, fs, fe)
     vrec, vitem, vs, ve = _split(batch, rec, np.arange(len(rec), dtype=np.int64), ls, fe)
     counts = np.bincount(vitem, minlength=len(rec))
@@ -570,6 +568,14 @@ def _bytes(batch: _Batch, col: _Column, rec: Arr, fs: Arr, fe: Arr) -> tuple[Arr
         return rec, _object_array(values, (len(rec), *col.shape))
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     return rec, [values[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _one_value_each(batch: _Batch, col: _Column, rec: Arr, vs: Arr, ve: Arr) -> Arr:
+    """The values ``raw[vs:ve]`` of a string or bytes column, a record's one each."""
+    column = _repeated_texts(batch, col, vs, ve) if col.feat.dtype == "string" else None
+    if column is None:
+        column = _object_array(_slices(batch, rec, vs, ve, col.feat.dtype == "string"), (len(rec),))
+    return column
 
 
 def _repeated_texts(batch: _Batch, col: _Column, vs: Arr, ve: Arr) -> Arr | None:
@@ -846,8 +852,9 @@ def _with_slow(codec: RowCodec, batch: _Batch, plan: _Plan, record: Callable[[in
 
 def _scalar_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr] | None:
     """The columns in one C pass (native.scalar_columns) when every feature extracted is an
-    int64 or float32 scalar (a predicate's, or a schema of numbers); the records it declines go
-    slow whole. None where it does not apply (other features, no extension)."""
+    int64, float32, string or bytes scalar (a predicate's, or a table of such columns); the
+    records it declines go slow whole. None where it does not apply (other features, no
+    extension)."""
     kinds = plan.scalar_kinds(batch.wanted)
     if kinds is None or type(batch.raw) is not bytes:
         return None
@@ -860,10 +867,14 @@ def _scalar_columns(batch: _Batch, plan: _Plan) -> dict[str, Arr] | None:
     out: dict[str, Arr] = {}
     for i, has, raw in zip(extracted, found, values, strict=True):
         col = plan.columns[i]
-        v = raw.astype(np.uint32).view(np.float32) if col.kind == "float32" else raw
         every = bool(has.all())
         rec = np.arange(batch.n, dtype=np.int64) if every else np.flatnonzero(has)
-        column = _column_array(batch, plan, col, rec, v if every else v[has])
+        mine = raw if every else raw[has]
+        if col.kind == "bytes":  # each value's (start, end) in the buffer
+            v = _one_value_each(batch, col, rec, mine[:, 0], mine[:, 1])
+        else:
+            v = mine.astype(np.uint32).view(np.float32) if col.kind == "float32" else mine
+        column = _column_array(batch, plan, col, rec, v)
         if column is not None:
             out[col.feat.name] = column
     return {name: out[name] for name in plan.features if name in out}  # in the schema's order

@@ -27,7 +27,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -253,13 +253,14 @@ class Schema:
         filled: FilledRows | None = None,
         entries: Entries | None = None,
         framed: list[bytes] | None = None,
-    ) -> list[bytes]:
+    ) -> Sequence[bytes]:
         """Validate and serialize ``n`` rows given as columns (one sequence of ``n`` values per
         feature, None where a value is missing); a ValidationError's ``record`` is the row.
         ``filled``, when given, receives per feature the rows whose default went in;
         ``entries`` (Example schemas only: a sequence's are not kept) each feature's encoded
         map entries, one a row; ``framed`` (Example schemas only) the records framed as
-        TFRecord, in parts, when they were laid out with their framing (else nothing)."""
+        TFRecord, in parts, when they were laid out with their framing (else nothing): the
+        records returned may then be views of those bytes (a sequence, not a list)."""
         if not self.sequence:
             return self._codec.encode_columns(columns, n, filled, entries, framed)
         out = []

@@ -27,7 +27,7 @@ from catalog.schema.encoders import EntryPrefix
 from catalog.schema.features import Feature
 from catalog.tfrecord import example as wire
 from catalog.tfrecord import native
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, distinct_inverse, frame_in_place
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, Packed, distinct_inverse, frame_in_place
 
 
 class RowCodec(Protocol):
@@ -81,17 +81,18 @@ _PLANS: weakref.WeakKeyDictionary[RowCodec, _Plan] = weakref.WeakKeyDictionary()
 
 def encode_plain(
     codec: RowCodec, columns: Mapping[str, Sequence[Any]], n: int, framed: list[bytes] | None = None
-) -> list[bytes] | None:
+) -> Sequence[bytes] | None:
     """The records of ``n`` rows given as ``columns``, as the encoders make them; None when
     the schema or a value is not plain (see the module): the generic path's business then.
     ``framed``, when given and the records are made here, receives them framed as TFRecord
-    (a bytes a part, in order): laid out with their framing, not framed again one by one."""
+    (a bytes a part, in order): laid out with their framing, not framed again one by one;
+    the records are then views of those bytes (a framing.Packed), not one object each."""
     plan = _PLANS.get(codec)
     if plan is None:
         plan = _PLANS[codec] = _Plan(codec)
     if not plan.plain or n < MIN_ROWS or len(columns) != len(plan.features):
         return None
-    lists: list[list[Any]] = []
+    lists: list[list[Any] | np.ndarray] = []
     for feat in plan.features:
         column = columns.get(feat.name)
         if isinstance(column, np.ndarray) and column.ndim != 1:
@@ -99,16 +100,18 @@ def encode_plain(
         if not isinstance(column, (list, np.ndarray)) or len(column) != n:
             return None
         lists.append(column)
+    if native.NATIVE is not None:
+        return _encode_native(plan, lists, n, framed)
     out: list[bytes] = []
     parts: list[bytes] | None = [] if framed is not None else None
     for lo in range(0, n, CHUNK):  # a part at a time: its arrays stay in the CPU's caches
         values = []
-        for feat, column in zip(plan.features, lists, strict=True):
-            got = _VALUES[feat.kind](column[lo : lo + CHUNK])
+        for feat, whole in zip(plan.features, lists, strict=True):
+            got = _VALUES[feat.kind](whole[lo : lo + CHUNK], True)
             if got is None:
                 return None
             values.append(got)
-        records = _records(plan, values, len(values[0][1]), parts)
+        records = _records(plan, [(v, s) for v, s in values if s is not None], len(values[0][0]), parts)
         if records is None:
             return None  # (``framed`` untouched: every part or none)
         out += records
@@ -117,7 +120,10 @@ def encode_plain(
     return out
 
 
-def _ints(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+Values = tuple[Any, np.ndarray | None]  # (a column's values, each value's bytes when ``sized``)
+
+
+def _ints(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
     """(values, each varint's bytes) of Python ints (or a signed integer array: the same
     values, not made Python ints first) from 0 to 2**63 - 1."""
     if isinstance(column, np.ndarray):
@@ -133,10 +139,10 @@ def _ints(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
             return None
     if values.min() < 0:  # ten bytes (protobuf's negative int64): the encoder's
         return None
-    return values, np.searchsorted(_VARINT_LIMITS, values, side="right") + 1
+    return values, (np.searchsorted(_VARINT_LIMITS, values, side="right") + 1 if sized else None)
 
 
-def _floats(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _floats(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
     """(values as float32, 4 each) of Python floats (or a float array of up to 8 bytes a
     value: what its values are as Python floats) within float32's range."""
     if isinstance(column, np.ndarray):
@@ -149,14 +155,17 @@ def _floats(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | N
         values = np.array(column, dtype=np.float64)
     if not (np.abs(values) <= _F32_MAX).all():  # (NaN too: the encoder's)
         return None
-    return values.astype("<f4"), np.full(len(values), 4, dtype=np.int64)
+    return values.astype("<f4"), (np.full(len(values), 4, dtype=np.int64) if sized else None)
 
 
-def _texts(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _texts(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
     """(all the texts' UTF-8 bytes, each text's byte length) of Python strs (a list, or an
-    object array of them)."""
+    object array of them); unless ``sized``, the column itself (the C loop checks and takes
+    each str's UTF-8 where Python keeps it)."""
     if isinstance(column, np.ndarray) and column.dtype != object:
         return None
+    if not sized:
+        return column, None
     if list(map(type, column)).count(str) != len(column):
         return None
     try:
@@ -178,9 +187,8 @@ _VALUES = {"int64": _ints, "float32": _floats, "string": _texts}
 def _records(
     plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int, framed: list[bytes] | None
 ) -> list[bytes] | None:
-    """The records (and, with ``framed``, the records framed, appended to it)."""
-    if native.NATIVE is not None:  # every byte written in one loop, framing and CRCs too
-        return _records_native(plan, values, n, framed)
+    """The records (and, with ``framed``, the records framed, appended to it), NumPy laying
+    each kind of entry out for every record at once."""
     layouts = [_layout(feat, sizes) for feat, (_v, sizes) in zip(plan.features, values, strict=True)]
     body = np.zeros(n, dtype=np.int64)
     for (_v, sizes), (_t, before) in zip(values, layouts, strict=True):
@@ -206,21 +214,30 @@ def _records(
     return records
 
 
-_KINDS = {"int64": 0, "float32": 1, "string": 2}
+_KINDS = {"int64": 0, "float32": 1, "string": 3}  # encode_plain's (3: a sequence of str)
 
 
-def _records_native(
-    plan: _Plan, values: list[tuple[np.ndarray, np.ndarray]], n: int, framed: list[bytes] | None
-) -> list[bytes]:
+def _encode_native(
+    plan: _Plan, lists: list[list[Any] | np.ndarray], n: int, framed: list[bytes] | None
+) -> Sequence[bytes] | None:
+    """Every byte written in one C loop, the framing and CRCs too (``framed``: the records are
+    then a Packed view of the framed bytes); texts handed over as the str objects they are."""
     assert native.NATIVE is not None
-    columns = [
-        (feat.key, _KINDS[feat.kind], v, sizes)  # (sizes: read for texts only, int64 already)
-        for feat, (v, sizes) in zip(plan.features, values, strict=True)
-    ]
-    buf, starts, ends = native.NATIVE.encode_plain(columns, n, framed is not None)
-    if framed is not None:
-        framed.append(buf)
-    return native.slices(buf, np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64))
+    columns = []
+    for feat, column in zip(plan.features, lists, strict=True):
+        got = _VALUES[feat.kind](column, False)
+        if got is None:
+            return None
+        columns.append((feat.key, _KINDS[feat.kind], got[0], None))
+    made = native.NATIVE.encode_plain(columns, n, framed is not None)
+    if made is None:  # a text that is no str, or has no UTF-8: the encoders say which
+        return None
+    buf, starts, ends = made
+    at, to = np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)
+    if framed is None:
+        return native.slices(buf, at, to)
+    framed.append(buf)
+    return Packed(buf, at, to)
 
 
 def _layout(feat: _Feature, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from catalog.tfrecord.framing import record_sizes
+
 HEAD = struct.Struct("<cQ")
 # writer -> helper: a new tally; records (the features they lack counted as filled); the tally's result
 SCHEMA, BATCH, RESULT = b"S", b"B", b"R"
@@ -148,7 +150,7 @@ class Helper:
         False: tally them here."""
         if not self._has_room():
             return False
-        lengths = np.fromiter(map(len, records), dtype="<u8", count=len(records))
+        lengths = record_sizes(records).astype("<u8")
         self._put(BATCH, struct.pack("<Q", len(records)), lengths.tobytes(), b"".join(records))
         return True
 

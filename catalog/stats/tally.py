@@ -28,6 +28,7 @@ from catalog.stats import helper as helpers
 from catalog.stats.dataset import DatasetStats
 from catalog.stats.digest import digests
 from catalog.stats.sketches import TOP_MAX_BYTES, FeatureStats, Moments, new_hll, new_kll, new_top
+from catalog.tfrecord.framing import record_sizes
 from catalog.tfrecord.native import float32_figures
 
 # Records decoded at a time: large batches spread numpy's per-call cost (a dozen calls per
@@ -78,7 +79,7 @@ def batch_full(records: int, nbytes: int) -> bool:
     return records >= BATCH or nbytes >= BATCH_BYTES
 
 
-def batch_ends(lengths: Sequence[int]) -> list[int]:
+def batch_ends(lengths: Sequence[int] | np.ndarray) -> list[int]:
     """Where each batch of records of these ``lengths`` ends, batched as ``batch_full`` says
     (the records that fill a batch belong to it), computed before the records are written."""
     total = np.cumsum(np.asarray(lengths, dtype=np.int64))
@@ -265,10 +266,14 @@ class Tally:
         if self._sequence or not self._offer_columns(records, columns, ragged):
             self.add_columns(columns, len(records), {}, ragged)
 
+    def _too_long(self, records: Sequence[bytes]) -> bool:
+        """Whether ``records`` average more than the helper takes."""
+        return int(record_sizes(records).sum()) > self._helper_max_record * len(records)
+
     def _offer(self, records: Sequence[bytes]) -> bool:
         """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average, or
         HELPER_MAX_SCALAR_BYTES a feature for a schema of scalars)."""
-        if not (self._helper or self._want_helper) or sum(map(len, records)) > self._helper_max_record * len(records):
+        if not (self._helper or self._want_helper) or self._too_long(records):
             return False
         self._early = self._early or len(records) >= EARLY_RECORDS
         return self._hand(lambda helper: helper.offer(records))
@@ -281,7 +286,7 @@ class Tally:
         which the helper would decode a second time (it cost as much as the writer's own
         decode: CPU off/on 0.46x for an append of a TFRecord file). The same batches as
         ``_offer`` takes (records of at most HELPER_MAX_RECORD bytes on average)."""
-        if not (self._helper or self._want_helper) or sum(map(len, records)) > self._helper_max_record * len(records):
+        if not (self._helper or self._want_helper) or self._too_long(records):
             return False
 
         def payload() -> bytes:

@@ -32,7 +32,7 @@ from catalog.storage.fileio import write_error
 from catalog.storage.files import CHECKSUM_CHUNK, ShardFile, format_checksum
 from catalog.storage.index import index_bytes, publish_index
 from catalog.storage.names import SHARD_SUFFIX, index_rel, shard_name
-from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches
+from catalog.tfrecord.framing import FOOTER_SIZE, HEADER_SIZE, RecordWriter, read_record_batches, record_sizes
 
 UNLIMITED = 1 << 62  # a ShardSink that never rolls: one output shard per job
 # Records as Schema.decode_batch decodes them: the columns, the absent masks, the ragged values.
@@ -213,7 +213,7 @@ class ShardSink:
     def write_framed(
         self,
         framed: bytes,
-        lengths: list[int],
+        lengths: list[int] | np.ndarray,
         records: Callable[[], list[bytes]],
         decoded: Callable[[], Decoded] | None = None,
     ) -> None:
@@ -237,7 +237,7 @@ class ShardSink:
 
     def write_encoded(
         self,
-        records: list[bytes],
+        records: Sequence[bytes],
         columns: Mapping[str, Sequence[Any]],
         filled: Mapping[str, list[int]],
         entries: Mapping[str, Sequence[bytes]],
@@ -255,7 +255,7 @@ class ShardSink:
             self.write_decoded(records, *got, beat, framed=framed)
             return
         if framed is not None and not any(filled.values()):  # (no statistics: nothing to tally)
-            self.write_framed(framed, list(map(len, records)), lambda: records)
+            self.write_framed(framed, record_sizes(records), lambda: list(records))
             beat()
             return
         fills = per_row(filled, len(records))
@@ -265,7 +265,7 @@ class ShardSink:
 
     def write_decoded(
         self,
-        records: list[bytes],
+        records: Sequence[bytes],
         columns: dict[str, np.ndarray],
         absent: dict[str, np.ndarray],
         beat: Callable[[], None] | None = None,
@@ -297,8 +297,8 @@ class ShardSink:
         def before_roll() -> None:
             tally_so_far(i)  # the shard so far: ``i``, the record about to start the next one
 
-        lengths = list(map(len, records))
-        size = sum(lengths) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
+        lengths = record_sizes(records)
+        size = int(lengths.sum()) + len(records) * (HEADER_SIZE + FOOTER_SIZE)
         writer = self._whole(len(records), size)
         if writer is not None:  # no roll within: one call, then the statistics part by part
             if framed is not None:

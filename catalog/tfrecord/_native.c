@@ -452,21 +452,27 @@ static PyObject *texts(PyObject *self, PyObject *args) { return ranges_list(args
 
 /* ------------------------------------------------------------------ encode_plain */
 
-/* encode_plain(columns, n, framed) -> (buf, starts, ends)
+/* encode_plain(columns, n, framed) -> (buf, starts, ends), or None
  * Examples of n rows whose features are all plain scalars, written as the encoders write them
  * (map entries in the columns' order). columns: a sequence of (key bytes, kind, values, sizes)
  * with kind 0 an int64 (values: n non-negative int64s), 1 a float32 (values: n float32s), 2 a
- * text (values: the UTF-8 bytes of all, sizes: n int64 byte counts). With framed, each record
- * has its TFRecord header and footer around it and buf is the framed records back to back;
- * starts/ends (int64 bytes) locate each record's own bytes in buf. */
+ * text (values: the UTF-8 bytes of all, sizes: n int64 byte counts), 3 a text (values: a
+ * sequence of n str, their UTF-8 taken where Python keeps it; sizes unused). With framed, each
+ * record has its TFRecord header and footer around it and buf is the framed records back to
+ * back; starts/ends (int64 bytes) locate each record's own bytes in buf. None when a kind 3
+ * value is not exactly a str or has no UTF-8 (a lone surrogate): the encoders' business. */
 
-static Py_ssize_t varint_len(uint64_t v) {
+static inline Py_ssize_t varint_len(uint64_t v) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (Py_ssize_t)((64 - __builtin_clzll(v | 1)) + 6) / 7; /* seven bits a byte */
+#else
     Py_ssize_t n = 1;
     while (v >= 0x80) {
         v >>= 7;
         n++;
     }
     return n;
+#endif
 }
 
 static unsigned char *put_varint(unsigned char *p, uint64_t v) {
@@ -489,97 +495,167 @@ static unsigned char *put_head(unsigned char *p, unsigned char tag, Py_ssize_t n
 typedef struct {
     Py_buffer key, values, sizes;
     int kind;
-    const int64_t *text_at; /* texts: where each one starts in values */
+    PyObject *strs;          /* kind 3: the values as a list or tuple (a reference held) */
+    const char **text;       /* texts: where each one's UTF-8 starts */
+    const Py_ssize_t *size;  /* and how many bytes it has */
+    unsigned char *pre;      /* the entry's bytes before a value of size s < PREFIX_SIZES, */
+    Py_ssize_t *pre_len;     /* at pre + s * pre_room, pre_len[s] of them (0: not made yet) */
+    Py_ssize_t pre_room;
 } Column;
+
+/* Value sizes whose entry prefix (the map entry's, key's, Feature's and list's heads) is made
+ * once a column: every varint and float, texts of up to 127 bytes. */
+#define PREFIX_SIZES 128
 
 static void columns_release(Column *cols, Py_ssize_t k) {
     for (Py_ssize_t c = 0; c < k; c++) {
         if (cols[c].key.obj) PyBuffer_Release(&cols[c].key);
         if (cols[c].values.obj) PyBuffer_Release(&cols[c].values);
         if (cols[c].sizes.obj) PyBuffer_Release(&cols[c].sizes);
-        PyMem_Free((void *)cols[c].text_at);
+        Py_XDECREF(cols[c].strs);
+        PyMem_Free((void *)cols[c].text);
+        PyMem_Free((void *)cols[c].size);
+        PyMem_Free(cols[c].pre);
+        PyMem_Free(cols[c].pre_len);
     }
     PyMem_Free(cols);
 }
 
-static int column_get(PyObject *item, Column *col, Py_ssize_t n) {
-    PyObject *key, *values, *sizes;
-    if (!PyArg_ParseTuple(item, "OiOO", &key, &col->kind, &values, &sizes)) return -1;
-    if (PyObject_GetBuffer(key, &col->key, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(values, &col->values, PyBUF_SIMPLE) < 0)
-        return -1;
-    Py_ssize_t want = col->kind == 0 ? n * 8 : col->kind == 1 ? n * 4 : -1;
-    if (col->kind < 0 || col->kind > 2 || (want >= 0 && col->values.len != want)) {
-        PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");
+/* Room for a text column's pointers and sizes; -1 (an error set) when memory runs out. */
+static int texts_alloc(Column *col, Py_ssize_t n) {
+    col->text = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*col->text));
+    col->size = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*col->size));
+    if (col->text == NULL || col->size == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
-    if (col->kind != 2) return 0;
+    return 0;
+}
+
+/* Kind 2: the texts' UTF-8 back to back in values, their sizes in sizes. */
+static int joined_texts(Column *col, PyObject *sizes, Py_ssize_t n) {
     if (PyObject_GetBuffer(sizes, &col->sizes, PyBUF_SIMPLE) < 0) return -1;
     if (col->sizes.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "a text column's sizes do not fit n rows");
         return -1;
     }
-    int64_t *at = PyMem_Malloc((size_t)(n ? n : 1) * 8), total = 0;
-    if (at == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    col->text_at = at;
+    if (texts_alloc(col, n) < 0) return -1;
     const int64_t *sz = col->sizes.buf;
+    Py_ssize_t *size = (Py_ssize_t *)col->size;
+    int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (sz[i] < 0 || sz[i] > (int64_t)col->values.len - total) {
             PyErr_SetString(PyExc_ValueError, "a text column's sizes run past its bytes");
             return -1;
         }
-        at[i] = total;
+        col->text[i] = (const char *)col->values.buf + total;
+        size[i] = (Py_ssize_t)sz[i];
         total += sz[i];
     }
     return 0;
 }
 
-/* the serialized Feature's length of row i */
-static Py_ssize_t feature_len(const Column *col, Py_ssize_t i) {
-    if (col->kind == 0) return field_len(field_len(varint_len((uint64_t)((const int64_t *)col->values.buf)[i])));
-    if (col->kind == 1) return field_len(field_len(4));
-    return field_len(field_len((Py_ssize_t)((const int64_t *)col->sizes.buf)[i]));
-}
-
-static unsigned char *put_feature(unsigned char *p, const Column *col, Py_ssize_t i) {
-    if (col->kind == 0) {
-        uint64_t v = (uint64_t)((const int64_t *)col->values.buf)[i];
-        Py_ssize_t vl = varint_len(v);
-        p = put_head(p, 0x1A, field_len(vl));
-        p = put_head(p, 0x0A, vl);
-        return put_varint(p, v);
+/* Kind 3: a sequence of str; 1 when a value is not exactly a str or has no UTF-8 (no error
+ * left set: the caller's generic path judges it). The GIL stays held while the column is
+ * used, and the list or tuple held keeps each str, and so its UTF-8, alive. */
+static int str_texts(Column *col, PyObject *values, Py_ssize_t n) {
+    col->strs = PySequence_Fast(values, "a text column must be a sequence");
+    if (col->strs == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(col->strs) != n) {
+        PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");
+        return -1;
     }
-    if (col->kind == 1) {
-        p = put_head(p, 0x12, field_len(4));
-        p = put_head(p, 0x0A, 4);
-        memcpy(p, (const char *)col->values.buf + 4 * i, 4);
-        return p + 4;
+    if (texts_alloc(col, n) < 0) return -1;
+    PyObject **items = PySequence_Fast_ITEMS(col->strs);
+    Py_ssize_t *size = (Py_ssize_t *)col->size;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(items[i])) return 1;
+        col->text[i] = PyUnicode_AsUTF8AndSize(items[i], &size[i]);
+        if (col->text[i] == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1; /* memory */
+            PyErr_Clear();
+            return 1;
+        }
     }
-    Py_ssize_t t = (Py_ssize_t)((const int64_t *)col->sizes.buf)[i];
-    p = put_head(p, 0x0A, field_len(t));
-    p = put_head(p, 0x0A, t);
-    memcpy(p, (const char *)col->values.buf + col->text_at[i], (size_t)t);
-    return p + t;
+    return 0;
 }
 
-static Py_ssize_t entry_len(const Column *col, Py_ssize_t i) {
-    return field_len(field_len(col->key.len) + field_len(feature_len(col, i)));
+/* One column's arguments; 0, 1 (not plain: see str_texts) or -1 (an error set). */
+static int column_get(PyObject *item, Column *col, Py_ssize_t n) {
+    PyObject *key, *values, *sizes;
+    if (!PyArg_ParseTuple(item, "OiOO", &key, &col->kind, &values, &sizes)) return -1;
+    if (PyObject_GetBuffer(key, &col->key, PyBUF_SIMPLE) < 0) return -1;
+    if (col->key.len <= 4096) { /* (a longer key's prefixes are written each time) */
+        col->pre_room = col->key.len + 64; /* five heads of at most eleven bytes, and the key */
+        col->pre = PyMem_Malloc((size_t)(PREFIX_SIZES * col->pre_room));
+        col->pre_len = PyMem_Calloc(PREFIX_SIZES, sizeof(*col->pre_len));
+        if (col->pre == NULL || col->pre_len == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    if (col->kind == 3) return str_texts(col, values, n);
+    if (PyObject_GetBuffer(values, &col->values, PyBUF_SIMPLE) < 0) return -1;
+    Py_ssize_t want = col->kind == 0 ? n * 8 : col->kind == 1 ? n * 4 : -1;
+    if (col->kind < 0 || col->kind > 2 || (want >= 0 && col->values.len != want)) {
+        PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");
+        return -1;
+    }
+    return col->kind == 2 ? joined_texts(col, sizes, n) : 0;
 }
 
-static unsigned char *put_entry(unsigned char *p, const Column *col, Py_ssize_t i) {
-    Py_ssize_t f = feature_len(col, i);
+/* The size of row i's value: its varint's, a float's, its text's. */
+static inline Py_ssize_t value_size(const Column *col, Py_ssize_t i) {
+    if (col->kind == 0) return varint_len((uint64_t)((const int64_t *)col->values.buf)[i]);
+    return col->kind == 1 ? 4 : col->size[i];
+}
+
+/* The map entry's bytes before a value of sz bytes: the entry's head, the key, the Feature's
+ * head, its list's (Int64List, FloatList, BytesList) and the packed values' or the value's. */
+static unsigned char *put_prefix(unsigned char *p, const Column *col, Py_ssize_t sz) {
+    Py_ssize_t f = field_len(field_len(sz));
     p = put_head(p, 0x0A, field_len(col->key.len) + field_len(f));
     p = put_head(p, 0x0A, col->key.len);
     memcpy(p, col->key.buf, (size_t)col->key.len);
     p += col->key.len;
     p = put_head(p, 0x12, f);
-    return put_feature(p, col, i);
+    p = put_head(p, col->kind == 0 ? 0x1A : col->kind == 1 ? 0x12 : 0x0A, field_len(sz));
+    return put_head(p, 0x0A, sz);
+}
+
+/* The prefix of a value of sz bytes made ready (NULL when it is not kept: write it). */
+static inline const unsigned char *prefix(Column *col, Py_ssize_t sz, Py_ssize_t *len) {
+    if (col->pre == NULL || sz >= PREFIX_SIZES) return NULL;
+    unsigned char *at = col->pre + sz * col->pre_room;
+    if (col->pre_len[sz] == 0) col->pre_len[sz] = put_prefix(at, col, sz) - at;
+    *len = col->pre_len[sz];
+    return at;
+}
+
+static Py_ssize_t entry_len(Column *col, Py_ssize_t sz) {
+    Py_ssize_t len;
+    if (prefix(col, sz, &len) != NULL) return len + sz;
+    return field_len(field_len(col->key.len) + field_len(field_len(field_len(sz))));
+}
+
+static unsigned char *put_entry(unsigned char *p, Column *col, Py_ssize_t i) {
+    Py_ssize_t sz = value_size(col, i), len;
+    const unsigned char *pre = prefix(col, sz, &len);
+    if (pre != NULL) {
+        memcpy(p, pre, (size_t)len);
+        p += len;
+    } else {
+        p = put_prefix(p, col, sz);
+    }
+    if (col->kind == 0) return put_varint(p, (uint64_t)((const int64_t *)col->values.buf)[i]);
+    const char *from = col->kind == 1 ? (const char *)col->values.buf + 4 * i : col->text[i];
+    memcpy(p, from, (size_t)sz);
+    return p + sz;
 }
 
 static PyObject *encode_plain(PyObject *self, PyObject *args) {
     PyObject *seq, *result = NULL, *buf = NULL, *starts = NULL, *ends = NULL;
+    Py_ssize_t *bodies = NULL; /* each record's entries' size */
     Py_ssize_t n;
     int framed;
     if (!PyArg_ParseTuple(args, "Onp", &seq, &n, &framed)) return NULL;
@@ -595,20 +671,32 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
         Py_DECREF(fast);
         return PyErr_NoMemory();
     }
-    for (Py_ssize_t c = 0; c < k; c++)
-        if (column_get(PySequence_Fast_GET_ITEM(fast, c), &cols[c], n) < 0) goto done;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        int got = column_get(PySequence_Fast_GET_ITEM(fast, c), &cols[c], n);
+        if (got < 0) goto done;
+        if (got > 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
     /* Each entry's size is bounded by its buffers' (held in memory), but columns may share
      * buffers: the sums are checked, a wrapped one would size buf too small. */
     Py_ssize_t room = framed ? 16 : 0, total = 0, most = PY_SSIZE_T_MAX - 32;
+    bodies = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*bodies));
+    if (bodies == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t body = 0;
         for (Py_ssize_t c = 0; c < k; c++) {
-            Py_ssize_t len = entry_len(&cols[c], i);
+            Py_ssize_t len = entry_len(&cols[c], value_size(&cols[c], i));
             if (len > most - body) goto too_big;
             body += len;
         }
         if (room + field_len(body) > most - total) goto too_big;
         total += room + field_len(body);
+        bodies[i] = body;
     }
     buf = PyBytes_FromStringAndSize(NULL, total);
     starts = PyBytes_FromStringAndSize(NULL, n * 8);
@@ -618,8 +706,7 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *e = (int64_t *)PyBytes_AS_STRING(ends);
     const unsigned char *base = p;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t body = 0;
-        for (Py_ssize_t c = 0; c < k; c++) body += entry_len(&cols[c], i);
+        Py_ssize_t body = bodies[i];
         unsigned char *header = p;
         if (framed) p += 12;
         s[i] = p - base;
@@ -645,6 +732,7 @@ done:
     Py_XDECREF(buf);
     Py_XDECREF(starts);
     Py_XDECREF(ends);
+    PyMem_Free(bodies);
     columns_release(cols, k);
     Py_DECREF(fast);
     return result;
@@ -825,10 +913,12 @@ static PyObject *parse_example(PyObject *self, PyObject *arg) {
  * exactly ``key = 1, value = 2``; every key one of keys (a tuple of bytes), none twice; length
  * varints of at most five bytes. kinds (bytes, one a key): 0 a feature not extracted (its
  * Feature not looked at), 1 an int64 scalar (a packed Int64List of one varint), 2 a float32
- * scalar (a packed FloatList of one value). Any other record is slow (n bytes, 1 each: the
- * caller's general parse judges it, values and errors). For the W extracted keys, in keys'
- * order: found, n bytes each (1 where the record had it), and values, a list of W bytearrays
- * of n int64s (an int64 each, or a float32's bits in the low half; 0 where not found). */
+ * scalar (a packed FloatList of one value), 3 a bytes scalar (a BytesList of one value). Any
+ * other record is slow (n bytes, 1 each: the caller's general parse judges it, values and
+ * errors). For the W extracted keys, in keys' order: found, n bytes each (1 where the record
+ * had it), and values, a list of W bytearrays of n int64s (an int64 each, or a float32's bits
+ * in the low half; 0 where not found), or for a bytes key 2n int64s: each value's start and
+ * end in buf (where the caller slices it, unchecked UTF-8 for a text). */
 
 typedef struct {
     const unsigned char **key;
@@ -878,6 +968,16 @@ static int scalar_value(Cursor f, char kind, int64_t *out) {
     return OK;
 }
 
+/* The one value of a bytes Feature, ``0a L (0a L' value)``: its start and end in base. */
+static int bytes_value(Cursor f, const unsigned char *base, int64_t *out) {
+    Cursor list, value;
+    if (read_field(&f, 0x0A, &list, 5) != OK || f.p != f.end) return IRREGULAR;
+    if (read_field(&list, 0x0A, &value, 5) != OK || list.p != list.end) return IRREGULAR;
+    out[0] = value.p - base;
+    out[1] = value.end - base;
+    return OK;
+}
+
 /* One record's scalars into values (row i) and found; 0, or -1 when it is not regular. guess[j]:
  * the key of entry j in the last regular record, tried first. seen: per key, the last record
  * that had it (a key twice is irregular). */
@@ -901,7 +1001,10 @@ static int record_scalars(const unsigned char *base, int64_t s, int64_t e, const
         }
         if (seen[col] == i) return -1;
         seen[col] = i;
-        if (kinds[col]) {
+        if (kinds[col] == 3) {
+            if (bytes_value(value, base, &values[slot[col]][2 * i]) != OK) return -1;
+            found[slot[col] * n + i] = 1;
+        } else if (kinds[col]) {
             if (scalar_value(value, kinds[col], &values[slot[col]][i]) != OK) return -1;
             found[slot[col] * n + i] = 1;
         }
@@ -984,13 +1087,13 @@ static PyObject *scalar_columns(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t c = 0; c < t.k; c++) {
-        if (kind[c] < 0 || kind[c] > 2) {
-            PyErr_SetString(PyExc_ValueError, "a kind must be 0, 1 or 2");
+        if (kind[c] < 0 || kind[c] > 3) {
+            PyErr_SetString(PyExc_ValueError, "a kind must be 0, 1, 2 or 3");
             goto done;
         }
         slot[c] = kind[c] ? w++ : -1;
     }
-    if (w && r.n > PY_SSIZE_T_MAX / 8 / w) {
+    if (w && r.n > PY_SSIZE_T_MAX / 16 / w) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1000,11 +1103,12 @@ static PyObject *scalar_columns(PyObject *self, PyObject *args) {
     if (slow == NULL || found == NULL || values == NULL) goto done;
     for (Py_ssize_t c = 0, x = 0; c < t.k; c++) {
         if (!kind[c]) continue;
-        PyObject *column = PyByteArray_FromStringAndSize(NULL, r.n * 8);
+        Py_ssize_t size = r.n * (kind[c] == 3 ? 16 : 8); /* a bytes value's start and end */
+        PyObject *column = PyByteArray_FromStringAndSize(NULL, size);
         if (column == NULL) goto done;
         PyList_SET_ITEM(values, x, column);
         vals[x] = (int64_t *)PyByteArray_AS_STRING(column);
-        memset(vals[x], 0, (size_t)(r.n * 8));
+        memset(vals[x], 0, (size_t)size);
         x++;
     }
     t.bufend = (const unsigned char *)r.data.buf + r.data.len;

@@ -18,8 +18,8 @@ import os
 import struct
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
-from typing import IO, Any, Literal, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any, Literal, cast, overload
 
 import numpy as np
 from crc32c import crc32c
@@ -185,14 +185,17 @@ class RecordWriter:
             if self._pending_bytes >= WRITE_BATCH_BYTES or len(self._pending) >= WRITE_BATCH_RECORDS:
                 self._drain()
 
-    def write_framed(self, framed: bytes, lengths: list[int]) -> None:
+    def write_framed(self, framed: bytes, lengths: list[int] | np.ndarray) -> None:
         """Write records already framed (their headers and CRCs checked by the reader that
         found them: a filter's kept records copied as they were); ``lengths``: their data
         lengths, in order. The bytes are what :meth:`write` of each record would make."""
         self._check_open()
         self._drain()  # records queued before these go first
         if self._lengths is not None:
-            self._lengths.fromlist(lengths)
+            if isinstance(lengths, np.ndarray):
+                self._lengths.frombytes(lengths.astype(np.uint64).tobytes())  # (native order, as "Q")
+            else:
+                self._lengths.fromlist(lengths)
         self.records += len(lengths)
         if framed:
             self._emit(framed)
@@ -308,6 +311,47 @@ class RecordWriter:
             self._file.write(chunk)
             self.file_bytes += len(chunk)
             self.checksum = crc32c(chunk, self.checksum)
+
+
+class Packed(Sequence[bytes]):
+    """Records back to back in one buffer (record ``i`` is ``buf[starts[i]:ends[i]]``, framed
+    or not), made into ``bytes`` objects only when asked for one: a batch encoded at once
+    would otherwise be as many objects as records, made and freed for a count and a length."""
+
+    __slots__ = ("buf", "ends", "starts")
+
+    def __init__(self, buf: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.buf, self.starts, self.ends = buf, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> Packed: ...
+    def __getitem__(self, i: int | slice) -> bytes | Packed:
+        if isinstance(i, slice):
+            return Packed(self.buf, self.starts[i], self.ends[i])
+        return self.buf[int(self.starts[i]) : int(self.ends[i])]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(native.slices(self.buf, self.starts, self.ends))
+
+    def __eq__(self, other: object) -> bool:  # as the list of its records
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (a sequence that compares as a list: unhashable)
+
+    def sizes(self) -> np.ndarray:
+        return self.ends - self.starts
+
+
+def record_sizes(records: Sequence[bytes]) -> np.ndarray:
+    """Each record's length (int64), from a :class:`Packed`'s offsets without slicing it."""
+    if isinstance(records, Packed):
+        return records.sizes()
+    return np.fromiter(map(len, records), dtype=np.int64, count=len(records))
 
 
 def frame_in_place(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, records: list[bytes]) -> bytes:

@@ -114,18 +114,22 @@ def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
 def scalar_columns(
     buf: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[bytes, ...], kinds: bytes
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
-    """The int64 (kind 1) and float32 (kind 2) scalars of the Examples ``buf[starts[i]:ends[i]]``,
-    one pass in C: which records are not laid out as serializers write them (a bool array: the
-    caller's general parse takes those), and for each extracted key (``kinds`` nonzero, in
-    order) where it was found (bools) and its values (a writable int64 array, a float32's bits
-    in the low half). ``keys``: every key a record may hold (another one makes it irregular).
-    None without the extension."""
+    """The int64 (kind 1), float32 (kind 2) and bytes (kind 3) scalars of the Examples
+    ``buf[starts[i]:ends[i]]``, one pass in C: which records are not laid out as serializers
+    write them (a bool array: the caller's general parse takes those), and for each extracted
+    key (``kinds`` nonzero, in order) where it was found (bools) and its values (a writable
+    int64 array, a float32's bits in the low half; for bytes, an (n, 2) array of each value's
+    start and end in ``buf``). ``keys``: every key a record may hold (another one makes it
+    irregular). None without the extension."""
     if NATIVE is None:
         return None
     slow, found, values = NATIVE.scalar_columns(buf, _int64(starts), _int64(ends), keys, kinds)
     n = len(starts)
     has = np.frombuffer(found, dtype=np.bool_).reshape(len(values), n)
-    return np.frombuffer(slow, dtype=np.bool_), has, [np.frombuffer(v, dtype=np.int64) for v in values]
+    arrays = [np.frombuffer(v, dtype=np.int64) for v in values]
+    extracted = [kind for kind in kinds if kind]
+    arrays = [a.reshape(n, 2) if kind == 3 else a for a, kind in zip(arrays, extracted, strict=True)]
+    return np.frombuffer(slow, dtype=np.bool_), has, arrays
 
 
 def parse_example(data: Any) -> Kinded | None:

@@ -15,6 +15,7 @@ import pytest
 from catalog import Catalog
 from catalog.errors import CatalogError, DatasetNotFoundError
 from catalog.ops import derive
+from catalog.tfrecord import native
 from catalog.tfrecord.framing import RecordWriter, read_record_batches
 
 SCHEMA = {
@@ -210,10 +211,9 @@ def test_a_batched_maps_plain_records_go_out_framed_as_the_writer_frames_them(tm
     src.append_rows(rows[:300], split="train")
     src.append_rows(rows[300:], split="test")
     framed: list[int] = []
-    lay_out = packing._records  # (NumPy's layout or the C extension's loop: both frame there)
-    monkeypatch.setattr(
-        packing, "_records", lambda p, v, n, f: (f is not None and framed.append(n)) or lay_out(p, v, n, f)
-    )
+    where = "_records" if native.NATIVE is None else "_encode_native"  # (NumPy's layout, or the C loop)
+    lay_out = getattr(packing, where)
+    monkeypatch.setattr(packing, where, lambda p, v, n, f: (f is not None and framed.append(n)) or lay_out(p, v, n, f))
     cat.dataset("src").map(lengths, into="framed", batched=True, workers=1)
     assert framed == [300, 400]  # a shard's batch laid out with its framing
     encoded = derive._Program.encoded

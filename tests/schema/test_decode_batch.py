@@ -25,6 +25,7 @@ from catalog.schema import Schema, to_tf_feature_spec
 from catalog.schema import columnar as fastdecode
 from catalog.schema.codec import kinds_by_protobuf
 from catalog.tfrecord import example as wire
+from catalog.tfrecord import native
 
 # --------------------------------------------------------------------------- helpers
 
@@ -204,7 +205,74 @@ def rich_row(i: int) -> dict[str, Any]:
 RICH_RECORDS = [RICH.encode(rich_row(i)) for i in range(9)]
 
 
+SCALARS = Schema.from_json(
+    {
+        "features": {
+            "id": {"dtype": "int64"},
+            "label": {"dtype": "string", "default": "none"},
+            "raw": {"dtype": "bytes"},
+            "score": {"dtype": "float32"},
+            "note": {"dtype": "string", "optional": True},
+        }
+    }
+)
+
+
+def scalar_row(i: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": i - 3, "raw": bytes(range(i % 7)) * 40, "score": i / 3}
+    if i % 3:
+        row["label"] = ["cat", "é" * 90, ""][i % 3]
+    if i % 2:
+        row["note"] = f"note {i}"
+    return row
+
+
+SCALAR_RECORDS = [SCALARS.encode(scalar_row(i)) for i in range(80)]
+
+
 # --------------------------------------------------------------------------- the common case
+
+
+def test_scalar_tables_take_one_c_pass_with_their_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table of int64, float32, string and bytes scalars is read in one C pass (texts and
+    bytes sliced where they lie); records it declines (a value that is not UTF-8, two values,
+    a key twice, another kind) go to the generic path, which raises or reads what it always did."""
+    if native.NATIVE is None:
+        pytest.skip("the C extension is not built here (no C compiler?) or CATALOG_NATIVE=0")
+    passes: list[bytes] = []
+    real = native.scalar_columns
+
+    def counted(buf: bytes, starts: Any, ends: Any, keys: Any, kinds: bytes) -> Any:
+        passes.append(kinds)
+        return real(buf, starts, ends, keys, kinds)
+
+    monkeypatch.setattr(native, "scalar_columns", counted)
+    kind, columns = check_batch(SCALARS, SCALAR_RECORDS)
+    assert kind == "ok" and passes and all(3 in k for k in passes)
+    assert slow_records(SCALARS, SCALAR_RECORDS) == []
+    assert (
+        columns["label"][1] == "é" * 90 and columns["label"][3] == "none" and columns["raw"][6] == bytes(range(6)) * 40
+    )
+    assert columns["note"][1] == "note 1" and columns["note"][2] is None
+
+    def raw(i: int) -> bytes:
+        return wire.bytes_feature([scalar_row(i)["raw"]])
+
+    odd = {
+        3: _replace_entry(SCALAR_RECORDS[3], "raw", raw(3), wire.bytes_feature([b"a", b"b"])),  # two values
+        5: _replace_entry(SCALAR_RECORDS[5], "note", wire.bytes_feature([b"note 5"]), wire.bytes_feature([])),
+        7: SCALAR_RECORDS[7] + ld(0x0A, entry("raw", wire.bytes_feature([b"again"]))),  # a key twice (merged)
+        9: _replace_entry(SCALAR_RECORDS[9], "raw", raw(9), wire.int64_feature([1])),  # another kind
+    }
+    records = [odd.get(i, r) for i, r in enumerate(SCALAR_RECORDS)]
+    check_batch(SCALARS, records)
+    assert slow_records(SCALARS, records) == sorted(odd)
+    for bad in (3, 40):  # not UTF-8: the generic path names the record and the feature
+        records = list(SCALAR_RECORDS)
+        made = SCALARS.encode({**scalar_row(bad), "label": "x"})
+        records[bad] = _replace_entry(made, "label", wire.bytes_feature([b"x"]), wire.bytes_feature([b"\xff"]))
+        kind, err = check_batch(SCALARS, records)
+        assert kind == "error" and err[0] is ValidationError and err[2] == bad and err[3] == "label"
 
 
 @pytest.mark.parametrize(("schema", "records"), [(BASIC, BASIC_RECORDS), (RICH, RICH_RECORDS)], ids=["basic", "rich"])

@@ -20,7 +20,7 @@ from catalog.schema import Schema
 from catalog.schema.packing import CHUNK, MIN_ROWS, encode_plain
 from catalog.tfrecord import native
 from catalog.tfrecord.example import FLOAT32_MAX
-from catalog.tfrecord.framing import RecordWriter
+from catalog.tfrecord.framing import Packed, RecordWriter, record_sizes
 
 F32 = st.floats(width=32, allow_nan=False, allow_infinity=False) | st.floats(-FLOAT32_MAX, FLOAT32_MAX)
 INTS = st.integers(0, 2**63 - 1) | st.sampled_from([0, 127, 128, 16383, 16384, 2**56 - 1, 2**56, 2**63 - 1])
@@ -80,6 +80,7 @@ def test_long_records_and_floats_that_round() -> None:
         ("score", 3, None),
         ("text", "\ud800", "text"),
         ("text", b"bytes", None),
+        ("text", np.str_("a str subclass"), None),
     ],
 )
 def test_a_value_that_is_not_plain_goes_to_the_generic_path(feature: str, value: Any, error: str | None) -> None:
@@ -202,7 +203,8 @@ def test_framed_batches_are_the_bytes_the_writer_frames_the_records_into(
     framed: list[bytes] = []
     records = schema.encode_columns(columns, len(rows), None, None, framed)
     assert records == _one_by_one(schema, columns, len(rows))
-    assert len(framed) == -(-len(rows) // CHUNK) and b"".join(framed) == _framed_one_by_one(records)
+    parts = 1 if native.NATIVE is not None else -(-len(rows) // CHUNK)  # (the C loop: one at once)
+    assert len(framed) == parts and b"".join(framed) == _framed_one_by_one(records)
 
 
 def test_a_batch_the_fast_path_does_not_take_frames_nothing() -> None:
@@ -219,3 +221,24 @@ def test_a_batch_the_fast_path_does_not_take_frames_nothing() -> None:
         assert got is None and framed == []
     else:  # the C extension takes records of any length, framed as the writer frames them
         assert got == _one_by_one(schema, long, MIN_ROWS) and b"".join(framed) == _framed_one_by_one(got)
+
+
+def test_framed_records_are_views_of_the_framed_bytes() -> None:
+    """With ``framed``, the C loop's records are a Packed view of the framed bytes: a sequence
+    that indexes, slices, iterates, compares and measures as the list of its records does."""
+    schema = _schema("text")
+    n = MIN_ROWS + 7
+    columns = {"id": list(range(n)), "text": [f"t{i}" * (i % 5) for i in range(n)], "score": [0.5] * n}
+    framed: list[bytes] = []
+    records = schema.encode_columns(columns, n, None, None, framed)
+    want = _one_by_one(schema, columns, n)
+    if native.NATIVE is None:
+        assert type(records) is list and records == want
+        return
+    assert isinstance(records, Packed) and len(records) == n and records == want and want == records
+    assert records[0] == want[0] and records[-1] == want[-1] and list(records[3:9]) == want[3:9]
+    assert isinstance(records[3:9], Packed) and records[3:9][2] == want[5] and records != want[:-1]
+    assert record_sizes(records).tolist() == [len(r) for r in want] == record_sizes(want).tolist()
+    assert b"".join(framed) == _framed_one_by_one(want)
+    with pytest.raises(TypeError):
+        hash(records)

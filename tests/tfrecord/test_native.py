@@ -500,8 +500,9 @@ def test_read_records_takes_a_strided_view() -> None:
 
 # --------------------------------------------------------------------------- scalar_columns
 
-_SCALAR_KEYS = (b"a", b"bb", b"a_longer_key_than_eight", b"f")
-_SCALAR_KINDS = bytes([1, 1, 0, 2])  # int64, int64, not extracted, float32
+_SCALAR_KEYS = (b"a", b"bb", b"a_longer_key_than_eight", b"f", b"t")
+_SCALAR_KINDS = bytes([1, 1, 0, 2, 3])  # int64, int64, not extracted, float32, bytes
+_LIST_KIND = {1: "int64_list", 2: "float_list", 3: "bytes_list"}
 
 
 def _scalars_by_protobuf(record: bytes) -> dict[bytes, Any] | None:
@@ -520,7 +521,7 @@ def _scalars_by_protobuf(record: bytes) -> dict[bytes, Any] | None:
         want = _SCALAR_KINDS[_SCALAR_KEYS.index(key)]
         if want == 0:
             continue
-        if kind != ("int64_list" if want == 1 else "float_list") or len(values) != 1:
+        if kind != _LIST_KIND[want] or len(values) != 1:
             return None
         out[key] = values[0]
     return out
@@ -541,19 +542,25 @@ def _scalar_answers(records: list[bytes]) -> list[dict[bytes, Any] | None]:
             continue
         row: dict[bytes, Any] = {}
         for x, key in enumerate(extracted):
-            if found[x, i]:
+            if key == b"t" and found[x, i]:
+                start, end = values[x][i].tolist()
+                assert starts[i] <= start <= end <= starts[i] + lens[i]  # within its record
+                row[key] = raw[start:end]
+            elif found[x, i]:
                 v = int(values[x][i])
                 row[key] = struct.unpack("<f", struct.pack("<I", v))[0] if key == b"f" else v
         answers.append(row)
     return answers
 
 
-def _scalar_record(ints: dict[bytes, int], f: float | None, other: bool) -> bytes:
+def _scalar_record(ints: dict[bytes, int], f: float | None, other: bool, t: list[bytes] | None = None) -> bytes:
     entries = b"".join(wire.map_entry(k, wire.int64_feature([v])) for k, v in ints.items())
     if f is not None:
         entries += wire.map_entry(b"f", wire.float_feature([f]))
     if other:
         entries += wire.map_entry(b"a_longer_key_than_eight", wire.bytes_feature([b"anything"]))
+    if t is not None:  # one value (read), or none or two (declined)
+        entries += wire.map_entry(b"t", wire.bytes_feature(t))
     return wire.features_field(entries)
 
 
@@ -562,6 +569,7 @@ _scalar_records = st.builds(
     st.dictionaries(st.sampled_from([b"a", b"bb"]), st.integers(-(1 << 63), (1 << 63) - 1)),
     st.one_of(st.none(), st.floats(width=32, allow_nan=False)),
     st.booleans(),
+    st.one_of(st.none(), st.lists(st.binary(max_size=300), min_size=1, max_size=1), st.lists(st.binary(), max_size=2)),
 )
 
 
@@ -614,7 +622,7 @@ def test_scalar_columns_refuse_bad_arguments() -> None:
         ((), b""),
         ((b"a", b"a"), b"\x01\x01"),
         ((b"a",), b"\x01\x01"),
-        ((b"a",), b"\x03"),
+        ((b"a",), b"\x04"),
         (("a",), b"\x01"),
     ]:
         with pytest.raises((TypeError, ValueError)):
