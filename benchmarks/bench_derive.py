@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python -m benchmarks.bench_derive            # full run: 1,000,000 rows
     .venv/bin/python -m benchmarks.bench_derive --quick    # 100,000 rows
+    .venv/bin/python -m benchmarks.bench_derive --only filter,map-batched
     .venv/bin/python -m benchmarks.bench_derive --json results.json
     .venv/bin/python -m benchmarks.bench_derive --profile all   # cProfile every catalog side, not only misses
 
@@ -386,11 +387,17 @@ def print_results(results: list[h.Versus], elapsed: float) -> list[h.Versus]:
     return h.versus_missed(results)
 
 
+SECTIONS = ("filter", "map", "map-batched")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, cfg = h.options(
-        argv, QUICK, FULL, __doc__, "100,000 rows instead of 1,000,000", "minimum timed rounds (default 3)",
-        "the catalog side (workers=1)",
+    parser = h.arg_parser(
+        __doc__, "100,000 rows instead of 1,000,000", "minimum timed rounds (default 3)", "the catalog side (workers=1)",
     )  # fmt: skip
+    parser.add_argument("--only", metavar="SECTIONS", help=f"comma-separated ({','.join(SECTIONS)}); default all")
+    args = parser.parse_args(argv)
+    cfg = h.chosen_config(args, QUICK, FULL)
+    chosen = h.chosen_sections(args.only, SECTIONS)
     import datasets
 
     datasets.disable_progress_bars()
@@ -405,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         results: list[h.Versus] = []
         for key, step in (("filter", bench_filter), ("map", lambda b: bench_map(b, False)),
                           ("map-batched", lambda b: bench_map(b, True))):  # fmt: skip
+            if key not in chosen:
+                continue
             t0 = time.perf_counter()
             results += step(b)
             h.log(f"[{key}] done in {time.perf_counter() - t0:.0f} s")

@@ -134,15 +134,16 @@ def _ingest_batches(w: Target, path: Path, source: ColumnSource) -> None:
         n = len(where)
         filled: dict[str, list[int]] = {}
         entries: dict[str, Sequence[bytes]] = {}
+        framed: list[bytes] = []
         try:
             records = schema.encode_columns(
-                columns, n, filled if sink.tallying else None, entries if sink.tallying else None
+                columns, n, filled if sink.tallying else None, entries if sink.tallying else None, framed
             )
         except ValidationError as e:
             i = e.record or 0
             error = _row_error(path, source.unit, index + i, where[i], e)
             raise_explained(w.ds, error, lambda old: old.encode_columns(columns, n))  # noqa: B023
-        sink.write_encoded(records, columns, filled, entries, w.heartbeat)
+        sink.write_encoded(records, columns, filled, entries, w.heartbeat, b"".join(framed) if framed else None)
         index += n
 
 

@@ -188,8 +188,8 @@ class Writer:
             done = [(part, *self._encode_columns(part, n)) for part, n in column_batches(columns, schema.features)]
         except ValidationError:
             return False
-        for part, records, filled, entries in done:  # nothing written before every row passed
-            self._sink().write_encoded(records, part, filled, entries, self.intent.beat)
+        for part, records, filled, entries, framed in done:  # nothing written before every row passed
+            self._sink().write_encoded(records, part, filled, entries, self.intent.beat, framed)
         self.rows += len(rows)
         return True
 
@@ -198,23 +198,27 @@ class Writer:
         equal-length columns (lists or numpy arrays), a column at a time (schema.frames)."""
         for columns, n in column_batches(batch, self.ds.schema.features):
             try:
-                records, filled, entries = self._encode_columns(columns, n)
+                records, filled, entries, framed = self._encode_columns(columns, n)
             except ValidationError as e:
                 error = self._at_row(e, self.rows + (e.record or 0))
                 raise_explained(self.ds, error, lambda older: older.encode_columns(columns, n))  # noqa: B023
-            self._sink().write_encoded(records, columns, filled, entries, self.intent.beat)
+            self._sink().write_encoded(records, columns, filled, entries, self.intent.beat, framed)
             self.rows += n
 
     def _encode_columns(
         self, columns: Any, n: int
-    ) -> tuple[Sequence[bytes], dict[str, list[int]], dict[str, Sequence[bytes]]]:
+    ) -> tuple[Sequence[bytes], dict[str, list[int]], dict[str, Sequence[bytes]], bytes | None]:
         """``n`` rows' records, with what the statistics take from encode_columns when the
-        shards get them (the rows given defaults, each feature's entries)."""
+        shards get them (the rows given defaults, each feature's entries), and the records
+        framed when the fast path laid them out so (None: the shard frames them)."""
         tallying = self._sink().tallying
         filled: dict[str, list[int]] = {}
         entries: dict[str, Sequence[bytes]] = {}
-        records = self.ds.schema.encode_columns(columns, n, filled if tallying else None, entries if tallying else None)
-        return records, filled, entries
+        framed: list[bytes] = []
+        records = self.ds.schema.encode_columns(
+            columns, n, filled if tallying else None, entries if tallying else None, framed
+        )
+        return records, filled, entries, (b"".join(framed) if framed else None)
 
     def _encode(self, row: Mapping[str, Any], at: int) -> tuple[bytes, list[str]]:
         """Row ``at``'s record and the features whose default it was given; a row the schema

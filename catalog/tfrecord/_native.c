@@ -448,6 +448,57 @@ static PyObject *join_ranges(PyObject *self, PyObject *args) {
 
 static PyObject *slices(PyObject *self, PyObject *args) { return ranges_list(args, 0); }
 
+/* frame_records(records) -> (framed, lengths): the records (bytes, in a list or tuple) framed
+ * as TFRecord back to back (u64 length, its masked CRC32C, the data, the data's masked
+ * CRC32C), and their lengths as native uint64s (a writer's record index). The GIL is held:
+ * the list is not copied, so no other thread may change it meanwhile. */
+static PyObject *frame_records(PyObject *self, PyObject *arg) {
+    PyObject *fast = PySequence_Fast(arg, "records must be a list or tuple of bytes"), *out = NULL, *lens = NULL;
+    if (fast == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), total = 0;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(items[i])) {
+            PyErr_SetString(PyExc_TypeError, "records must be a list or tuple of bytes");
+            goto done;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
+        if (len > PY_SSIZE_T_MAX - 16 - total) {
+            PyErr_SetString(PyExc_OverflowError, "the framed records would not fit in memory");
+            goto done;
+        }
+        total += len + 16;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    lens = PyBytes_FromStringAndSize(NULL, n * 8); /* (n * 8 <= total: no overflow) */
+    if (out == NULL || lens == NULL) goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    uint64_t *sizes = (uint64_t *)PyBytes_AS_STRING(lens);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
+        sizes[i] = (uint64_t)len;
+        for (int b = 0; b < 8; b++) p[b] = (unsigned char)((uint64_t)len >> (8 * b));
+        uint32_t hc = masked(crc_fn(0, p, 8));
+        memcpy(p + 12, PyBytes_AS_STRING(items[i]), (size_t)len);
+        uint32_t dc = masked(crc_fn(0, p + 12, (size_t)len));
+        for (int b = 0; b < 4; b++) {
+            p[8 + b] = (unsigned char)(hc >> (8 * b));
+            p[12 + len + b] = (unsigned char)(dc >> (8 * b));
+        }
+        p += len + 16;
+    }
+    Py_DECREF(fast);
+    PyObject *result = PyTuple_Pack(2, out, lens);
+    Py_DECREF(out);
+    Py_DECREF(lens);
+    return result;
+done:
+    Py_DECREF(fast);
+    Py_XDECREF(out);
+    Py_XDECREF(lens);
+    return NULL;
+}
+
 static PyObject *texts(PyObject *self, PyObject *args) { return ranges_list(args, 1); }
 
 /* ------------------------------------------------------------------ encode_plain */
@@ -1325,6 +1376,7 @@ static PyMethodDef methods[] = {
     {"slices", slices, METH_VARARGS, "Each buf[starts[i]:ends[i]] as bytes, in a list."},
     {"texts", texts, METH_VARARGS, "Each buf[starts[i]:ends[i]] decoded as UTF-8, in a list; None if one is not."},
     {"encode_plain", encode_plain, METH_VARARGS, "Examples of plain scalar columns, optionally framed."},
+    {"frame_records", frame_records, METH_O, "Records framed as TFRecord back to back, and their lengths."},
     {"parse_example", parse_example, METH_O, "A regular tf.train.Example as {name: (kind, values)}, else None."},
     {"scan_records", scan_records, METH_VARARGS, "Every whole TFRecord record in buf from pos, checked."},
     {"walk_records", walk_records, METH_VARARGS, "Header offsets and data lengths of the whole records in buf[:end]."},

@@ -733,3 +733,22 @@ def test_float32_figures_leave_nans_and_infinities_to_numpy(odd: float, at: int)
     assert native.float32_figures(x[::2]) is None or at % 2  # a strided view: copied first
     with pytest.raises(ValueError):
         native.NATIVE.float32_figures(b"")  # type: ignore[union-attr]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=20), st.booleans())
+def test_frame_records_frames_as_the_format_says(records: list[bytes], as_tuple: bool) -> None:
+    """Each record: its length (u64), the length's masked CRC32C, the data, the data's masked
+    CRC32C; back to back; the lengths as native uint64s (what the writer's index keeps)."""
+    framed, lengths = _native.frame_records(tuple(records) if as_tuple else records)
+    want = b"".join(framing.frame_header(len(r)) + r + struct.pack("<I", framing.masked_crc32c(r)) for r in records)
+    assert framed == want
+    assert np.frombuffer(lengths, dtype=np.uint64).tolist() == [len(r) for r in records]
+
+
+@needs_native
+def test_frame_records_takes_only_bytes() -> None:
+    for odd in ([b"ok", bytearray(b"no")], [b"ok", "text"], b"not a list", None):
+        with pytest.raises(TypeError):
+            _native.frame_records(odd)
