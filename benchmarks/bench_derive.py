@@ -392,7 +392,8 @@ SECTIONS = ("filter", "map", "map-batched")
 
 def main(argv: list[str] | None = None) -> int:
     parser = h.arg_parser(
-        __doc__, "100,000 rows instead of 1,000,000", "minimum timed rounds (default 3)", "the catalog side (workers=1)",
+        __doc__, "100,000 rows instead of 1,000,000", "minimum timed rounds (default 3)",
+        "the catalog side (workers=1)",
     )  # fmt: skip
     parser.add_argument("--only", metavar="SECTIONS", help=f"comma-separated ({','.join(SECTIONS)}); default all")
     args = parser.parse_args(argv)

@@ -291,7 +291,10 @@ def _unchanged(now: Any, given: np.ndarray, was: np.ndarray) -> bool:
     if now is not given or now.dtype != was.dtype or now.shape != was.shape:
         return False
     if was.dtype == object:  # the same objects (immutable: str, bytes)
-        return all(map(operator.is_, now.tolist(), was.tolist()))
+        try:  # their addresses compared, as ``is`` compares (both arrays hold every object)
+            return bool(np.array_equal(np.frombuffer(now, dtype=np.uintp), np.frombuffer(was, dtype=np.uintp)))
+        except (ValueError, BufferError):  # (a view that is not contiguous)
+            return all(map(operator.is_, now.tolist(), was.tolist()))
     return bool(now.tobytes() == was.tobytes())  # bit for bit (a NaN equals itself here)
 
 

@@ -12,7 +12,7 @@ batch equal both ways); what is saved is decoding the rest of every record a sec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,15 +29,19 @@ def decoded_columns(
     n: int,
     filled: Mapping[str, list[int]],
     entries: Mapping[str, Sequence[bytes]],
+    skip: Collection[str] = (),
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
     """The columns ``Schema.decode_batch`` would give for the ``n`` records encoded from
     ``columns``, and per feature the rows its writer filled from the default (counted as
     filled, as a decoded record's absent feature is); None when a feature is neither taken
-    directly nor has its ``entries``."""
+    directly nor has its ``entries``. Features in ``skip`` (whose statistics the tally was
+    given whole) are left out."""
     out: dict[str, np.ndarray] = {}
     rest: list[Feature] = []
     arrays: Mapping[str, np.ndarray] = getattr(columns, "arrays", {})  # (frames.ColumnBatch)
     for name, feat in schema.all_features.items():
+        if name in skip:
+            continue
         column: Any = columns.get(name)
         array = arrays.get(name)
         if array is not None and feat.is_scalar and not feat.tensor and len(array) == n:

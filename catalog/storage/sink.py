@@ -250,7 +250,7 @@ class ShardSink:
         records framed already, goes out as it is. ``beat``: the writer's heartbeat."""
         got = None
         if self.schema is not None and (entries or self.schema.sequence):
-            got = decoded_columns(self.schema, columns, len(records), filled, entries)
+            got = decoded_columns(self.schema, columns, len(records), filled, entries, self._given)
         if got is not None:
             self.write_decoded(records, *got, beat, framed=framed)
             return

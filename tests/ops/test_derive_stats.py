@@ -39,6 +39,11 @@ def doubled_in_place(batch: dict[str, np.ndarray]) -> dict[str, Any]:
     return lengths(batch)
 
 
+def renamed_in_place(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    batch["name"][::7] = "renamed"  # the very array of texts given, some of its objects replaced
+    return lengths(batch)
+
+
 def changing_later(batch: dict[str, np.ndarray]) -> dict[str, Any]:
     CALLS[0] += 1
     if CALLS[0] > 2:  # (the first call infers the schema) the first batch passes "score" through, no other
@@ -115,6 +120,15 @@ def test_a_column_changed_in_place_is_tallied(tmp_path, monkeypatch):
     assert _stats(cat, "reused") == _stats(cat, "tallied")
     score = next(f for f in _stats(cat, "reused") if f["feature"] == "score")
     assert score["values"]["max"] == pytest.approx(2 * 133)
+
+
+def test_a_text_column_changed_in_place_is_tallied(tmp_path, monkeypatch):
+    cat = _source(tmp_path)
+    reused, _ = _both(cat, monkeypatch, renamed_in_place)
+    assert reused == ["length", "name"]
+    assert _stats(cat, "reused") == _stats(cat, "tallied")
+    name = next(f for f in _stats(cat, "reused") if f["feature"] == "name")
+    assert "renamed" in str(name)
 
 
 def test_a_column_passed_through_in_a_shards_first_batch_only_is_tallied_from_the_shard(tmp_path, monkeypatch):
