@@ -253,22 +253,25 @@ class Tally:
         columns: Mapping[str, np.ndarray],
         absent: Mapping[str, np.ndarray],
         ragged: Ragged | None = None,
+        sizes: np.ndarray | None = None,
     ) -> None:
         """A batch of records with the columns the caller decoded of them (``add_columns``):
         the records go to the helper if it takes them, else the columns are tallied here.
         Either way the features ``absent`` says records lacked are counted as filled from it,
-        not from the records (which may hold the defaults their writer filled in)."""
+        not from the records (which may hold the defaults their writer filled in). ``sizes``:
+        the records' lengths, when the caller has them (else measured)."""
         self._note_run(False, len(records))
         for name, mask in absent.items():
             self._writer_fills[name] += int(np.count_nonzero(mask))
         # A SequenceExample's records are decoded a step at a time (half a millisecond a record):
         # the helper would lag far behind the writer, who tallies the columns it has for less.
-        if self._sequence or not self._offer_columns(records, columns, ragged):
+        if self._sequence or not self._offer_columns(records, columns, ragged, sizes):
             self.add_columns(columns, len(records), {}, ragged)
 
-    def _too_long(self, records: Sequence[bytes]) -> bool:
-        """Whether ``records`` average more than the helper takes."""
-        return int(record_sizes(records).sum()) > self._helper_max_record * len(records)
+    def _too_long(self, records: Sequence[bytes], sizes: np.ndarray | None = None) -> bool:
+        """Whether ``records`` (of ``sizes``, when known) average more than the helper takes."""
+        total = int((record_sizes(records) if sizes is None else sizes).sum())
+        return total > self._helper_max_record * len(records)
 
     def _offer(self, records: Sequence[bytes]) -> bool:
         """Whether the helper took ``records`` (of at most HELPER_MAX_RECORD bytes on average, or
@@ -279,14 +282,18 @@ class Tally:
         return self._hand(lambda helper: helper.offer(records))
 
     def _offer_columns(
-        self, records: Sequence[bytes], columns: Mapping[str, np.ndarray], ragged: Ragged | None
+        self,
+        records: Sequence[bytes],
+        columns: Mapping[str, np.ndarray],
+        ragged: Ragged | None,
+        sizes: np.ndarray | None = None,
     ) -> bool:
         """Whether the helper took a batch's ``columns`` (and ``ragged`` values), decoded by the
         writer already: sent as they are (pickled: a copy of the arrays), never the records,
         which the helper would decode a second time (it cost as much as the writer's own
         decode: CPU off/on 0.46x for an append of a TFRecord file). The same batches as
         ``_offer`` takes (records of at most HELPER_MAX_RECORD bytes on average)."""
-        if not (self._helper or self._want_helper) or self._too_long(records):
+        if not (self._helper or self._want_helper) or self._too_long(records, sizes):
             return False
 
         def payload() -> bytes:

@@ -289,7 +289,7 @@ class ShardSink:
             if self._tally is not None and end > start:
                 part = {k: v[start:end] for k, v in columns.items()}
                 lacked = {k: v[start:end] for k, v in absent.items()}
-                self._tally.add_batch(records[start:end], part, lacked, cut(start, end))
+                self._tally.add_batch(records[start:end], part, lacked, cut(start, end), lengths[start:end])
             start = end
             if beat is not None:
                 beat()
