@@ -607,10 +607,11 @@ static int joined_texts(Column *col, PyObject *sizes, Py_ssize_t n) {
 }
 
 /* Kind 3: a sequence of str; 1 when a value is not exactly a str or has no UTF-8 (no error
- * left set: the caller's generic path judges it). The GIL stays held while the column is
- * used, and the list or tuple held keeps each str, and so its UTF-8, alive. */
+ * left set: the caller's generic path judges it). The values are copied into a list of our
+ * own (a pointer each), which nothing else can change while the column is used and which
+ * keeps each str, and so its UTF-8, alive. */
 static int str_texts(Column *col, PyObject *values, Py_ssize_t n) {
-    col->strs = PySequence_Fast(values, "a text column must be a sequence");
+    col->strs = PySequence_List(values);
     if (col->strs == NULL) return -1;
     if (PySequence_Fast_GET_SIZE(col->strs) != n) {
         PyErr_SetString(PyExc_ValueError, "a column's kind or values do not fit n rows");

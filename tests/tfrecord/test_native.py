@@ -377,6 +377,25 @@ except ValueError as e:
 
 
 @needs_native
+def test_encode_plain_takes_texts_as_str_objects_or_declines() -> None:
+    """Kind 3: a sequence of exactly ``str`` (list, tuple, object array), encoded as kind 2
+    encodes their UTF-8; a value of another type or without UTF-8 (a lone surrogate) declines
+    the batch (None: the encoders judge it); a length other than ``n`` is refused."""
+    texts = ["", "a", "é" * 70, "x" * 200, "\U0001f600"]
+    data = "".join(texts).encode("utf-8")
+    sizes = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.int64)
+    want = _native.encode_plain([(b"t", 2, data, sizes)], len(texts), True)
+    for column in (texts, tuple(texts), np.array(texts, dtype=object)):
+        assert _native.encode_plain([(b"t", 3, column, None)], len(texts), True) == want
+    for odd in (b"bytes", np.str_("a subclass"), None, 5, "\ud800"):
+        assert _native.encode_plain([(b"t", 3, [*texts, odd], None)], len(texts) + 1, True) is None
+    with pytest.raises(ValueError):
+        _native.encode_plain([(b"t", 3, texts, None)], len(texts) + 1, True)
+    with pytest.raises(TypeError):
+        _native.encode_plain([(b"t", 3, 42, None)], 1, True)
+
+
+@needs_native
 @pytest.mark.parametrize("n", [-1, 1 << 61])
 def test_encode_plain_without_columns_refuses_a_negative_or_huge_row_count(n: int) -> None:
     """Without columns nothing bounded ``n``: a loop of 2**61 rows, or a negative size's SystemError."""
