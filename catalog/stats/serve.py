@@ -34,6 +34,7 @@ from catalog.stats.helper import (
 from catalog.stats.tally import Tally, sketch
 from catalog.tfrecord.example import first_sequence, plain_examples
 from catalog.tfrecord.framing import HEADER_SIZE, whole_records
+from catalog.tfrecord.native import texts_from_joined
 
 
 def _read_exact(f: IO[bytes], n: int) -> bytes | None:
@@ -137,8 +138,8 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 tally.add_decoded(_records(payload), counted=True)
             elif kind == COLUMNS and tally is not None and not failure:
                 # (pickled by this package's writer, the process that started this one: trusted)
-                n, columns, ragged = pickle.loads(payload)
-                tally.add_columns(columns, n, {}, ragged)
+                n, columns, ragged, texts = pickle.loads(payload)
+                tally.add_columns({**columns, **_texts_again(texts)}, n, {}, ragged)
             elif kind == SAMPLE and tally is not None and not failure:
                 _sketch(tally, payload)
             elif kind == SPAN and tally is not None and not failure:
@@ -155,6 +156,18 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
             _send(out, *reply)
             tally = None
             files.close()
+
+
+def _texts_again(texts: dict[str, tuple[bytes, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Text columns sent as their UTF-8 joined (native.texts_joined), as object arrays again."""
+    out = {}
+    for name, (data, sizes) in texts.items():
+        made = texts_from_joined(data, sizes)
+        if made is None:  # (the writer joined valid texts: reported, and the writer tallies them itself)
+            raise ValueError(f"the texts of {name!r} came garbled")
+        column = out[name] = np.empty(len(sizes), dtype=object)
+        column[:] = made  # (element by element: never a 2-D array)
+    return out
 
 
 def main() -> None:

@@ -111,6 +111,22 @@ def texts(buf: Any, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
         return None
 
 
+def texts_joined(values: Any) -> tuple[bytes, np.ndarray] | None:
+    """The UTF-8 of ``values`` (exactly ``str`` each) back to back, and each one's size (int64):
+    :func:`texts` of the spans makes the same texts again. None when a value is not exactly a
+    str or has no UTF-8, and always without the extension."""
+    if NATIVE is None:
+        return None
+    got = NATIVE.texts_joined(values)
+    return None if got is None else (got[0], np.frombuffer(got[1], dtype=np.int64))
+
+
+def texts_from_joined(data: bytes, sizes: np.ndarray) -> list[str] | None:
+    """The texts :func:`texts_joined` gave ``data`` and ``sizes`` for."""
+    ends = np.cumsum(sizes)
+    return texts(data, ends - sizes, ends)
+
+
 def scalar_columns(
     buf: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[bytes, ...], kinds: bytes
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:

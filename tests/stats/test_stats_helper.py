@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from catalog.schema import Ragged, Schema
 from catalog.stats import DatasetStats, Tally, tally
 from catalog.stats import helper as helpers
 from catalog.stats.sketches import FeatureStats
+from catalog.tfrecord import native
 from tests.stats.test_stats import SCHEMA, generated
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the statistics helper is POSIX only")
@@ -121,6 +123,34 @@ def test_helper_gets_the_batches_decoded_by_the_caller(
         t.add_batch(batch, columns, absent, ragged if joined else None)
     got = t.result()
     assert t._sent == 5
+    same_stats(got, alone(schema, recs))
+
+
+def test_text_columns_go_to_the_helper_as_their_utf8_joined(eager: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text column goes as its UTF-8 joined and each text's size (native.texts_joined), not as
+    pickled str objects; the helper makes the same texts again: the statistics are the same.
+    Other columns (bytes, numbers) go as they are."""
+    if native.NATIVE is None:
+        pytest.skip("the C extension is not built here (no C compiler?) or CATALOG_NATIVE=0")
+    schema, recs = records(3000)
+    sent: list[Any] = []
+    offer = helpers.Helper.offer_columns
+
+    def seen(self: Any, payload: Any) -> bool:
+        sent.append(pickle.loads(payload()))
+        return offer(self, lambda: pickle.dumps(sent[-1]))
+
+    monkeypatch.setattr(helpers.Helper, "offer_columns", seen)
+    t = Tally(schema)
+    for start in range(0, len(recs), 500):
+        batch = recs[start : start + 500]
+        absent: dict[str, np.ndarray] = {}
+        t.add_batch(batch, schema.decode_batch(batch, absent), absent)
+    got = t.result()
+    assert t._sent == 5 and len(sent) == 5
+    for _n, plain, _joined, texts in sent:
+        assert set(texts) == {"word"} and "word" not in plain and "blob" in plain
+        assert native.texts_from_joined(*texts["word"]) is not None
     same_stats(got, alone(schema, recs))
 
 
