@@ -548,10 +548,10 @@ class _Joined:
 
 def _bytes(batch: _Batch, col: _Column, rec: Arr, fs: Arr, fe: Arr) -> tuple[Arr, Values]:
     """Values of a string or bytes column: one per record for scalars, else a list per record."""
-    text = col.feat.dtype == "string"
     if col.count == 1:
         rec, vs, ve = _one_bytes_value(batch, rec, fs, fe)
         return rec, _one_value_each(batch, col, rec, vs, ve).reshape((len(rec), *col.shape))
+    text = col.feat.dtype == "string"
     rec, ls, fe = _field(batch, _LIST_TAG["bytes"], rec, fs, fe)
     vrec, vitem, vs, ve = _split(batch, rec, np.arange(len(rec), dtype=np.int64), ls, fe)
     counts = np.bincount(vitem, minlength=len(rec))
@@ -572,10 +572,9 @@ def _bytes(batch: _Batch, col: _Column, rec: Arr, fs: Arr, fe: Arr) -> tuple[Arr
 
 def _one_value_each(batch: _Batch, col: _Column, rec: Arr, vs: Arr, ve: Arr) -> Arr:
     """The values ``raw[vs:ve]`` of a string or bytes column, a record's one each."""
-    column = _repeated_texts(batch, col, vs, ve) if col.feat.dtype == "string" else None
-    if column is None:
-        column = _object_array(_slices(batch, rec, vs, ve, col.feat.dtype == "string"), (len(rec),))
-    return column
+    text = col.feat.dtype == "string"
+    column = _repeated_texts(batch, col, vs, ve) if text else None
+    return _object_array(_slices(batch, rec, vs, ve, text), (len(rec),)) if column is None else column
 
 
 def _repeated_texts(batch: _Batch, col: _Column, vs: Arr, ve: Arr) -> Arr | None:

@@ -107,11 +107,11 @@ def encode_plain(
     for lo in range(0, n, CHUNK):  # a part at a time: its arrays stay in the CPU's caches
         values = []
         for feat, whole in zip(plan.features, lists, strict=True):
-            got = _VALUES[feat.kind](whole[lo : lo + CHUNK], True)
+            got = _SIZED[feat.kind](whole[lo : lo + CHUNK])
             if got is None:
                 return None
             values.append(got)
-        records = _records(plan, [(v, s) for v, s in values if s is not None], len(values[0][0]), parts)
+        records = _records(plan, values, len(values[0][1]), parts)
         if records is None:
             return None  # (``framed`` untouched: every part or none)
         out += records
@@ -120,12 +120,9 @@ def encode_plain(
     return out
 
 
-Values = tuple[Any, np.ndarray | None]  # (a column's values, each value's bytes when ``sized``)
-
-
-def _ints(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
-    """(values, each varint's bytes) of Python ints (or a signed integer array: the same
-    values, not made Python ints first) from 0 to 2**63 - 1."""
+def _int_values(column: list[Any] | np.ndarray) -> np.ndarray | None:
+    """Python ints (or a signed integer array: the same values, not made Python ints first)
+    from 0 to 2**63 - 1, as int64."""
     if isinstance(column, np.ndarray):
         if column.dtype.kind != "i":
             return None
@@ -139,12 +136,12 @@ def _ints(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
             return None
     if values.min() < 0:  # ten bytes (protobuf's negative int64): the encoder's
         return None
-    return values, (np.searchsorted(_VARINT_LIMITS, values, side="right") + 1 if sized else None)
+    return values
 
 
-def _floats(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
-    """(values as float32, 4 each) of Python floats (or a float array of up to 8 bytes a
-    value: what its values are as Python floats) within float32's range."""
+def _float_values(column: list[Any] | np.ndarray) -> np.ndarray | None:
+    """Python floats (or a float array of up to 8 bytes a value: what its values are as
+    Python floats) within float32's range, as float32."""
     if isinstance(column, np.ndarray):
         if column.dtype.kind != "f" or column.dtype.itemsize > 8:
             return None
@@ -155,18 +152,31 @@ def _floats(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
         values = np.array(column, dtype=np.float64)
     if not (np.abs(values) <= _F32_MAX).all():  # (NaN too: the encoder's)
         return None
-    return values.astype("<f4"), (np.full(len(values), 4, dtype=np.int64) if sized else None)
+    return values.astype("<f4")
 
 
-def _texts(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
+def _str_column(column: list[Any] | np.ndarray) -> list[Any] | np.ndarray | None:
+    """A list or object array, as it is: the C loop checks each value is a str and takes the
+    UTF-8 Python keeps for it."""
+    return None if isinstance(column, np.ndarray) and column.dtype != object else column
+
+
+def _ints(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, each varint's bytes)."""
+    values = _int_values(column)
+    return None if values is None else (values, np.searchsorted(_VARINT_LIMITS, values, side="right") + 1)
+
+
+def _floats(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values as float32, 4 each)."""
+    values = _float_values(column)
+    return None if values is None else (values, np.full(len(values), 4, dtype=np.int64))
+
+
+def _texts(column: list[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(all the texts' UTF-8 bytes, each text's byte length) of Python strs (a list, or an
-    object array of them); unless ``sized``, the column itself (the C loop checks and takes
-    each str's UTF-8 where Python keeps it)."""
-    if isinstance(column, np.ndarray) and column.dtype != object:
-        return None
-    if not sized:
-        return column, None
-    if list(map(type, column)).count(str) != len(column):
+    object array of them)."""
+    if _str_column(column) is None or list(map(type, column)).count(str) != len(column):
         return None
     try:
         joined = "".join(column)
@@ -181,7 +191,8 @@ def _texts(column: list[Any] | np.ndarray, sized: bool) -> Values | None:
     return np.frombuffer(data, dtype=np.uint8), sizes
 
 
-_VALUES = {"int64": _ints, "float32": _floats, "string": _texts}
+_SIZED = {"int64": _ints, "float32": _floats, "string": _texts}  # NumPy's layout: values and sizes
+_VALUES = {"int64": _int_values, "float32": _float_values, "string": _str_column}  # the C loop's
 
 
 def _records(
@@ -225,10 +236,10 @@ def _encode_native(
     assert native.NATIVE is not None
     columns = []
     for feat, column in zip(plan.features, lists, strict=True):
-        got = _VALUES[feat.kind](column, False)
-        if got is None:
+        values = _VALUES[feat.kind](column)
+        if values is None:
             return None
-        columns.append((feat.key, _KINDS[feat.kind], got[0], None))
+        columns.append((feat.key, _KINDS[feat.kind], values, None))
     made = native.NATIVE.encode_plain(columns, n, framed is not None)
     if made is None:  # a text that is no str, or has no UTF-8: the encoders say which
         return None

@@ -448,6 +448,17 @@ static PyObject *join_ranges(PyObject *self, PyObject *args) {
 
 static PyObject *slices(PyObject *self, PyObject *args) { return ranges_list(args, 0); }
 
+/* The TFRecord framing around the len data bytes at at + 12: the length and its masked CRC32C
+ * before them, the data's masked CRC32C after (at + 12 + len). */
+static void frame_around(unsigned char *at, size_t len) {
+    for (int b = 0; b < 8; b++) at[b] = (unsigned char)((uint64_t)len >> (8 * b));
+    uint32_t hc = masked(crc_fn(0, at, 8)), dc = masked(crc_fn(0, at + 12, len));
+    for (int b = 0; b < 4; b++) {
+        at[8 + b] = (unsigned char)(hc >> (8 * b));
+        at[12 + len + b] = (unsigned char)(dc >> (8 * b));
+    }
+}
+
 /* frame_records(records) -> (framed, lengths): the records (bytes, in a list or tuple) framed
  * as TFRecord back to back (u64 length, its masked CRC32C, the data, the data's masked
  * CRC32C), and their lengths as native uint64s (a writer's record index). The GIL is held:
@@ -477,14 +488,8 @@ static PyObject *frame_records(PyObject *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
         sizes[i] = (uint64_t)len;
-        for (int b = 0; b < 8; b++) p[b] = (unsigned char)((uint64_t)len >> (8 * b));
-        uint32_t hc = masked(crc_fn(0, p, 8));
         memcpy(p + 12, PyBytes_AS_STRING(items[i]), (size_t)len);
-        uint32_t dc = masked(crc_fn(0, p + 12, (size_t)len));
-        for (int b = 0; b < 4; b++) {
-            p[8 + b] = (unsigned char)(hc >> (8 * b));
-            p[12 + len + b] = (unsigned char)(dc >> (8 * b));
-        }
+        frame_around(p, (size_t)len);
         p += len + 16;
     }
     Py_DECREF(fast);
@@ -766,13 +771,7 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
         for (Py_ssize_t c = 0; c < k; c++) p = put_entry(p, &cols[c], i);
         e[i] = p - base;
         if (framed) {
-            uint64_t len = (uint64_t)(e[i] - s[i]);
-            for (int b = 0; b < 8; b++) header[b] = (unsigned char)(len >> (8 * b));
-            uint32_t hc = masked(crc_fn(0, header, 8)), dc = masked(crc_fn(0, base + s[i], (size_t)len));
-            for (int b = 0; b < 4; b++) {
-                header[8 + b] = (unsigned char)(hc >> (8 * b));
-                p[b] = (unsigned char)(dc >> (8 * b));
-            }
+            frame_around(header, (size_t)(e[i] - s[i]));
             p += 4;
         }
     }
